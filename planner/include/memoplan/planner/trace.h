@@ -1,0 +1,59 @@
+// The trace: every allocation of one inference pass. Pure data; reading and writing it lives in
+// src/ (trace_io.h). Format documented in docs/FORMATS.md.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace memoplan {
+
+// Where an allocation came from. Every field is optional (empty / 0 when unknown).
+struct Provenance {
+  std::string op;         // op or scope that made it, e.g. "aten::conv2d"
+  uint64_t callsite = 0;  // hash of the allocating call stack
+  uint32_t thread = 0;    // small per-pass thread index
+};
+
+// One allocation. Lifetimes are half-open on the pass's global event clock: the block is live at
+// every time t with begin <= t < end. An allocation made and freed at the same tick (begin == end)
+// is treated as live during [begin, begin + 1): it existed, so it needs space for that instant.
+struct Allocation {
+  uint64_t id = 0;       // unique within the trace; ids need not be dense
+  uint64_t size = 0;     // bytes requested; 0 takes no space and is never placed
+  uint64_t align = 0;    // required alignment in bytes (power of two); 0 = Trace::default_align
+  uint64_t begin = 0;    // first tick live (inclusive)
+  uint64_t end = 0;      // first tick dead (exclusive)
+  bool escapes = false;  // still alive when the pass ended (graph output, cache, leak)
+  Provenance provenance;
+};
+
+struct TraceMeta {
+  std::string name;               // short name, e.g. "resnet18"
+  std::string model_fingerprint;  // hash of the model file or module, when known
+  std::string input_shapes;       // e.g. "1x3x224x224"
+  std::string source;             // who recorded it: "torch.profiler", "csv", ...
+  uint64_t threads = 0;           // intra-op threads while recording, 0 = unknown
+};
+
+struct Trace {
+  TraceMeta meta;
+  uint64_t default_align = 64;  // alignment of rows whose align is 0
+  std::vector<Allocation> allocations;
+};
+
+// The end tick used for planning: end, or begin + 1 for an instantaneous allocation.
+inline uint64_t effective_end(const Allocation& a) { return a.end > a.begin ? a.end : a.begin + 1; }
+inline uint64_t effective_align(const Trace& t, const Allocation& a) {
+  return a.align ? a.align : t.default_align;
+}
+
+// A stable 64-bit hash (hex) of what planning depends on: sizes, alignments and lifetimes in row
+// order. A plan records it so a plan is never applied to a different trace.
+std::string trace_fingerprint(const Trace& trace);
+
+// Structural checks a trace must pass before planning: end >= begin, alignments powers of two,
+// unique ids. Returns an empty string when fine, else the first problem found.
+std::string check_trace(const Trace& trace);
+
+}  // namespace memoplan

@@ -1,0 +1,67 @@
+#include "live_interval_index.h"
+
+#include <algorithm>
+
+namespace memoplan::planner {
+namespace {
+
+// Total list entries if every block were listed with buckets 2^shift ticks wide.
+uint64_t entries_for(const std::vector<Block>& blocks, uint64_t origin, unsigned shift) {
+  uint64_t entries = 0;
+  for (const Block& b : blocks) {
+    entries += ((b.end - 1 - origin) >> shift) - ((b.begin - origin) >> shift) + 1;
+  }
+  return entries;
+}
+
+}  // namespace
+
+LiveIntervalIndex::LiveIntervalIndex(const std::vector<Block>& blocks) : blocks_(blocks) {
+  if (blocks.empty()) return;
+  uint64_t horizon = 0;
+  origin_ = blocks.front().begin;
+  for (const Block& b : blocks) {
+    origin_ = std::min(origin_, b.begin);
+    horizon = std::max(horizon, b.end);
+  }
+  // Start at the median lifetime (most queries then touch one or two buckets) and widen until the
+  // long-lived blocks' copies stay within a small multiple of n.
+  std::vector<uint64_t> lengths;
+  lengths.reserve(blocks.size());
+  for (const Block& b : blocks) lengths.push_back(b.end - b.begin);
+  std::nth_element(lengths.begin(), lengths.begin() + lengths.size() / 2, lengths.end());
+  const uint64_t median = lengths[lengths.size() / 2];
+  while ((uint64_t{1} << width_shift_) < median && width_shift_ < 62) ++width_shift_;
+  const uint64_t budget = 4 * static_cast<uint64_t>(blocks.size()) + 1024;
+  while (width_shift_ < 62 && entries_for(blocks, origin_, width_shift_) > budget) ++width_shift_;
+  buckets_.resize(bucket_of(horizon - 1) + 1);
+}
+
+size_t LiveIntervalIndex::bucket_of(uint64_t time) const {
+  return static_cast<size_t>((time - origin_) >> width_shift_);
+}
+
+void LiveIntervalIndex::insert(size_t index) {
+  const Block& b = blocks_[index];
+  const size_t last = bucket_of(b.end - 1);
+  for (size_t bucket = bucket_of(b.begin); bucket <= last; ++bucket) {
+    buckets_[bucket].push_back(static_cast<uint32_t>(index));
+  }
+}
+
+void LiveIntervalIndex::overlapping(uint64_t begin, uint64_t end, std::vector<size_t>& out) const {
+  if (buckets_.empty() || end <= origin_) return;
+  begin = std::max(begin, origin_);
+  const size_t first = bucket_of(begin);
+  const size_t last = std::min(bucket_of(end - 1), buckets_.size() - 1);
+  for (size_t bucket = first; bucket <= last; ++bucket) {
+    for (uint32_t index : buckets_[bucket]) {
+      const Block& b = blocks_[index];
+      if (b.begin >= end || b.end <= begin) continue;
+      // Listed in every bucket it touches: report it only where its overlap with the query starts.
+      if (bucket_of(std::max(b.begin, begin)) == bucket) out.push_back(index);
+    }
+  }
+}
+
+}  // namespace memoplan::planner

@@ -1,0 +1,80 @@
+#include "offset_placer.h"
+
+#include <algorithm>
+#include <limits>
+#include <numeric>
+
+namespace memoplan::planner {
+
+OffsetPlacer::OffsetPlacer(const Problem& problem)
+    : problem_(problem),
+      index_(problem.blocks),
+      offsets_(problem.blocks.size(), 0),
+      placed_(problem.blocks.size(), false) {}
+
+uint64_t OffsetPlacer::place(size_t index, Fit fit) {
+  const Block& block = problem_.blocks[index];
+  neighbours_.clear();
+  index_.overlapping(block.begin, block.end, neighbours_);
+
+  occupied_.clear();
+  for (size_t n : neighbours_) {
+    occupied_.emplace_back(offsets_[n], offsets_[n] + problem_.blocks[n].size);
+  }
+  std::sort(occupied_.begin(), occupied_.end());
+
+  // Walk the occupied ranges in address order; `free_from` is the lowest free address so far.
+  uint64_t chosen = std::numeric_limits<uint64_t>::max();
+  uint64_t chosen_gap = std::numeric_limits<uint64_t>::max();
+  uint64_t free_from = 0;
+  for (const auto& [lo, hi] : occupied_) {
+    if (lo > free_from) {
+      const uint64_t gap = lo - free_from;
+      if (gap >= block.size && gap < chosen_gap) {
+        chosen = free_from;
+        chosen_gap = gap;
+        if (fit == Fit::kFirst) break;
+      }
+    }
+    free_from = std::max(free_from, hi);
+  }
+  if (chosen == std::numeric_limits<uint64_t>::max()) chosen = free_from;
+
+  offsets_[index] = chosen;
+  placed_[index] = true;
+  extent_ = std::max(extent_, chosen + block.size);
+  index_.insert(index);
+  return chosen;
+}
+
+std::vector<uint64_t> place_in_order(const Problem& problem, const std::vector<size_t>& order,
+                                     Fit fit) {
+  OffsetPlacer placer(problem);
+  for (size_t index : order) placer.place(index, fit);
+  return placer.take_offsets();
+}
+
+std::vector<size_t> order_by_size_desc(const Problem& problem) {
+  std::vector<size_t> order(problem.blocks.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  const auto& b = problem.blocks;
+  std::sort(order.begin(), order.end(), [&](size_t x, size_t y) {
+    if (b[x].size != b[y].size) return b[x].size > b[y].size;
+    if (b[x].begin != b[y].begin) return b[x].begin < b[y].begin;
+    return x < y;
+  });
+  return order;
+}
+
+std::vector<size_t> order_by_begin(const Problem& problem) {
+  std::vector<size_t> order(problem.blocks.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  const auto& b = problem.blocks;
+  std::sort(order.begin(), order.end(), [&](size_t x, size_t y) {
+    if (b[x].begin != b[y].begin) return b[x].begin < b[y].begin;
+    return x < y;
+  });
+  return order;
+}
+
+}  // namespace memoplan::planner

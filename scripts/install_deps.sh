@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs the Debian packages memoplan builds, tests and benchmarks with. Idempotent: skips
+# apt-get entirely when everything is already there.
+set -euo pipefail
+
+PACKAGES=(
+  build-essential cmake ninja-build ccache pkg-config git
+  libgtest-dev libgmock-dev libbenchmark-dev
+  nlohmann-json3-dev libcli11-dev libfmt-dev zlib1g-dev
+  coinor-libcbc-dev
+  libunwind-dev libjemalloc-dev libgoogle-perftools-dev libmimalloc-dev
+  libtorch-dev python3-torch python3-torchvision libopenblas0-pthread
+  libcpp-httplib-dev gnuplot-nox wrk
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+echo "memoplan: installing ${missing[*]}"
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

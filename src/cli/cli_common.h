@@ -1,0 +1,30 @@
+// Pieces every `memoplan` subcommand shares: registration hooks and output helpers.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <string>
+
+#include "memoplan/planner/plan.h"
+#include "memoplan/planner/result.h"
+#include "memoplan/planner/trace.h"
+
+namespace memoplan::cli {
+
+// Exit codes: 0 fine, 1 a plan is invalid (or validation failed), 2 bad input or usage.
+inline constexpr int kExitInvalidPlan = 1;
+inline constexpr int kExitBadInput = 2;
+
+// Each adds its subcommand to `app`; the callback stores its exit code in `exit_code`.
+void add_info_command(CLI::App& app, int& exit_code);
+void add_plan_command(CLI::App& app, int& exit_code);
+void add_validate_command(CLI::App& app, int& exit_code);
+void add_compare_command(CLI::App& app, int& exit_code);
+void add_heapmap_command(CLI::App& app, int& exit_code);
+
+// "12.3 MiB" style, 3 significant digits.
+std::string human_bytes(uint64_t bytes);
+// Prints "memoplan: error: MESSAGE" to stderr and returns kExitBadInput.
+int fail(const std::string& message);
+
+}  // namespace memoplan::cli

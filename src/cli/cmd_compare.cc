@@ -1,0 +1,162 @@
+// `memoplan compare TRACE...`: every strategy on every trace, like Pisarchyk & Lee's Table 2.
+#include <fmt/core.h>
+
+#include <sstream>
+
+#include "cli_common.h"
+#include "memoplan/planner/planner.h"
+#include "memoplan/trace_io.h"
+
+namespace memoplan::cli {
+namespace {
+
+struct CompareArgs {
+  std::vector<std::string> traces;
+  std::vector<std::string> strategies;  // empty: all
+  double time_limit_s = 1.0;
+  bool csv = false;
+  bool markdown = false;
+};
+
+struct Cell {
+  bool ok = false;
+  std::string error;
+  Plan plan;
+};
+
+std::string trace_label(const Trace& trace, const std::string& path) {
+  if (!trace.meta.name.empty()) return trace.meta.name;
+  std::string name = path.substr(path.find_last_of('/') + 1);
+  return name.substr(0, name.find('.'));
+}
+
+std::vector<std::string> split_commas(const std::vector<std::string>& items) {
+  std::vector<std::string> out;
+  for (const std::string& item : items) {
+    std::stringstream stream(item);
+    for (std::string part; std::getline(stream, part, ',');) {
+      if (!part.empty()) out.push_back(part);
+    }
+  }
+  return out;
+}
+
+void print_csv(const std::vector<std::string>& labels, const std::vector<std::string>& strategies,
+               const std::vector<std::vector<Cell>>& cells) {
+  fmt::print("trace,strategy,status,slab_bytes,lower_bound_bytes,ratio,planning_ms,error\n");
+  for (size_t t = 0; t < labels.size(); ++t) {
+    for (size_t s = 0; s < strategies.size(); ++s) {
+      const Cell& c = cells[t][s];
+      if (!c.ok) {
+        fmt::print("{},{},error,,,,,\"{}\"\n", labels[t], strategies[s], c.error);
+        continue;
+      }
+      fmt::print("{},{},{},{},{},{:.6f},{:.3f},\n", labels[t], strategies[s],
+                 to_string(c.plan.status), c.plan.slab_bytes, c.plan.lower_bound_bytes,
+                 c.plan.ratio_to_lower_bound(), c.plan.planning_ms);
+    }
+  }
+}
+
+// Rows: strategies; columns: traces; a cell: "ratio to the lower bound (planning ms)".
+void print_table(const std::vector<std::string>& labels, const std::vector<std::string>& strategies,
+                 const std::vector<std::vector<Cell>>& cells, bool markdown) {
+  const std::string sep = markdown ? " | " : "  ";
+  const size_t name_width = 30, cell_width = 18;
+  auto row = [&](const std::string& head, const std::vector<std::string>& values) {
+    std::string line = markdown ? "| " : "";
+    line += fmt::format("{:<{}}", head, markdown ? 0 : name_width);
+    for (const std::string& v : values) line += sep + fmt::format("{:>{}}", v, cell_width);
+    fmt::print("{}{}\n", line, markdown ? " |" : "");
+  };
+  row("strategy", labels);
+  if (markdown) {
+    std::string line = "|---";
+    for (size_t i = 0; i < labels.size(); ++i) line += "|---:";
+    fmt::print("{}|\n", line);
+  }
+  std::vector<std::string> bounds, best;
+  for (size_t t = 0; t < labels.size(); ++t) {
+    uint64_t bound = 0, smallest = UINT64_MAX;
+    for (const Cell& c : cells[t]) {
+      if (!c.ok) continue;
+      bound = c.plan.lower_bound_bytes;
+      smallest = std::min(smallest, c.plan.slab_bytes);
+    }
+    bounds.push_back(human_bytes(bound));
+    best.push_back(smallest == UINT64_MAX ? "-" : human_bytes(smallest));
+  }
+  row("lower bound", bounds);
+  row("smallest slab", best);
+  for (size_t s = 0; s < strategies.size(); ++s) {
+    std::vector<std::string> values;
+    for (size_t t = 0; t < labels.size(); ++t) {
+      const Cell& c = cells[t][s];
+      values.push_back(c.ok ? fmt::format("{:.3f} ({:.1f} ms)", c.plan.ratio_to_lower_bound(),
+                                          c.plan.planning_ms)
+                            : std::string("error"));
+    }
+    row(strategies[s], values);
+  }
+  if (!markdown) fmt::print("\ncells: slab / lower bound (planning time)\n");
+}
+
+int run_compare(const CompareArgs& args) {
+  std::vector<std::string> strategies = split_commas(args.strategies);
+  if (strategies.empty()) {
+    for (const planner::StrategyInfo& s : planner::all_strategies()) strategies.push_back(s.name);
+  }
+  for (const std::string& name : strategies) {
+    if (!planner::find_strategy(name)) {
+      return fail("unknown strategy '" + name + "' (known: " + planner::strategy_names() + ")");
+    }
+  }
+  std::vector<std::string> labels;
+  std::vector<std::vector<Cell>> cells;
+  int exit_code = 0;
+  for (const std::string& path : args.traces) {
+    Result<Trace> trace = read_trace(path);
+    if (!trace) return fail(trace.error());
+    labels.push_back(trace_label(*trace, path));
+    cells.emplace_back();
+    for (const std::string& name : strategies) {
+      PlanOptions options;
+      options.strategy = name;
+      options.strategy_options.time_limit_s = args.time_limit_s;
+      Result<Plan> plan = plan_trace(*trace, options);
+      Cell cell;
+      cell.ok = plan.ok();
+      if (plan) {
+        cell.plan = std::move(plan).value();
+      } else {
+        cell.error = plan.error();
+        fmt::print(stderr, "memoplan: {}: {}: {}\n", path, name, cell.error);
+        exit_code = kExitInvalidPlan;
+      }
+      cells.back().push_back(std::move(cell));
+    }
+  }
+  if (args.csv) {
+    print_csv(labels, strategies, cells);
+  } else {
+    print_table(labels, strategies, cells, args.markdown);
+  }
+  return exit_code;
+}
+
+}  // namespace
+
+void add_compare_command(CLI::App& app, int& exit_code) {
+  auto* cmd =
+      app.add_subcommand("compare", "Every strategy on every trace: slab, ratio, planning time");
+  auto args = std::make_shared<CompareArgs>();
+  cmd->add_option("TRACE", args->traces, "Trace files")->required();
+  cmd->add_option("-s,--strategies", args->strategies, "Comma-separated strategies (default all)");
+  cmd->add_option("--time-limit", args->time_limit_s, "Seconds for mip and best, per trace")
+      ->check(CLI::PositiveNumber);
+  cmd->add_flag("--csv", args->csv, "One CSV row per trace and strategy");
+  cmd->add_flag("--markdown", args->markdown, "A Markdown table");
+  cmd->callback([args, &exit_code] { exit_code = run_compare(*args); });
+}
+
+}  // namespace memoplan::cli

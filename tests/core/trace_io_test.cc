@@ -1,0 +1,204 @@
+// Trace and plan files: round trips, real traces, and one clear error per kind of bad input.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "memoplan/planner/planner.h"
+#include "memoplan/trace_io.h"
+#include "random_traces.h"
+
+namespace memoplan {
+namespace {
+
+namespace fs = std::filesystem;
+
+class TempDir {
+ public:
+  TempDir() {
+    static int counter = 0;
+    path_ = fs::temp_directory_path() /
+            ("memoplan_io_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+    fs::create_directories(path_);
+  }
+  ~TempDir() { fs::remove_all(path_); }
+  std::string file(const std::string& name, const std::string& content = "") const {
+    const std::string p = (path_ / name).string();
+    if (!content.empty()) std::ofstream(p, std::ios::binary) << content;
+    return p;
+  }
+
+ private:
+  fs::path path_;
+};
+
+fs::path test_data() {
+  const char* dir = std::getenv("MEMOPLAN_TEST_DATA");
+  return dir ? fs::path(dir) : fs::path("tests/data");
+}
+
+std::string trace_json(const std::string& columns, const std::string& extra = "") {
+  return R"({"format":"memoplan-trace","version":1,)" + extra + R"("columns":{)" + columns + "}}";
+}
+
+// The error names the file and contains `expected`.
+void expect_trace_error(const std::string& content, const std::string& expected,
+                        const std::string& name = "bad.json") {
+  TempDir dir;
+  const std::string path = dir.file(name, content);
+  Result<Trace> trace = read_trace(path);
+  ASSERT_FALSE(trace.ok()) << "accepted: " << content.substr(0, 200);
+  EXPECT_NE(trace.error().find(path), std::string::npos) << trace.error();
+  EXPECT_NE(trace.error().find(expected), std::string::npos) << trace.error();
+}
+
+TEST(TraceIo, JsonRoundTripKeepsEveryField) {
+  TempDir dir;
+  Trace trace = testing::random_trace(testing::TraceShape::kDnnLike, 300, 7);
+  trace.allocations[3].align = 256;
+  trace.allocations[4].provenance.callsite = (uint64_t{1} << 60) + 5;
+  trace.allocations[5].provenance.thread = 3;
+  trace.meta.input_shapes = "1x3x224x224";
+  for (const std::string name : {"t.json", "t.json.gz"}) {
+    const std::string path = dir.file(name);
+    ASSERT_EQ(write_trace(trace, path), "");
+    Result<Trace> back = read_trace(path);
+    ASSERT_TRUE(back.ok()) << back.error();
+    ASSERT_EQ(back->allocations.size(), trace.allocations.size());
+    EXPECT_EQ(trace_fingerprint(*back), trace_fingerprint(trace));
+    EXPECT_EQ(back->meta.input_shapes, "1x3x224x224");
+    for (size_t i = 0; i < trace.allocations.size(); ++i) {
+      const Allocation &a = trace.allocations[i], &b = back->allocations[i];
+      EXPECT_EQ(a.id, b.id);
+      EXPECT_EQ(a.escapes, b.escapes);
+      EXPECT_EQ(a.provenance.op, b.provenance.op);
+      EXPECT_EQ(a.provenance.callsite, b.provenance.callsite);
+      EXPECT_EQ(a.provenance.thread, b.provenance.thread);
+    }
+  }
+}
+
+TEST(TraceIo, PlanRoundTrip) {
+  TempDir dir;
+  const Trace trace = testing::random_trace(testing::TraceShape::kResidual, 100, 3);
+  Result<Plan> plan = plan_trace(trace);
+  ASSERT_TRUE(plan.ok());
+  const std::string path = dir.file("p.json");
+  ASSERT_EQ(write_plan(*plan, path), "");
+  Result<Plan> back = read_plan(path);
+  ASSERT_TRUE(back.ok()) << back.error();
+  EXPECT_EQ(back->offsets, plan->offsets);
+  EXPECT_EQ(back->slab_bytes, plan->slab_bytes);
+  EXPECT_EQ(back->strategy, plan->strategy);
+  EXPECT_EQ(back->status, plan->status);
+  EXPECT_EQ(back->trace_fingerprint, plan->trace_fingerprint);
+}
+
+TEST(TraceIo, CsvWithOptionalColumnsInAnyOrder) {
+  TempDir dir;
+  const std::string path = dir.file("t.csv",
+                                    "name,end,size,begin,align\n"
+                                    "conv1,5,802816,0,64\n"
+                                    "\"relu, inplace\",2,4096,1,\n"
+                                    "\n# comments and blank lines are skipped\r\n"
+                                    "x,3,0,3,\n");
+  Result<Trace> trace = read_trace(path);
+  ASSERT_TRUE(trace.ok()) << trace.error();
+  ASSERT_EQ(trace->allocations.size(), 3u);
+  EXPECT_EQ(trace->allocations[0].size, 802816u);
+  EXPECT_EQ(trace->allocations[1].provenance.op, "relu, inplace");
+  EXPECT_EQ(trace->allocations[1].align, 0u);
+  EXPECT_EQ(trace->allocations[2].id, 2u);
+  EXPECT_TRUE(plan_trace(*trace).ok());
+}
+
+TEST(TraceIo, CommittedModelTracesLoadAndPlan) {
+  size_t loaded = 0;
+  for (const auto& entry : fs::directory_iterator(test_data() / "traces")) {
+    Result<Trace> trace = read_trace(entry.path().string());
+    ASSERT_TRUE(trace.ok()) << trace.error();
+    EXPECT_GT(trace->allocations.size(), 10u) << entry.path();
+    Result<Plan> plan = plan_trace(*trace);
+    ASSERT_TRUE(plan.ok()) << entry.path() << ": " << plan.error();
+    ++loaded;
+  }
+  EXPECT_GE(loaded, 4u);
+}
+
+TEST(TraceIoErrors, FileProblems) {
+  Result<Trace> missing = read_trace("/nonexistent/trace.json");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.error().find("/nonexistent/trace.json: cannot open"), std::string::npos);
+  expect_trace_error("   \n", "file is empty");
+  expect_trace_error(trace_json(R"("size":[1],"begin":[0],"end":[1])").substr(0, 40),
+                     "not valid JSON");
+  expect_trace_error("\x1f\x8b\x08\x00garbage", "gzip data is", "bad.json.gz");
+}
+
+TEST(TraceIoErrors, HeaderProblems) {
+  expect_trace_error("[1,2]", "expected a JSON object");
+  expect_trace_error(R"({"version":1})", "no \"format\" field");
+  expect_trace_error(R"({"format":"memoplan-plan","version":1})", "format is \"memoplan-plan\"");
+  expect_trace_error(R"({"format":"memoplan-trace","version":7})",
+                     "unsupported memoplan-trace version 7");
+  expect_trace_error(R"({"format":"memoplan-trace","version":1})", "missing \"columns\"");
+}
+
+TEST(TraceIoErrors, ColumnProblems) {
+  expect_trace_error(trace_json(R"("begin":[0],"end":[1])"), "missing required column \"size\"");
+  expect_trace_error(trace_json(R"("size":[1],"end":[1])"), "missing required column \"begin\"");
+  expect_trace_error(trace_json(R"("size":[1,2],"begin":[0],"end":[1,2])"),
+                     "column \"begin\" has 1 values");
+  expect_trace_error(trace_json(R"("size":[-4],"begin":[0],"end":[1])"),
+                     "size[0] must be a non-negative integer, got -4");
+  expect_trace_error(trace_json(R"("size":["big"],"begin":[0],"end":[1])"), "got \"big\"");
+  expect_trace_error(trace_json(R"("size":[1],"begin":[0],"end":[1],"sise":[1])"),
+                     "unknown column \"sise\"");
+  expect_trace_error(trace_json(R"("size":[1],"begin":[0],"end":[1],"op":[3])", R"("ops":["a"],)"),
+                     "op[0] = 3 is past the end of \"ops\"");
+  expect_trace_error(trace_json(R"("size":[1],"begin":[5],"end":[1])"), "before it begins");
+  expect_trace_error(trace_json(R"("size":[1,1],"begin":[0,0],"end":[1,1],"id":[4,4])"),
+                     "duplicate id");
+  expect_trace_error(trace_json(R"("size":[1],"begin":[0],"end":[1],"align":[48])"),
+                     "alignment 48 is not a power of two");
+  expect_trace_error(trace_json(R"("size":[1],"begin":[0],"end":[1])", R"("meta":[],)"),
+                     "\"meta\" must be an object");
+}
+
+TEST(TraceIoErrors, CsvProblems) {
+  expect_trace_error("size,begin\n1,0\n", "must name the columns size, begin and end", "b.csv");
+  expect_trace_error("size,begin,end,colour\n", "unknown column \"colour\"", "b.csv");
+  expect_trace_error("size,begin,end\n1,0\n", ":2: 2 fields, the header has 3", "b.csv");
+  expect_trace_error("size,begin,end\n1,x,2\n", ":2: begin \"x\" is not a non-negative integer",
+                     "b.csv");
+  expect_trace_error("size,begin,end,name\n1,0,2,\"open\n", "unterminated quoted field", "b.csv");
+  expect_trace_error("size,begin,end\n1,3,2\n", "before it begins", "b.csv");
+}
+
+TEST(PlanIoErrors, EachProblemNamed) {
+  TempDir dir;
+  auto plan_error = [&](const std::string& content) {
+    Result<Plan> plan = read_plan(dir.file("p.json", content));
+    return plan.ok() ? std::string("accepted") : plan.error();
+  };
+  const std::string head = R"({"format":"memoplan-plan","version":1,)";
+  EXPECT_NE(plan_error(head + R"("slab_bytes":1,"alignment":64})").find("missing \"offsets\""),
+            std::string::npos);
+  EXPECT_NE(plan_error(head + R"("slab_bytes":1,"alignment":48,"offsets":[]})")
+                .find("alignment 48 is not a power of two"),
+            std::string::npos);
+  EXPECT_NE(plan_error(head + R"("slab_bytes":1,"alignment":64,"offsets":[1.5]})")
+                .find("offsets[0] must be a non-negative integer"),
+            std::string::npos);
+  EXPECT_NE(plan_error(head + R"("slab_bytes":1,"alignment":64,"offsets":[],"status":"great"})")
+                .find("unknown status \"great\""),
+            std::string::npos);
+  EXPECT_NE(plan_error(R"({"format":"memoplan-plan","version":2})").find("unsupported"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace memoplan

@@ -1,0 +1,152 @@
+// `best`: valid, never worse than any strategy in its portfolio, optimal where greedy_by_size is
+// not, and back within its time limit.
+#include <gtest/gtest.h>
+
+#include <limits>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "memoplan/planner/lower_bound.h"
+#include "memoplan/planner/planner.h"
+#include "memoplan/planner/validator.h"
+#include "offset_placer.h"
+#include "order_search.h"
+#include "random_traces.h"
+
+namespace memoplan {
+namespace {
+
+using testing::TraceShape;
+
+constexpr uint64_t KiB = 1024;
+
+Result<Plan> plan_with(const Trace& trace, const std::string& strategy, double time_limit_s) {
+  PlanOptions options;
+  options.strategy = strategy;
+  options.strategy_options.time_limit_s = time_limit_s;
+  return plan_trace(trace, options);
+}
+
+std::vector<std::string> portfolio_members() {
+  std::vector<std::string> names;
+  for (const planner::StrategyInfo& info : planner::all_strategies()) {
+    const bool places =
+        info.family == planner::Family::kOffsets || info.family == planner::Family::kSharedObjects;
+    if (info.fast && places && std::string(info.name) != "best") names.push_back(info.name);
+  }
+  return names;
+}
+
+TEST(BestTest, ValidAndNoWorseThanAnyFastStrategy) {
+  const std::vector<std::string> members = portfolio_members();
+  ASSERT_GE(members.size(), 2u);
+  for (TraceShape shape : testing::all_shapes()) {
+    for (uint64_t seed = 1; seed <= 3; ++seed) {
+      const Trace trace = testing::random_trace(shape, 200, seed);
+      const std::string name = trace.meta.name + " seed " + std::to_string(seed);
+      Result<Plan> best = plan_with(trace, "best", 0.1);
+      ASSERT_TRUE(best.ok()) << name << ": " << best.error();
+      const ValidationReport report = validate_plan(trace, *best);
+      ASSERT_TRUE(report.valid) << name << ": " << report.messages.front();
+      EXPECT_GE(best->slab_bytes, best->lower_bound_bytes) << name;
+      for (const std::string& member : members) {
+        Result<Plan> other = plan_with(trace, member, 0.1);
+        ASSERT_TRUE(other.ok()) << name << " " << member << ": " << other.error();
+        EXPECT_LE(best->slab_bytes, other->slab_bytes) << name << ": " << member << " beat best";
+      }
+    }
+  }
+}
+
+// Four blocks, sizes in KiB:  A 4 live [0,2)   B 4 live [1,4)   C 2 live [3,6)   D 4 live [4,6).
+// At most 8 KiB are live at once (A+B at tick 1, C+D at ticks 4-5), and 8 KiB suffice: B at 0,
+// A and C at 4, D at 0. Largest-first ties break by begin, so greedy_by_size puts A at 0, B above
+// it at 4, D at 0 (B is dead by then), and C, live alongside B at [4,8) and D at [0,4), on top:
+// 10 KiB.
+Trace greedy_trap() {
+  Trace trace;
+  for (auto [size, begin, end] : std::vector<std::tuple<uint64_t, uint64_t, uint64_t>>{
+           {4 * KiB, 0, 2}, {4 * KiB, 1, 4}, {2 * KiB, 3, 6}, {4 * KiB, 4, 6}}) {
+    Allocation a;
+    a.id = trace.allocations.size();
+    a.size = size;
+    a.begin = begin;
+    a.end = end;
+    trace.allocations.push_back(a);
+  }
+  return trace;
+}
+
+TEST(BestTest, FindsTheOptimumWhereGreedyBySizeDoesNot) {
+  const Trace trace = greedy_trap();
+  Result<Plan> greedy = plan_with(trace, "greedy_by_size", 0.25);
+  ASSERT_TRUE(greedy.ok()) << greedy.error();
+  EXPECT_EQ(greedy->slab_bytes, 10 * KiB);
+
+  Result<Plan> best = plan_with(trace, "best", 0.25);
+  ASSERT_TRUE(best.ok()) << best.error();
+  EXPECT_EQ(best->slab_bytes, 8 * KiB);
+  EXPECT_EQ(best->lower_bound_bytes, 8 * KiB);
+  EXPECT_EQ(best->status, SolveStatus::kOptimal);
+  EXPECT_TRUE(validate_plan(trace, *best).valid);
+}
+
+TEST(BestTest, TheOrderSearchAloneEscapesGreedyBySize) {
+  // The portfolio may already hold the optimum; the search must get there by itself too.
+  Result<planner::Problem> problem = planner::make_problem(greedy_trap());
+  ASSERT_TRUE(problem.ok());
+  const std::vector<uint64_t> greedy =
+      planner::place_in_order(*problem, planner::order_by_size_desc(*problem), planner::Fit::kBest);
+  ASSERT_EQ(planner::slab_size(*problem, greedy), 10 * KiB);
+  planner::OrderSearchOptions options;
+  options.deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  options.max_iterations = 1000;
+  options.target_slab = planner::offset_lower_bound(*problem);
+  const planner::OrderSearchResult result =
+      planner::search_placement_orders(*problem, greedy, options);
+  EXPECT_EQ(result.slab, 8 * KiB);
+  EXPECT_LT(result.iterations, options.max_iterations) << "stops once optimal";
+}
+
+TEST(BestTest, ReturnsWithinItsTimeLimitOnceItHasAPlan) {
+  // 20,000 blocks with pass-long ones among them: a single fast strategy takes a good part of the
+  // limit. No strategy can be interrupted, so `best` may overrun by the one in flight when time
+  // runs out (and always runs the default one); it must start nothing after that.
+  const Trace trace = testing::random_trace(TraceShape::kDnnLike, 20000, 3);
+  const double limit_ms = 100;
+  Result<Plan> greedy = plan_with(trace, std::string(planner::kDefaultStrategy), 0.1);
+  Result<Plan> best = plan_with(trace, "best", limit_ms / 1000);
+  ASSERT_TRUE(greedy.ok()) << greedy.error();
+  ASSERT_TRUE(best.ok()) << best.error();
+  // planning_ms is the strategy's own wall time. Generous slack: CI machines are noisy.
+  EXPECT_LT(best->planning_ms, limit_ms + 2 * greedy->planning_ms + 300) << best->note;
+  EXPECT_LE(best->slab_bytes, greedy->slab_bytes);
+  EXPECT_TRUE(validate_plan(trace, *best).valid);
+}
+
+TEST(BestTest, NoTimeAtAllStillGivesTheDefaultStrategysPlan) {
+  const Trace trace = testing::random_trace(TraceShape::kDnnLike, 2000, 4);
+  Result<Plan> greedy = plan_with(trace, std::string(planner::kDefaultStrategy), 0.0);
+  ASSERT_TRUE(greedy.ok()) << greedy.error();
+  for (double limit : {0.0, -1.0, std::numeric_limits<double>::quiet_NaN()}) {
+    Result<Plan> best = plan_with(trace, "best", limit);
+    ASSERT_TRUE(best.ok()) << limit << ": " << best.error();
+    EXPECT_LE(best->slab_bytes, greedy->slab_bytes) << limit;
+    EXPECT_LT(best->planning_ms, 2 * greedy->planning_ms + 300) << limit << ": " << best->note;
+    EXPECT_TRUE(validate_plan(trace, *best).valid) << limit;
+  }
+}
+
+TEST(BestTest, NoteNamesTheWinner) {
+  Result<Plan> best = plan_with(testing::random_trace(TraceShape::kUniform, 150, 1), "best", 0.05);
+  ASSERT_TRUE(best.ok()) << best.error();
+  bool names_a_member = false;
+  for (const std::string& member : portfolio_members()) {
+    names_a_member |= best->note.find("portfolio winner " + member + " ") != std::string::npos;
+  }
+  EXPECT_TRUE(names_a_member) << best->note;
+}
+
+}  // namespace
+}  // namespace memoplan
