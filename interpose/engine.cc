@@ -1,0 +1,247 @@
+#include "engine.h"
+
+#include <pthread.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <fcntl.h>
+#include <cerrno>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+#include <new>
+
+#include "bootstrap.h"
+#include "fallback.h"
+#include "stats.h"
+
+extern char** environ;
+
+namespace memoplan::shim {
+namespace {
+
+Global g;
+__thread ThreadState* tls_state __attribute__((tls_model("initial-exec"))) = nullptr;
+__thread int tls_reentry __attribute__((tls_model("initial-exec"))) = 0;
+__thread bool tls_dead __attribute__((tls_model("initial-exec"))) = false;
+pthread_key_t thread_exit_key;
+
+constexpr unsigned kTagShift = 28;  // 256 MiB per tag slot; 2^16 slots = 16 TiB reserved
+
+void warn_line(const char* message) { log_line("%s", message); }
+
+// getenv is not safe this early in a preloaded library; walk the environment ourselves.
+const char* find_env(const char* name) {
+  const size_t n = strlen(name);
+  for (char** e = environ; e && *e; ++e) {
+    if (!strncmp(*e, name, n) && (*e)[n] == '=') return *e + n + 1;
+  }
+  return nullptr;
+}
+
+void* map_zeroed(size_t bytes) {
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  return p == MAP_FAILED ? nullptr : p;
+}
+
+void on_thread_exit(void* state) {
+  // The slab stays mapped: blocks handed out may still be referenced by other threads.
+  tls_dead = true;
+  (void)state;
+}
+
+void after_fork_in_child() {
+  // Only the forking thread survives; its state and every slab stay valid in the copy. Nothing
+  // to reset: the shim holds no lock across the fork (slot bitmaps and counters are atomics).
+}
+
+void initialize() {
+  int expected = 0;
+  if (!g.init_state.compare_exchange_strong(expected, 1)) return;
+  const char* conf = find_env("MEMOPLAN_CONF");
+  parse_options(conf, g.options, warn_line);
+  if (g.options.log_path[0]) {
+    const int fd = open(g.options.log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd >= 0) g.log_fd = fd;
+  }
+  const char* error = nullptr;
+  if (!fallback::init(g.options.fallback, &error)) {
+    // Without a real allocator nothing works; the bootstrap pool keeps us alive long enough to
+    // say why.
+    log_line("%s", error);
+    g.init_state.store(2);
+    return;
+  }
+  if (error) log_line("%s", error);
+  g.mode_off = g.options.mode == Mode::kOff;
+  if (!g.mode_off) {
+    bool ok = g.tags.reserve(kTagShift, 1u << 16);
+    unsigned slab_shift = static_cast<unsigned>(__builtin_ctzll(g.options.slab_max));
+    uint32_t slab_slots = 1;
+    while (slab_slots < g.options.threads) slab_slots *= 2;
+    ok = ok && g.slabs.reserve(slab_shift, slab_slots);
+    g.tag_owner = static_cast<Global::SlotOwner*>(map_zeroed(sizeof(Global::SlotOwner) << 16));
+    g.slab_owner = static_cast<ThreadState**>(map_zeroed(sizeof(ThreadState*) * slab_slots));
+    if (!ok || !g.tag_owner || !g.slab_owner) {
+      log_line("memoplan: cannot reserve address space for tags and slabs (%s); running unplanned",
+               strerror(errno));
+      g.mode_off = true;
+    }
+  }
+  pthread_key_create(&thread_exit_key, on_thread_exit);
+  pthread_atfork(nullptr, nullptr, after_fork_in_child);
+  g.init_state.store(2, std::memory_order_release);
+}
+
+inline bool ready() {
+  if (__builtin_expect(g.init_state.load(std::memory_order_acquire) == 2, 1)) return true;
+  initialize();
+  return g.init_state.load(std::memory_order_acquire) == 2;
+}
+
+}  // namespace
+
+Global& global() { return g; }
+
+ReentryGuard::ReentryGuard() { ++tls_reentry; }
+ReentryGuard::~ReentryGuard() { --tls_reentry; }
+bool ReentryGuard::active() { return tls_reentry != 0; }
+
+void log_line(const char* format, ...) {
+  char line[512];
+  va_list args;
+  va_start(args, format);
+  int n = vsnprintf(line, sizeof line - 1, format, args);
+  va_end(args);
+  if (n < 0) return;
+  if (n > static_cast<int>(sizeof line) - 2) n = sizeof line - 2;
+  line[n++] = '\n';
+  ssize_t ignored = write(g.log_fd, line, static_cast<size_t>(n));
+  (void)ignored;
+}
+
+ThreadState* thread_state() {
+  if (__builtin_expect(tls_state != nullptr, 1)) return tls_state;
+  if (tls_dead) return nullptr;
+  ReentryGuard guard;
+  void* memory = fallback::calloc(1, sizeof(ThreadState));
+  if (!memory) return nullptr;
+  ThreadState* t = new (memory) ThreadState();
+  t->index = g.next_thread_index.fetch_add(1, std::memory_order_relaxed);
+  // With detection on, record from the first allocation; explicit passes (if the program calls
+  // memoplan_pass_begin) take over and restart profiling after the warm-up passes.
+  t->phase = g.options.detect ? Phase::kProfiling : Phase::kWarmup;
+  tls_state = t;
+  pthread_setspecific(thread_exit_key, t);
+  return t;
+}
+
+void* fallback_alloc(size_t size, size_t alignment, bool zero) {
+  if (alignment <= 16) return zero ? fallback::calloc(1, size) : fallback::malloc(size);
+  void* p = fallback::aligned(alignment, size);
+  if (p && zero) memset(p, 0, size);
+  return p;
+}
+
+void* engine_alloc(size_t size, size_t alignment, bool zero) {
+  // While the fallback is being resolved (by this thread or another), serve from the static
+  // pool: it is zero-initialized and never reused, so `zero` holds without a memset.
+  if (__builtin_expect(!ready(), 0)) return bootstrap::allocate(size, alignment);
+  if (g.mode_off || tls_reentry || size < g.options.min_size) {
+    if (!g.mode_off) stats().small_passthrough.fetch_add(1, std::memory_order_relaxed);
+    return fallback_alloc(size, alignment, zero);
+  }
+
+  ThreadState* t = thread_state();
+  void* p = nullptr;
+  if (t) {
+    ReentryGuard guard;
+    const bool tracking = t->phase == Phase::kProfiling || t->phase == Phase::kReplaying;
+    const uint64_t key =
+        tracking ? callsite_key(size, static_cast<unsigned>(g.options.callsite_depth)) : 0;
+    if (t->phase == Phase::kReplaying) {
+      p = replay_alloc(*t, size, alignment, key);
+      if (p && zero) memset(p, 0, size);
+    } else if (t->phase == Phase::kProfiling && alignment <= g.tags.slot_bytes()) {
+      p = profile_alloc(*t, size, key);  // fresh pages: already zero
+    }
+  }
+  if (p) return p;
+  return fallback_alloc(size, alignment, zero);
+}
+
+void engine_free(void* p) {
+  if (!p) return;
+  if (__builtin_expect(g.slabs.contains(p), 0)) return slab_free(p);
+  if (__builtin_expect(g.tags.contains(p), 0)) return profile_free(p);
+  if (__builtin_expect(bootstrap::owns(p), 0)) return;
+  fallback::free(p);
+}
+
+size_t engine_usable_size(void* p) {
+  if (!p) return 0;
+  if (g.slabs.contains(p)) return slab_usable_size(p);
+  if (g.tags.contains(p)) return profile_usable_size(p);
+  if (bootstrap::owns(p)) return bootstrap::usable_size(p);
+  return fallback::usable_size(p);
+}
+
+void* engine_realloc(void* p, size_t size) {
+  if (!p) return engine_alloc(size, 16, false);
+  const bool ours = g.slabs.contains(p) || g.tags.contains(p) || bootstrap::owns(p);
+  if (!ours) return fallback::realloc(p, size);
+  if (size == 0) {
+    engine_free(p);
+    return nullptr;
+  }
+  // Our blocks never grow in place: move them to the fallback, which is where a resized block
+  // belongs anyway (its size no longer matches the plan).
+  const size_t old_size = engine_usable_size(p);
+  void* q = fallback::malloc(size);
+  if (!q) return nullptr;  // errno is ENOMEM; p is untouched, as realloc promises
+  memcpy(q, p, old_size < size ? old_size : size);
+  if (g.slabs.contains(p)) stats().moved_by_realloc.fetch_add(1, std::memory_order_relaxed);
+  engine_free(p);
+  return q;
+}
+
+void engine_pass_begin() {
+  if (!ready() || g.mode_off) return;
+  ThreadState* t = thread_state();
+  if (!t) return;
+  ReentryGuard guard;
+  t->explicit_passes = true;
+  ++t->passes_begun;
+  stats().passes.fetch_add(1, std::memory_order_relaxed);
+  switch (t->phase) {
+    case Phase::kWarmup:
+      if (t->passes_begun > g.options.passes) {
+        t->phase = Phase::kProfiling;
+        t->pass_first_record = t->record_count;
+      }
+      break;
+    case Phase::kProfiling:
+      // Automatic detection was running; explicit passes take over from here.
+      t->pass_first_record = t->record_count;
+      break;
+    case Phase::kReplaying:
+      t->cursor = 0;
+      ++t->replayed_passes;
+      break;
+    case Phase::kDisabled:
+      break;
+  }
+}
+
+void engine_pass_end() {
+  if (!ready() || g.mode_off) return;
+  ThreadState* t = thread_state();
+  if (!t || t->phase != Phase::kProfiling || !t->explicit_passes) return;
+  ReentryGuard guard;
+  const uint64_t count = t->record_count - t->pass_first_record;
+  if (!build_replay(*t, t->pass_first_record, count, t->tick, 0)) t->phase = Phase::kDisabled;
+  // The first replayed pass starts at the next memoplan_pass_begin.
+  t->cursor = 0;
+}
+
+}  // namespace memoplan::shim

@@ -1,0 +1,147 @@
+// The exported allocation family: every function glibc documents for a malloc replacement, and
+// every C++ operator new/delete. Each is a thin shell over engine.h.
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+#include <new>
+
+#include "engine.h"
+#include "memoplan/pass.h"
+
+using namespace memoplan::shim;
+
+namespace {
+
+constexpr size_t kMinAlign = 16;  // what glibc's malloc guarantees on x86-64
+
+inline bool valid_alignment(size_t a) { return a && !(a & (a - 1)) && a % sizeof(void*) == 0; }
+
+inline void* new_or_throw(size_t size, size_t alignment) {
+  void* p = engine_alloc(size ? size : 1, alignment < kMinAlign ? kMinAlign : alignment, false);
+  if (!p) throw std::bad_alloc();
+  return p;
+}
+
+inline size_t page_size() { return 4096; }
+
+}  // namespace
+
+extern "C" {
+
+__attribute__((visibility("default"))) void* malloc(size_t size) {
+  return engine_alloc(size, kMinAlign, false);
+}
+
+__attribute__((visibility("default"))) void free(void* p) {
+  const int saved = errno;  // free preserves errno (POSIX 2024)
+  engine_free(p);
+  errno = saved;
+}
+
+__attribute__((visibility("default"))) void cfree(void* p) { free(p); }
+
+__attribute__((visibility("default"))) void* calloc(size_t count, size_t size) {
+  size_t bytes;
+  if (__builtin_mul_overflow(count, size, &bytes)) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  return engine_alloc(bytes, kMinAlign, true);
+}
+
+__attribute__((visibility("default"))) void* realloc(void* p, size_t size) {
+  return engine_realloc(p, size);
+}
+
+__attribute__((visibility("default"))) void* reallocarray(void* p, size_t count, size_t size) {
+  size_t bytes;
+  if (__builtin_mul_overflow(count, size, &bytes)) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  return engine_realloc(p, bytes);
+}
+
+__attribute__((visibility("default"))) int posix_memalign(void** out, size_t alignment,
+                                                          size_t size) {
+  if (!valid_alignment(alignment)) return EINVAL;
+  const int saved = errno;
+  void* p = engine_alloc(size, alignment < kMinAlign ? kMinAlign : alignment, false);
+  if (!p) return ENOMEM;
+  errno = saved;
+  *out = p;
+  return 0;
+}
+
+__attribute__((visibility("default"))) void* aligned_alloc(size_t alignment, size_t size) {
+  if (!alignment || (alignment & (alignment - 1))) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  return engine_alloc(size, alignment < kMinAlign ? kMinAlign : alignment, false);
+}
+
+__attribute__((visibility("default"))) void* memalign(size_t alignment, size_t size) {
+  return aligned_alloc(alignment, size);
+}
+
+__attribute__((visibility("default"))) void* valloc(size_t size) {
+  return engine_alloc(size, page_size(), false);
+}
+
+__attribute__((visibility("default"))) void* pvalloc(size_t size) {
+  const size_t rounded = (size + page_size() - 1) & ~(page_size() - 1);
+  return engine_alloc(rounded ? rounded : page_size(), page_size(), false);
+}
+
+__attribute__((visibility("default"))) size_t malloc_usable_size(void* p) {
+  return engine_usable_size(p);
+}
+
+__attribute__((visibility("default"))) void memoplan_pass_begin(void) { engine_pass_begin(); }
+__attribute__((visibility("default"))) void memoplan_pass_end(void) { engine_pass_end(); }
+
+}  // extern "C"
+
+// C++ operators. The throwing forms throw std::bad_alloc; nothrow forms return nullptr.
+#define MEMOPLAN_EXPORT __attribute__((visibility("default")))
+MEMOPLAN_EXPORT void* operator new(size_t n) { return new_or_throw(n, kMinAlign); }
+MEMOPLAN_EXPORT void* operator new[](size_t n) { return new_or_throw(n, kMinAlign); }
+MEMOPLAN_EXPORT void* operator new(size_t n, const std::nothrow_t&) noexcept {
+  return engine_alloc(n ? n : 1, kMinAlign, false);
+}
+MEMOPLAN_EXPORT void* operator new[](size_t n, const std::nothrow_t&) noexcept {
+  return engine_alloc(n ? n : 1, kMinAlign, false);
+}
+MEMOPLAN_EXPORT void* operator new(size_t n, std::align_val_t a) {
+  return new_or_throw(n, static_cast<size_t>(a));
+}
+MEMOPLAN_EXPORT void* operator new[](size_t n, std::align_val_t a) {
+  return new_or_throw(n, static_cast<size_t>(a));
+}
+MEMOPLAN_EXPORT void* operator new(size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
+  const size_t align = static_cast<size_t>(a);
+  return engine_alloc(n ? n : 1, align < kMinAlign ? kMinAlign : align, false);
+}
+MEMOPLAN_EXPORT void* operator new[](size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
+  const size_t align = static_cast<size_t>(a);
+  return engine_alloc(n ? n : 1, align < kMinAlign ? kMinAlign : align, false);
+}
+MEMOPLAN_EXPORT void operator delete(void* p) noexcept { engine_free(p); }
+MEMOPLAN_EXPORT void operator delete[](void* p) noexcept { engine_free(p); }
+MEMOPLAN_EXPORT void operator delete(void* p, size_t) noexcept { engine_free(p); }
+MEMOPLAN_EXPORT void operator delete[](void* p, size_t) noexcept { engine_free(p); }
+MEMOPLAN_EXPORT void operator delete(void* p, const std::nothrow_t&) noexcept { engine_free(p); }
+MEMOPLAN_EXPORT void operator delete[](void* p, const std::nothrow_t&) noexcept { engine_free(p); }
+MEMOPLAN_EXPORT void operator delete(void* p, std::align_val_t) noexcept { engine_free(p); }
+MEMOPLAN_EXPORT void operator delete[](void* p, std::align_val_t) noexcept { engine_free(p); }
+MEMOPLAN_EXPORT void operator delete(void* p, size_t, std::align_val_t) noexcept { engine_free(p); }
+MEMOPLAN_EXPORT void operator delete[](void* p, size_t, std::align_val_t) noexcept {
+  engine_free(p);
+}
+MEMOPLAN_EXPORT void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept {
+  engine_free(p);
+}
+MEMOPLAN_EXPORT void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcept {
+  engine_free(p);
+}

@@ -1,0 +1,133 @@
+#include "fallback.h"
+
+#include <dlfcn.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace memoplan::shim::fallback {
+namespace {
+
+using MallocFn = void* (*)(size_t);
+using CallocFn = void* (*)(size_t, size_t);
+using ReallocFn = void* (*)(void*, size_t);
+using MemalignFn = int (*)(void**, size_t, size_t);
+using FreeFn = void (*)(void*);
+using UsableFn = size_t (*)(void*);
+using MallocxFn = void* (*)(size_t, int);
+using RallocxFn = void* (*)(void*, size_t, int);
+using DallocxFn = void (*)(void*, int);
+using SallocxFn = size_t (*)(const void*, int);
+
+struct Functions {
+  MallocFn malloc = nullptr;
+  CallocFn calloc = nullptr;
+  ReallocFn realloc = nullptr;
+  MemalignFn posix_memalign = nullptr;
+  FreeFn free = nullptr;
+  UsableFn usable = nullptr;
+  // jemalloc's non-standard API, when fallback:jemalloc
+  MallocxFn mallocx = nullptr;
+  RallocxFn rallocx = nullptr;
+  DallocxFn dallocx = nullptr;
+  SallocxFn sallocx = nullptr;
+};
+
+Functions fn;
+constexpr int kJemallocZero = 0x40;  // MALLOCX_ZERO
+inline int jemalloc_align_flag(size_t alignment) { return __builtin_ctzll(alignment); }
+
+}  // namespace
+
+bool init(FallbackKind kind, const char** error) {
+  if (kind == FallbackKind::kJemalloc) {
+    void* handle = dlopen("libjemalloc.so.2", RTLD_NOW | RTLD_LOCAL);
+    if (handle) {
+      fn.mallocx = reinterpret_cast<MallocxFn>(dlsym(handle, "mallocx"));
+      fn.rallocx = reinterpret_cast<RallocxFn>(dlsym(handle, "rallocx"));
+      fn.dallocx = reinterpret_cast<DallocxFn>(dlsym(handle, "dallocx"));
+      fn.sallocx = reinterpret_cast<SallocxFn>(dlsym(handle, "sallocx"));
+    }
+    if (fn.mallocx && fn.rallocx && fn.dallocx && fn.sallocx) return true;
+    fn.mallocx = nullptr;
+    *error =
+        "memoplan: fallback:jemalloc but libjemalloc.so.2 (mallocx) could not be loaded; "
+        "using the next malloc in the chain";
+  }
+  fn.malloc = reinterpret_cast<MallocFn>(dlsym(RTLD_NEXT, "malloc"));
+  fn.calloc = reinterpret_cast<CallocFn>(dlsym(RTLD_NEXT, "calloc"));
+  fn.realloc = reinterpret_cast<ReallocFn>(dlsym(RTLD_NEXT, "realloc"));
+  fn.posix_memalign = reinterpret_cast<MemalignFn>(dlsym(RTLD_NEXT, "posix_memalign"));
+  fn.free = reinterpret_cast<FreeFn>(dlsym(RTLD_NEXT, "free"));
+  fn.usable = reinterpret_cast<UsableFn>(dlsym(RTLD_NEXT, "malloc_usable_size"));
+  if (!fn.malloc || !fn.calloc || !fn.realloc || !fn.posix_memalign || !fn.free) {
+    *error = "memoplan: no next malloc in the symbol chain";
+    return false;
+  }
+  return true;
+}
+
+void* malloc(size_t size) {
+  if (fn.mallocx) {
+    void* p = fn.mallocx(size ? size : 1, 0);
+    if (!p) errno = ENOMEM;
+    return p;
+  }
+  return fn.malloc(size);
+}
+
+void* calloc(size_t count, size_t size) {
+  if (fn.mallocx) {
+    size_t bytes;
+    if (__builtin_mul_overflow(count, size, &bytes)) {
+      errno = ENOMEM;
+      return nullptr;
+    }
+    void* p = fn.mallocx(bytes ? bytes : 1, kJemallocZero);
+    if (!p) errno = ENOMEM;
+    return p;
+  }
+  return fn.calloc(count, size);
+}
+
+void* realloc(void* p, size_t size) {
+  if (fn.mallocx) {
+    if (!p) return malloc(size);
+    void* q = fn.rallocx(p, size ? size : 1, 0);
+    if (!q) errno = ENOMEM;
+    return q;
+  }
+  return fn.realloc(p, size);
+}
+
+void* aligned(size_t alignment, size_t size) {
+  if (fn.mallocx) {
+    void* p = fn.mallocx(size ? size : 1, jemalloc_align_flag(alignment));
+    if (!p) errno = ENOMEM;
+    return p;
+  }
+  void* p = nullptr;
+  const int rc = fn.posix_memalign(&p, alignment, size);
+  if (rc != 0) {
+    errno = rc;
+    return nullptr;
+  }
+  return p;
+}
+
+void free(void* p) {
+  if (!p) return;
+  if (fn.mallocx) {
+    fn.dallocx(p, 0);
+    return;
+  }
+  fn.free(p);
+}
+
+size_t usable_size(void* p) {
+  if (!p) return 0;
+  if (fn.mallocx) return fn.sallocx(p, 0);
+  return fn.usable ? fn.usable(p) : 0;
+}
+
+}  // namespace memoplan::shim::fallback

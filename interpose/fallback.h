@@ -1,0 +1,22 @@
+// The real allocator behind the shim: by default the next malloc in the symbol chain (glibc, or a
+// preloaded jemalloc/tcmalloc after us), or jemalloc's mallocx API loaded with dlopen.
+#pragma once
+
+#include <cstddef>
+
+#include "options.h"
+
+namespace memoplan::shim::fallback {
+
+// Resolves the functions. Allocations made while this runs come from the bootstrap pool.
+// Returns false (and says why through `error`) when nothing usable was found.
+bool init(FallbackKind kind, const char** error);
+
+void* malloc(size_t size);
+void* calloc(size_t count, size_t size);
+void* realloc(void* p, size_t size);
+void* aligned(size_t alignment, size_t size);  // alignment: power of two >= sizeof(void*)
+void free(void* p);
+size_t usable_size(void* p);
+
+}  // namespace memoplan::shim::fallback

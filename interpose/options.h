@@ -1,0 +1,35 @@
+// MEMOPLAN_CONF: "key:value,key:value", parsed once without allocating (like MALLOC_CONF).
+// A bad key or value prints one line on stderr and keeps the default; nothing aborts the host.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace memoplan::shim {
+
+enum class Mode { kOff, kAuto };
+enum class FallbackKind { kNext, kJemalloc };
+
+struct Options {
+  Mode mode = Mode::kAuto;
+  FallbackKind fallback = FallbackKind::kNext;
+  uint64_t min_size = 4096;        // bytes; smaller requests stay with the fallback allocator
+  uint64_t passes = 2;             // warm-up passes before the profiled one (explicit API)
+  uint64_t threads = 64;           // threads that may get a slab
+  uint64_t callsite_depth = 4;     // frames hashed into the call-site key; 0: size only
+  uint64_t slab_max = 1ull << 30;  // largest slab per thread, bytes (power of two)
+  uint64_t max_period = 1 << 16;   // longest pass (allocations) automatic detection looks for
+  bool detect = true;              // find passes automatically when the program does not mark them
+  bool stats_print = false;        // print statistics at exit
+  char log_path[512] = "";         // messages go here instead of stderr
+};
+
+// Parses `conf` into `out`; reports problems through `warn` (one call per problem).
+void parse_options(const char* conf, Options& out, void (*warn)(const char* message));
+
+// Appends "key:value,..." of every option to buf (for stats_print). Returns chars written.
+size_t describe_options(const Options& options, char* buf, size_t size);
+
+const char* to_string(Mode mode);
+
+}  // namespace memoplan::shim

@@ -1,0 +1,58 @@
+#include "period.h"
+
+#include <algorithm>
+
+namespace memoplan::shim {
+namespace {
+
+uint64_t periodic_suffix(const uint64_t* keys, uint64_t n, uint64_t period) {
+  uint64_t run = 0;
+  for (uint64_t i = n - 1; i >= period && keys[i] == keys[i - period]; --i) ++run;
+  return run;
+}
+
+}  // namespace
+
+PeriodResult find_period(const uint64_t* keys, const uint64_t* begins, const uint64_t* ends,
+                         uint64_t n, uint64_t max_period, uint64_t* scratch) {
+  PeriodResult result;
+  if (n < 3) return result;
+  const uint64_t last = n - 1;
+  uint64_t best_period = 0, best_run = 0;
+  int candidates = 0;
+  const uint64_t lowest = last > max_period ? last - max_period : 0;
+  for (uint64_t j = last; j-- > lowest && candidates < 64;) {
+    if (keys[j] != keys[last]) continue;
+    ++candidates;
+    const uint64_t period = last - j;
+    const uint64_t run = periodic_suffix(keys, n, period);
+    if (run > best_run || (run == best_run && period < best_period)) {
+      best_run = run;
+      best_period = period;
+    }
+  }
+  if (best_period == 0 || best_run < 2 * best_period) return result;
+
+  // Live records at each position of the newest period, counting records of the last two periods.
+  const uint64_t p = best_period, window = n - 2 * p;
+  uint64_t* sorted_ends = scratch;
+  for (uint64_t r = 0; r < 2 * p; ++r) sorted_ends[r] = ends[window + r];
+  std::sort(sorted_ends, sorted_ends + 2 * p);
+  uint64_t best_position = n - p, fewest_live = ~uint64_t{0};
+  for (uint64_t position = n - p; position < n; ++position) {
+    const uint64_t started = position - window;
+    const uint64_t ended = static_cast<uint64_t>(
+        std::upper_bound(sorted_ends, sorted_ends + 2 * p, begins[position]) - sorted_ends);
+    const uint64_t live = started - std::min(started, ended);
+    if (live < fewest_live) {
+      fewest_live = live;
+      best_position = position;
+    }
+  }
+  result.found = true;
+  result.period = p;
+  result.start = best_position - p;
+  return result;
+}
+
+}  // namespace memoplan::shim

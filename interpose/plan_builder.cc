@@ -1,0 +1,87 @@
+// Turns a profiled pass into a thread's replay table and slab, with the planner library. Runs
+// under the reentry guard, so the planner's own allocations go to the fallback allocator.
+#include <cstring>
+#include <new>
+
+#include "engine.h"
+#include "fallback.h"
+#include "memoplan/planner/planner.h"
+#include "stats.h"
+
+namespace memoplan::shim {
+namespace {
+
+constexpr uint32_t kLiveRangeCapacity = 1 << 14;
+
+}  // namespace
+
+bool build_replay(ThreadState& t, uint64_t first, uint64_t count, uint64_t cut_tick,
+                  uint32_t cursor) {
+  Global& g = global();
+  if (count == 0 || count > (1u << 31)) return false;
+  Trace trace;
+  trace.allocations.resize(count);
+  for (uint64_t i = 0; i < count; ++i) {
+    const Record& r = t.record(first + i);
+    const uint64_t end = r.end.load(std::memory_order_relaxed);
+    Allocation& a = trace.allocations[i];
+    a.id = i;
+    a.begin = r.begin;
+    // Blocks alive past the pass end (or freed elsewhere) are never planned: in replay they would
+    // still be alive when the next pass wants their memory.
+    a.escapes = end == kLive || end == kForeign || end > cut_tick;
+    a.size = a.escapes ? 0 : r.size;
+    a.end = a.escapes ? cut_tick : end;
+  }
+  Result<Plan> plan = plan_trace(trace);
+  if (!plan) {
+    log_line("memoplan: planning failed: %s", plan.error().c_str());
+    return false;
+  }
+  uint32_t slab_slot = 0;
+  if (plan->slab_bytes > g.slabs.slot_bytes()) {
+    log_line("memoplan: thread %u needs a %llu-byte slab, above slab_max", t.index,
+             static_cast<unsigned long long>(plan->slab_bytes));
+    return false;
+  }
+  if (!g.slabs.acquire(slab_slot)) {
+    log_line("memoplan: no slab left for thread %u (raise threads)", t.index);
+    return false;
+  }
+  if (!g.slabs.commit(slab_slot, plan->slab_bytes ? plan->slab_bytes : 1)) {
+    g.slabs.release(slab_slot);
+    log_line("memoplan: cannot commit a %llu-byte slab",
+             static_cast<unsigned long long>(plan->slab_bytes));
+    return false;
+  }
+  auto* slots = static_cast<PlannedSlot*>(fallback::calloc(count, sizeof(PlannedSlot)));
+  auto* live = static_cast<runtime::ByteRange*>(
+      fallback::malloc(kLiveRangeCapacity * sizeof(runtime::ByteRange)));
+  if (!slots || !live) {
+    fallback::free(slots);
+    fallback::free(live);
+    g.slabs.decommit(slab_slot, plan->slab_bytes);
+    g.slabs.release(slab_slot);
+    return false;
+  }
+  for (uint64_t i = 0; i < count; ++i) {
+    const Record& r = t.record(first + i);
+    slots[i] = {r.key, r.size, plan->offsets[i], !trace.allocations[i].escapes};
+  }
+  t.slots = slots;
+  t.slot_count = static_cast<uint32_t>(count);
+  t.cursor = cursor % t.slot_count;
+  t.slab = g.slabs.slot_address(slab_slot);
+  t.slab_bytes = plan->slab_bytes;
+  t.slab_index = slab_slot;
+  t.live_storage = live;
+  t.live.init(live, kLiveRangeCapacity);
+  g.slab_owner[slab_slot] = &t;
+  t.phase = Phase::kReplaying;
+  stats().plans.fetch_add(1, std::memory_order_relaxed);
+  stats().slab_bytes.fetch_add(plan->slab_bytes, std::memory_order_relaxed);
+  stats().lower_bound_bytes.fetch_add(plan->lower_bound_bytes, std::memory_order_relaxed);
+  return true;
+}
+
+}  // namespace memoplan::shim

@@ -1,0 +1,121 @@
+// Replay: the thread's planned slots in pass order, matched by key (call site and size) at a
+// cursor, checked against the live ranges of the slab before they are handed out.
+#include "engine.h"
+#include "stats.h"
+
+namespace memoplan::shim {
+namespace {
+
+// How far ahead the matcher looks when the program skipped planned allocations.
+constexpr uint32_t kLookahead = 8;
+
+// Index of the slot that serves `key`, or slot_count when none near the cursor does.
+inline uint32_t match(const ThreadState& t, uint64_t key) {
+  uint32_t i = t.cursor;
+  for (uint32_t step = 0; step <= kLookahead; ++step) {
+    if (t.slots[i].key == key) return i;
+    if (++i == t.slot_count) i = 0;
+  }
+  return t.slot_count;
+}
+
+inline void count_fallback(ThreadState& t, FallbackReason reason) {
+  stats().fallback(reason);
+  if (t.replayed_passes > 1 || !t.explicit_passes) {
+    if (reason != FallbackReason::kEscaping) {
+      stats().steady_fallbacks.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+}
+
+}  // namespace
+
+void drain_remote_frees(ThreadState& t) {
+  void* head = t.remote_frees.exchange(nullptr, std::memory_order_acquire);
+  while (head) {
+    void* next = *static_cast<void**>(head);
+    const uint64_t offset = static_cast<uint64_t>(static_cast<char*>(head) - t.slab);
+    t.live_bytes -= t.live.erase(offset);
+    head = next;
+  }
+}
+
+void* replay_alloc(ThreadState& t, size_t size, size_t alignment, uint64_t key) {
+  if (t.remote_frees.load(std::memory_order_relaxed)) drain_remote_frees(t);
+  const uint32_t index = match(t, key);
+  if (index == t.slot_count) {
+    count_fallback(t, FallbackReason::kNotPlanned);
+    return nullptr;
+  }
+  if (index + 1 == t.slot_count) {
+    t.cursor = 0;
+    if (!t.explicit_passes) {  // a detected pass ends with its last planned allocation
+      ++t.replayed_passes;
+      stats().passes.fetch_add(1, std::memory_order_relaxed);
+    }
+  } else {
+    t.cursor = index + 1;
+  }
+  const PlannedSlot& slot = t.slots[index];
+  if (!slot.planned) {
+    count_fallback(t, FallbackReason::kEscaping);
+    return nullptr;
+  }
+  if (slot.offset & (alignment - 1)) {
+    count_fallback(t, FallbackReason::kAlignment);
+    return nullptr;
+  }
+  const uint64_t lo = slot.offset, hi = slot.offset + size;
+  if (t.live.overlaps(lo, hi)) {
+    count_fallback(t, FallbackReason::kOverlap);
+    return nullptr;
+  }
+  if (!t.live.insert(lo, hi)) {
+    count_fallback(t, FallbackReason::kGuardFull);
+    return nullptr;
+  }
+  t.live_bytes += size;
+  if (t.live_bytes > stats().peak_live_bytes.load(std::memory_order_relaxed)) {
+    stats().peak_live_bytes.store(t.live_bytes, std::memory_order_relaxed);
+  }
+  stats().planned_hits.fetch_add(1, std::memory_order_relaxed);
+  if (t.replayed_passes > 1 || !t.explicit_passes) {
+    stats().steady_hits.fetch_add(1, std::memory_order_relaxed);
+  }
+  return t.slab + lo;
+}
+
+void slab_free(void* p) {
+  Global& g = global();
+  ThreadState* owner = g.slab_owner[g.slabs.slot_of(p)];
+  if (owner == thread_state()) {
+    owner->live_bytes -=
+        owner->live.erase(static_cast<uint64_t>(static_cast<char*>(p) - owner->slab));
+    return;
+  }
+  // Another thread's slab: hand the block back through its lock-free stack; the owner removes it
+  // from its live ranges on its next allocation. Until then the memory simply stays unused.
+  stats().remote_frees.fetch_add(1, std::memory_order_relaxed);
+  void* head = owner->remote_frees.load(std::memory_order_relaxed);
+  do {
+    *static_cast<void**>(p) = head;
+  } while (!owner->remote_frees.compare_exchange_weak(head, p, std::memory_order_release,
+                                                      std::memory_order_relaxed));
+}
+
+size_t slab_usable_size(void* p) {
+  Global& g = global();
+  ThreadState* owner = g.slab_owner[g.slabs.slot_of(p)];
+  const uint64_t offset = static_cast<uint64_t>(static_cast<char*>(p) - owner->slab);
+  if (owner == thread_state()) return owner->live.length_at(offset);
+  // From another thread the live ranges are not ours to read: answer with the smallest planned
+  // size at this offset, which never overstates the block.
+  size_t smallest = 0;
+  for (uint32_t i = 0; i < owner->slot_count; ++i) {
+    const PlannedSlot& s = owner->slots[i];
+    if (s.planned && s.offset == offset && (!smallest || s.size < smallest)) smallest = s.size;
+  }
+  return smallest;
+}
+
+}  // namespace memoplan::shim

@@ -1,0 +1,104 @@
+// The shim's process-wide and per-thread state. Per-thread state is reached through one
+// initial-exec TLS pointer (no TLS constructor, no __tls_get_addr: safe inside malloc).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "memoplan/runtime/live_ranges.h"
+#include "memoplan/runtime/slot_region.h"
+#include "options.h"
+
+namespace memoplan::shim {
+
+// One tracked allocation of a profiled pass. Record indices grow without bound; the 16-bit tag
+// slots they occupy are recycled.
+struct Record {
+  uint64_t key;               // call site and size
+  uint64_t size;              // bytes requested
+  uint64_t begin;             // tick of the allocation
+  std::atomic<uint64_t> end;  // tick of the free; kLive while alive, kForeign if another
+                              // thread freed it (not on this thread's clock: never planned)
+};
+inline constexpr uint64_t kLive = ~uint64_t{0};
+inline constexpr uint64_t kForeign = ~uint64_t{0} - 1;
+// Records live in fixed chunks that never move, so another thread's free can read one safely.
+inline constexpr uint64_t kRecordsPerChunk = 4096;
+inline constexpr uint64_t kRecordChunks = 1024;
+
+// One entry of a thread's replay table, in pass order.
+struct PlannedSlot {
+  uint64_t key;
+  uint64_t size;
+  uint64_t offset;
+  bool planned;  // false: escapes the pass in the profile; always served by the fallback
+};
+
+enum class Phase : uint8_t {
+  kWarmup,     // explicit passes: skipping the first `passes`
+  kProfiling,  // recording (an explicit pass, or everything until a period is found)
+  kReplaying,  // serving from the slab
+  kDisabled,   // nothing to plan here (no period found, plan failed): pass-through
+};
+
+struct ThreadState {
+  uint32_t index = 0;
+  Phase phase = Phase::kWarmup;
+  bool explicit_passes = false;  // the program called memoplan_pass_begin on this thread
+  uint64_t passes_begun = 0;
+  uint64_t tick = 0;  // event clock of tracked allocations and frees
+
+  // Profiling.
+  Record** record_chunks = nullptr;  // kRecordChunks pointers
+  uint64_t record_count = 0;
+  Record& record(uint64_t i) { return record_chunks[i / kRecordsPerChunk][i % kRecordsPerChunk]; }
+  uint64_t pass_first_record = 0;  // explicit passes: first record of the profiled pass
+  uint64_t next_detection = 64;    // automatic passes: record count of the next period search
+
+  // Replay.
+  PlannedSlot* slots = nullptr;
+  uint32_t slot_count = 0;
+  uint32_t cursor = 0;
+  uint64_t replayed_passes = 0;
+  char* slab = nullptr;
+  uint64_t slab_bytes = 0;
+  uint32_t slab_index = 0;
+  runtime::LiveRanges live;
+  runtime::ByteRange* live_storage = nullptr;
+  uint64_t live_bytes = 0;
+  std::atomic<void*> remote_frees{nullptr};  // intrusive stack through the freed blocks
+};
+
+struct Global {
+  std::atomic<int> init_state{0};  // 0 not started, 1 running, 2 done
+  Options options;
+  bool mode_off = false;
+  runtime::SlotRegion tags;   // profiling: one slot per tracked allocation
+  runtime::SlotRegion slabs;  // replay: one slot per thread's slab
+  // tag slot -> (thread, record) of the allocation in it; slab slot -> owning thread.
+  struct SlotOwner {
+    ThreadState* thread;
+    uint64_t record;
+  };
+  SlotOwner* tag_owner = nullptr;
+  ThreadState** slab_owner = nullptr;
+  std::atomic<uint32_t> next_thread_index{0};
+  int log_fd = 2;
+};
+
+Global& global();
+
+// The calling thread's state, created on first use (nullptr while that is impossible).
+ThreadState* thread_state();
+
+// Nested calls (our own bookkeeping, libunwind, the planner) go straight to the fallback.
+struct ReentryGuard {
+  ReentryGuard();
+  ~ReentryGuard();
+  static bool active();
+};
+
+// One line to the log, no malloc.
+void log_line(const char* format, ...) __attribute__((format(printf, 1, 2)));
+
+}  // namespace memoplan::shim

@@ -1,0 +1,78 @@
+#include "stats.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "state.h"
+
+namespace memoplan::shim {
+
+namespace {
+Stats process_stats;  // constant-initialized: usable before any constructor runs
+}  // namespace
+
+Stats& stats() { return process_stats; }
+
+const char* to_string(FallbackReason reason) {
+  switch (reason) {
+    case FallbackReason::kNotPlanned:
+      return "not_planned";
+    case FallbackReason::kEscaping:
+      return "escaping";
+    case FallbackReason::kOverlap:
+      return "overlap";
+    case FallbackReason::kAlignment:
+      return "alignment";
+    case FallbackReason::kGuardFull:
+      return "guard_full";
+    case FallbackReason::kCount:
+      break;
+  }
+  return "?";
+}
+
+void print_stats(int fd) {
+  const Stats& s = stats();
+  auto get = [](const std::atomic<uint64_t>& a) {
+    return static_cast<unsigned long long>(a.load(std::memory_order_relaxed));
+  };
+  char options[512];
+  describe_options(global().options, options, sizeof options);
+  char text[2048];
+  int n = snprintf(text, sizeof text,
+                   "memoplan: options %s\n"
+                   "memoplan: passes %llu, plans %llu, plan failures %llu, profiled allocations "
+                   "%llu (%llu too large to tag)\n"
+                   "memoplan: planned hits %llu, steady-state hits %llu, steady-state fallbacks "
+                   "%llu\n"
+                   "memoplan: fallbacks",
+                   options, get(s.passes), get(s.plans), get(s.plan_failures), get(s.profiled),
+                   get(s.untracked_large), get(s.planned_hits), get(s.steady_hits),
+                   get(s.steady_fallbacks));
+  for (int r = 0;
+       r < static_cast<int>(FallbackReason::kCount) && n > 0 && n < static_cast<int>(sizeof text);
+       ++r) {
+    n += snprintf(text + n, sizeof text - n, " %s %llu", to_string(static_cast<FallbackReason>(r)),
+                  get(s.fallbacks[r]));
+  }
+  if (n > 0 && n < static_cast<int>(sizeof text)) {
+    n += snprintf(text + n, sizeof text - n,
+                  "\nmemoplan: slab bytes %llu, lower bound %llu, peak live slab bytes %llu, "
+                  "remote frees %llu, moved by realloc %llu, small/pass-through %llu\n",
+                  get(s.slab_bytes), get(s.lower_bound_bytes), get(s.peak_live_bytes),
+                  get(s.remote_frees), get(s.moved_by_realloc), get(s.small_passthrough));
+  }
+  if (n > static_cast<int>(sizeof text)) n = sizeof text;
+  if (n > 0) {
+    ssize_t ignored = write(fd, text, static_cast<size_t>(n));
+    (void)ignored;
+  }
+}
+
+__attribute__((destructor)) static void print_stats_at_exit() {
+  Global& g = global();
+  if (g.init_state.load() == 2 && g.options.stats_print) print_stats(g.log_fd);
+}
+
+}  // namespace memoplan::shim

@@ -1,0 +1,57 @@
+// A reserved, PROT_NONE range of virtual memory cut into equal power-of-two slots. Memory is
+// committed per slot on demand and released on free.
+//
+// Two uses: the tag region (2^16 slots; the slot index of a pointer is its 16-bit allocation tag,
+// found with a subtraction and a shift, so free(p), realloc(p) and any interior pointer map back
+// to their allocation without a lookup; pointers stay canonical, unlike tags in bits 48-63), and
+// the slab region (one slot per inference thread's slab, so "is this pointer a slab pointer, and
+// whose" is one range check). Never allocates through malloc: the LD_PRELOAD shim uses it.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace memoplan::runtime {
+
+class SlotRegion {
+ public:
+  // Reserves slot_count slots of 2^slot_shift bytes, aligned to the whole region's size so that
+  // bits [slot_shift, slot_shift + log2(slot_count)) of an inside pointer are its slot index.
+  // Returns false (errno set) when the address space cannot be had.
+  bool reserve(unsigned slot_shift, uint32_t slot_count);
+  void release_all();  // unmaps everything; for tests
+  bool reserved() const { return base_ != 0; }
+
+  bool contains(const void* p) const { return reinterpret_cast<uintptr_t>(p) - base_ < size_; }
+  uint32_t slot_of(const void* p) const {
+    return static_cast<uint32_t>((reinterpret_cast<uintptr_t>(p) - base_) >> shift_);
+  }
+  char* slot_address(uint32_t slot) const {
+    return reinterpret_cast<char*>(base_ + (static_cast<uintptr_t>(slot) << shift_));
+  }
+  size_t slot_bytes() const { return size_t{1} << shift_; }
+  uint32_t slot_count() const { return count_; }
+
+  // Maps [slot, slot + bytes) read-write (fresh zero pages). False on failure or bytes too large.
+  bool commit(uint32_t slot, size_t bytes);
+  // Returns the pages of [slot, slot + bytes) to the kernel and makes them inaccessible again.
+  void decommit(uint32_t slot, size_t bytes);
+
+  // Hands out a free slot (false when all are taken) and takes one back. Lock-free.
+  bool acquire(uint32_t& slot);
+  void release(uint32_t slot);
+  uint32_t slots_in_use() const { return in_use_.load(std::memory_order_relaxed); }
+
+ private:
+  uintptr_t base_ = 0;
+  size_t size_ = 0;
+  unsigned shift_ = 0;
+  uint32_t count_ = 0;
+  // Free slots: a bitmap scanned from a rotating hint; 1 bit per slot, allocated with mmap.
+  std::atomic<uint64_t>* free_bits_ = nullptr;
+  std::atomic<uint32_t> hint_{0};
+  std::atomic<uint32_t> in_use_{0};
+};
+
+}  // namespace memoplan::runtime

@@ -1,0 +1,101 @@
+#include "memoplan/runtime/slot_region.h"
+
+#include <sys/mman.h>
+
+#include <cerrno>
+
+namespace memoplan::runtime {
+namespace {
+
+constexpr size_t kPage = 4096;
+size_t round_to_pages(size_t bytes) { return (bytes + kPage - 1) & ~(kPage - 1); }
+
+}  // namespace
+
+bool SlotRegion::reserve(unsigned slot_shift, uint32_t slot_count) {
+  if (base_ || slot_count == 0 || (slot_count & (slot_count - 1)) || slot_shift < 12 ||
+      slot_shift > 40) {
+    errno = EINVAL;
+    return false;
+  }
+  const size_t size = size_t{slot_count} << slot_shift;
+  // Reserve twice the size and trim, so the region starts on a multiple of its own size.
+  void* raw =
+      mmap(nullptr, 2 * size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (raw == MAP_FAILED) return false;
+  const uintptr_t start = reinterpret_cast<uintptr_t>(raw);
+  const uintptr_t aligned = (start + size - 1) & ~(uintptr_t{size} - 1);
+  if (aligned > start) munmap(raw, aligned - start);
+  const uintptr_t tail = aligned + size;
+  if (start + 2 * size > tail) munmap(reinterpret_cast<void*>(tail), start + 2 * size - tail);
+
+  const size_t words = (slot_count + 63) / 64;
+  void* bits = mmap(nullptr, round_to_pages(words * sizeof(uint64_t)), PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (bits == MAP_FAILED) {
+    munmap(reinterpret_cast<void*>(aligned), size);
+    return false;
+  }
+  free_bits_ = static_cast<std::atomic<uint64_t>*>(bits);
+  for (size_t w = 0; w < words; ++w) {
+    const uint32_t in_word = slot_count - static_cast<uint32_t>(w * 64);
+    free_bits_[w].store(in_word >= 64 ? ~uint64_t{0} : (uint64_t{1} << in_word) - 1,
+                        std::memory_order_relaxed);
+  }
+  base_ = aligned;
+  size_ = size;
+  shift_ = slot_shift;
+  count_ = slot_count;
+  return true;
+}
+
+void SlotRegion::release_all() {
+  if (!base_) return;
+  munmap(reinterpret_cast<void*>(base_), size_);
+  munmap(free_bits_, round_to_pages((count_ + 63) / 64 * sizeof(uint64_t)));
+  base_ = 0;
+  size_ = 0;
+  count_ = 0;
+  free_bits_ = nullptr;
+  in_use_.store(0);
+}
+
+bool SlotRegion::commit(uint32_t slot, size_t bytes) {
+  if (slot >= count_ || bytes > slot_bytes()) return false;
+  void* at = slot_address(slot);
+  return mmap(at, round_to_pages(bytes ? bytes : 1), PROT_READ | PROT_WRITE,
+              MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) != MAP_FAILED;
+}
+
+void SlotRegion::decommit(uint32_t slot, size_t bytes) {
+  if (slot >= count_) return;
+  // Mapping fresh PROT_NONE pages over the range frees the old ones in one call.
+  mmap(slot_address(slot), round_to_pages(bytes ? bytes : 1), PROT_NONE,
+       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+}
+
+bool SlotRegion::acquire(uint32_t& slot) {
+  const uint32_t words = (count_ + 63) / 64;
+  const uint32_t start = hint_.load(std::memory_order_relaxed) % (words ? words : 1);
+  for (uint32_t i = 0; i < words; ++i) {
+    const uint32_t w = (start + i) % words;
+    uint64_t bits = free_bits_[w].load(std::memory_order_relaxed);
+    while (bits) {
+      const uint64_t lowest = bits & (~bits + 1);
+      if (free_bits_[w].compare_exchange_weak(bits, bits & ~lowest, std::memory_order_acquire)) {
+        slot = w * 64 + static_cast<uint32_t>(__builtin_ctzll(lowest));
+        hint_.store(w, std::memory_order_relaxed);
+        in_use_.fetch_add(1, std::memory_order_relaxed);
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+void SlotRegion::release(uint32_t slot) {
+  free_bits_[slot / 64].fetch_or(uint64_t{1} << (slot % 64), std::memory_order_release);
+  in_use_.fetch_sub(1, std::memory_order_relaxed);
+}
+
+}  // namespace memoplan::runtime
