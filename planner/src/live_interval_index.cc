@@ -34,6 +34,7 @@ LiveIntervalIndex::LiveIntervalIndex(const std::vector<Block>& blocks) : blocks_
   while ((uint64_t{1} << width_shift_) < median && width_shift_ < 62) ++width_shift_;
   const uint64_t budget = 4 * static_cast<uint64_t>(blocks.size()) + 1024;
   while (width_shift_ < 62 && entries_for(blocks, origin_, width_shift_) > budget) ++width_shift_;
+  horizon_ = horizon;
   buckets_.resize(bucket_of(horizon - 1) + 1);
 }
 
@@ -41,27 +42,44 @@ size_t LiveIntervalIndex::bucket_of(uint64_t time) const {
   return static_cast<size_t>((time - origin_) >> width_shift_);
 }
 
-void LiveIntervalIndex::insert(size_t index) {
+void LiveIntervalIndex::insert(size_t index, uint64_t lo, uint64_t hi) {
   const Block& b = blocks_[index];
+  const Entry entry{b.begin, b.end, lo, hi, static_cast<uint32_t>(index)};
   const size_t last = bucket_of(b.end - 1);
+  if (last - bucket_of(b.begin) > kLongSpan) {
+    long_entries_.push_back(entry);
+    return;
+  }
   for (size_t bucket = bucket_of(b.begin); bucket <= last; ++bucket) {
-    buckets_[bucket].push_back(static_cast<uint32_t>(index));
+    buckets_[bucket].push_back(entry);
   }
 }
 
-void LiveIntervalIndex::overlapping(uint64_t begin, uint64_t end, std::vector<size_t>& out) const {
+template <typename Visit>
+void LiveIntervalIndex::for_each_overlapping(uint64_t begin, uint64_t end, Visit&& visit) const {
   if (buckets_.empty() || end <= origin_) return;
   begin = std::max(begin, origin_);
   const size_t first = bucket_of(begin);
   const size_t last = std::min(bucket_of(end - 1), buckets_.size() - 1);
   for (size_t bucket = first; bucket <= last; ++bucket) {
-    for (uint32_t index : buckets_[bucket]) {
-      const Block& b = blocks_[index];
-      if (b.begin >= end || b.end <= begin) continue;
+    for (const Entry& e : buckets_[bucket]) {
+      if (e.begin >= end || e.end <= begin) continue;
       // Listed in every bucket it touches: report it only where its overlap with the query starts.
-      if (bucket_of(std::max(b.begin, begin)) == bucket) out.push_back(index);
+      if (bucket_of(std::max(e.begin, begin)) == bucket) visit(e);
     }
   }
+  for (const Entry& e : long_entries_) {
+    if (e.begin < end && e.end > begin) visit(e);
+  }
+}
+
+void LiveIntervalIndex::overlapping(uint64_t begin, uint64_t end, std::vector<size_t>& out) const {
+  for_each_overlapping(begin, end, [&](const Entry& e) { out.push_back(e.index); });
+}
+
+void LiveIntervalIndex::overlapping_ranges(uint64_t begin, uint64_t end,
+                                           std::vector<std::pair<uint64_t, uint64_t>>& out) const {
+  for_each_overlapping(begin, end, [&](const Entry& e) { out.emplace_back(e.lo, e.hi); });
 }
 
 }  // namespace memoplan::planner

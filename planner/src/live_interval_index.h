@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "memoplan/planner/problem.h"
@@ -23,19 +24,36 @@ class LiveIntervalIndex {
  public:
   explicit LiveIntervalIndex(const std::vector<Block>& blocks);
 
-  // Marks block `index` (into the constructor's vector) as placed.
-  void insert(size_t index);
+  // Marks block `index` (into the constructor's vector) as placed at addresses [lo, hi).
+  void insert(size_t index, uint64_t lo = 0, uint64_t hi = 0);
 
   // Appends to `out` the index of every placed block whose lifetime overlaps [begin, end).
   void overlapping(uint64_t begin, uint64_t end, std::vector<size_t>& out) const;
+  // Appends the address ranges [lo, hi) of the same blocks.
+  void overlapping_ranges(uint64_t begin, uint64_t end,
+                          std::vector<std::pair<uint64_t, uint64_t>>& out) const;
 
  private:
+  // A bucket entry carries everything a query reads, so a query streams through its buckets
+  // instead of chasing block indices across memory (at 100k blocks, cache misses on those reads
+  // cost more than everything else together).
+  struct Entry {
+    uint64_t begin, end, lo, hi;
+    uint32_t index;
+  };
   size_t bucket_of(uint64_t time) const;
+  template <typename Visit>
+  void for_each_overlapping(uint64_t begin, uint64_t end, Visit&& visit) const;
 
   const std::vector<Block>& blocks_;
   uint64_t origin_ = 0;       // earliest begin
   unsigned width_shift_ = 0;  // bucket width is 1 << width_shift_ ticks
-  std::vector<std::vector<uint32_t>> buckets_;
+  uint64_t horizon_ = 0;      // latest end
+  std::vector<std::vector<Entry>> buckets_;
+  // Blocks touching more than kLongSpan buckets (pass-long outputs, caches) are not copied into
+  // every bucket; each query checks them directly. There are few, and copies would cost more.
+  static constexpr size_t kLongSpan = 32;
+  std::vector<Entry> long_entries_;
 };
 
 }  // namespace memoplan::planner

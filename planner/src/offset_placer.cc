@@ -14,13 +14,8 @@ OffsetPlacer::OffsetPlacer(const Problem& problem)
 
 uint64_t OffsetPlacer::place(size_t index, Fit fit) {
   const Block& block = problem_.blocks[index];
-  neighbours_.clear();
-  index_.overlapping(block.begin, block.end, neighbours_);
-
   occupied_.clear();
-  for (size_t n : neighbours_) {
-    occupied_.emplace_back(offsets_[n], offsets_[n] + problem_.blocks[n].size);
-  }
+  index_.overlapping_ranges(block.begin, block.end, occupied_);
   std::sort(occupied_.begin(), occupied_.end());
 
   // Walk the occupied ranges in address order; `free_from` is the lowest free address so far.
@@ -43,7 +38,7 @@ uint64_t OffsetPlacer::place(size_t index, Fit fit) {
   offsets_[index] = chosen;
   placed_[index] = true;
   extent_ = std::max(extent_, chosen + block.size);
-  index_.insert(index);
+  index_.insert(index, chosen, chosen + block.size);
   return chosen;
 }
 

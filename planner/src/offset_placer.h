@@ -39,7 +39,6 @@ class OffsetPlacer {
   std::vector<bool> placed_;
   uint64_t extent_ = 0;
   // Reused between calls so the hot loop does not allocate.
-  std::vector<size_t> neighbours_;
   std::vector<std::pair<uint64_t, uint64_t>> occupied_;
 };
 
