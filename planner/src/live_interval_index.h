@@ -46,13 +46,13 @@ class LiveIntervalIndex {
   void for_each_overlapping(uint64_t begin, uint64_t end, Visit&& visit) const;
 
   const std::vector<Block>& blocks_;
-  uint64_t origin_ = 0;       // earliest begin
-  unsigned width_shift_ = 0;  // bucket width is 1 << width_shift_ ticks
-  uint64_t horizon_ = 0;      // latest end
-  std::vector<std::vector<Entry>> buckets_;
+  uint64_t origin_ = 0;         // earliest begin
+  unsigned width_shift_ = 0;    // bucket width is 1 << width_shift_ ticks
+  std::vector<Entry> entries_;  // bucket b holds entries_[bucket_start_[b], bucket_fill_[b])
+  std::vector<uint64_t> bucket_start_;  // one past the end: the total
+  std::vector<uint64_t> bucket_fill_;
   // Blocks touching more than kLongSpan buckets (pass-long outputs, caches) are not copied into
   // every bucket; each query checks them directly. There are few, and copies would cost more.
-  static constexpr size_t kLongSpan = 32;
   std::vector<Entry> long_entries_;
 };
 

@@ -5,6 +5,23 @@
 #include <numeric>
 
 namespace memoplan::planner {
+namespace {
+
+// k is a few dozen for DNN traces: insertion sort beats introsort's set-up there.
+void sort_ranges(std::vector<std::pair<uint64_t, uint64_t>>& ranges) {
+  if (ranges.size() > 48) {
+    std::sort(ranges.begin(), ranges.end());
+    return;
+  }
+  for (size_t i = 1; i < ranges.size(); ++i) {
+    const auto value = ranges[i];
+    size_t j = i;
+    for (; j > 0 && value < ranges[j - 1]; --j) ranges[j] = ranges[j - 1];
+    ranges[j] = value;
+  }
+}
+
+}  // namespace
 
 OffsetPlacer::OffsetPlacer(const Problem& problem)
     : problem_(problem),
@@ -16,7 +33,7 @@ uint64_t OffsetPlacer::place(size_t index, Fit fit) {
   const Block& block = problem_.blocks[index];
   occupied_.clear();
   index_.overlapping_ranges(block.begin, block.end, occupied_);
-  std::sort(occupied_.begin(), occupied_.end());
+  sort_ranges(occupied_);
 
   // Walk the occupied ranges in address order; `free_from` is the lowest free address so far.
   uint64_t chosen = std::numeric_limits<uint64_t>::max();
