@@ -44,10 +44,37 @@ void* map_zeroed(size_t bytes) {
   return p == MAP_FAILED ? nullptr : p;
 }
 
+// A thread that exits gives its slab back when none of its blocks is alive any more (servers
+// that start a thread per request would otherwise run out of slabs), and its records when no
+// profiled block is. Otherwise both stay: another thread may still free into them.
 void on_thread_exit(void* state) {
-  // The slab stays mapped: blocks handed out may still be referenced by other threads.
-  tls_dead = true;
-  (void)state;
+  ThreadState* t = static_cast<ThreadState*>(state);
+  ReentryGuard guard;
+  bool slab_released = t->phase != Phase::kReplaying;
+  if (!slab_released) {
+    drain_remote_frees(*t);
+    if (t->live.count() == 0) {
+      g.slab_owner[t->slab_index] = nullptr;
+      g.slabs.decommit(t->slab_index, t->slab_bytes);
+      g.slabs.release(t->slab_index);
+      fallback::free(t->slots);
+      fallback::free(t->live_storage);
+      t->phase = Phase::kDisabled;
+      slab_released = true;
+    }
+  }
+  if (slab_released && t->profiled_live.load(std::memory_order_acquire) == 0) {
+    if (t->record_chunks) {
+      for (uint64_t c = 0; c < kRecordChunks && t->record_chunks[c]; ++c) {
+        fallback::free(t->record_chunks[c]);
+      }
+      fallback::free(t->record_chunks);
+    }
+    t->~ThreadState();
+    fallback::free(t);
+    tls_state = nullptr;
+  }
+  tls_dead = true;  // later allocations of this thread's own TLS destructors: fallback only
 }
 
 void after_fork_in_child() {
@@ -154,7 +181,10 @@ void* engine_alloc(size_t size, size_t alignment, bool zero) {
 
   ThreadState* t = thread_state();
   void* p = nullptr;
-  if (t) {
+  if (t && t->explicit_passes && !t->in_pass) {
+    // Marked passes: what happens between them is not part of the plan.
+    stats().small_passthrough.fetch_add(1, std::memory_order_relaxed);
+  } else if (t) {
     ReentryGuard guard;
     const bool tracking = t->phase == Phase::kProfiling || t->phase == Phase::kReplaying;
     const uint64_t key =
@@ -210,7 +240,12 @@ void engine_pass_begin() {
   ThreadState* t = thread_state();
   if (!t) return;
   ReentryGuard guard;
+  if (!t->explicit_passes && t->phase == Phase::kProfiling) {
+    // The program marks its passes: they replace automatic detection, warm-up passes first.
+    t->phase = Phase::kWarmup;
+  }
   t->explicit_passes = true;
+  t->in_pass = true;
   ++t->passes_begun;
   stats().passes.fetch_add(1, std::memory_order_relaxed);
   switch (t->phase) {
@@ -221,7 +256,7 @@ void engine_pass_begin() {
       }
       break;
     case Phase::kProfiling:
-      // Automatic detection was running; explicit passes take over from here.
+      // The previous profiled pass ended without memoplan_pass_end: profile this one instead.
       t->pass_first_record = t->record_count;
       break;
     case Phase::kReplaying:
@@ -236,7 +271,9 @@ void engine_pass_begin() {
 void engine_pass_end() {
   if (!ready() || g.mode_off) return;
   ThreadState* t = thread_state();
-  if (!t || t->phase != Phase::kProfiling || !t->explicit_passes) return;
+  if (!t) return;
+  t->in_pass = false;
+  if (t->phase != Phase::kProfiling || !t->explicit_passes) return;
   ReentryGuard guard;
   const uint64_t count = t->record_count - t->pass_first_record;
   if (!build_replay(*t, t->pass_first_record, count, t->tick, 0)) t->phase = Phase::kDisabled;

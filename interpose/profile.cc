@@ -55,6 +55,7 @@ void* profile_alloc(ThreadState& t, size_t size, uint64_t key) {
   r.begin = t.tick++;
   r.end.store(kLive, std::memory_order_relaxed);
   g.tag_owner[slot] = {&t, t.record_count};
+  t.profiled_live.fetch_add(1, std::memory_order_relaxed);
   ++t.record_count;
   stats().profiled.fetch_add(1, std::memory_order_relaxed);
   profile_maybe_detect(t);
@@ -74,6 +75,7 @@ void profile_free(void* p) {
   }
   g.tags.decommit(slot, r.size);
   g.tags.release(slot);
+  owner.thread->profiled_live.fetch_sub(1, std::memory_order_release);
 }
 
 size_t profile_usable_size(void* p) {

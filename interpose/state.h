@@ -45,6 +45,7 @@ struct ThreadState {
   uint32_t index = 0;
   Phase phase = Phase::kWarmup;
   bool explicit_passes = false;  // the program called memoplan_pass_begin on this thread
+  bool in_pass = false;          // between memoplan_pass_begin and memoplan_pass_end
   uint64_t passes_begun = 0;
   uint64_t tick = 0;  // event clock of tracked allocations and frees
 
@@ -54,6 +55,7 @@ struct ThreadState {
   Record& record(uint64_t i) { return record_chunks[i / kRecordsPerChunk][i % kRecordsPerChunk]; }
   uint64_t pass_first_record = 0;  // explicit passes: first record of the profiled pass
   uint64_t next_detection = 64;    // automatic passes: record count of the next period search
+  std::atomic<uint64_t> profiled_live{0};  // tag slots still held by this thread's records
 
   // Replay.
   PlannedSlot* slots = nullptr;
