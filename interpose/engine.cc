@@ -18,10 +18,14 @@
 extern char** environ;
 
 namespace memoplan::shim {
+
+__thread ThreadState* tls_state __attribute__((tls_model("initial-exec"))) = nullptr;
+std::atomic<void* (*)(size_t)> passthrough_malloc{nullptr};
+std::atomic<void (*)(void*)> passthrough_free{nullptr};
+
 namespace {
 
 Global g;
-__thread ThreadState* tls_state __attribute__((tls_model("initial-exec"))) = nullptr;
 __thread int tls_reentry __attribute__((tls_model("initial-exec"))) = 0;
 __thread bool tls_dead __attribute__((tls_model("initial-exec"))) = false;
 pthread_key_t thread_exit_key;
@@ -50,6 +54,7 @@ void* map_zeroed(size_t bytes) {
 void on_thread_exit(void* state) {
   ThreadState* t = static_cast<ThreadState*>(state);
   ReentryGuard guard;
+  flush_counters(*t);
   bool slab_released = t->phase != Phase::kReplaying;
   if (!slab_released) {
     drain_remote_frees(*t);
@@ -115,6 +120,10 @@ void initialize() {
       g.mode_off = true;
     }
   }
+  if (g.mode_off && fallback::next_malloc()) {
+    passthrough_free.store(fallback::next_free(), std::memory_order_relaxed);
+    passthrough_malloc.store(fallback::next_malloc(), std::memory_order_relaxed);
+  }
   pthread_key_create(&thread_exit_key, on_thread_exit);
   pthread_atfork(nullptr, nullptr, after_fork_in_child);
   g.init_state.store(2, std::memory_order_release);
@@ -147,8 +156,20 @@ void log_line(const char* format, ...) {
   (void)ignored;
 }
 
-ThreadState* thread_state() {
-  if (__builtin_expect(tls_state != nullptr, 1)) return tls_state;
+void flush_counters(ThreadState& t) {
+  Stats& s = stats();
+  s.planned_hits.fetch_add(t.counters.planned_hits, std::memory_order_relaxed);
+  s.steady_hits.fetch_add(t.counters.steady_hits, std::memory_order_relaxed);
+  s.passes.fetch_add(t.counters.passes, std::memory_order_relaxed);
+  s.small_passthrough.fetch_add(t.counters.small_passthrough, std::memory_order_relaxed);
+  t.counters = LocalCounters{};
+  uint64_t peak = s.peak_live_bytes.load(std::memory_order_relaxed);
+  while (t.peak_live_bytes > peak && !s.peak_live_bytes.compare_exchange_weak(
+                                         peak, t.peak_live_bytes, std::memory_order_relaxed)) {
+  }
+}
+
+ThreadState* create_thread_state() {
   if (tls_dead) return nullptr;
   ReentryGuard guard;
   void* memory = fallback::calloc(1, sizeof(ThreadState));
@@ -175,7 +196,13 @@ void* engine_alloc(size_t size, size_t alignment, bool zero) {
   // pool: it is zero-initialized and never reused, so `zero` holds without a memset.
   if (__builtin_expect(!ready(), 0)) return bootstrap::allocate(size, alignment);
   if (g.mode_off || tls_reentry || size < g.options.min_size) {
-    if (!g.mode_off) stats().small_passthrough.fetch_add(1, std::memory_order_relaxed);
+    if (!g.mode_off) {
+      if (tls_state) {
+        ++tls_state->counters.small_passthrough;
+      } else {
+        stats().small_passthrough.fetch_add(1, std::memory_order_relaxed);
+      }
+    }
     return fallback_alloc(size, alignment, zero);
   }
 
@@ -183,12 +210,16 @@ void* engine_alloc(size_t size, size_t alignment, bool zero) {
   void* p = nullptr;
   if (t && t->explicit_passes && !t->in_pass) {
     // Marked passes: what happens between them is not part of the plan.
-    stats().small_passthrough.fetch_add(1, std::memory_order_relaxed);
+    ++t->counters.small_passthrough;
   } else if (t) {
     ReentryGuard guard;
     const bool tracking = t->phase == Phase::kProfiling || t->phase == Phase::kReplaying;
+    char stack_marker;
     const uint64_t key =
-        tracking ? callsite_key(size, static_cast<unsigned>(g.options.callsite_depth)) : 0;
+        tracking ? cached_callsite_key(*t, size, static_cast<unsigned>(g.options.callsite_depth),
+                                       reinterpret_cast<uintptr_t>(__builtin_return_address(0)),
+                                       reinterpret_cast<uintptr_t>(&stack_marker))
+                 : 0;
     if (t->phase == Phase::kReplaying) {
       p = replay_alloc(*t, size, alignment, key);
       if (p && zero) memset(p, 0, size);
@@ -247,7 +278,7 @@ void engine_pass_begin() {
   t->explicit_passes = true;
   t->in_pass = true;
   ++t->passes_begun;
-  stats().passes.fetch_add(1, std::memory_order_relaxed);
+  ++t->counters.passes;
   switch (t->phase) {
     case Phase::kWarmup:
       if (t->passes_begun > g.options.passes) {
@@ -273,6 +304,7 @@ void engine_pass_end() {
   ThreadState* t = thread_state();
   if (!t) return;
   t->in_pass = false;
+  flush_counters(*t);
   if (t->phase != Phase::kProfiling || !t->explicit_passes) return;
   ReentryGuard guard;
   const uint64_t count = t->record_count - t->pass_first_record;

@@ -2,12 +2,18 @@
 // decides: pass-through, profile, or replay. Profiling and replay details live in their own files.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
 #include "state.h"
 
 namespace memoplan::shim {
+
+// mode:off with the next malloc as fallback: the exported malloc/free call these directly, so the
+// shim costs one load and a branch (null until initialization says mode:off).
+extern std::atomic<void* (*)(size_t)> passthrough_malloc;
+extern std::atomic<void (*)(void*)> passthrough_free;
 
 void* engine_alloc(size_t size, size_t alignment, bool zero);
 void engine_free(void* p);
@@ -33,7 +39,10 @@ void drain_remote_frees(ThreadState& t);
 bool build_replay(ThreadState& t, uint64_t first, uint64_t count, uint64_t cut_tick,
                   uint32_t cursor);
 
-// callsite.cc
+// callsite.cc: size and a hash of `depth` return addresses above the allocator. `return_address`
+// and `stack` identify the call path for the per-thread cache (see CallsiteCacheEntry).
 uint64_t callsite_key(size_t size, unsigned depth);
+uint64_t cached_callsite_key(ThreadState& t, size_t size, unsigned depth, uintptr_t return_address,
+                             uintptr_t stack);
 
 }  // namespace memoplan::shim

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <new>
 
+#include "bootstrap.h"
 #include "engine.h"
 #include "memoplan/pass.h"
 
@@ -29,12 +30,18 @@ inline size_t page_size() { return 4096; }
 extern "C" {
 
 __attribute__((visibility("default"))) void* malloc(size_t size) {
+  if (auto next = passthrough_malloc.load(std::memory_order_relaxed)) return next(size);
   return engine_alloc(size, kMinAlign, false);
 }
 
 __attribute__((visibility("default"))) void free(void* p) {
   const int saved = errno;  // free preserves errno (POSIX 2024)
-  engine_free(p);
+  if (auto next = passthrough_free.load(std::memory_order_relaxed)) {
+    // Blocks from before initialization (the bootstrap pool) were never the next allocator's.
+    if (!bootstrap::owns(p)) next(p);
+  } else {
+    engine_free(p);
+  }
   errno = saved;
 }
 

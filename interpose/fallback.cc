@@ -124,6 +124,9 @@ void free(void* p) {
   fn.free(p);
 }
 
+void* (*next_malloc())(size_t) { return fn.mallocx ? nullptr : fn.malloc; }
+void (*next_free())(void*) { return fn.mallocx ? nullptr : fn.free; }
+
 size_t usable_size(void* p) {
   if (!p) return 0;
   if (fn.mallocx) return fn.sallocx(p, 0);

@@ -19,4 +19,8 @@ void* aligned(size_t alignment, size_t size);  // alignment: power of two >= siz
 void free(void* p);
 size_t usable_size(void* p);
 
+// The next allocator's malloc and free, when that is the fallback (nullptr with fallback:jemalloc).
+void* (*next_malloc())(size_t);
+void (*next_free())(void*);
+
 }  // namespace memoplan::shim::fallback

@@ -51,7 +51,8 @@ void* replay_alloc(ThreadState& t, size_t size, size_t alignment, uint64_t key) 
     t.cursor = 0;
     if (!t.explicit_passes) {  // a detected pass ends with its last planned allocation
       ++t.replayed_passes;
-      stats().passes.fetch_add(1, std::memory_order_relaxed);
+      ++t.counters.passes;
+      flush_counters(t);
     }
   } else {
     t.cursor = index + 1;
@@ -75,13 +76,9 @@ void* replay_alloc(ThreadState& t, size_t size, size_t alignment, uint64_t key) 
     return nullptr;
   }
   t.live_bytes += size;
-  if (t.live_bytes > stats().peak_live_bytes.load(std::memory_order_relaxed)) {
-    stats().peak_live_bytes.store(t.live_bytes, std::memory_order_relaxed);
-  }
-  stats().planned_hits.fetch_add(1, std::memory_order_relaxed);
-  if (t.replayed_passes > 1 || !t.explicit_passes) {
-    stats().steady_hits.fetch_add(1, std::memory_order_relaxed);
-  }
+  if (t.live_bytes > t.peak_live_bytes) t.peak_live_bytes = t.live_bytes;
+  ++t.counters.planned_hits;
+  if (t.replayed_passes > 1 || !t.explicit_passes) ++t.counters.steady_hits;
   return t.slab + lo;
 }
 

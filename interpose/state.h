@@ -41,8 +41,28 @@ enum class Phase : uint8_t {
   kDisabled,   // nothing to plan here (no period found, plan failed): pass-through
 };
 
+// Counters of the hot paths, kept per thread (a shared atomic on every hit cost as much as the rest
+// of the hit) and added to the process-wide Stats at pass ends, thread exit and exit.
+struct LocalCounters {
+  uint64_t planned_hits = 0;
+  uint64_t steady_hits = 0;
+  uint64_t passes = 0;
+  uint64_t small_passthrough = 0;
+};
+
+// Unwinding the stack costs more than the rest of a replay hit together. The same call path
+// reaches malloc with the same return address and the same stack pointer, so the call-site hash is
+// cached per thread under those two; a miss (or a rare collision) costs one unwind.
+struct CallsiteCacheEntry {
+  uint64_t tag = 0;
+  uint64_t hash = 0;
+};
+inline constexpr size_t kCallsiteCacheEntries = 256;
+
 struct ThreadState {
   uint32_t index = 0;
+  LocalCounters counters;
+  CallsiteCacheEntry callsite_cache[kCallsiteCacheEntries];
   Phase phase = Phase::kWarmup;
   bool explicit_passes = false;  // the program called memoplan_pass_begin on this thread
   bool in_pass = false;          // between memoplan_pass_begin and memoplan_pass_end
@@ -68,6 +88,7 @@ struct ThreadState {
   runtime::LiveRanges live;
   runtime::ByteRange* live_storage = nullptr;
   uint64_t live_bytes = 0;
+  uint64_t peak_live_bytes = 0;
   std::atomic<void*> remote_frees{nullptr};  // intrusive stack through the freed blocks
 };
 
@@ -91,7 +112,15 @@ struct Global {
 Global& global();
 
 // The calling thread's state, created on first use (nullptr while that is impossible).
-ThreadState* thread_state();
+extern __thread ThreadState* tls_state __attribute__((tls_model("initial-exec")));
+ThreadState* create_thread_state();
+inline ThreadState* thread_state() {
+  ThreadState* t = tls_state;
+  return __builtin_expect(t != nullptr, 1) ? t : create_thread_state();
+}
+
+// Adds the thread's local counters to the process-wide statistics.
+void flush_counters(ThreadState& t);
 
 // Nested calls (our own bookkeeping, libunwind, the planner) go straight to the fallback.
 struct ReentryGuard {

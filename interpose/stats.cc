@@ -72,7 +72,9 @@ void print_stats(int fd) {
 
 __attribute__((destructor)) static void print_stats_at_exit() {
   Global& g = global();
-  if (g.init_state.load() == 2 && g.options.stats_print) print_stats(g.log_fd);
+  if (g.init_state.load() != 2 || !g.options.stats_print) return;
+  if (tls_state) flush_counters(*tls_state);  // the exiting thread's unfinished pass
+  print_stats(g.log_fd);
 }
 
 }  // namespace memoplan::shim
