@@ -32,14 +32,20 @@ __attribute__((noinline)) uint64_t callsite_key(size_t size, unsigned depth) {
 
 __attribute__((noinline)) uint64_t cached_callsite_key(ThreadState& t, size_t size, unsigned depth,
                                                        uintptr_t return_address, uintptr_t stack) {
-  if (depth == 0) return mix(0x6d656d6f706c616eull, size);
-  const uint64_t tag = (return_address ^ (stack << 17) ^ (stack >> 47)) | 1;
-  CallsiteCacheEntry& entry = t.callsite_cache[mix(tag, 0) % kCallsiteCacheEntries];
-  if (entry.tag != tag) {
-    entry.tag = tag;
-    entry.hash = callsite_key(0, depth);  // the call path alone; the size is mixed in below
+  const uint64_t sized = mix(0x6d656d6f706c616eull, size);
+  if (depth == 0) return sized;
+  // The same call path reaches us with the same return address and stack pointer: a key that is
+  // deterministic (the same in every pass, whatever ran in between) and costs no unwinding.
+  const uint64_t path = mix(mix(0x63616c6c73697465ull, return_address), stack);
+  if (depth == 1) return mix(sized, path);
+  // Deeper keys unwind; the result is cached under the path, and the bucket is chosen from the
+  // whole path hash so allocations through one helper spread over the cache.
+  CallsiteCacheEntry& entry = t.callsite_cache[(path >> 17) % kCallsiteCacheEntries];
+  if (entry.tag != path) {
+    entry.tag = path;
+    entry.hash = callsite_key(0, depth);
   }
-  return mix(entry.hash, size);
+  return mix(sized, entry.hash);
 }
 
 }  // namespace memoplan::shim

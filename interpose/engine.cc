@@ -55,19 +55,17 @@ void on_thread_exit(void* state) {
   ThreadState* t = static_cast<ThreadState*>(state);
   ReentryGuard guard;
   flush_counters(*t);
-  bool slab_released = t->phase != Phase::kReplaying;
-  if (!slab_released) {
-    drain_remote_frees(*t);
-    if (t->live.count() == 0) {
-      g.slab_owner[t->slab_index] = nullptr;
-      g.slabs.decommit(t->slab_index, t->slab_bytes);
-      g.slabs.release(t->slab_index);
-      fallback::free(t->slots);
-      fallback::free(t->live_storage);
-      t->phase = Phase::kDisabled;
-      slab_released = true;
-    }
+  while (t->exit_lock.test_and_set(std::memory_order_acquire)) {
   }
+  t->exited.store(true, std::memory_order_seq_cst);  // before the last drain: see slab_free
+  if (t->phase == Phase::kReplaying) {
+    drain_remote_frees(*t);
+    if (t->live.count() == 0) release_replay(*t);
+  }
+  const bool slab_released = t->phase != Phase::kReplaying;
+  t->exit_lock.clear(std::memory_order_release);
+  // The state itself stays while anything may still reach it: a live slab block (whose last free
+  // releases the slab) or a profiled block in a tag slot.
   if (slab_released && t->profiled_live.load(std::memory_order_acquire) == 0) {
     if (t->record_chunks) {
       for (uint64_t c = 0; c < kRecordChunks && t->record_chunks[c]; ++c) {
@@ -107,7 +105,11 @@ void initialize() {
   if (error) log_line("%s", error);
   g.mode_off = g.options.mode == Mode::kOff;
   if (!g.mode_off) {
-    bool ok = g.tags.reserve(kTagShift, 1u << 16);
+    // 16 TiB of tag slots; where the address space is smaller (sanitizers, ulimit -v), smaller
+    // slots (larger allocations then go untracked).
+    bool ok = false;
+    for (unsigned shift = kTagShift; !ok && shift >= 20; shift -= 4)
+      ok = g.tags.reserve(shift, 1u << 16);
     unsigned slab_shift = static_cast<unsigned>(__builtin_ctzll(g.options.slab_max));
     uint32_t slab_slots = 1;
     while (slab_slots < g.options.threads) slab_slots *= 2;
@@ -215,16 +217,18 @@ void* engine_alloc(size_t size, size_t alignment, bool zero) {
     ReentryGuard guard;
     const bool tracking = t->phase == Phase::kProfiling || t->phase == Phase::kReplaying;
     char stack_marker;
-    const uint64_t key =
+    uint64_t key =
         tracking ? cached_callsite_key(*t, size, static_cast<unsigned>(g.options.callsite_depth),
                                        reinterpret_cast<uintptr_t>(__builtin_return_address(0)),
                                        reinterpret_cast<uintptr_t>(&stack_marker))
                  : 0;
+    // A request for stricter alignment is a different request: it needs a differently aligned slot.
+    if (alignment > 16) key ^= alignment * 0x9e3779b97f4a7c15ull;
     if (t->phase == Phase::kReplaying) {
       p = replay_alloc(*t, size, alignment, key);
       if (p && zero) memset(p, 0, size);
     } else if (t->phase == Phase::kProfiling && alignment <= g.tags.slot_bytes()) {
-      p = profile_alloc(*t, size, key);  // fresh pages: already zero
+      p = profile_alloc(*t, size, alignment, key);  // fresh pages: already zero
     }
   }
   if (p) return p;
@@ -271,9 +275,14 @@ void engine_pass_begin() {
   ThreadState* t = thread_state();
   if (!t) return;
   ReentryGuard guard;
-  if (!t->explicit_passes && t->phase == Phase::kProfiling) {
-    // The program marks its passes: they replace automatic detection, warm-up passes first.
-    t->phase = Phase::kWarmup;
+  if (!t->explicit_passes && (t->phase == Phase::kProfiling || t->phase == Phase::kReplaying)) {
+    // The program marks its passes: they replace automatic detection (and a plan it made, once
+    // none of that plan's blocks is alive), warm-up passes first.
+    if (t->phase == Phase::kReplaying) {
+      drain_remote_frees(*t);
+      if (t->live.count() == 0) release_replay(*t);
+    }
+    if (t->phase != Phase::kReplaying) t->phase = Phase::kWarmup;
   }
   t->explicit_passes = true;
   t->in_pass = true;

@@ -23,7 +23,7 @@ void engine_pass_begin();
 void engine_pass_end();
 
 // profile.cc
-void* profile_alloc(ThreadState& t, size_t size, uint64_t key);
+void* profile_alloc(ThreadState& t, size_t size, size_t alignment, uint64_t key);
 void profile_free(void* p);
 size_t profile_usable_size(void* p);
 void profile_maybe_detect(ThreadState& t);
@@ -33,6 +33,9 @@ void* replay_alloc(ThreadState& t, size_t size, size_t alignment, uint64_t key);
 void slab_free(void* p);
 size_t slab_usable_size(void* p);
 void drain_remote_frees(ThreadState& t);
+// Gives the thread's slab and replay table back. Precondition: none of its blocks is alive and
+// the caller has the thread's replay state to itself.
+void release_replay(ThreadState& t);
 
 // plan_builder.cc: plans records [first, first + count) whose lifetimes end by `cut_tick`
 // (later ends escape) and switches the thread to replay with the pass position `cursor`.

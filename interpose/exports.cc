@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <new>
 
+#include <unistd.h>
+
 #include "bootstrap.h"
 #include "engine.h"
 #include "memoplan/pass.h"
@@ -17,13 +19,30 @@ constexpr size_t kMinAlign = 16;  // what glibc's malloc guarantees on x86-64
 
 inline bool valid_alignment(size_t a) { return a && !(a & (a - 1)) && a % sizeof(void*) == 0; }
 
+// operator new: on failure call the installed new-handler and retry, throw when there is none
+// ([new.delete.single]).
 inline void* new_or_throw(size_t size, size_t alignment) {
-  void* p = engine_alloc(size ? size : 1, alignment < kMinAlign ? kMinAlign : alignment, false);
-  if (!p) throw std::bad_alloc();
-  return p;
+  alignment = alignment < kMinAlign ? kMinAlign : alignment;
+  for (;;) {
+    if (void* p = engine_alloc(size ? size : 1, alignment, false)) return p;
+    std::new_handler handler = std::get_new_handler();
+    if (!handler) throw std::bad_alloc();
+    handler();
+  }
 }
 
-inline size_t page_size() { return 4096; }
+inline void* new_or_null(size_t size, size_t alignment) noexcept {
+  try {
+    return new_or_throw(size, alignment);
+  } catch (...) {
+    return nullptr;
+  }
+}
+
+inline size_t page_size() {
+  static const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  return page;
+}
 
 }  // namespace
 
@@ -88,8 +107,17 @@ __attribute__((visibility("default"))) void* aligned_alloc(size_t alignment, siz
   return engine_alloc(size, alignment < kMinAlign ? kMinAlign : alignment, false);
 }
 
+// glibc's memalign takes any alignment: smaller than malloc's is malloc's, others round up to a
+// power of two.
 __attribute__((visibility("default"))) void* memalign(size_t alignment, size_t size) {
-  return aligned_alloc(alignment, size);
+  if (alignment <= kMinAlign) return engine_alloc(size, kMinAlign, false);
+  if (alignment > (SIZE_MAX >> 1) + 1) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  size_t rounded = kMinAlign;
+  while (rounded < alignment) rounded <<= 1;
+  return engine_alloc(size, rounded, false);
 }
 
 __attribute__((visibility("default"))) void* valloc(size_t size) {
@@ -115,10 +143,10 @@ __attribute__((visibility("default"))) void memoplan_pass_end(void) { engine_pas
 MEMOPLAN_EXPORT void* operator new(size_t n) { return new_or_throw(n, kMinAlign); }
 MEMOPLAN_EXPORT void* operator new[](size_t n) { return new_or_throw(n, kMinAlign); }
 MEMOPLAN_EXPORT void* operator new(size_t n, const std::nothrow_t&) noexcept {
-  return engine_alloc(n ? n : 1, kMinAlign, false);
+  return new_or_null(n, kMinAlign);
 }
 MEMOPLAN_EXPORT void* operator new[](size_t n, const std::nothrow_t&) noexcept {
-  return engine_alloc(n ? n : 1, kMinAlign, false);
+  return new_or_null(n, kMinAlign);
 }
 MEMOPLAN_EXPORT void* operator new(size_t n, std::align_val_t a) {
   return new_or_throw(n, static_cast<size_t>(a));
@@ -127,12 +155,10 @@ MEMOPLAN_EXPORT void* operator new[](size_t n, std::align_val_t a) {
   return new_or_throw(n, static_cast<size_t>(a));
 }
 MEMOPLAN_EXPORT void* operator new(size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
-  const size_t align = static_cast<size_t>(a);
-  return engine_alloc(n ? n : 1, align < kMinAlign ? kMinAlign : align, false);
+  return new_or_null(n, static_cast<size_t>(a));
 }
 MEMOPLAN_EXPORT void* operator new[](size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
-  const size_t align = static_cast<size_t>(a);
-  return engine_alloc(n ? n : 1, align < kMinAlign ? kMinAlign : align, false);
+  return new_or_null(n, static_cast<size_t>(a));
 }
 MEMOPLAN_EXPORT void operator delete(void* p) noexcept { engine_free(p); }
 MEMOPLAN_EXPORT void operator delete[](void* p) noexcept { engine_free(p); }

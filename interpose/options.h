@@ -16,7 +16,8 @@ struct Options {
   uint64_t min_size = 4096;        // bytes; smaller requests stay with the fallback allocator
   uint64_t passes = 2;             // warm-up passes before the profiled one (explicit API)
   uint64_t threads = 64;           // threads that may get a slab
-  uint64_t callsite_depth = 4;     // frames hashed into the call-site key; 0: size only
+  uint64_t callsite_depth = 4;     // call-site key: 0 size only, 1 return address + stack pointer,
+                                   // N >= 2: N frames from libunwind (cached per thread)
   uint64_t slab_max = 1ull << 30;  // largest slab per thread, bytes (power of two)
   uint64_t max_period = 1 << 16;   // longest pass (allocations) automatic detection looks for
   bool detect = true;              // find passes automatically when the program does not mark them

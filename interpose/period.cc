@@ -18,17 +18,40 @@ PeriodResult find_period(const uint64_t* keys, const uint64_t* begins, const uin
   PeriodResult result;
   if (n < 3) return result;
   const uint64_t last = n - 1;
+  auto window_start = [&](uint64_t a) { return a > max_period ? a - max_period : 0; };
+  // Anchor on the rarest of the 32 newest distinct keys that recurs within max_period: a key
+  // repeated many times in a row (a run of equal layers) offers only short distances, and the pass
+  // period would never be among its candidates.
+  uint64_t anchor = last, anchor_count = ~uint64_t{0};
+  uint64_t tried[32];
+  int distinct = 0;
+  for (uint64_t a = last; distinct < 32 && a > 0 && a + max_period > last; --a) {
+    bool seen = false;
+    for (int k = 0; k < distinct && !seen; ++k) seen = tried[k] == keys[a];
+    if (seen) continue;
+    tried[distinct++] = keys[a];
+    uint64_t count = 0;
+    for (uint64_t j = window_start(a); j <= a && count < anchor_count; ++j) {
+      count += keys[j] == keys[a];
+    }
+    if (count >= 2 && count < anchor_count) {
+      anchor_count = count;
+      anchor = a;
+    }
+  }
+  // Candidates: distances back to earlier occurrences of the newest key and of the anchor.
   uint64_t best_period = 0, best_run = 0;
-  int candidates = 0;
-  const uint64_t lowest = last > max_period ? last - max_period : 0;
-  for (uint64_t j = last; j-- > lowest && candidates < 64;) {
-    if (keys[j] != keys[last]) continue;
-    ++candidates;
-    const uint64_t period = last - j;
-    const uint64_t run = periodic_suffix(keys, n, period);
-    if (run > best_run || (run == best_run && period < best_period)) {
-      best_run = run;
-      best_period = period;
+  for (uint64_t from : {last, anchor}) {
+    int candidates = 0;
+    for (uint64_t j = from; j-- > window_start(from) && candidates < 64;) {
+      if (keys[j] != keys[from]) continue;
+      ++candidates;
+      const uint64_t period = from - j;
+      const uint64_t run = periodic_suffix(keys, n, period);
+      if (run > best_run || (run == best_run && period < best_period)) {
+        best_run = run;
+        best_period = period;
+      }
     }
   }
   if (best_period == 0 || best_run < 2 * best_period) return result;

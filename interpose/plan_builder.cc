@@ -1,5 +1,7 @@
 // Turns a profiled pass into a thread's replay table and slab, with the planner library. Runs
 // under the reentry guard, so the planner's own allocations go to the fallback allocator.
+#include <sys/mman.h>
+
 #include <cstring>
 #include <new>
 
@@ -32,6 +34,8 @@ bool build_replay(ThreadState& t, uint64_t first, uint64_t count, uint64_t cut_t
     a.escapes = end == kLive || end == kForeign || end > cut_tick;
     a.size = a.escapes ? 0 : r.size;
     a.end = a.escapes ? cut_tick : end;
+    // Offsets are multiples of the trace's 64-byte default; stricter requests say so.
+    a.align = r.align > trace.default_align ? r.align : 0;
   }
   Result<Plan> plan = plan_trace(trace);
   if (!plan) {
@@ -54,12 +58,22 @@ bool build_replay(ThreadState& t, uint64_t first, uint64_t count, uint64_t cut_t
              static_cast<unsigned long long>(plan->slab_bytes));
     return false;
   }
+  const size_t sizes_bytes =
+      ((plan->slab_bytes / 64 + 1) * sizeof(uint64_t) + 4095) & ~size_t{4095};
+  void* sizes = mmap(nullptr, sizes_bytes, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (sizes == MAP_FAILED) {
+    g.slabs.decommit(slab_slot, plan->slab_bytes);
+    g.slabs.release(slab_slot);
+    return false;
+  }
   auto* slots = static_cast<PlannedSlot*>(fallback::calloc(count, sizeof(PlannedSlot)));
   auto* live = static_cast<runtime::ByteRange*>(
       fallback::malloc(kLiveRangeCapacity * sizeof(runtime::ByteRange)));
   if (!slots || !live) {
     fallback::free(slots);
     fallback::free(live);
+    munmap(sizes, sizes_bytes);
     g.slabs.decommit(slab_slot, plan->slab_bytes);
     g.slabs.release(slab_slot);
     return false;
@@ -75,6 +89,8 @@ bool build_replay(ThreadState& t, uint64_t first, uint64_t count, uint64_t cut_t
   t.slab_bytes = plan->slab_bytes;
   t.slab_index = slab_slot;
   t.live_storage = live;
+  t.block_sizes = static_cast<std::atomic<uint64_t>*>(sizes);
+  t.block_sizes_bytes = sizes_bytes;
   t.live.init(live, kLiveRangeCapacity);
   g.slab_owner[slab_slot] = &t;
   t.phase = Phase::kReplaying;

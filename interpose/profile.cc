@@ -33,7 +33,7 @@ void give_up_profiling(ThreadState& t, const char* why) {
 
 }  // namespace
 
-void* profile_alloc(ThreadState& t, size_t size, uint64_t key) {
+void* profile_alloc(ThreadState& t, size_t size, size_t alignment, uint64_t key) {
   Global& g = global();
   if (size > g.tags.slot_bytes()) {
     stats().untracked_large.fetch_add(1, std::memory_order_relaxed);
@@ -52,6 +52,7 @@ void* profile_alloc(ThreadState& t, size_t size, uint64_t key) {
   Record& r = t.record(t.record_count);
   r.key = key;
   r.size = size;
+  r.align = alignment;
   r.begin = t.tick++;
   r.end.store(kLive, std::memory_order_relaxed);
   g.tag_owner[slot] = {&t, t.record_count};

@@ -1,6 +1,9 @@
 // Replay: the thread's planned slots in pass order, matched by key (call site and size) at a
 // cursor, checked against the live ranges of the slab before they are handed out.
+#include <sys/mman.h>
+
 #include "engine.h"
+#include "fallback.h"
 #include "stats.h"
 
 namespace memoplan::shim {
@@ -40,6 +43,21 @@ void drain_remote_frees(ThreadState& t) {
   }
 }
 
+void release_replay(ThreadState& t) {
+  Global& g = global();
+  g.slab_owner[t.slab_index] = nullptr;
+  munmap(t.block_sizes, t.block_sizes_bytes);
+  g.slabs.decommit(t.slab_index, t.slab_bytes);
+  g.slabs.release(t.slab_index);
+  fallback::free(t.slots);
+  fallback::free(t.live_storage);
+  t.slots = nullptr;
+  t.live_storage = nullptr;
+  t.block_sizes = nullptr;
+  t.slot_count = 0;
+  t.phase = Phase::kDisabled;
+}
+
 void* replay_alloc(ThreadState& t, size_t size, size_t alignment, uint64_t key) {
   if (t.remote_frees.load(std::memory_order_relaxed)) drain_remote_frees(t);
   const uint32_t index = match(t, key);
@@ -75,6 +93,7 @@ void* replay_alloc(ThreadState& t, size_t size, size_t alignment, uint64_t key) 
     count_fallback(t, FallbackReason::kGuardFull);
     return nullptr;
   }
+  t.block_sizes[lo >> 6].store(size, std::memory_order_relaxed);
   t.live_bytes += size;
   if (t.live_bytes > t.peak_live_bytes) t.peak_live_bytes = t.live_bytes;
   ++t.counters.planned_hits;
@@ -96,23 +115,27 @@ void slab_free(void* p) {
   void* head = owner->remote_frees.load(std::memory_order_relaxed);
   do {
     *static_cast<void**>(p) = head;
-  } while (!owner->remote_frees.compare_exchange_weak(head, p, std::memory_order_release,
+  } while (!owner->remote_frees.compare_exchange_weak(head, p, std::memory_order_seq_cst,
                                                       std::memory_order_relaxed));
+  // The owner has exited: nobody else will drain. Sequentially consistent with the owner's exit
+  // (it sets `exited` before its last drain), so either it saw this block or we see `exited`.
+  if (owner->exited.load(std::memory_order_seq_cst)) {
+    ReentryGuard guard;
+    while (owner->exit_lock.test_and_set(std::memory_order_acquire)) {
+    }
+    if (owner->phase == Phase::kReplaying) {
+      drain_remote_frees(*owner);
+      if (owner->live.count() == 0) release_replay(*owner);
+    }
+    owner->exit_lock.clear(std::memory_order_release);
+  }
 }
 
 size_t slab_usable_size(void* p) {
   Global& g = global();
-  ThreadState* owner = g.slab_owner[g.slabs.slot_of(p)];
+  const ThreadState* owner = g.slab_owner[g.slabs.slot_of(p)];
   const uint64_t offset = static_cast<uint64_t>(static_cast<char*>(p) - owner->slab);
-  if (owner == thread_state()) return owner->live.length_at(offset);
-  // From another thread the live ranges are not ours to read: answer with the smallest planned
-  // size at this offset, which never overstates the block.
-  size_t smallest = 0;
-  for (uint32_t i = 0; i < owner->slot_count; ++i) {
-    const PlannedSlot& s = owner->slots[i];
-    if (s.planned && s.offset == offset && (!smallest || s.size < smallest)) smallest = s.size;
-  }
-  return smallest;
+  return owner->block_sizes[offset >> 6].load(std::memory_order_relaxed);
 }
 
 }  // namespace memoplan::shim

@@ -16,6 +16,7 @@ namespace memoplan::shim {
 struct Record {
   uint64_t key;               // call site and size
   uint64_t size;              // bytes requested
+  uint64_t align;             // alignment requested
   uint64_t begin;             // tick of the allocation
   std::atomic<uint64_t> end;  // tick of the free; kLive while alive, kForeign if another
                               // thread freed it (not on this thread's clock: never planned)
@@ -50,14 +51,15 @@ struct LocalCounters {
   uint64_t small_passthrough = 0;
 };
 
-// Unwinding the stack costs more than the rest of a replay hit together. The same call path
-// reaches malloc with the same return address and the same stack pointer, so the call-site hash is
-// cached per thread under those two; a miss (or a rare collision) costs one unwind.
+// Unwinding the stack costs more than the rest of a replay hit together. With callsite_depth >= 2
+// the unwound hash is cached per thread under the call path's return address and stack pointer.
+// Two different deeper paths that share both (one helper, same depth) share an entry: which of
+// them filled it decides their key, so such paths may not match across passes (use depth 1).
 struct CallsiteCacheEntry {
   uint64_t tag = 0;
   uint64_t hash = 0;
 };
-inline constexpr size_t kCallsiteCacheEntries = 256;
+inline constexpr size_t kCallsiteCacheEntries = 1024;
 
 struct ThreadState {
   uint32_t index = 0;
@@ -89,7 +91,16 @@ struct ThreadState {
   runtime::ByteRange* live_storage = nullptr;
   uint64_t live_bytes = 0;
   uint64_t peak_live_bytes = 0;
+  // Size of the block handed out at each 64-byte offset of the slab, readable from any thread
+  // (malloc_usable_size and realloc of a block another thread allocated). Sparse: only the pages
+  // holding planned offsets are ever touched.
+  std::atomic<uint64_t>* block_sizes = nullptr;
+  size_t block_sizes_bytes = 0;
   std::atomic<void*> remote_frees{nullptr};  // intrusive stack through the freed blocks
+  // Set when the thread exited with blocks still alive: the thread whose free brings the slab to
+  // empty then gives the slab back, under exit_lock.
+  std::atomic<bool> exited{false};
+  std::atomic_flag exit_lock = ATOMIC_FLAG_INIT;
 };
 
 struct Global {
