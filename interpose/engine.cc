@@ -75,8 +75,13 @@ void on_thread_exit(void* state) {
     }
     t->~ThreadState();
     fallback::free(t);
-    tls_state = nullptr;
+  } else {
+    t->next_retired = g.retired.load(std::memory_order_relaxed);
+    while (!g.retired.compare_exchange_weak(t->next_retired, t, std::memory_order_release,
+                                            std::memory_order_relaxed)) {
+    }
   }
+  tls_state = nullptr;
   tls_dead = true;  // later allocations of this thread's own TLS destructors: fallback only
 }
 

@@ -100,6 +100,7 @@ struct ThreadState {
   // Set when the thread exited with blocks still alive: the thread whose free brings the slab to
   // empty then gives the slab back, under exit_lock.
   std::atomic<bool> exited{false};
+  ThreadState* next_retired = nullptr;  // Global::retired list
   std::atomic_flag exit_lock = ATOMIC_FLAG_INIT;
 };
 
@@ -117,6 +118,9 @@ struct Global {
   SlotOwner* tag_owner = nullptr;
   ThreadState** slab_owner = nullptr;
   std::atomic<uint32_t> next_thread_index{0};
+  // States of exited threads that something may still reach (a live slab block, a profiled block
+  // in a tag slot). Kept on a list, not forgotten: they are retained on purpose, not leaked.
+  std::atomic<ThreadState*> retired{nullptr};
   int log_fd = 2;
 };
 
