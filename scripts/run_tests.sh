@@ -1,7 +1,16 @@
 #!/usr/bin/env bash
-# The README's test command: installs what is missing, builds, and runs every test with CTest.
+# The README's test command: installs what is missing, builds, and runs every test with CTest —
+# the normal build, then the unit tests again under AddressSanitizer + UndefinedBehaviorSanitizer
+# and the shim's tests under ThreadSanitizer (set MEMOPLAN_SANITIZERS=0 to skip those two).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install_deps.sh
 scripts/build.sh default
 ctest --preset default -j "$(nproc)"
+if [ "${MEMOPLAN_SANITIZERS:-1}" != 0 ]; then
+  scripts/build.sh asan
+  ctest --preset asan -j "$(nproc)"
+  cmake --preset tsan >/dev/null
+  cmake --build --preset tsan -j "$(nproc)" --target interpose_tests
+  ctest --preset tsan -j "$(nproc)" -L interpose
+fi
