@@ -69,8 +69,8 @@ void* replay_alloc(ThreadState& t, size_t size, size_t alignment, uint64_t key) 
     t.cursor = 0;
     if (!t.explicit_passes) {  // a detected pass ends with its last planned allocation
       ++t.replayed_passes;
-      ++t.counters.passes;
-      flush_counters(t);
+      // Publish now and then: a detected pass can be a single allocation long.
+      if (++t.counters.passes % 64 == 0) flush_counters(t);
     }
   } else {
     t.cursor = index + 1;
