@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 
+#include "memoplan/heapmap.h"  // format_bytes
 #include "memoplan/planner/plan.h"
 #include "memoplan/planner/result.h"
 #include "memoplan/planner/trace.h"
@@ -22,8 +23,6 @@ void add_validate_command(CLI::App& app, int& exit_code);
 void add_compare_command(CLI::App& app, int& exit_code);
 void add_heapmap_command(CLI::App& app, int& exit_code);
 
-// "12.3 MiB" style, 3 significant digits.
-std::string human_bytes(uint64_t bytes);
 // Prints "memoplan: error: MESSAGE" to stderr and returns kExitBadInput.
 int fail(const std::string& message);
 

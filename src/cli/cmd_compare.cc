@@ -83,8 +83,8 @@ void print_table(const std::vector<std::string>& labels, const std::vector<std::
       bound = c.plan.lower_bound_bytes;
       smallest = std::min(smallest, c.plan.slab_bytes);
     }
-    bounds.push_back(human_bytes(bound));
-    best.push_back(smallest == UINT64_MAX ? "-" : human_bytes(smallest));
+    bounds.push_back(format_bytes(bound));
+    best.push_back(smallest == UINT64_MAX ? "-" : format_bytes(smallest));
   }
   row("lower bound", bounds);
   row("smallest slab", best);

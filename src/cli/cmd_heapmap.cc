@@ -42,8 +42,8 @@ int run_heapmap(const HeapmapArgs& args) {
   const std::string svg = render_heapmap_svg(*trace, *plan, options);
   if (std::string error = write_file_text(args.output, svg); !error.empty()) return fail(error);
   fmt::print("wrote {} ({} allocations, slab {}, lower bound {})\n", args.output,
-             trace->allocations.size(), human_bytes(plan->slab_bytes),
-             human_bytes(plan->lower_bound_bytes));
+             trace->allocations.size(), format_bytes(plan->slab_bytes),
+             format_bytes(plan->lower_bound_bytes));
   return 0;
 }
 

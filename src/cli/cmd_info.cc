@@ -71,20 +71,20 @@ int run_info(const std::string& path, bool as_json) {
   if (m.threads) fmt::print("threads      {}\n", m.threads);
   fmt::print("fingerprint  {}\n", trace_fingerprint(*trace));
   fmt::print("allocations  {} ({} zero-byte, {} escaping the pass)\n", rows, zero, escaping);
-  fmt::print("total bytes  {} (largest {})\n", human_bytes(total), human_bytes(largest));
+  fmt::print("total bytes  {} (largest {})\n", format_bytes(total), format_bytes(largest));
   fmt::print("event clock  {} ticks, plan alignment {} B\n", ticks, problem->alignment);
   fmt::print(
       "lower bound  {} offsets (max live bytes), {} shared objects (sum of positional "
       "maxima)\n",
-      human_bytes(offset_bound), human_bytes(shared_bound));
+      format_bytes(offset_bound), format_bytes(shared_bound));
   fmt::print("reuse        {:.1f}x: a naive plan needs total/bound of the memory\n\n",
              offset_bound ? static_cast<double>(total) / offset_bound : 0.0);
 
   fmt::print("{:>22}  {:>8}  {:>10}\n", "size", "count", "bytes");
   for (const auto& [log2, bucket] : histogram) {
     const std::string range =
-        human_bytes(uint64_t{1} << log2) + " .. " + human_bytes((uint64_t{2} << log2) - 1);
-    fmt::print("{:>22}  {:>8}  {:>10}\n", range, bucket.count, human_bytes(bucket.bytes));
+        format_bytes(uint64_t{1} << log2) + " .. " + format_bytes((uint64_t{2} << log2) - 1);
+    fmt::print("{:>22}  {:>8}  {:>10}\n", range, bucket.count, format_bytes(bucket.bytes));
   }
 
   std::vector<std::pair<std::string, Bucket>> ops(by_op.begin(), by_op.end());
@@ -93,7 +93,7 @@ int run_info(const std::string& path, bool as_json) {
   fmt::print("\n{:<40}  {:>8}  {:>10}\n", "op (top 10 by bytes)", "count", "bytes");
   for (size_t i = 0; i < ops.size() && i < 10; ++i) {
     fmt::print("{:<40}  {:>8}  {:>10}\n", ops[i].first.substr(0, 40), ops[i].second.count,
-               human_bytes(ops[i].second.bytes));
+               format_bytes(ops[i].second.bytes));
   }
   return 0;
 }

@@ -65,8 +65,8 @@ int run_plan(const PlanArgs& args) {
     fmt::print("{}: {} allocations, strategy {} ({})\n", args.trace, trace->allocations.size(),
                plan->strategy, to_string(plan->status));
     fmt::print("slab {} ({} B), lower bound {} ({} B), ratio {:.4f}, planned in {:.2f} ms\n",
-               human_bytes(plan->slab_bytes), plan->slab_bytes,
-               human_bytes(plan->lower_bound_bytes), plan->lower_bound_bytes,
+               format_bytes(plan->slab_bytes), plan->slab_bytes,
+               format_bytes(plan->lower_bound_bytes), plan->lower_bound_bytes,
                plan->ratio_to_lower_bound(), plan->planning_ms);
     if (!plan->note.empty()) fmt::print("note: {}\n", plan->note);
     fmt::print("validation: {}\n", report.valid ? "ok" : "FAILED");
@@ -90,7 +90,7 @@ int run_validate(const std::string& trace_path, const std::string& plan_path) {
   const ValidationReport report = validate_plan(*trace, *plan);
   if (report.valid) {
     fmt::print("{}: valid for {} (slab {}, {} allocations)\n", plan_path, trace_path,
-               human_bytes(plan->slab_bytes), trace->allocations.size());
+               format_bytes(plan->slab_bytes), trace->allocations.size());
     return 0;
   }
   fmt::print("{}: INVALID for {}: {} violation(s)\n", plan_path, trace_path, report.violations);
