@@ -85,10 +85,6 @@ void on_thread_exit(void* state) {
   tls_dead = true;  // later allocations of this thread's own TLS destructors: fallback only
 }
 
-void after_fork_in_child() {
-  // Only the forking thread survives; its state and every slab stay valid in the copy. Nothing
-  // to reset: the shim holds no lock across the fork (slot bitmaps and counters are atomics).
-}
 
 void initialize() {
   int expected = 0;
@@ -132,7 +128,9 @@ void initialize() {
     passthrough_malloc.store(fallback::next_malloc(), std::memory_order_relaxed);
   }
   pthread_key_create(&thread_exit_key, on_thread_exit);
-  pthread_atfork(nullptr, nullptr, after_fork_in_child);
+  // No pthread_atfork handlers are needed: the shim holds no lock across calls (slot bitmaps,
+  // remote-free stacks and counters are atomics; exit_lock is held only inside one free), and the
+  // forking thread's state and every slab are copied into the child intact. fork.c tests it.
   g.init_state.store(2, std::memory_order_release);
 }
 
