@@ -48,6 +48,16 @@ void* map_zeroed(size_t bytes) {
   return p == MAP_FAILED ? nullptr : p;
 }
 
+// Only the forking thread lives on in the child; its state and every slab are copied intact and
+// the shim's bookkeeping is atomics. The one lock is an exited thread's exit_lock, held briefly by
+// whoever frees that thread's last blocks: if that was another thread at the moment of fork, the
+// child would spin on it forever, so the child releases them all.
+void after_fork_in_child() {
+  for (ThreadState* t = g.retired.load(std::memory_order_relaxed); t; t = t->next_retired) {
+    t->exit_lock.clear(std::memory_order_relaxed);
+  }
+}
+
 // A thread that exits gives its slab back when none of its blocks is alive any more (servers
 // that start a thread per request would otherwise run out of slabs), and its records when no
 // profiled block is. Otherwise both stay: another thread may still free into them.
@@ -84,7 +94,6 @@ void on_thread_exit(void* state) {
   tls_state = nullptr;
   tls_dead = true;  // later allocations of this thread's own TLS destructors: fallback only
 }
-
 
 void initialize() {
   int expected = 0;
@@ -128,9 +137,7 @@ void initialize() {
     passthrough_malloc.store(fallback::next_malloc(), std::memory_order_relaxed);
   }
   pthread_key_create(&thread_exit_key, on_thread_exit);
-  // No pthread_atfork handlers are needed: the shim holds no lock across calls (slot bitmaps,
-  // remote-free stacks and counters are atomics; exit_lock is held only inside one free), and the
-  // forking thread's state and every slab are copied into the child intact. fork.c tests it.
+  pthread_atfork(nullptr, nullptr, after_fork_in_child);
   g.init_state.store(2, std::memory_order_release);
 }
 
