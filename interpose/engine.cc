@@ -223,21 +223,18 @@ void* engine_alloc(size_t size, size_t alignment, bool zero) {
   if (t && t->explicit_passes && !t->in_pass) {
     // Marked passes: what happens between them is not part of the plan.
     ++t->counters.small_passthrough;
-  } else if (t) {
+  } else if (t && (t->phase == Phase::kProfiling || t->phase == Phase::kReplaying)) {
     ReentryGuard guard;
-    const bool tracking = t->phase == Phase::kProfiling || t->phase == Phase::kReplaying;
     char stack_marker;
-    uint64_t key =
-        tracking ? cached_callsite_key(*t, size, static_cast<unsigned>(g.options.callsite_depth),
+    uint64_t key = cached_callsite_key(*t, size, static_cast<unsigned>(g.options.callsite_depth),
                                        reinterpret_cast<uintptr_t>(__builtin_return_address(0)),
-                                       reinterpret_cast<uintptr_t>(&stack_marker))
-                 : 0;
+                                       reinterpret_cast<uintptr_t>(&stack_marker));
     // A request for stricter alignment is a different request: it needs a differently aligned slot.
     if (alignment > 16) key ^= alignment * 0x9e3779b97f4a7c15ull;
     if (t->phase == Phase::kReplaying) {
       p = replay_alloc(*t, size, alignment, key);
       if (p && zero) memset(p, 0, size);
-    } else if (t->phase == Phase::kProfiling && alignment <= g.tags.slot_bytes()) {
+    } else if (alignment <= g.tags.slot_bytes()) {
       p = profile_alloc(*t, size, alignment, key);  // fresh pages: already zero
     }
   }
