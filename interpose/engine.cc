@@ -114,6 +114,7 @@ void initialize() {
   }
   if (error) log_line("%s", error);
   g.mode_off = g.options.mode == Mode::kOff;
+  g.portable_keys = portable_keys(g.options);
   if (!g.mode_off) {
     // 16 TiB of tag slots; where the address space is smaller (sanitizers, ulimit -v), smaller
     // slots (larger allocations then go untracked).
@@ -150,6 +151,12 @@ inline bool ready() {
 }  // namespace
 
 Global& global() { return g; }
+
+// mode:replay reads its files here, before main: the C++ runtime the trace reader needs is up
+// (this library depends on it, so its constructors ran first) and no inference has started.
+__attribute__((constructor)) static void load_files_at_start() {
+  if (ready()) load_replay_pass();
+}
 
 ReentryGuard::ReentryGuard() { ++tls_reentry; }
 ReentryGuard::~ReentryGuard() { --tls_reentry; }
@@ -190,10 +197,25 @@ ThreadState* create_thread_state() {
   t->index = g.next_thread_index.fetch_add(1, std::memory_order_relaxed);
   // With detection on, record from the first allocation; explicit passes (if the program calls
   // memoplan_pass_begin) take over and restart profiling after the warm-up passes.
-  t->phase = g.options.detect ? Phase::kProfiling : Phase::kWarmup;
+  if (!g.options.detect) {
+    t->phase = Phase::kWarmup;
+  } else {
+    t->phase = g.options.mode == Mode::kReplay ? Phase::kSeeking : Phase::kProfiling;
+  }
   tls_state = t;
   pthread_setspecific(thread_exit_key, t);
   return t;
+}
+
+// mode:replay on a thread without pass marks: replay starts at the loaded pass's first
+// allocation (a wrong start costs one pass of fallbacks: the matcher finds the start again).
+static void seek_loaded_pass(ThreadState& t, uint64_t key) {
+  const int state = g.replay_pass_state.load(std::memory_order_acquire);
+  if (state == 2) {
+    t.phase = Phase::kDisabled;
+  } else if (state == 1 && key == g.replay_pass.slots[0].key && !start_loaded_replay(t)) {
+    t.phase = Phase::kDisabled;
+  }
 }
 
 void* fallback_alloc(size_t size, size_t alignment, bool zero) {
@@ -223,18 +245,20 @@ void* engine_alloc(size_t size, size_t alignment, bool zero) {
   if (t && t->explicit_passes && !t->in_pass) {
     // Marked passes: what happens between them is not part of the plan.
     ++t->counters.small_passthrough;
-  } else if (t && (t->phase == Phase::kProfiling || t->phase == Phase::kReplaying)) {
+  } else if (t && t->phase >= Phase::kProfiling && t->phase <= Phase::kSeeking) {
     ReentryGuard guard;
     char stack_marker;
     uint64_t key = cached_callsite_key(*t, size, static_cast<unsigned>(g.options.callsite_depth),
+                                       g.portable_keys,
                                        reinterpret_cast<uintptr_t>(__builtin_return_address(0)),
                                        reinterpret_cast<uintptr_t>(&stack_marker));
     // A request for stricter alignment is a different request: it needs a differently aligned slot.
     if (alignment > 16) key ^= alignment * 0x9e3779b97f4a7c15ull;
+    if (t->phase == Phase::kSeeking) seek_loaded_pass(*t, key);
     if (t->phase == Phase::kReplaying) {
       p = replay_alloc(*t, size, alignment, key);
       if (p && zero) memset(p, 0, size);
-    } else if (alignment <= g.tags.slot_bytes()) {
+    } else if (t->phase == Phase::kProfiling && alignment <= g.tags.slot_bytes()) {
       p = profile_alloc(*t, size, alignment, key);  // fresh pages: already zero
     }
   }
@@ -282,7 +306,8 @@ void engine_pass_begin() {
   ThreadState* t = thread_state();
   if (!t) return;
   ReentryGuard guard;
-  if (!t->explicit_passes && (t->phase == Phase::kProfiling || t->phase == Phase::kReplaying)) {
+  if (!t->explicit_passes && (t->phase == Phase::kProfiling || t->phase == Phase::kReplaying ||
+                              t->phase == Phase::kSeeking)) {
     // The program marks its passes: they replace automatic detection (and a plan it made, once
     // none of that plan's blocks is alive), warm-up passes first.
     if (t->phase == Phase::kReplaying) {
@@ -297,9 +322,14 @@ void engine_pass_begin() {
   ++t->counters.passes;
   switch (t->phase) {
     case Phase::kWarmup:
-      if (t->passes_begun > g.options.passes) {
+      if (t->passes_begun <= g.options.passes) break;
+      if (g.options.mode != Mode::kReplay) {
         t->phase = Phase::kProfiling;
         t->pass_first_record = t->record_count;
+      } else if (start_loaded_replay(*t)) {
+        t->replayed_passes = 1;
+      } else if (g.replay_pass_state.load(std::memory_order_acquire) == 2) {
+        t->phase = Phase::kDisabled;
       }
       break;
     case Phase::kProfiling:
@@ -310,6 +340,7 @@ void engine_pass_begin() {
       t->cursor = 0;
       ++t->replayed_passes;
       break;
+    case Phase::kSeeking:
     case Phase::kDisabled:
       break;
   }
@@ -324,7 +355,7 @@ void engine_pass_end() {
   if (t->phase != Phase::kProfiling || !t->explicit_passes) return;
   ReentryGuard guard;
   const uint64_t count = t->record_count - t->pass_first_record;
-  if (!build_replay(*t, t->pass_first_record, count, t->tick, 0)) t->phase = Phase::kDisabled;
+  if (!finish_profile(*t, t->pass_first_record, count, t->tick, 0)) t->phase = Phase::kDisabled;
   // The first replayed pass starts at the next memoplan_pass_begin.
   t->cursor = 0;
 }

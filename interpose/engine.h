@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "memoplan/planner/trace.h"
 #include "state.h"
 
 namespace memoplan::shim {
@@ -37,15 +38,29 @@ void drain_remote_frees(ThreadState& t);
 // the caller has the thread's replay state to itself.
 void release_replay(ThreadState& t);
 
-// plan_builder.cc: plans records [first, first + count) whose lifetimes end by `cut_tick`
-// (later ends escape) and switches the thread to replay with the pass position `cursor`.
-bool build_replay(ThreadState& t, uint64_t first, uint64_t count, uint64_t cut_tick,
-                  uint32_t cursor);
+// plan_builder.cc. profiled_trace: records [first, first + count) as a trace; lifetimes ending
+// after `cut_tick` escape. finish_profile: mode:profile writes that trace; the other modes plan it
+// and switch the thread to replay at pass position `cursor`. install_replay: gives the thread a
+// slab and a copy of `slots`.
+Trace profiled_trace(ThreadState& t, uint64_t first, uint64_t count, uint64_t cut_tick);
+bool finish_profile(ThreadState& t, uint64_t first, uint64_t count, uint64_t cut_tick,
+                    uint32_t cursor);
+bool install_replay(ThreadState& t, const PlannedSlot* slots, uint32_t count, uint64_t slab_bytes,
+                    uint64_t lower_bound_bytes, uint32_t cursor);
 
-// callsite.cc: size and a hash of `depth` return addresses above the allocator. `return_address`
-// and `stack` identify the call path for the per-thread cache (see CallsiteCacheEntry).
-uint64_t callsite_key(size_t size, unsigned depth);
-uint64_t cached_callsite_key(ThreadState& t, size_t size, unsigned depth, uintptr_t return_address,
-                             uintptr_t stack);
+// pass_files.cc: mode:profile's trace files and mode:replay's loaded pass.
+void write_pass_trace(const ThreadState& t, const Trace& trace);
+// Reads trace (and plan) files into Global::replay_pass; on any problem says why and leaves the
+// process unplanned. Called once, from the library's constructor (the C++ runtime is up by then).
+void load_replay_pass();
+// mode:replay: gives the thread the loaded pass (false while it is not loaded or unusable).
+bool start_loaded_replay(ThreadState& t);
+
+// callsite.cc: size and a hash of `depth` return addresses above the allocator; `portable`
+// hashes each as (module name, offset), the same in every process. `return_address` and `stack`
+// identify the call path for the per-thread cache (see CallsiteCacheEntry).
+uint64_t callsite_key(size_t size, unsigned depth, bool portable);
+uint64_t cached_callsite_key(ThreadState& t, size_t size, unsigned depth, bool portable,
+                             uintptr_t return_address, uintptr_t stack);
 
 }  // namespace memoplan::shim

@@ -17,7 +17,7 @@ struct OptionInfo {
 
 #define MEMOPLAN_FIELD(f) offsetof(Options, f)
 const OptionInfo kOptionTable[] = {
-    {"mode", Kind::kMode, MEMOPLAN_FIELD(mode), "off | auto"},
+    {"mode", Kind::kMode, MEMOPLAN_FIELD(mode), "off | auto | profile | replay"},
     {"fallback", Kind::kFallback, MEMOPLAN_FIELD(fallback), "next | jemalloc"},
     {"min_size", Kind::kSize, MEMOPLAN_FIELD(min_size), "plan only requests this large (bytes)"},
     {"passes", Kind::kCount, MEMOPLAN_FIELD(passes), "warm-up passes before profiling"},
@@ -28,6 +28,8 @@ const OptionInfo kOptionTable[] = {
     {"detect", Kind::kBool, MEMOPLAN_FIELD(detect), "find passes automatically"},
     {"stats_print", Kind::kBool, MEMOPLAN_FIELD(stats_print), "print statistics at exit"},
     {"log", Kind::kPath, MEMOPLAN_FIELD(log_path), "log file instead of stderr"},
+    {"trace", Kind::kPath, MEMOPLAN_FIELD(trace_path), "trace file (profile writes, replay reads)"},
+    {"plan", Kind::kPath, MEMOPLAN_FIELD(plan_path), "plan file for mode:replay"},
 };
 #undef MEMOPLAN_FIELD
 
@@ -80,7 +82,10 @@ bool apply(const OptionInfo& info, const char* value, Options& out) {
       static const struct {
         const char* name;
         Mode mode;
-      } modes[] = {{"off", Mode::kOff}, {"auto", Mode::kAuto}};
+      } modes[] = {{"off", Mode::kOff},
+                   {"auto", Mode::kAuto},
+                   {"profile", Mode::kProfile},
+                   {"replay", Mode::kReplay}};
       for (const auto& m : modes) {
         if (!strcmp(value, m.name)) {
           *reinterpret_cast<Mode*>(field) = m.mode;
@@ -115,7 +120,7 @@ bool apply(const OptionInfo& info, const char* value, Options& out) {
       return true;
     case Kind::kPath: {
       const size_t n = strlen(value);
-      if (n == 0 || n >= sizeof(Options::log_path)) return false;
+      if (n == 0 || n >= kPathCapacity) return false;
       memcpy(field, value, n + 1);
       return true;
     }
@@ -182,6 +187,10 @@ const char* to_string(Mode mode) {
       return "off";
     case Mode::kAuto:
       return "auto";
+    case Mode::kProfile:
+      return "profile";
+    case Mode::kReplay:
+      return "replay";
   }
   return "?";
 }
@@ -196,7 +205,14 @@ size_t describe_options(const Options& o, char* buf, size_t size) {
       static_cast<unsigned long long>(o.threads), static_cast<unsigned long long>(o.callsite_depth),
       static_cast<unsigned long long>(o.slab_max), static_cast<unsigned long long>(o.max_period),
       o.detect ? "true" : "false", o.stats_print ? "true" : "false");
-  return n < 0 ? 0 : static_cast<size_t>(n) < size ? static_cast<size_t>(n) : size - 1;
+  if (n < 0) return 0;
+  size_t written = static_cast<size_t>(n) < size ? static_cast<size_t>(n) : size - 1;
+  if (o.mode == Mode::kProfile || o.mode == Mode::kReplay) {
+    const int m = snprintf(buf + written, size - written, ",trace:%s%s%s", o.trace_path,
+                           o.plan_path[0] ? ",plan:" : "", o.plan_path);
+    if (m > 0) written += static_cast<size_t>(m) < size - written ? m : size - written - 1;
+  }
+  return written;
 }
 
 }  // namespace memoplan::shim

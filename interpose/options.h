@@ -7,7 +7,13 @@
 
 namespace memoplan::shim {
 
-enum class Mode { kOff, kAuto };
+enum class Mode {
+  kOff,      // pass-through to the fallback
+  kAuto,     // profile, plan in-process, replay
+  kProfile,  // profile one pass per thread and write it as a trace file; otherwise pass-through
+  kReplay,   // replay a pass recorded by mode:profile (and optionally planned offline)
+};
+inline constexpr size_t kPathCapacity = 512;
 enum class FallbackKind { kNext, kJemalloc };
 
 struct Options {
@@ -22,7 +28,10 @@ struct Options {
   uint64_t max_period = 1 << 16;   // longest pass (allocations) automatic detection looks for
   bool detect = true;              // find passes automatically when the program does not mark them
   bool stats_print = false;        // print statistics at exit
-  char log_path[512] = "";         // messages go here instead of stderr
+  char log_path[kPathCapacity] = "";  // messages go here instead of stderr
+  // mode:profile writes here (%p: process id, %t: thread index); mode:replay reads from here.
+  char trace_path[kPathCapacity] = "memoplan-%p-%t.trace.json.gz";
+  char plan_path[kPathCapacity] = "";  // mode:replay: offsets planned offline (else in-process)
 };
 
 // Parses `conf` into `out`; reports problems through `warn` (one call per problem).
@@ -32,5 +41,11 @@ void parse_options(const char* conf, Options& out, void (*warn)(const char* mess
 size_t describe_options(const Options& options, char* buf, size_t size);
 
 const char* to_string(Mode mode);
+
+// mode:profile and mode:replay match allocations across processes, so their call-site keys must
+// not depend on where ASLR put the code.
+inline bool portable_keys(const Options& options) {
+  return options.mode == Mode::kProfile || options.mode == Mode::kReplay;
+}
 
 }  // namespace memoplan::shim

@@ -1,5 +1,6 @@
-// Turns a profiled pass into a thread's replay table and slab, with the planner library. Runs
-// under the reentry guard, so the planner's own allocations go to the fallback allocator.
+// Turns a profiled pass into a trace, the trace into a plan, and a plan into a thread's replay
+// table and slab. Runs under the reentry guard, so the planner's (and the trace writer's) own
+// allocations go to the fallback allocator.
 #include <sys/mman.h>
 
 #include <cstring>
@@ -17,10 +18,7 @@ constexpr uint32_t kLiveRangeCapacity = 1 << 14;
 
 }  // namespace
 
-bool build_replay(ThreadState& t, uint64_t first, uint64_t count, uint64_t cut_tick,
-                  uint32_t cursor) {
-  Global& g = global();
-  if (count == 0 || count > (1u << 31)) return false;
+Trace profiled_trace(ThreadState& t, uint64_t first, uint64_t count, uint64_t cut_tick) {
   Trace trace;
   trace.allocations.resize(count);
   for (uint64_t i = 0; i < count; ++i) {
@@ -28,65 +26,65 @@ bool build_replay(ThreadState& t, uint64_t first, uint64_t count, uint64_t cut_t
     const uint64_t end = r.end.load(std::memory_order_relaxed);
     Allocation& a = trace.allocations[i];
     a.id = i;
+    a.size = r.size;
     a.begin = r.begin;
     // Blocks alive past the pass end (or freed elsewhere) are never planned: in replay they would
     // still be alive when the next pass wants their memory.
     a.escapes = end == kLive || end == kForeign || end > cut_tick;
-    a.size = a.escapes ? 0 : r.size;
     a.end = a.escapes ? cut_tick : end;
     // Offsets are multiples of the trace's 64-byte default; stricter requests say so.
     a.align = r.align > trace.default_align ? r.align : 0;
+    a.provenance.callsite = r.key;
+    a.provenance.thread = t.index;
   }
-  Result<Plan> plan = plan_trace(trace);
-  if (!plan) {
-    log_line("memoplan: planning failed: %s", plan.error().c_str());
-    return false;
-  }
+  return trace;
+}
+
+bool install_replay(ThreadState& t, const PlannedSlot* planned, uint32_t count, uint64_t slab_bytes,
+                    uint64_t lower_bound_bytes, uint32_t cursor) {
+  Global& g = global();
+  if (count == 0) return false;
   uint32_t slab_slot = 0;
-  if (plan->slab_bytes > g.slabs.slot_bytes()) {
+  if (slab_bytes > g.slabs.slot_bytes()) {
     log_line("memoplan: thread %u needs a %llu-byte slab, above slab_max", t.index,
-             static_cast<unsigned long long>(plan->slab_bytes));
+             static_cast<unsigned long long>(slab_bytes));
     return false;
   }
   if (!g.slabs.acquire(slab_slot)) {
     log_line("memoplan: no slab left for thread %u (raise threads)", t.index);
     return false;
   }
-  if (!g.slabs.commit(slab_slot, plan->slab_bytes ? plan->slab_bytes : 1)) {
+  if (!g.slabs.commit(slab_slot, slab_bytes ? slab_bytes : 1)) {
     g.slabs.release(slab_slot);
     log_line("memoplan: cannot commit a %llu-byte slab",
-             static_cast<unsigned long long>(plan->slab_bytes));
+             static_cast<unsigned long long>(slab_bytes));
     return false;
   }
-  const size_t sizes_bytes =
-      ((plan->slab_bytes / 64 + 1) * sizeof(uint64_t) + 4095) & ~size_t{4095};
+  const size_t sizes_bytes = ((slab_bytes / 64 + 1) * sizeof(uint64_t) + 4095) & ~size_t{4095};
   void* sizes = mmap(nullptr, sizes_bytes, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (sizes == MAP_FAILED) {
-    g.slabs.decommit(slab_slot, plan->slab_bytes);
+    g.slabs.decommit(slab_slot, slab_bytes);
     g.slabs.release(slab_slot);
     return false;
   }
-  auto* slots = static_cast<PlannedSlot*>(fallback::calloc(count, sizeof(PlannedSlot)));
+  auto* slots = static_cast<PlannedSlot*>(fallback::malloc(count * sizeof(PlannedSlot)));
   auto* live = static_cast<runtime::ByteRange*>(
       fallback::malloc(kLiveRangeCapacity * sizeof(runtime::ByteRange)));
   if (!slots || !live) {
     fallback::free(slots);
     fallback::free(live);
     munmap(sizes, sizes_bytes);
-    g.slabs.decommit(slab_slot, plan->slab_bytes);
+    g.slabs.decommit(slab_slot, slab_bytes);
     g.slabs.release(slab_slot);
     return false;
   }
-  for (uint64_t i = 0; i < count; ++i) {
-    const Record& r = t.record(first + i);
-    slots[i] = {r.key, r.size, plan->offsets[i], !trace.allocations[i].escapes};
-  }
+  memcpy(slots, planned, count * sizeof(PlannedSlot));
   t.slots = slots;
-  t.slot_count = static_cast<uint32_t>(count);
+  t.slot_count = count;
   t.cursor = cursor % t.slot_count;
   t.slab = g.slabs.slot_address(slab_slot);
-  t.slab_bytes = plan->slab_bytes;
+  t.slab_bytes = slab_bytes;
   t.slab_index = slab_slot;
   t.live_storage = live;
   t.block_sizes = static_cast<std::atomic<uint64_t>*>(sizes);
@@ -95,9 +93,36 @@ bool build_replay(ThreadState& t, uint64_t first, uint64_t count, uint64_t cut_t
   g.slab_owner[slab_slot] = &t;
   t.phase = Phase::kReplaying;
   stats().plans.fetch_add(1, std::memory_order_relaxed);
-  stats().slab_bytes.fetch_add(plan->slab_bytes, std::memory_order_relaxed);
-  stats().lower_bound_bytes.fetch_add(plan->lower_bound_bytes, std::memory_order_relaxed);
+  stats().slab_bytes.fetch_add(slab_bytes, std::memory_order_relaxed);
+  stats().lower_bound_bytes.fetch_add(lower_bound_bytes, std::memory_order_relaxed);
   return true;
+}
+
+bool finish_profile(ThreadState& t, uint64_t first, uint64_t count, uint64_t cut_tick,
+                    uint32_t cursor) {
+  if (count == 0 || count > (1u << 31)) return false;
+  Trace trace = profiled_trace(t, first, count, cut_tick);
+  if (global().options.mode == Mode::kProfile) {
+    // Measure only: the pass goes to a file and the thread runs unplanned from here on.
+    write_pass_trace(t, trace);
+    t.phase = Phase::kDisabled;
+    return true;
+  }
+  Result<Plan> plan = plan_trace(trace);
+  if (!plan) {
+    log_line("memoplan: planning failed: %s", plan.error().c_str());
+    return false;
+  }
+  auto* slots = static_cast<PlannedSlot*>(fallback::malloc(count * sizeof(PlannedSlot)));
+  if (!slots) return false;
+  for (uint64_t i = 0; i < count; ++i) {
+    const Allocation& a = trace.allocations[i];
+    slots[i] = {a.provenance.callsite, a.size, plan->offsets[i], !a.escapes};
+  }
+  const bool ok = install_replay(t, slots, static_cast<uint32_t>(count), plan->slab_bytes,
+                                 plan->lower_bound_bytes, cursor);
+  fallback::free(slots);
+  return ok;
 }
 
 }  // namespace memoplan::shim

@@ -121,7 +121,7 @@ void profile_maybe_detect(ThreadState& t) {
   const uint64_t start = first + found.start;
   const uint64_t cut_tick = t.record(start + found.period).begin;
   const uint32_t cursor = static_cast<uint32_t>((t.record_count - start) % found.period);
-  if (!build_replay(t, start, found.period, cut_tick, cursor)) {
+  if (!finish_profile(t, start, found.period, cut_tick, cursor)) {
     give_up_profiling(t, "the detected pass could not be planned");
   }
 }

@@ -39,6 +39,7 @@ enum class Phase : uint8_t {
   kWarmup,     // explicit passes: skipping the first `passes`
   kProfiling,  // recording (an explicit pass, or everything until a period is found)
   kReplaying,  // serving from the slab
+  kSeeking,    // mode:replay without pass marks: waiting for the loaded pass's first allocation
   kDisabled,   // nothing to plan here (no period found, plan failed): pass-through
 };
 
@@ -122,6 +123,16 @@ struct Global {
   // in a tag slot). Kept on a list, not forgotten: they are retained on purpose, not leaked.
   std::atomic<ThreadState*> retired{nullptr};
   int log_fd = 2;
+  bool portable_keys = false;  // see portable_keys(Options)
+  // mode:replay: the pass every inference thread replays, loaded from files once.
+  struct LoadedPass {
+    PlannedSlot* slots = nullptr;
+    uint32_t count = 0;
+    uint64_t slab_bytes = 0;
+    uint64_t lower_bound_bytes = 0;
+  };
+  LoadedPass replay_pass;
+  std::atomic<int> replay_pass_state{0};  // 0 not loaded yet, 1 ready, 2 unusable
 };
 
 Global& global();

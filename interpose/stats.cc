@@ -37,9 +37,9 @@ void print_stats(int fd) {
   auto get = [](const std::atomic<uint64_t>& a) {
     return static_cast<unsigned long long>(a.load(std::memory_order_relaxed));
   };
-  char options[512];
+  char options[1536];
   describe_options(global().options, options, sizeof options);
-  char text[2048];
+  char text[3072];
   int n = snprintf(text, sizeof text,
                    "memoplan: options %s\n"
                    "memoplan: passes %llu, plans %llu, plan failures %llu, profiled allocations "

@@ -12,12 +12,12 @@ Result<Problem> make_problem(const Trace& trace, uint64_t min_alignment) {
   Problem out;
   out.alignment = std::max<uint64_t>(min_alignment, 1);
   for (const Allocation& a : trace.allocations) {
-    if (a.size) out.alignment = std::max(out.alignment, effective_align(trace, a));
+    if (is_planned(a)) out.alignment = std::max(out.alignment, effective_align(trace, a));
   }
   const uint64_t mask = out.alignment - 1;
   for (size_t row = 0; row < trace.allocations.size(); ++row) {
     const Allocation& a = trace.allocations[row];
-    if (a.size == 0) continue;
+    if (!is_planned(a)) continue;
     out.blocks.push_back({(a.size + mask) & ~mask, a.begin, effective_end(a)});
     out.row.push_back(row);
   }

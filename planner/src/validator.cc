@@ -46,7 +46,7 @@ ValidationReport validate_plan(const Trace& trace, const Plan& plan, size_t max_
   std::vector<Event> events;
   for (size_t row = 0; row < rows.size(); ++row) {
     const Allocation& a = rows[row];
-    if (a.size == 0) continue;
+    if (a.size == 0 || a.escapes) continue;  // never in the slab (see is_planned)
     const uint64_t align = a.align ? a.align : trace.default_align;
     const uint64_t offset = plan.offsets[row];
     if (align == 0 || offset % align != 0) {

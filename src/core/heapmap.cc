@@ -358,7 +358,7 @@ std::string render_heapmap_svg(const Trace& trace, const Plan& plan,
   const size_t placed = std::min(trace.allocations.size(), plan.offsets.size());
   for (size_t row = 0; row < placed; ++row) {
     const Allocation& a = trace.allocations[row];
-    if (a.size == 0) continue;
+    if (a.size == 0 || a.escapes) continue;  // not in the slab
     rows.push_back(row);
     t0 = std::min(t0, a.begin);
     t1 = std::max(t1, effective_end(a));

@@ -82,6 +82,29 @@ TEST(Options, EveryKeyIsApplied) {
   EXPECT_STREQ(o.log_path, "/tmp/memoplan.log");
 }
 
+TEST(Options, ProfileAndReplayModesTakeTheirFiles) {
+  Options o = parse("mode:profile,trace:/tmp/pass-%p-%t.json.gz");
+  EXPECT_TRUE(warnings().empty());
+  EXPECT_EQ(o.mode, Mode::kProfile);
+  EXPECT_STREQ(o.trace_path, "/tmp/pass-%p-%t.json.gz");
+  EXPECT_TRUE(portable_keys(o));
+  o = parse("mode:replay,trace:/tmp/pass.json.gz,plan:/tmp/plan.json");
+  EXPECT_EQ(o.mode, Mode::kReplay);
+  EXPECT_STREQ(o.trace_path, "/tmp/pass.json.gz");
+  EXPECT_STREQ(o.plan_path, "/tmp/plan.json");
+  char text[1536];
+  describe_options(o, text, sizeof text);
+  EXPECT_NE(std::string(text).find("mode:replay,"), std::string::npos) << text;
+  EXPECT_NE(std::string(text).find(",trace:/tmp/pass.json.gz,plan:/tmp/plan.json"),
+            std::string::npos)
+      << text;
+  EXPECT_FALSE(portable_keys(parse("mode:auto")));
+  // The default trace path has one file per process and thread.
+  EXPECT_STREQ(Options{}.trace_path, "memoplan-%p-%t.trace.json.gz");
+  parse("plan:" + std::string(600, 'x'));
+  ASSERT_EQ(warnings().size(), 1u);
+}
+
 TEST(Options, OtherSpellingsOfEnumsAndBooleans) {
   Options o = parse("mode:auto,fallback:next,detect:1,stats_print:1");
   EXPECT_EQ(o.mode, Mode::kAuto);

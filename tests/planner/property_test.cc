@@ -97,6 +97,23 @@ TEST(Planner, ZeroByteRowsTakeNoSpace) {
   EXPECT_EQ(plan->offsets, (std::vector<uint64_t>{0, 0, 0}));
 }
 
+TEST(Planner, EscapingRowsAreNeverPlaced) {
+  // A block alive at the pass end would collide with the next pass's use of the slab.
+  Trace trace;
+  trace.allocations = {row(0, 256, 0, 10), row(1, 128, 0, 10), row(2, 4096, 5, 10)};
+  trace.allocations[2].escapes = true;
+  for (const planner::StrategyInfo& info : planner::all_strategies()) {
+    const std::string strategy = info.name;
+    PlanOptions options;
+    options.strategy = strategy;
+    Result<Plan> plan = plan_trace(trace, options);
+    ASSERT_TRUE(plan.ok()) << strategy << ": " << plan.error();
+    EXPECT_EQ(plan->slab_bytes, 384u) << strategy;
+    EXPECT_EQ(plan->lower_bound_bytes, 384u) << strategy;
+    EXPECT_EQ(plan->offsets[2], 0u) << strategy;
+  }
+}
+
 TEST(Planner, MalformedTraceIsRejectedWithItsRow) {
   Trace trace;
   trace.allocations = {row(0, 64, 5, 3)};

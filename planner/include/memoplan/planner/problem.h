@@ -31,8 +31,13 @@ struct Problem {
   std::vector<size_t> row;  // blocks[i] is trace row row[i]
 };
 
-// Drops zero-byte rows, rounds sizes up to the plan alignment (the largest alignment any row asks
-// for, at least `min_alignment`), normalizes instantaneous lifetimes. Fails on a malformed trace.
+// Rows that take slab space: not zero-byte, and not escaping (a block still alive when the pass
+// ends would still be alive when the next pass reuses the slab, so it can never live there).
+inline bool is_planned(const Allocation& a) { return a.size != 0 && !a.escapes; }
+
+// Drops rows that are not planned (is_planned), rounds sizes up to the plan alignment (the largest
+// alignment any row asks for, at least `min_alignment`), normalizes instantaneous lifetimes. Fails
+// on a malformed trace.
 Result<Problem> make_problem(const Trace& trace, uint64_t min_alignment = 0);
 
 // Highest end address of the blocks given these offsets: the slab size they need.

@@ -1,0 +1,148 @@
+// mode:profile writes each thread's profiled pass as a trace file; mode:replay loads one (and
+// optionally a plan made offline, e.g. by `memoplan plan -s best`) and every inference thread
+// replays it. A file that cannot be used is reported in one line and the program runs unplanned.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "engine.h"
+#include "fallback.h"
+#include "memoplan/planner/planner.h"
+#include "memoplan/planner/validator.h"
+#include "memoplan/trace_io.h"
+#include "stats.h"
+
+namespace memoplan::shim {
+namespace {
+
+// What the keys in a trace depend on: a trace is replayable only under the same settings.
+std::string key_scheme(const Options& o) {
+  return "libmemoplan_preload callsite_depth:" + std::to_string(o.callsite_depth) +
+         " min_size:" + std::to_string(o.min_size);
+}
+
+// %p: process id, %t: thread index, %%: a percent sign.
+std::string expand_path(const char* pattern, uint32_t thread) {
+  std::string out;
+  for (const char* c = pattern; *c; ++c) {
+    if (*c == '%' && c[1] == 'p') {
+      out += std::to_string(getpid());
+      ++c;
+    } else if (*c == '%' && c[1] == 't') {
+      out += std::to_string(thread);
+      ++c;
+    } else if (*c == '%' && c[1] == '%') {
+      out += '%';
+      ++c;
+    } else {
+      out += *c;
+    }
+  }
+  return out;
+}
+
+std::atomic<uint32_t> traces_written{0};
+
+void give_up(const std::string& why) {
+  log_line("memoplan: mode:replay runs unplanned: %s", why.c_str());
+  global().replay_pass_state.store(2, std::memory_order_release);
+}
+
+}  // namespace
+
+void write_pass_trace(const ThreadState& t, const Trace& profiled) {
+  const Options& o = global().options;
+  if (!strstr(o.trace_path, "%t") && traces_written.load() > 0) {
+    log_line(
+        "memoplan: the pass of thread %u is not written: %s already holds another thread's "
+        "(put %%t in trace: for one file per thread)",
+        t.index, o.trace_path);
+    return;
+  }
+  Trace trace = profiled;
+  trace.meta.name = program_invocation_short_name;
+  trace.meta.source = key_scheme(o);
+  const std::string path = expand_path(o.trace_path, t.index);
+  const std::string error = write_trace(trace, path);
+  if (!error.empty()) {
+    log_line("memoplan: cannot write the profiled pass: %s", error.c_str());
+    return;
+  }
+  traces_written.fetch_add(1);
+  log_line("memoplan: wrote the pass of thread %u (%zu allocations) to %s", t.index,
+           trace.allocations.size(), path.c_str());
+}
+
+void load_replay_pass() {
+  Global& g = global();
+  if (g.options.mode != Mode::kReplay || g.mode_off) return;
+  ReentryGuard guard;
+  const Options& o = g.options;
+  Result<Trace> trace = read_trace(o.trace_path);
+  if (!trace) return give_up(trace.error());
+  if (trace->meta.source != key_scheme(o)) {
+    return give_up(std::string(o.trace_path) + " was recorded as \"" + trace->meta.source +
+                   "\", not \"" + key_scheme(o) +
+                   "\" (record it with mode:profile and the same callsite_depth and min_size)");
+  }
+  if (trace->allocations.empty() || trace->allocations.size() > (1u << 31)) {
+    return give_up(std::string(o.trace_path) + " holds no replayable pass");
+  }
+  Plan plan;
+  if (o.plan_path[0]) {
+    Result<Plan> loaded = read_plan(o.plan_path);
+    if (!loaded) return give_up(loaded.error());
+    if (loaded->trace_fingerprint != trace_fingerprint(*trace)) {
+      return give_up(std::string(o.plan_path) + " was made for another trace (fingerprint " +
+                     loaded->trace_fingerprint + ", " + o.trace_path + " has " +
+                     trace_fingerprint(*trace) + ")");
+    }
+    // Never trust a file with memory safety: the independent validator checks every overlap.
+    const ValidationReport report = validate_plan(*trace, *loaded);
+    if (!report.valid) {
+      return give_up(std::string(o.plan_path) + " is not a valid plan for " + o.trace_path + ": " +
+                     (report.messages.empty() ? "" : report.messages.front()));
+    }
+    plan = std::move(*loaded);
+  } else {
+    Result<Plan> planned = plan_trace(*trace);
+    if (!planned) return give_up(planned.error());
+    plan = std::move(*planned);
+  }
+  if (plan.alignment > g.slabs.slot_bytes() || plan.slab_bytes > g.slabs.slot_bytes()) {
+    return give_up("the plan needs a " + std::to_string(plan.slab_bytes) +
+                   "-byte slab; slab_max is " + std::to_string(g.slabs.slot_bytes()));
+  }
+  // Replay matches in allocation order: rows sorted by the tick they were allocated at.
+  const std::vector<Allocation>& rows = trace->allocations;
+  std::vector<size_t> order(rows.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return rows[a].begin < rows[b].begin; });
+  auto* slots = static_cast<PlannedSlot*>(fallback::malloc(rows.size() * sizeof(PlannedSlot)));
+  if (!slots) return give_up("out of memory");
+  for (size_t i = 0; i < order.size(); ++i) {
+    const Allocation& a = rows[order[i]];
+    slots[i] = {a.provenance.callsite, a.size, plan.offsets[order[i]], a.size > 0 && !a.escapes};
+  }
+  g.replay_pass = {slots, static_cast<uint32_t>(rows.size()), plan.slab_bytes,
+                   plan.lower_bound_bytes};
+  g.replay_pass_state.store(1, std::memory_order_release);
+  log_line("memoplan: replaying %s (%zu allocations, %s plan, slab %llu bytes)", o.trace_path,
+           rows.size(), plan.strategy.c_str(), static_cast<unsigned long long>(plan.slab_bytes));
+}
+
+bool start_loaded_replay(ThreadState& t) {
+  Global& g = global();
+  if (g.replay_pass_state.load(std::memory_order_acquire) != 1) return false;
+  const Global::LoadedPass& pass = g.replay_pass;
+  return install_replay(t, pass.slots, pass.count, pass.slab_bytes, pass.lower_bound_bytes, 0);
+}
+
+}  // namespace memoplan::shim
