@@ -68,11 +68,7 @@ void on_thread_exit(void* state) {
   while (t->exit_lock.test_and_set(std::memory_order_acquire)) {
   }
   t->exited.store(true, std::memory_order_seq_cst);  // before the last drain: see slab_free
-  if (t->phase == Phase::kReplaying) {
-    drain_remote_frees(*t);
-    if (t->live.count() == 0) release_replay(*t);
-  }
-  const bool slab_released = t->phase != Phase::kReplaying;
+  const bool slab_released = retire_replay(*t);
   t->exit_lock.clear(std::memory_order_release);
   // The state itself stays while anything may still reach it: a live slab block (whose last free
   // releases the slab) or a profiled block in a tag slot.
@@ -310,11 +306,7 @@ void engine_pass_begin() {
                               t->phase == Phase::kSeeking)) {
     // The program marks its passes: they replace automatic detection (and a plan it made, once
     // none of that plan's blocks is alive), warm-up passes first.
-    if (t->phase == Phase::kReplaying) {
-      drain_remote_frees(*t);
-      if (t->live.count() == 0) release_replay(*t);
-    }
-    if (t->phase != Phase::kReplaying) t->phase = Phase::kWarmup;
+    if (retire_replay(*t)) t->phase = Phase::kWarmup;
   }
   t->explicit_passes = true;
   t->in_pass = true;

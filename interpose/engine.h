@@ -37,6 +37,9 @@ void drain_remote_frees(ThreadState& t);
 // Gives the thread's slab and replay table back. Precondition: none of its blocks is alive and
 // the caller has the thread's replay state to itself.
 void release_replay(ThreadState& t);
+// Releases the thread's slab if it has one and none of its blocks is alive. True when the thread
+// holds no slab afterwards.
+bool retire_replay(ThreadState& t);
 
 // plan_builder.cc. profiled_trace: records [first, first + count) as a trace; lifetimes ending
 // after `cut_tick` escape. finish_profile: mode:profile writes that trace; the other modes plan it

@@ -14,10 +14,20 @@ uint64_t periodic_suffix(const uint64_t* keys, uint64_t n, uint64_t period) {
 }  // namespace
 
 PeriodResult find_period(const uint64_t* keys, const uint64_t* begins, const uint64_t* ends,
-                         uint64_t n, uint64_t max_period, uint64_t* scratch) {
+                         uint64_t n, uint64_t max_period, uint64_t required_key,
+                         uint64_t* scratch) {
   PeriodResult result;
   if (n < 3) return result;
   const uint64_t last = n - 1;
+  uint64_t shortest_allowed = 1;
+  if (required_key) {
+    uint64_t newest = n;
+    for (uint64_t i = n; i-- > 0 && newest == n;) {
+      if (keys[i] == required_key) newest = i;
+    }
+    if (newest == n) return result;
+    shortest_allowed = n - newest;
+  }
   auto window_start = [&](uint64_t a) { return a > max_period ? a - max_period : 0; };
   // Anchor on the rarest of the 32 newest distinct keys that recurs within max_period: a key
   // repeated many times in a row (a run of equal layers) offers only short distances, and the pass
@@ -44,7 +54,7 @@ PeriodResult find_period(const uint64_t* keys, const uint64_t* begins, const uin
   for (uint64_t from : {last, anchor}) {
     int candidates = 0;
     for (uint64_t j = from; j-- > window_start(from) && candidates < 64;) {
-      if (keys[j] != keys[from]) continue;
+      if (keys[j] != keys[from] || from - j < shortest_allowed) continue;
       ++candidates;
       const uint64_t period = from - j;
       const uint64_t run = periodic_suffix(keys, n, period);

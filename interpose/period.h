@@ -19,8 +19,9 @@ struct PeriodResult {
 // inside a pass is periodic only within the pass; the pass period holds across passes), ties to the
 // shorter. It must cover two whole periods (three passes seen). The pass boundary is placed where
 // the fewest recorded blocks are alive (between passes, activations are dead), so few lifetimes
-// cross it. `scratch` holds 2 * period values.
+// cross it. A nonzero `required_key` (re-detection: a request the previous plan did not know)
+// admits only periods whose newest period contains it. `scratch` holds 2 * period values.
 PeriodResult find_period(const uint64_t* keys, const uint64_t* begins, const uint64_t* ends,
-                         uint64_t n, uint64_t max_period, uint64_t* scratch);
+                         uint64_t n, uint64_t max_period, uint64_t required_key, uint64_t* scratch);
 
 }  // namespace memoplan::shim

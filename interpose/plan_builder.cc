@@ -43,7 +43,7 @@ Trace profiled_trace(ThreadState& t, uint64_t first, uint64_t count, uint64_t cu
 bool install_replay(ThreadState& t, const PlannedSlot* planned, uint32_t count, uint64_t slab_bytes,
                     uint64_t lower_bound_bytes, uint32_t cursor) {
   Global& g = global();
-  if (count == 0) return false;
+  if (count == 0 || !retire_replay(t)) return false;  // the old slab must be empty first
   uint32_t slab_slot = 0;
   if (slab_bytes > g.slabs.slot_bytes()) {
     log_line("memoplan: thread %u needs a %llu-byte slab, above slab_max", t.index,
@@ -90,6 +90,8 @@ bool install_replay(ThreadState& t, const PlannedSlot* planned, uint32_t count, 
   t.block_sizes = static_cast<std::atomic<uint64_t>*>(sizes);
   t.block_sizes_bytes = sizes_bytes;
   t.live.init(live, kLiveRangeCapacity);
+  t.recheck.window = count < (1u << 28) ? (count * 4 > 256 ? count * 4 : 256) : (1u << 30);
+  t.recheck.requests = t.recheck.misses = t.recheck.missing_windows = 0;
   g.slab_owner[slab_slot] = &t;
   t.phase = Phase::kReplaying;
   stats().plans.fetch_add(1, std::memory_order_relaxed);

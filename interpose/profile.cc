@@ -101,7 +101,8 @@ void profile_maybe_detect(ThreadState& t) {
     return;
   }
   // Copy the newest records into columns for the search.
-  const uint64_t n = t.record_count < span ? t.record_count : span;
+  const uint64_t history = t.record_count - t.detect_first_record;
+  const uint64_t n = history < span ? history : span;
   const uint64_t first = t.record_count - n;
   uint64_t* columns = static_cast<uint64_t*>(fallback::malloc(5 * n * sizeof(uint64_t)));
   if (!columns) return;
@@ -114,9 +115,12 @@ void profile_maybe_detect(ThreadState& t) {
     ends[i] = end == kForeign ? kLive : end;
   }
   const PeriodResult found =
-      find_period(keys, begins, ends, n, g.options.max_period, columns + 3 * n);
+      find_period(keys, begins, ends, n, g.options.max_period, t.required_key, columns + 3 * n);
   fallback::free(columns);
   if (!found.found) return;
+  // Re-detection: the old slab goes once its last block is freed; until then, keep profiling.
+  if (!retire_replay(t)) return;
+  t.phase = Phase::kProfiling;
   stats().passes.fetch_add(3, std::memory_order_relaxed);  // the three passes the search saw
   const uint64_t start = first + found.start;
   const uint64_t cut_tick = t.record(start + found.period).begin;

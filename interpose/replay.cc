@@ -31,6 +31,29 @@ inline void count_fallback(ThreadState& t, FallbackReason reason) {
   }
 }
 
+// A detected plan is re-checked: when requests it does not know about keep coming (in each of
+// kMissingWindows consecutive windows of a few passes), it did not describe the pass — detection
+// locked onto a repeated layer, or the program changed — and the thread detects its pass again.
+constexpr uint32_t kMissingWindows = 3;
+constexpr uint32_t kMaxRedetections = 3;
+
+void close_recheck_window(ThreadState& t) {
+  ReplayRecheck& r = t.recheck;
+  r.requests = 0;
+  r.missing_windows = r.misses ? r.missing_windows + 1 : 0;
+  r.misses = 0;
+  if (r.missing_windows < kMissingWindows || t.explicit_passes) return;
+  r.missing_windows = 0;
+  if (r.redetections >= kMaxRedetections || !global().options.detect) return;
+  ++r.redetections;
+  stats().redetections.fetch_add(1, std::memory_order_relaxed);
+  // Profile afresh; the old slab stays until its last block is freed (see retire_replay).
+  t.phase = Phase::kProfiling;
+  t.detect_first_record = t.record_count;
+  t.next_detection = t.record_count + 64;
+  t.required_key = r.unexplained_key;
+}
+
 }  // namespace
 
 void drain_remote_frees(ThreadState& t) {
@@ -58,11 +81,24 @@ void release_replay(ThreadState& t) {
   t.phase = Phase::kDisabled;
 }
 
+bool retire_replay(ThreadState& t) {
+  if (!t.slots) return true;
+  drain_remote_frees(t);
+  if (t.live.count() != 0) return false;
+  release_replay(t);
+  return true;
+}
+
 void* replay_alloc(ThreadState& t, size_t size, size_t alignment, uint64_t key) {
   if (t.remote_frees.load(std::memory_order_relaxed)) drain_remote_frees(t);
+  if (__builtin_expect(++t.recheck.requests == t.recheck.window, 0)) close_recheck_window(t);
   const uint32_t index = match(t, key);
   if (index == t.slot_count) {
     count_fallback(t, FallbackReason::kNotPlanned);
+    if (!t.explicit_passes) {
+      ++t.recheck.misses;
+      t.recheck.unexplained_key = key;
+    }
     return nullptr;
   }
   if (index + 1 == t.slot_count) {
@@ -123,10 +159,7 @@ void slab_free(void* p) {
     ReentryGuard guard;
     while (owner->exit_lock.test_and_set(std::memory_order_acquire)) {
     }
-    if (owner->phase == Phase::kReplaying) {
-      drain_remote_frees(*owner);
-      if (owner->live.count() == 0) release_replay(*owner);
-    }
+    retire_replay(*owner);
     owner->exit_lock.clear(std::memory_order_release);
   }
 }

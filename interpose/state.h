@@ -62,6 +62,17 @@ struct CallsiteCacheEntry {
 };
 inline constexpr size_t kCallsiteCacheEntries = 1024;
 
+// Re-checking a detected plan (replay.cc): windows of tracked requests, and whether each had
+// requests the plan did not know.
+struct ReplayRecheck {
+  uint32_t window = 256;  // requests per window: a few passes
+  uint32_t requests = 0;
+  uint32_t misses = 0;
+  uint32_t missing_windows = 0;  // consecutive windows with misses
+  uint32_t redetections = 0;
+  uint64_t unexplained_key = 0;  // the newest request the plan did not know
+};
+
 struct ThreadState {
   uint32_t index = 0;
   LocalCounters counters;
@@ -76,8 +87,10 @@ struct ThreadState {
   Record** record_chunks = nullptr;  // kRecordChunks pointers
   uint64_t record_count = 0;
   Record& record(uint64_t i) { return record_chunks[i / kRecordsPerChunk][i % kRecordsPerChunk]; }
-  uint64_t pass_first_record = 0;  // explicit passes: first record of the profiled pass
-  uint64_t next_detection = 64;    // automatic passes: record count of the next period search
+  uint64_t pass_first_record = 0;    // explicit passes: first record of the profiled pass
+  uint64_t next_detection = 64;      // automatic passes: record count of the next period search
+  uint64_t detect_first_record = 0;  // detection searches records from here on
+  uint64_t required_key = 0;         // re-detection: the pass must contain this key (0: none)
   std::atomic<uint64_t> profiled_live{0};  // tag slots still held by this thread's records
 
   // Replay.
@@ -85,6 +98,7 @@ struct ThreadState {
   uint32_t slot_count = 0;
   uint32_t cursor = 0;
   uint64_t replayed_passes = 0;
+  ReplayRecheck recheck;
   char* slab = nullptr;
   uint64_t slab_bytes = 0;
   uint32_t slab_index = 0;

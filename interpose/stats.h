@@ -23,6 +23,7 @@ struct Stats {
   std::atomic<uint64_t> untracked_large{0};  // too large for a tag slot while profiling
   std::atomic<uint64_t> plans{0};            // plans made (one per thread)
   std::atomic<uint64_t> plan_failures{0};    // profiles that did not give a usable plan
+  std::atomic<uint64_t> redetections{0};     // detected plans found wrong and detected again
   std::atomic<uint64_t> planned_hits{0};     // requests served from a slab
   std::atomic<uint64_t> fallbacks[static_cast<int>(FallbackReason::kCount)]{};
   std::atomic<uint64_t> slab_bytes{0};         // sum over threads

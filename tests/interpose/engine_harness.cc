@@ -95,6 +95,7 @@ Counters counters() {
   c.planned_hits = s.planned_hits.load();
   c.steady_hits = s.steady_hits.load();
   c.steady_fallbacks = s.steady_fallbacks.load();
+  c.redetections = s.redetections.load();
   for (int r = 0; r < static_cast<int>(FallbackReason::kCount); ++r) {
     c.fallbacks[r] = s.fallbacks[r].load();
   }
@@ -110,6 +111,7 @@ Counters operator-(const Counters& after, const Counters& before) {
   d.planned_hits = after.planned_hits - before.planned_hits;
   d.steady_hits = after.steady_hits - before.steady_hits;
   d.steady_fallbacks = after.steady_fallbacks - before.steady_fallbacks;
+  d.redetections = after.redetections - before.redetections;
   for (int r = 0; r < static_cast<int>(FallbackReason::kCount); ++r) {
     d.fallbacks[r] = after.fallbacks[r] - before.fallbacks[r];
   }

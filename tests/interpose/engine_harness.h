@@ -41,6 +41,7 @@ bool engine_plans();
 // A copy of the process counters, for before/after differences.
 struct Counters {
   uint64_t plans = 0, plan_failures = 0, planned_hits = 0, steady_hits = 0, steady_fallbacks = 0;
+  uint64_t redetections = 0;
   uint64_t fallbacks[static_cast<int>(FallbackReason::kCount)] = {};
   uint64_t remote_frees = 0, moved_by_realloc = 0;
   uint64_t fallback(FallbackReason reason) const { return fallbacks[static_cast<int>(reason)]; }

@@ -325,12 +325,13 @@ TEST(EngineAutomaticDetection, WithoutDetectionAnUnmarkedThreadIsLeftAlone) {
 }
 
 // A transformer-like pass longer than the detector's first search (64 allocations): a stem, 30
-// identical layers of three chained blocks, a head. BUG (see the report): the first search runs
-// inside the first pass, where the layer (period 3) is already periodic for two periods, and the
-// thread locks onto the layer for good (profile.cc, profile_maybe_detect; nothing re-detects).
-// Disabled until detection re-checks a plan whose passes keep falling back (a known limitation,
-// docs/SHIM.md); run it with --gtest_also_run_disabled_tests.
-TEST(EngineAutomaticDetection, DISABLED_LongPassWithRepeatedLayersIsNotMistakenForALayer) {
+// identical layers of three chained blocks, a head. The first search runs inside the first pass,
+// where the layer (period 3) is already periodic for two periods, so the thread first locks onto
+// the layer; the stem and head then fall back at every pass, the re-check sees requests the plan
+// does not know in window after window, and the thread detects again, this time requiring the
+// unknown request to be inside the pass: it finds the whole pass, and the passes after that are
+// served from the slab alone.
+TEST(EngineAutomaticDetection, LongPassWithRepeatedLayersIsNotMistakenForALayer) {
   SKIP_UNLESS_ENGINE_PLANS();
   if (!engine_options().detect) GTEST_SKIP() << "needs detect:true";
   Script script = {alloc(0, 50000)};
@@ -348,9 +349,34 @@ TEST(EngineAutomaticDetection, DISABLED_LongPassWithRepeatedLayersIsNotMistakenF
   on_fresh_thread([&] {
     Heap heap;
     const Counters before = counters();
-    for (int pass = 0; pass < 12; ++pass) heap.pass(script, /*marks=*/false);
+    int pass = 0;
+    for (; pass < 40 && !heap.last_pass_all(Origin::kSlab); ++pass) {
+      heap.pass(script, /*marks=*/false);
+    }
+    ASSERT_TRUE(heap.last_pass_all(Origin::kSlab)) << heap.last_pass_origins();
+    EXPECT_LE(pass, 20) << "passes before the whole pass was planned";
+    const Counters settled = counters();
+    EXPECT_GE((settled - before).redetections, 1u);
+    for (int more = 0; more < 10; ++more) {
+      heap.pass(script, /*marks=*/false);
+      EXPECT_TRUE(heap.last_pass_all(Origin::kSlab)) << heap.last_pass_origins();
+    }
+    EXPECT_EQ((counters() - settled).steady_fallbacks, 0u);
+    EXPECT_EQ((counters() - settled).redetections, 0u);
+  });
+}
+
+// A detected plan whose passes follow it is never re-detected, however many passes run.
+TEST(EngineAutomaticDetection, AFollowedPlanIsNeverRedetected) {
+  SKIP_UNLESS_ENGINE_PLANS();
+  if (!engine_options().detect) GTEST_SKIP() << "needs detect:true";
+  on_fresh_thread([&] {
+    Heap heap;
+    const Counters before = counters();
+    for (int pass = 0; pass < 200; ++pass) heap.pass(network_pass(), /*marks=*/false);
     EXPECT_TRUE(heap.last_pass_all(Origin::kSlab)) << heap.last_pass_origins();
-    EXPECT_EQ((counters() - before).steady_fallbacks, 0u);
+    EXPECT_EQ((counters() - before).redetections, 0u);
+    EXPECT_EQ((counters() - before).plans, 1u);
   });
 }
 

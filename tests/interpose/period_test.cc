@@ -59,10 +59,10 @@ History repeat(const std::vector<BlockShape>& shape, uint64_t passes, uint64_t n
   return h;
 }
 
-PeriodResult search(const History& h, uint64_t max_period = kMaxPeriod) {
+PeriodResult search(const History& h, uint64_t max_period = kMaxPeriod, uint64_t required_key = 0) {
   std::vector<uint64_t> scratch(2 * h.keys.size() + 2);
   return find_period(h.keys.data(), h.begins.data(), h.ends.data(), h.keys.size(), max_period,
-                     scratch.data());
+                     required_key, scratch.data());
 }
 
 // Every block freed before the next allocation: no lifetime crosses any boundary.
@@ -159,6 +159,25 @@ TEST(FindPeriod, RepeatedLayerDoesNotWinOnceThreePassesAreSeen) {
     ASSERT_TRUE(r.found) << "n=" << n;
     EXPECT_EQ(r.period, pass) << "n=" << n;
   }
+}
+
+TEST(FindPeriod, InsideOnePassTheLayerWinsUnlessAKeyOutsideItIsRequired) {
+  // The first search of a long pass made of layers sees only the layers: period 3. Re-detection
+  // requires the key the layer plan did not know (the head, 2), which rules out every period
+  // inside the layers; three whole passes later the pass period is found.
+  const std::vector<BlockShape> shape = layered_pass(30);  // 92 allocations
+  const uint64_t pass = shape.size();
+  const PeriodResult layer = search(repeat(shape, 1, 40));
+  ASSERT_TRUE(layer.found);
+  EXPECT_EQ(layer.period, 3u);
+  EXPECT_FALSE(search(repeat(shape, 2, pass + 40), kMaxPeriod, /*required_key=*/2).found);
+  for (uint64_t n = 3 * pass; n <= 4 * pass; n += 7) {
+    const PeriodResult r = search(repeat(shape, 5, n), kMaxPeriod, /*required_key=*/2);
+    ASSERT_TRUE(r.found) << "n=" << n;
+    EXPECT_EQ(r.period, pass) << "n=" << n;
+  }
+  // A key that never occurred: nothing qualifies.
+  EXPECT_FALSE(search(repeat(shape, 5), kMaxPeriod, /*required_key=*/99).found);
 }
 
 TEST(FindPeriod, BoundaryIsPlacedWhereFewestBlocksAreAlive) {
