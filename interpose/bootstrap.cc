@@ -5,11 +5,12 @@
 #include <cstdint>
 
 namespace memoplan::shim::bootstrap {
+
+alignas(64) char pool[kPoolBytes];
+
 namespace {
 
-constexpr size_t kPoolBytes = 1 << 20;
 constexpr size_t kHeader = 16;  // the block's size, kept just before it
-alignas(64) char pool[kPoolBytes];
 std::atomic<size_t> used{0};
 
 }  // namespace
@@ -32,10 +33,6 @@ void* allocate(size_t size, size_t alignment) {
   } while (!used.compare_exchange_weak(start, end, std::memory_order_relaxed));
   *reinterpret_cast<size_t*>(pool + block - kHeader) = size;
   return pool + block;
-}
-
-bool owns(const void* p) {
-  return reinterpret_cast<uintptr_t>(p) - reinterpret_cast<uintptr_t>(pool) < kPoolBytes;
 }
 
 size_t usable_size(const void* p) {

@@ -4,11 +4,18 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 namespace memoplan::shim::bootstrap {
 
+inline constexpr size_t kPoolBytes = 1 << 20;
+extern char pool[kPoolBytes];
+
 void* allocate(size_t size, size_t alignment);  // nullptr + ENOMEM when exhausted
-bool owns(const void* p);
+// Inline: every free asks, before anything else.
+inline bool owns(const void* p) {
+  return reinterpret_cast<uintptr_t>(p) - reinterpret_cast<uintptr_t>(pool) < kPoolBytes;
+}
 size_t usable_size(const void* p);
 
 }  // namespace memoplan::shim::bootstrap

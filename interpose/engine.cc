@@ -22,6 +22,9 @@ namespace memoplan::shim {
 __thread ThreadState* tls_state __attribute__((tls_model("initial-exec"))) = nullptr;
 std::atomic<void* (*)(size_t)> passthrough_malloc{nullptr};
 std::atomic<void (*)(void*)> passthrough_free{nullptr};
+std::atomic<bool> passthrough_free_keeps_errno{false};
+std::atomic<void* (*)(size_t)> small_malloc{nullptr};
+std::atomic<size_t> small_malloc_limit{0};
 
 namespace {
 
@@ -109,6 +112,7 @@ void initialize() {
     return;
   }
   if (error) log_line("%s", error);
+  passthrough_free_keeps_errno.store(fallback::free_keeps_errno(), std::memory_order_relaxed);
   g.mode_off = g.options.mode == Mode::kOff;
   g.portable_keys = portable_keys(g.options);
   if (!g.mode_off) {
@@ -128,6 +132,10 @@ void initialize() {
                strerror(errno));
       g.mode_off = true;
     }
+  }
+  if (!g.mode_off && fallback::next_malloc()) {
+    small_malloc.store(fallback::next_malloc(), std::memory_order_relaxed);
+    small_malloc_limit.store(g.options.min_size, std::memory_order_release);  // after small_malloc
   }
   if (g.mode_off && fallback::next_malloc()) {
     passthrough_free.store(fallback::next_free(), std::memory_order_relaxed);
@@ -176,7 +184,7 @@ void flush_counters(ThreadState& t) {
   s.planned_hits.fetch_add(t.counters.planned_hits, std::memory_order_relaxed);
   s.steady_hits.fetch_add(t.counters.steady_hits, std::memory_order_relaxed);
   s.passes.fetch_add(t.counters.passes, std::memory_order_relaxed);
-  s.small_passthrough.fetch_add(t.counters.small_passthrough, std::memory_order_relaxed);
+  s.outside_passes.fetch_add(t.counters.outside_passes, std::memory_order_relaxed);
   t.counters = LocalCounters{};
   uint64_t peak = s.peak_live_bytes.load(std::memory_order_relaxed);
   while (t.peak_live_bytes > peak && !s.peak_live_bytes.compare_exchange_weak(
@@ -226,13 +234,6 @@ void* engine_alloc(size_t size, size_t alignment, bool zero) {
   // pool: it is zero-initialized and never reused, so `zero` holds without a memset.
   if (__builtin_expect(!ready(), 0)) return bootstrap::allocate(size, alignment);
   if (g.mode_off || tls_reentry || size < g.options.min_size) {
-    if (!g.mode_off) {
-      if (tls_state) {
-        ++tls_state->counters.small_passthrough;
-      } else {
-        stats().small_passthrough.fetch_add(1, std::memory_order_relaxed);
-      }
-    }
     return fallback_alloc(size, alignment, zero);
   }
 
@@ -240,7 +241,7 @@ void* engine_alloc(size_t size, size_t alignment, bool zero) {
   void* p = nullptr;
   if (t && t->explicit_passes && !t->in_pass) {
     // Marked passes: what happens between them is not part of the plan.
-    ++t->counters.small_passthrough;
+    ++t->counters.outside_passes;
   } else if (t && t->phase >= Phase::kProfiling && t->phase <= Phase::kSeeking) {
     ReentryGuard guard;
     char stack_marker;
@@ -265,7 +266,12 @@ void* engine_alloc(size_t size, size_t alignment, bool zero) {
 void engine_free(void* p) {
   if (!p) return;
   if (__builtin_expect(g.slabs.contains(p), 0)) return slab_free(p);
-  if (__builtin_expect(g.tags.contains(p), 0)) return profile_free(p);
+  if (__builtin_expect(g.tags.contains(p), 0)) {
+    const int saved = errno;  // decommitting can fail (ENOMEM at the map count limit)
+    profile_free(p);
+    errno = saved;
+    return;
+  }
   if (__builtin_expect(bootstrap::owns(p), 0)) return;
   fallback::free(p);
 }

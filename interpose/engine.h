@@ -15,6 +15,12 @@ namespace memoplan::shim {
 // shim costs one load and a branch (null until initialization says mode:off).
 extern std::atomic<void* (*)(size_t)> passthrough_malloc;
 extern std::atomic<void (*)(void*)> passthrough_free;
+// Requests below min_size are never planned: the exported malloc hands them to the next malloc
+// directly (limit 0 until initialization, and with fallback:jemalloc).
+extern std::atomic<void* (*)(size_t)> small_malloc;
+extern std::atomic<size_t> small_malloc_limit;
+// Set once at initialization: the fallback's free keeps errno (see fallback::free_keeps_errno).
+extern std::atomic<bool> passthrough_free_keeps_errno;
 
 void* engine_alloc(size_t size, size_t alignment, bool zero);
 void engine_free(void* p);

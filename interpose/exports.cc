@@ -39,6 +39,12 @@ inline void* new_or_null(size_t size, size_t alignment) noexcept {
   }
 }
 
+__attribute__((noinline)) void call_keeping_errno(void (*release)(void*), void* p) {
+  const int saved = errno;
+  release(p);
+  errno = saved;
+}
+
 inline size_t page_size() {
   static const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   return page;
@@ -50,18 +56,27 @@ extern "C" {
 
 __attribute__((visibility("default"))) void* malloc(size_t size) {
   if (auto next = passthrough_malloc.load(std::memory_order_relaxed)) return next(size);
+  if (size < small_malloc_limit.load(std::memory_order_acquire)) {
+    return small_malloc.load(std::memory_order_relaxed)(size);
+  }
   return engine_alloc(size, kMinAlign, false);
 }
 
+// free preserves errno (POSIX 2024). The engine's own paths keep it themselves, so only a
+// fallback free that may change it needs the save; that rare path is out of line, which keeps
+// the common one a tail call.
 __attribute__((visibility("default"))) void free(void* p) {
-  const int saved = errno;  // free preserves errno (POSIX 2024)
-  if (auto next = passthrough_free.load(std::memory_order_relaxed)) {
+  void (*release)(void*) = passthrough_free.load(std::memory_order_relaxed);
+  if (release) {
     // Blocks from before initialization (the bootstrap pool) were never the next allocator's.
-    if (!bootstrap::owns(p)) next(p);
+    if (__builtin_expect(bootstrap::owns(p), 0)) return;
   } else {
-    engine_free(p);
+    release = engine_free;
   }
-  errno = saved;
+  if (__builtin_expect(passthrough_free_keeps_errno.load(std::memory_order_relaxed), 1)) {
+    return release(p);
+  }
+  call_keeping_errno(release, p);
 }
 
 __attribute__((visibility("default"))) void cfree(void* p) { free(p); }

@@ -1,6 +1,7 @@
 #include "fallback.h"
 
 #include <dlfcn.h>
+#include <gnu/libc-version.h>
 
 #include <cerrno>
 #include <cstring>
@@ -34,6 +35,26 @@ struct Functions {
 };
 
 Functions fn;
+bool glibc_free_keeps_errno = false;
+
+// glibc's free keeps errno from 2.33 on (its NEWS for 2.33); other allocators promise nothing.
+bool is_glibc_free_keeping_errno(FreeFn free_fn) {
+  Dl_info info;
+  if (!free_fn || !dladdr(reinterpret_cast<void*>(free_fn), &info) || !info.dli_fname) {
+    return false;
+  }
+  const char* slash = strrchr(info.dli_fname, '/');
+  if (strncmp(slash ? slash + 1 : info.dli_fname, "libc.so", 7) != 0) return false;
+  int major = 0, minor = 0;
+  const char* version = gnu_get_libc_version();
+  for (; *version >= '0' && *version <= '9'; ++version) major = major * 10 + (*version - '0');
+  if (*version == '.') {
+    for (++version; *version >= '0' && *version <= '9'; ++version) {
+      minor = minor * 10 + (*version - '0');
+    }
+  }
+  return major > 2 || (major == 2 && minor >= 33);
+}
 constexpr int kJemallocZero = 0x40;  // MALLOCX_ZERO
 inline int jemalloc_align_flag(size_t alignment) { return __builtin_ctzll(alignment); }
 
@@ -64,8 +85,11 @@ bool init(FallbackKind kind, const char** error) {
     *error = "memoplan: no next malloc in the symbol chain";
     return false;
   }
+  glibc_free_keeps_errno = is_glibc_free_keeping_errno(fn.free);
   return true;
 }
+
+bool free_keeps_errno() { return glibc_free_keeps_errno; }
 
 void* malloc(size_t size) {
   if (fn.mallocx) {

@@ -19,6 +19,10 @@ void* aligned(size_t alignment, size_t size);  // alignment: power of two >= siz
 void free(void* p);
 size_t usable_size(void* p);
 
+// True when the fallback's free is known to keep errno (glibc's since 2.33), so ours need not
+// save and restore it around the call.
+bool free_keeps_errno();
+
 // The next allocator's malloc and free, when that is the fallback (nullptr with fallback:jemalloc).
 void* (*next_malloc())(size_t);
 void (*next_free())(void*);

@@ -2,6 +2,8 @@
 // cursor, checked against the live ranges of the slab before they are handed out.
 #include <sys/mman.h>
 
+#include <cerrno>
+
 #include "engine.h"
 #include "fallback.h"
 #include "stats.h"
@@ -157,10 +159,12 @@ void slab_free(void* p) {
   // (it sets `exited` before its last drain), so either it saw this block or we see `exited`.
   if (owner->exited.load(std::memory_order_seq_cst)) {
     ReentryGuard guard;
+    const int saved = errno;  // releasing the slab unmaps memory
     while (owner->exit_lock.test_and_set(std::memory_order_acquire)) {
     }
     retire_replay(*owner);
     owner->exit_lock.clear(std::memory_order_release);
+    errno = saved;
   }
 }
 

@@ -49,7 +49,7 @@ struct LocalCounters {
   uint64_t planned_hits = 0;
   uint64_t steady_hits = 0;
   uint64_t passes = 0;
-  uint64_t small_passthrough = 0;
+  uint64_t outside_passes = 0;
 };
 
 // Unwinding the stack costs more than the rest of a replay hit together. With callsite_depth >= 2

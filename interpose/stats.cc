@@ -61,9 +61,9 @@ void print_stats(int fd) {
   if (n > 0 && n < static_cast<int>(sizeof text)) {
     n += snprintf(text + n, sizeof text - n,
                   "\nmemoplan: slab bytes %llu, lower bound %llu, peak live slab bytes %llu, "
-                  "remote frees %llu, moved by realloc %llu, small/pass-through %llu\n",
+                  "remote frees %llu, moved by realloc %llu, outside marked passes %llu\n",
                   get(s.slab_bytes), get(s.lower_bound_bytes), get(s.peak_live_bytes),
-                  get(s.remote_frees), get(s.moved_by_realloc), get(s.small_passthrough));
+                  get(s.remote_frees), get(s.moved_by_realloc), get(s.outside_passes));
   }
   if (n > static_cast<int>(sizeof text)) n = sizeof text;
   if (n > 0) {

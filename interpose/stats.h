@@ -31,7 +31,7 @@ struct Stats {
   std::atomic<uint64_t> peak_live_bytes{0};    // largest live slab bytes seen on one thread
   std::atomic<uint64_t> remote_frees{0};       // slab blocks freed by another thread
   std::atomic<uint64_t> moved_by_realloc{0};   // slab blocks realloc moved to the fallback
-  std::atomic<uint64_t> small_passthrough{0};  // below min_size, or outside marked passes
+  std::atomic<uint64_t> outside_passes{0};     // min_size or more, between marked passes
   // Fallbacks of steady-state passes only: passes after the first replayed one.
   std::atomic<uint64_t> steady_hits{0};
   std::atomic<uint64_t> steady_fallbacks{0};
