@@ -56,6 +56,7 @@ void* map_zeroed(size_t bytes) {
 // whoever frees that thread's last blocks: if that was another thread at the moment of fork, the
 // child would spin on it forever, so the child releases them all.
 void after_fork_in_child() {
+  g.registry_lock.clear(std::memory_order_relaxed);
   for (ThreadState* t = g.retired.load(std::memory_order_relaxed); t; t = t->next_retired) {
     t->exit_lock.clear(std::memory_order_relaxed);
   }
@@ -67,7 +68,12 @@ void after_fork_in_child() {
 void on_thread_exit(void* state) {
   ThreadState* t = static_cast<ThreadState*>(state);
   ReentryGuard guard;
-  flush_counters(*t);
+  {
+    RegistryLock lock;
+    flush_counters_locked(*t);
+    (t->running_prev ? t->running_prev->running_next : g.running) = t->running_next;
+    if (t->running_next) t->running_next->running_prev = t->running_prev;
+  }
   while (t->exit_lock.test_and_set(std::memory_order_acquire)) {
   }
   t->exited.store(true, std::memory_order_seq_cst);  // before the last drain: see slab_free
@@ -156,9 +162,7 @@ inline bool ready() {
 
 Global& global() { return g; }
 
-// mode:replay reads its files here, before main: the C++ runtime the trace reader needs is up
-// (this library depends on it, so its constructors ran first) and no inference has started.
-__attribute__((constructor)) static void load_files_at_start() {
+void engine_load_files() {
   if (ready()) load_replay_pass();
 }
 
@@ -179,13 +183,27 @@ void log_line(const char* format, ...) {
   (void)ignored;
 }
 
+RegistryLock::RegistryLock() {
+  while (g.registry_lock.test_and_set(std::memory_order_acquire)) {
+  }
+}
+RegistryLock::~RegistryLock() { g.registry_lock.clear(std::memory_order_release); }
+
 void flush_counters(ThreadState& t) {
+  RegistryLock lock;
+  flush_counters_locked(t);
+}
+
+void flush_counters_locked(ThreadState& t) {
   Stats& s = stats();
-  s.planned_hits.fetch_add(t.counters.planned_hits, std::memory_order_relaxed);
-  s.steady_hits.fetch_add(t.counters.steady_hits, std::memory_order_relaxed);
-  s.passes.fetch_add(t.counters.passes, std::memory_order_relaxed);
-  s.outside_passes.fetch_add(t.counters.outside_passes, std::memory_order_relaxed);
-  t.counters = LocalCounters{};
+  LocalCounters& c = t.counters;
+  s.planned_hits.fetch_add(c.planned_hits.get(), std::memory_order_relaxed);
+  s.steady_hits.fetch_add(c.steady_hits.get(), std::memory_order_relaxed);
+  s.passes.fetch_add(c.passes.get(), std::memory_order_relaxed);
+  s.outside_passes.fetch_add(c.outside_passes.get(), std::memory_order_relaxed);
+  for (OwnedCounter* counter : {&c.planned_hits, &c.steady_hits, &c.passes, &c.outside_passes}) {
+    counter->value.store(0, std::memory_order_relaxed);
+  }
   uint64_t peak = s.peak_live_bytes.load(std::memory_order_relaxed);
   while (t.peak_live_bytes > peak && !s.peak_live_bytes.compare_exchange_weak(
                                          peak, t.peak_live_bytes, std::memory_order_relaxed)) {
@@ -205,6 +223,12 @@ ThreadState* create_thread_state() {
     t->phase = Phase::kWarmup;
   } else {
     t->phase = g.options.mode == Mode::kReplay ? Phase::kSeeking : Phase::kProfiling;
+  }
+  {
+    RegistryLock lock;
+    t->running_next = g.running;
+    if (g.running) g.running->running_prev = t;
+    g.running = t;
   }
   tls_state = t;
   pthread_setspecific(thread_exit_key, t);
@@ -241,7 +265,7 @@ void* engine_alloc(size_t size, size_t alignment, bool zero) {
   void* p = nullptr;
   if (t && t->explicit_passes && !t->in_pass) {
     // Marked passes: what happens between them is not part of the plan.
-    ++t->counters.outside_passes;
+    t->counters.outside_passes.bump();
   } else if (t && t->phase >= Phase::kProfiling && t->phase <= Phase::kSeeking) {
     ReentryGuard guard;
     char stack_marker;
@@ -317,7 +341,7 @@ void engine_pass_begin() {
   t->explicit_passes = true;
   t->in_pass = true;
   ++t->passes_begun;
-  ++t->counters.passes;
+  t->counters.passes.bump();
   switch (t->phase) {
     case Phase::kWarmup:
       if (t->passes_begun <= g.options.passes) break;

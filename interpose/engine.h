@@ -27,6 +27,8 @@ void engine_free(void* p);
 void* engine_realloc(void* p, size_t size);
 size_t engine_usable_size(void* p);
 void engine_pass_begin();
+// Initializes the engine and reads mode:replay's files (the preloaded library's constructor).
+void engine_load_files();
 void engine_pass_end();
 
 // profile.cc

@@ -52,6 +52,11 @@ inline size_t page_size() {
 
 }  // namespace
 
+// mode:replay reads its files before main: the C++ runtime the trace reader needs is up (this
+// library depends on it, so its constructors ran first) and no inference has started. Only the
+// preloaded library does this; the engine's unit tests set their options first.
+__attribute__((constructor)) static void load_files_at_start() { engine_load_files(); }
+
 extern "C" {
 
 __attribute__((visibility("default"))) void* malloc(size_t size) {

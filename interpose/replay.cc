@@ -108,7 +108,8 @@ void* replay_alloc(ThreadState& t, size_t size, size_t alignment, uint64_t key) 
     if (!t.explicit_passes) {  // a detected pass ends with its last planned allocation
       ++t.replayed_passes;
       // Publish now and then: a detected pass can be a single allocation long.
-      if (++t.counters.passes % 64 == 0) flush_counters(t);
+      t.counters.passes.bump();
+      if (t.counters.passes.get() % 64 == 0) flush_counters(t);
     }
   } else {
     t.cursor = index + 1;
@@ -134,8 +135,8 @@ void* replay_alloc(ThreadState& t, size_t size, size_t alignment, uint64_t key) 
   t.block_sizes[lo >> 6].store(size, std::memory_order_relaxed);
   t.live_bytes += size;
   if (t.live_bytes > t.peak_live_bytes) t.peak_live_bytes = t.live_bytes;
-  ++t.counters.planned_hits;
-  if (t.replayed_passes > 1 || !t.explicit_passes) ++t.counters.steady_hits;
+  t.counters.planned_hits.bump();
+  if (t.replayed_passes > 1 || !t.explicit_passes) t.counters.steady_hits.bump();
   return t.slab + lo;
 }
 

@@ -43,13 +43,22 @@ enum class Phase : uint8_t {
   kDisabled,   // nothing to plan here (no period found, plan failed): pass-through
 };
 
+// A counter only its thread writes: a relaxed load and store, a plain increment on x86, yet safe
+// to read from another thread (the statistics at exit read every running thread's).
+struct OwnedCounter {
+  std::atomic<uint64_t> value{0};
+  void bump() { value.store(value.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed); }
+  uint64_t get() const { return value.load(std::memory_order_relaxed); }
+};
+
 // Counters of the hot paths, kept per thread (a shared atomic on every hit cost as much as the rest
-// of the hit) and added to the process-wide Stats at pass ends, thread exit and exit.
+// of the hit) and added to the process-wide Stats at pass ends and thread exit; the statistics at
+// exit add those of threads still running.
 struct LocalCounters {
-  uint64_t planned_hits = 0;
-  uint64_t steady_hits = 0;
-  uint64_t passes = 0;
-  uint64_t outside_passes = 0;
+  OwnedCounter planned_hits;
+  OwnedCounter steady_hits;
+  OwnedCounter passes;
+  OwnedCounter outside_passes;
 };
 
 // Unwinding the stack costs more than the rest of a replay hit together. With callsite_depth >= 2
@@ -116,6 +125,8 @@ struct ThreadState {
   // empty then gives the slab back, under exit_lock.
   std::atomic<bool> exited{false};
   ThreadState* next_retired = nullptr;  // Global::retired list
+  ThreadState* running_prev = nullptr;  // Global::running list, under Global::registry_lock
+  ThreadState* running_next = nullptr;
   std::atomic_flag exit_lock = ATOMIC_FLAG_INIT;
 };
 
@@ -136,6 +147,10 @@ struct Global {
   // States of exited threads that something may still reach (a live slab block, a profiled block
   // in a tag slot). Kept on a list, not forgotten: they are retained on purpose, not leaked.
   std::atomic<ThreadState*> retired{nullptr};
+  // Threads that have not exited, for the statistics at exit. The lock also orders a thread's
+  // flush of its counters against their reading.
+  ThreadState* running = nullptr;
+  std::atomic_flag registry_lock = ATOMIC_FLAG_INIT;
   int log_fd = 2;
   bool portable_keys = false;  // see portable_keys(Options)
   // mode:replay: the pass every inference thread replays, loaded from files once.
@@ -161,6 +176,16 @@ inline ThreadState* thread_state() {
 
 // Adds the thread's local counters to the process-wide statistics.
 void flush_counters(ThreadState& t);
+void flush_counters_locked(ThreadState& t);  // the caller holds RegistryLock
+
+// Holds Global::registry_lock (thread start and exit, counter flushes, the statistics at exit).
+class RegistryLock {
+ public:
+  RegistryLock();
+  ~RegistryLock();
+  RegistryLock(const RegistryLock&) = delete;
+  RegistryLock& operator=(const RegistryLock&) = delete;
+};
 
 // Nested calls (our own bookkeeping, libunwind, the planner) go straight to the fallback.
 struct ReentryGuard {

@@ -37,6 +37,18 @@ void print_stats(int fd) {
   auto get = [](const std::atomic<uint64_t>& a) {
     return static_cast<unsigned long long>(a.load(std::memory_order_relaxed));
   };
+  // Threads still running have counted since their last flush: add theirs.
+  unsigned long long passes = get(s.passes), hits = get(s.planned_hits),
+                     steady = get(s.steady_hits), outside = get(s.outside_passes);
+  {
+    RegistryLock lock;
+    for (const ThreadState* t = global().running; t; t = t->running_next) {
+      passes += t->counters.passes.get();
+      hits += t->counters.planned_hits.get();
+      steady += t->counters.steady_hits.get();
+      outside += t->counters.outside_passes.get();
+    }
+  }
   char options[1536];
   describe_options(global().options, options, sizeof options);
   char text[3072];
@@ -49,9 +61,8 @@ void print_stats(int fd) {
                "memoplan: planned hits %llu, steady-state hits %llu, steady-state fallbacks "
                "%llu\n"
                "memoplan: fallbacks",
-               options, get(s.passes), get(s.plans), get(s.plan_failures), get(s.redetections),
-               get(s.profiled), get(s.untracked_large), get(s.planned_hits), get(s.steady_hits),
-               get(s.steady_fallbacks));
+               options, passes, get(s.plans), get(s.plan_failures), get(s.redetections),
+               get(s.profiled), get(s.untracked_large), hits, steady, get(s.steady_fallbacks));
   for (int r = 0;
        r < static_cast<int>(FallbackReason::kCount) && n > 0 && n < static_cast<int>(sizeof text);
        ++r) {
@@ -63,7 +74,7 @@ void print_stats(int fd) {
                   "\nmemoplan: slab bytes %llu, lower bound %llu, peak live slab bytes %llu, "
                   "remote frees %llu, moved by realloc %llu, outside marked passes %llu\n",
                   get(s.slab_bytes), get(s.lower_bound_bytes), get(s.peak_live_bytes),
-                  get(s.remote_frees), get(s.moved_by_realloc), get(s.outside_passes));
+                  get(s.remote_frees), get(s.moved_by_realloc), outside);
   }
   if (n > static_cast<int>(sizeof text)) n = sizeof text;
   if (n > 0) {
@@ -75,7 +86,6 @@ void print_stats(int fd) {
 __attribute__((destructor)) static void print_stats_at_exit() {
   Global& g = global();
   if (g.init_state.load() != 2 || !g.options.stats_print) return;
-  if (tls_state) flush_counters(*tls_state);  // the exiting thread's unfinished pass
   print_stats(g.log_fd);
 }
 

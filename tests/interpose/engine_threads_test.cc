@@ -4,7 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -25,6 +29,49 @@ void planned_thread(const Script& script, int extra = 1) {
     for (uint64_t pass = 0; pass < first_steady_pass() + extra; ++pass) heap.pass(script);
     EXPECT_TRUE(heap.last_pass_all(Origin::kSlab)) << heap.last_pass_origins();
   });
+}
+
+// The statistics at exit count what running threads did since their last flush (a pass end): a
+// server stopped in the middle of a pass reports that pass's hits too.
+TEST(EngineStatistics, CountersOfRunningThreadsAreIncluded) {
+  SKIP_UNLESS_ENGINE_PLANS();
+  engine_options();
+  std::mutex m;
+  std::condition_variable cv;
+  bool mid_pass = false, finish = false;
+  std::thread worker([&] {
+    Heap heap;
+    for (uint64_t pass = 0; pass < first_steady_pass(); ++pass) heap.pass(network_pass());
+    heap.begin_pass();
+    heap.run(network_pass());  // planned hits not flushed yet: no pass end
+    std::unique_lock<std::mutex> lock(m);
+    mid_pass = true;
+    cv.notify_all();
+    cv.wait(lock, [&] { return finish; });
+    heap.end_pass();
+  });
+  {
+    std::unique_lock<std::mutex> lock(m);
+    cv.wait(lock, [&] { return mid_pass; });
+  }
+  const uint64_t flushed = counters().planned_hits;
+  FILE* out = tmpfile();
+  ASSERT_NE(out, nullptr);
+  print_stats(fileno(out));
+  rewind(out);
+  char text[4096] = {};
+  const size_t n = fread(text, 1, sizeof text - 1, out);
+  fclose(out);
+  {
+    std::lock_guard<std::mutex> lock(m);
+    finish = true;
+    cv.notify_all();
+  }
+  worker.join();
+  ASSERT_GT(n, 0u);
+  ASSERT_NE(strstr(text, "planned hits "), nullptr) << text;
+  const uint64_t printed = strtoull(strstr(text, "planned hits ") + 13, nullptr, 10);
+  EXPECT_EQ(printed, flushed + allocations_in(network_pass())) << text;
 }
 
 TEST(EngineThreadExit, ExitingThreadReturnsItsSlab) {
