@@ -204,9 +204,10 @@ void flush_counters_locked(ThreadState& t) {
   for (OwnedCounter* counter : {&c.planned_hits, &c.steady_hits, &c.passes, &c.outside_passes}) {
     counter->value.store(0, std::memory_order_relaxed);
   }
+  const uint64_t thread_peak = t.peak_live_bytes.get();
   uint64_t peak = s.peak_live_bytes.load(std::memory_order_relaxed);
-  while (t.peak_live_bytes > peak && !s.peak_live_bytes.compare_exchange_weak(
-                                         peak, t.peak_live_bytes, std::memory_order_relaxed)) {
+  while (thread_peak > peak &&
+         !s.peak_live_bytes.compare_exchange_weak(peak, thread_peak, std::memory_order_relaxed)) {
   }
 }
 

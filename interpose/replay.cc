@@ -134,7 +134,9 @@ void* replay_alloc(ThreadState& t, size_t size, size_t alignment, uint64_t key) 
   }
   t.block_sizes[lo >> 6].store(size, std::memory_order_relaxed);
   t.live_bytes += size;
-  if (t.live_bytes > t.peak_live_bytes) t.peak_live_bytes = t.live_bytes;
+  if (t.live_bytes > t.peak_live_bytes.get()) {
+    t.peak_live_bytes.value.store(t.live_bytes, std::memory_order_relaxed);
+  }
   t.counters.planned_hits.bump();
   if (t.replayed_passes > 1 || !t.explicit_passes) t.counters.steady_hits.bump();
   return t.slab + lo;

@@ -114,7 +114,7 @@ struct ThreadState {
   runtime::LiveRanges live;
   runtime::ByteRange* live_storage = nullptr;
   uint64_t live_bytes = 0;
-  uint64_t peak_live_bytes = 0;
+  OwnedCounter peak_live_bytes;  // read by the statistics at exit
   // Size of the block handed out at each 64-byte offset of the slab, readable from any thread
   // (malloc_usable_size and realloc of a block another thread allocated). Sparse: only the pages
   // holding planned offsets are ever touched.

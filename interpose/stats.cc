@@ -39,7 +39,8 @@ void print_stats(int fd) {
   };
   // Threads still running have counted since their last flush: add theirs.
   unsigned long long passes = get(s.passes), hits = get(s.planned_hits),
-                     steady = get(s.steady_hits), outside = get(s.outside_passes);
+                     steady = get(s.steady_hits), outside = get(s.outside_passes),
+                     peak = get(s.peak_live_bytes);
   {
     RegistryLock lock;
     for (const ThreadState* t = global().running; t; t = t->running_next) {
@@ -47,6 +48,7 @@ void print_stats(int fd) {
       hits += t->counters.planned_hits.get();
       steady += t->counters.steady_hits.get();
       outside += t->counters.outside_passes.get();
+      if (t->peak_live_bytes.get() > peak) peak = t->peak_live_bytes.get();
     }
   }
   char options[1536];
@@ -73,8 +75,8 @@ void print_stats(int fd) {
     n += snprintf(text + n, sizeof text - n,
                   "\nmemoplan: slab bytes %llu, lower bound %llu, peak live slab bytes %llu, "
                   "remote frees %llu, moved by realloc %llu, outside marked passes %llu\n",
-                  get(s.slab_bytes), get(s.lower_bound_bytes), get(s.peak_live_bytes),
-                  get(s.remote_frees), get(s.moved_by_realloc), outside);
+                  get(s.slab_bytes), get(s.lower_bound_bytes), peak, get(s.remote_frees),
+                  get(s.moved_by_realloc), outside);
   }
   if (n > static_cast<int>(sizeof text)) n = sizeof text;
   if (n > 0) {

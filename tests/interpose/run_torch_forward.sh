@@ -38,5 +38,6 @@ grep -q '^memoplan: options mode:auto' "$work/shim.err" || { echo "FAIL: the shi
 grep -Eq 'plans 1,' "$work/shim.err" || { echo "FAIL: expected exactly one plan"; failed=1; }
 grep -Eq 'steady-state fallbacks 0$' "$work/shim.err" || { echo "FAIL: steady-state fallbacks"; failed=1; }
 grep -Eq 'steady-state hits [1-9]' "$work/shim.err" || { echo "FAIL: no steady-state hits"; failed=1; }
+grep -Eq 'peak live slab bytes [1-9]' "$work/shim.err" || { echo "FAIL: no peak live slab bytes"; failed=1; }
 [ $failed -eq 0 ] && echo "PASS: $passes identical digests, one plan, no steady-state fallbacks"
 exit $failed
