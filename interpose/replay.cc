@@ -24,9 +24,17 @@ inline uint32_t match(const ThreadState& t, uint64_t key) {
   return t.slot_count;
 }
 
+// Steady state: after the thread's first replayed pass. Marked passes count at pass begin; a
+// detected pass counts when its last slot is used, so its first replayed pass may be partial (the
+// plan starts mid-pass) or a thread's one-off pass that merely matched (mode:replay's seeking):
+// two completed cycles show that the pass repeats.
+inline bool steady(const ThreadState& t) {
+  return t.explicit_passes ? t.replayed_passes > 1 : t.replayed_passes >= 2;
+}
+
 inline void count_fallback(ThreadState& t, FallbackReason reason) {
   stats().fallback(reason);
-  if (t.replayed_passes > 1 || !t.explicit_passes) {
+  if (steady(t)) {
     if (reason != FallbackReason::kEscaping) {
       stats().steady_fallbacks.fetch_add(1, std::memory_order_relaxed);
     }
@@ -138,7 +146,7 @@ void* replay_alloc(ThreadState& t, size_t size, size_t alignment, uint64_t key) 
     t.peak_live_bytes.value.store(t.live_bytes, std::memory_order_relaxed);
   }
   t.counters.planned_hits.bump();
-  if (t.replayed_passes > 1 || !t.explicit_passes) t.counters.steady_hits.bump();
+  if (steady(t)) t.counters.steady_hits.bump();
   return t.slab + lo;
 }
 

@@ -1,6 +1,8 @@
 #!/bin/sh
 # The shim under a real PyTorch workload: resnet18 forward passes in Debian's Python must give
-# bit-identical outputs with and without the shim, from one plan with no steady-state fallbacks.
+# bit-identical outputs with and without the shim, in every mode: auto (one plan, no steady-state
+# fallbacks), off, profile (writes the pass as a trace) and replay (a new process replays that
+# trace from its first pass).
 #   run_torch_forward.sh SHIM_SO SCRIPT [MODEL [PASSES]]
 # Exits 77 (CTest's SKIP_RETURN_CODE) when /usr/bin/python3 cannot import torch and torchvision.
 set -u
@@ -18,26 +20,48 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 "$python" "$script" "$model" "$passes" >"$work/plain.txt" || { echo "FAIL: run without the shim"; exit 1; }
-LD_PRELOAD="$shim" MEMOPLAN_CONF=mode:auto,stats_print:true \
-  "$python" "$script" "$model" "$passes" >"$work/shim.txt" 2>"$work/shim.err"
-status=$?
-cat "$work/shim.err"
-[ $status -eq 0 ] || { echo "FAIL: run under the shim exited with $status"; exit 1; }
-
-failed=0
 if [ "$(wc -l <"$work/plain.txt")" -ne "$passes" ]; then
   echo "FAIL: expected $passes digests without the shim"
-  failed=1
+  exit 1
 fi
-if ! cmp -s "$work/plain.txt" "$work/shim.txt"; then
-  echo "FAIL: outputs differ under the shim:"
-  diff "$work/plain.txt" "$work/shim.txt" | head -20
-  failed=1
-fi
-grep -q '^memoplan: options mode:auto' "$work/shim.err" || { echo "FAIL: the shim did not load"; failed=1; }
-grep -Eq 'plans 1,' "$work/shim.err" || { echo "FAIL: expected exactly one plan"; failed=1; }
-grep -Eq 'steady-state fallbacks 0$' "$work/shim.err" || { echo "FAIL: steady-state fallbacks"; failed=1; }
-grep -Eq 'steady-state hits [1-9]' "$work/shim.err" || { echo "FAIL: no steady-state hits"; failed=1; }
-grep -Eq 'peak live slab bytes [1-9]' "$work/shim.err" || { echo "FAIL: no peak live slab bytes"; failed=1; }
-[ $failed -eq 0 ] && echo "PASS: $passes identical digests, one plan, no steady-state fallbacks"
+
+failed=0
+# run MODE CONF: one run under the shim; outputs must equal the plain run's.
+run() {
+  LD_PRELOAD="$shim" MEMOPLAN_CONF="$2,stats_print:true" \
+    "$python" "$script" "$model" "$passes" >"$work/$1.txt" 2>"$work/$1.err"
+  status=$?
+  sed "s/^/[$1] /" "$work/$1.err"
+  [ $status -eq 0 ] || { echo "FAIL: $1: run under the shim exited with $status"; failed=1; }
+  if ! cmp -s "$work/plain.txt" "$work/$1.txt"; then
+    echo "FAIL: $1: outputs differ under the shim:"
+    diff "$work/plain.txt" "$work/$1.txt" | head -20
+    failed=1
+  fi
+  grep -q "^memoplan: options mode:${1%%_*}" "$work/$1.err" || { echo "FAIL: $1: the shim did not load"; failed=1; }
+}
+expect() {  # expect MODE REGEX WHAT
+  grep -Eq "$2" "$work/$1.err" || { echo "FAIL: $1: $3"; failed=1; }
+}
+
+run auto mode:auto
+expect auto 'plans 1,' "expected exactly one plan"
+expect auto 'steady-state fallbacks 0$' "steady-state fallbacks"
+expect auto 'steady-state hits [1-9]' "no steady-state hits"
+expect auto 'peak live slab bytes [1-9]' "no peak live slab bytes"
+
+run off mode:off
+expect off ' plans 0,' "mode:off planned"
+
+run profile "mode:profile,trace:$work/pass-%t.json.gz"
+expect profile '^memoplan: wrote the pass of thread 0 ' "no trace written"
+expect profile ' plans 0,' "mode:profile planned"
+
+run replay "mode:replay,trace:$work/pass-0.json.gz"
+expect replay '^memoplan: replaying ' "the trace was not loaded"
+expect replay 'plans 1,' "expected exactly one plan"
+expect replay 'steady-state fallbacks 0$' "steady-state fallbacks"
+expect replay 'steady-state hits [1-9]' "no steady-state hits"
+
+[ $failed -eq 0 ] && echo "PASS: $passes identical digests in modes auto, off, profile and replay; one plan, no steady-state fallbacks"
 exit $failed
