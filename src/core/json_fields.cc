@@ -1,5 +1,7 @@
 #include "json_fields.h"
 
+#include <limits>
+
 namespace memoplan::json_fields {
 
 std::optional<json> parse(const std::string& text, const std::string& origin, std::string& error) {
@@ -38,6 +40,19 @@ bool get_u64(const json& value, uint64_t& out) {
   }
   if (value.is_number_integer() && value.get<int64_t>() >= 0) {
     out = static_cast<uint64_t>(value.get<int64_t>());
+    return true;
+  }
+  return false;
+}
+
+bool get_i64(const json& value, int64_t& out) {
+  if (value.is_number_integer() && !value.is_number_unsigned()) {
+    out = value.get<int64_t>();
+    return true;
+  }
+  if (value.is_number_unsigned() &&
+      value.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+    out = static_cast<int64_t>(value.get<uint64_t>());
     return true;
   }
   return false;

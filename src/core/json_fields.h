@@ -18,6 +18,7 @@ std::string check_header(const json& root, const std::string& origin, const char
                          int version);
 
 bool get_u64(const json& value, uint64_t& out);
+bool get_i64(const json& value, int64_t& out);  // any integer that fits in int64_t
 
 // Reads root[key] as an unsigned integer; absent -> `fallback`. Sets `error` when it has another
 // type.

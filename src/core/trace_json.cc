@@ -3,6 +3,7 @@
 #include <iterator>
 #include <nlohmann/json.hpp>
 #include <tuple>
+#include <type_traits>
 #include <unordered_map>
 
 #include "json_fields.h"
@@ -18,8 +19,9 @@ constexpr int kTraceVersion = 1;
 constexpr const char* kTraceFormat = "memoplan-trace";
 
 // Reads columns[name] into `out` (one value per row). Absent optional column -> empty vector.
+template <typename T>
 std::string read_column(const json& columns, const char* name, bool required, size_t rows,
-                        const std::string& origin, std::vector<uint64_t>& out) {
+                        const std::string& origin, std::vector<T>& out) {
   auto it = columns.find(name);
   if (it == columns.end()) {
     return required ? origin + ": missing required column \"" + name + "\"" : std::string{};
@@ -31,11 +33,35 @@ std::string read_column(const json& columns, const char* name, bool required, si
   }
   out.resize(rows);
   for (size_t row = 0; row < rows; ++row) {
-    if (!get_u64((*it)[row], out[row])) {
+    if constexpr (std::is_signed_v<T>) {
+      if (!json_fields::get_i64((*it)[row], out[row])) {
+        return origin + ": " + name + "[" + std::to_string(row) + "] must be an integer, got " +
+               (*it)[row].dump();
+      }
+    } else if (!get_u64((*it)[row], out[row])) {
       return origin + ": " + name + "[" + std::to_string(row) +
              "] must be a non-negative integer, got " + (*it)[row].dump();
     }
   }
+  return {};
+}
+
+// Index of `name` in the string table, adding it when new.
+uint64_t intern(const std::string& name, std::vector<std::string>& table,
+                std::unordered_map<std::string, uint64_t>& index) {
+  auto [it, inserted] = index.emplace(name, table.size());
+  if (inserted) table.push_back(name);
+  return it->second;
+}
+
+// The name at ops[index], or an error naming the row.
+std::string op_name(const std::vector<std::string>& ops, const char* column, size_t row,
+                    uint64_t index, const std::string& origin, std::string& out) {
+  if (index >= ops.size()) {
+    return origin + ": " + column + "[" + std::to_string(row) + "] = " + std::to_string(index) +
+           " is past the end of \"ops\" (" + std::to_string(ops.size()) + " names)";
+  }
+  out = ops[index];
   return {};
 }
 
@@ -82,20 +108,24 @@ Result<Trace> parse_trace_json(const std::string& text, const std::string& origi
     return Error{origin + ": missing required column \"size\""};
   }
   const size_t rows = size_column->size();
-  std::vector<uint64_t> id, size, begin, end, align, escapes, op, callsite, thread;
+  std::vector<uint64_t> id, size, begin, end, align, escapes, op, outer_op, callsite, thread;
+  std::vector<int64_t> node;
   for (auto [name, required, out] :
        {std::tuple{"size", true, &size}, std::tuple{"begin", true, &begin},
         std::tuple{"end", true, &end}, std::tuple{"id", false, &id},
         std::tuple{"align", false, &align}, std::tuple{"escapes", false, &escapes},
-        std::tuple{"op", false, &op}, std::tuple{"callsite", false, &callsite},
-        std::tuple{"thread", false, &thread}}) {
+        std::tuple{"op", false, &op}, std::tuple{"outer_op", false, &outer_op},
+        std::tuple{"callsite", false, &callsite}, std::tuple{"thread", false, &thread}}) {
     if (std::string bad = read_column(*columns, name, required, rows, origin, *out); !bad.empty()) {
       return Error{bad};
     }
   }
+  if (std::string bad = read_column(*columns, "node", false, rows, origin, node); !bad.empty()) {
+    return Error{bad};
+  }
   for (auto& [key, value] : columns->items()) {
-    static const char* known[] = {"size",    "begin", "end",      "id",    "align",
-                                  "escapes", "op",    "callsite", "thread"};
+    static const char* known[] = {"size", "begin",    "end",  "id",       "align", "escapes",
+                                  "op",   "outer_op", "node", "callsite", "thread"};
     if (std::find(std::begin(known), std::end(known), key) == std::end(known)) {
       return Error{origin + ": unknown column \"" + key + "\""};
     }
@@ -111,12 +141,19 @@ Result<Trace> parse_trace_json(const std::string& text, const std::string& origi
     a.align = align.empty() ? 0 : align[row];
     a.escapes = !escapes.empty() && escapes[row] != 0;
     if (!op.empty()) {
-      if (op[row] >= ops.size()) {
-        return Error{origin + ": op[" + std::to_string(row) + "] = " + std::to_string(op[row]) +
-                     " is past the end of \"ops\" (" + std::to_string(ops.size()) + " names)"};
+      if (std::string bad = op_name(ops, "op", row, op[row], origin, a.provenance.op);
+          !bad.empty()) {
+        return Error{bad};
       }
-      a.provenance.op = ops[op[row]];
     }
+    if (!outer_op.empty()) {
+      if (std::string bad =
+              op_name(ops, "outer_op", row, outer_op[row], origin, a.provenance.outer_op);
+          !bad.empty()) {
+        return Error{bad};
+      }
+    }
+    a.provenance.node = node.empty() ? -1 : node[row];
     a.provenance.callsite = callsite.empty() ? 0 : callsite[row];
     a.provenance.thread = thread.empty() ? 0 : static_cast<uint32_t>(thread[row]);
   }
@@ -134,7 +171,11 @@ std::string write_trace(const Trace& trace, const std::string& path) {
   std::unordered_map<std::string, uint64_t> op_index;
   const size_t rows = trace.allocations.size();
   std::vector<uint64_t> id(rows), size(rows), begin(rows), end(rows), align(rows), escapes(rows),
-      op(rows), callsite(rows), thread(rows);
+      op(rows), outer_op(rows), callsite(rows), thread(rows);
+  std::vector<int64_t> node(rows);
+  // outer_op and node are written only when some row has one, so traces without them (every
+  // source but the torch extension) keep the columns older readers know.
+  bool any_outer_op = false, any_node = false;
   for (size_t row = 0; row < rows; ++row) {
     const Allocation& a = trace.allocations[row];
     id[row] = a.id;
@@ -143,11 +184,17 @@ std::string write_trace(const Trace& trace, const std::string& path) {
     end[row] = a.end;
     align[row] = a.align;
     escapes[row] = a.escapes;
-    auto [it, inserted] = op_index.emplace(a.provenance.op, ops.size());
-    if (inserted) ops.push_back(a.provenance.op);
-    op[row] = it->second;
+    op[row] = intern(a.provenance.op, ops, op_index);
+    any_outer_op |= !a.provenance.outer_op.empty();
+    any_node |= a.provenance.node != -1;
+    node[row] = a.provenance.node;
     callsite[row] = a.provenance.callsite;
     thread[row] = a.provenance.thread;
+  }
+  if (any_outer_op) {
+    for (size_t row = 0; row < rows; ++row) {
+      outer_op[row] = intern(trace.allocations[row].provenance.outer_op, ops, op_index);
+    }
   }
   json root = {{"format", kTraceFormat},
                {"version", kTraceVersion},
@@ -164,6 +211,8 @@ std::string write_trace(const Trace& trace, const std::string& path) {
                  {"op", op},
                  {"callsite", callsite},
                  {"thread", thread}}}};
+  if (any_outer_op) root["columns"]["outer_op"] = outer_op;
+  if (any_node) root["columns"]["node"] = node;
   return write_file_text(path, root.dump() + "\n");
 }
 

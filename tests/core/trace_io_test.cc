@@ -81,6 +81,39 @@ TEST(TraceIo, JsonRoundTripKeepsEveryField) {
   }
 }
 
+// The torch extension's provenance: outer op and graph node survive a round trip; a trace without
+// them is written with exactly the columns older readers know.
+TEST(TraceIo, OuterOpAndNodeRoundTripAndAreOptional) {
+  TempDir dir;
+  Trace trace = testing::random_trace(testing::TraceShape::kDnnLike, 50, 11);
+  const std::string plain = dir.file("plain.json");
+  ASSERT_EQ(write_trace(trace, plain), "");
+  Result<std::string> text = read_file_text(plain);
+  ASSERT_TRUE(text.ok());
+  EXPECT_EQ(text->find("outer_op"), std::string::npos);
+  EXPECT_EQ(text->find("\"node\""), std::string::npos);
+  Result<Trace> old = read_trace(plain);
+  ASSERT_TRUE(old.ok()) << old.error();
+  EXPECT_EQ(old->allocations[0].provenance.node, -1);
+  EXPECT_EQ(old->allocations[0].provenance.outer_op, "");
+
+  trace.allocations[1].provenance.outer_op = "aten::max_pool2d";
+  trace.allocations[1].provenance.op = "aten::max_pool2d_with_indices";
+  trace.allocations[1].provenance.node = 7;
+  trace.allocations[2].provenance.node = 0;
+  const std::string path = dir.file("torch.json");
+  ASSERT_EQ(write_trace(trace, path), "");
+  Result<Trace> back = read_trace(path);
+  ASSERT_TRUE(back.ok()) << back.error();
+  for (size_t i = 0; i < trace.allocations.size(); ++i) {
+    const Provenance &a = trace.allocations[i].provenance, &b = back->allocations[i].provenance;
+    EXPECT_EQ(a.op, b.op) << i;
+    EXPECT_EQ(a.outer_op, b.outer_op) << i;
+    EXPECT_EQ(a.node, b.node) << i;
+  }
+  EXPECT_EQ(back->allocations[3].provenance.node, -1);
+}
+
 TEST(TraceIo, PlanRoundTrip) {
   TempDir dir;
   const Trace trace = testing::random_trace(testing::TraceShape::kResidual, 100, 3);
@@ -159,6 +192,11 @@ TEST(TraceIoErrors, ColumnProblems) {
                      "unknown column \"sise\"");
   expect_trace_error(trace_json(R"("size":[1],"begin":[0],"end":[1],"op":[3])", R"("ops":["a"],)"),
                      "op[0] = 3 is past the end of \"ops\"");
+  expect_trace_error(
+      trace_json(R"("size":[1],"begin":[0],"end":[1],"outer_op":[1])", R"("ops":["a"],)"),
+      "outer_op[0] = 1 is past the end of \"ops\"");
+  expect_trace_error(trace_json(R"("size":[1],"begin":[0],"end":[1],"node":[0.5])"),
+                     "node[0] must be an integer, got 0.5");
   expect_trace_error(trace_json(R"("size":[1],"begin":[5],"end":[1])"), "before it begins");
   expect_trace_error(trace_json(R"("size":[1,1],"begin":[0,0],"end":[1,1],"id":[4,4])"),
                      "duplicate id");

@@ -8,9 +8,11 @@
 
 namespace memoplan {
 
-// Where an allocation came from. Every field is optional (empty / 0 when unknown).
+// Where an allocation came from. Every field is optional (empty / 0 / -1 when unknown).
 struct Provenance {
-  std::string op;         // op or scope that made it, e.g. "aten::conv2d"
+  std::string op;         // innermost op or scope that made it, e.g. "aten::empty"
+  std::string outer_op;   // outermost op around it (the graph-level op), e.g. "aten::conv2d"
+  int64_t node = -1;      // graph node running when it was made (torch extension); -1 unknown
   uint64_t callsite = 0;  // hash of the allocating call stack
   uint32_t thread = 0;    // small per-pass thread index
 };

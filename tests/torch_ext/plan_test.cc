@@ -1,0 +1,145 @@
+// memoplan::torch_ext::plan on TorchScript modules: outputs identical to the unplanned module,
+// every planned tensor of a steady-state pass served from the slab, new input keys planned on
+// first use, concurrent forward calls on one module from several threads.
+#include <ATen/Parallel.h>
+#include <gtest/gtest.h>
+#include <torch/script.h>
+
+#include <thread>
+#include <vector>
+
+#include "memoplan/torch/plan.h"
+
+namespace memoplan::torch_ext {
+namespace {
+
+// A small CNN with a residual, a pooling op that delegates (max_pool2d -> with_indices) and a
+// loop, defined in TorchScript.
+torch::jit::Module small_cnn() {
+  torch::manual_seed(0);
+  torch::jit::Module m("SmallCnn");
+  m.register_parameter("w1", torch::randn({16, 3, 3, 3}), false);
+  m.register_parameter("w2", torch::randn({16, 16, 3, 3}), false);
+  m.register_parameter("fc", torch::randn({10, 16}), false);
+  m.define(R"(
+    def forward(self, x):
+        y = torch.relu(torch.conv2d(x, self.w1, None, [1, 1], [1, 1]))
+        r = y
+        for _ in range(2):
+            y = torch.relu(torch.conv2d(y, self.w2, None, [1, 1], [1, 1]))
+        y = torch.max_pool2d(y + r, [2, 2])
+        y = torch.flatten(torch.adaptive_avg_pool2d(y, [1, 1]), 1)
+        return torch.matmul(y, self.fc.t())
+  )");
+  m.eval();
+  return m;
+}
+
+at::Tensor run(torch::jit::Module& m, const at::Tensor& x) { return m.forward({x}).toTensor(); }
+
+PlanStats delta(const PlanStats& a, const PlanStats& b) {
+  PlanStats d;
+  d.passes = a.passes - b.passes;
+  d.planned_passes = a.planned_passes - b.planned_passes;
+  d.planned_hits = a.planned_hits - b.planned_hits;
+  d.fallback_not_planned = a.fallback_not_planned - b.fallback_not_planned;
+  d.fallback_escaping = a.fallback_escaping - b.fallback_escaping;
+  d.fallback_overlap = a.fallback_overlap - b.fallback_overlap;
+  return d;
+}
+
+TEST(Plan, OutputsAreIdenticalAndEveryPlannedTensorComesFromTheSlab) {
+  at::set_num_threads(1);
+  c10::InferenceMode guard;
+  torch::jit::Module reference = small_cnn();
+  torch::jit::Module planned = small_cnn();
+  const at::Tensor x = torch::randn({2, 3, 32, 32});
+  const at::Tensor expected = run(reference, x);
+
+  const PlanSummary summary = plan(planned, {x});
+  EXPECT_GT(summary.planned_tensors, 3u);
+  EXPECT_GE(summary.slab_bytes, summary.lower_bound_bytes);
+  EXPECT_GT(summary.visits, 5u);
+
+  const PlanStats before = plan_stats();
+  for (int pass = 0; pass < 10; ++pass) {
+    EXPECT_TRUE(torch::equal(run(planned, x), expected)) << "pass " << pass;
+  }
+  const PlanStats d = delta(plan_stats(), before);
+  EXPECT_EQ(d.planned_passes, 10u);
+  EXPECT_EQ(d.planned_hits, 10 * summary.planned_tensors) << to_string(plan_stats());
+  EXPECT_EQ(d.fallback_not_planned + d.fallback_overlap, 0u) << to_string(plan_stats());
+}
+
+TEST(Plan, ANewInputShapeIsPlannedOnFirstUseAndBothKeysReplay) {
+  at::set_num_threads(1);
+  c10::InferenceMode guard;
+  torch::jit::Module reference = small_cnn();
+  torch::jit::Module planned = small_cnn();
+  const at::Tensor small = torch::randn({1, 3, 16, 16});
+  const at::Tensor large = torch::randn({4, 3, 24, 24});
+  plan(planned, {small});
+  for (int pass = 0; pass < 8; ++pass) {  // warm-up, profile, then replay of the new key
+    EXPECT_TRUE(torch::equal(run(planned, large), run(reference, large)));
+  }
+  const PlanStats before = plan_stats();
+  for (int pass = 0; pass < 4; ++pass) {
+    EXPECT_TRUE(torch::equal(run(planned, small), run(reference, small)));
+    EXPECT_TRUE(torch::equal(run(planned, large), run(reference, large)));
+  }
+  const PlanStats d = delta(plan_stats(), before);
+  EXPECT_EQ(d.planned_passes, 8u) << to_string(plan_stats());
+  EXPECT_EQ(d.fallback_not_planned + d.fallback_overlap, 0u) << to_string(plan_stats());
+}
+
+TEST(Plan, WithoutNewKeysAnUnplannedShapeRunsUnplanned) {
+  at::set_num_threads(1);
+  c10::InferenceMode guard;
+  torch::jit::Module planned = small_cnn();
+  PlanOptions options;
+  options.plan_new_keys = false;
+  plan(planned, {torch::randn({1, 3, 16, 16})}, options);
+  const PlanStats before = plan_stats();
+  for (int pass = 0; pass < 8; ++pass) run(planned, torch::randn({2, 3, 16, 16}));
+  const PlanStats d = delta(plan_stats(), before);
+  EXPECT_EQ(d.planned_passes, 0u);
+  EXPECT_EQ(d.planned_hits, 0u);
+}
+
+TEST(Plan, ConcurrentForwardCallsOnOneModule) {
+  at::set_num_threads(1);
+  torch::jit::Module reference = small_cnn();
+  torch::jit::Module planned = small_cnn();
+  const at::Tensor x = torch::randn({2, 3, 32, 32});
+  at::Tensor expected;
+  {
+    c10::InferenceMode guard;
+    expected = run(reference, x);
+    plan(planned, {x});
+  }
+  const PlanStats before = plan_stats();
+  std::vector<std::thread> threads;
+  std::atomic<int> mismatches{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      at::set_num_threads(1);
+      c10::InferenceMode guard;
+      for (int pass = 0; pass < 20; ++pass) {
+        if (!torch::equal(run(planned, x), expected)) ++mismatches;
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(mismatches.load(), 0);
+  const PlanStats d = delta(plan_stats(), before);
+  EXPECT_EQ(d.planned_passes, 80u) << to_string(plan_stats());
+  EXPECT_EQ(d.fallback_not_planned + d.fallback_overlap, 0u) << to_string(plan_stats());
+}
+
+TEST(Plan, AModuleWithoutForwardIsRefused) {
+  torch::jit::Module m("NoForward");
+  EXPECT_THROW(plan(m, {}), std::runtime_error);
+}
+
+}  // namespace
+}  // namespace memoplan::torch_ext

@@ -1,0 +1,44 @@
+#include "compiled_plan.h"
+
+#include <algorithm>
+
+#include "memoplan/planner/planner.h"
+
+namespace memoplan::torch_ext {
+
+Result<CompiledPlan> compile_plan(const Trace& trace, const std::vector<int64_t>& visit_nodes,
+                                  const std::string& strategy) {
+  PlanOptions options;
+  options.strategy = strategy;
+  Result<Plan> plan = plan_trace(trace, options);
+  if (!plan) return Error{plan.error()};
+  CompiledPlan out;
+  out.slab_bytes = plan->slab_bytes;
+  out.lower_bound_bytes = plan->lower_bound_bytes;
+  out.strategy = plan->strategy;
+  out.planning_ms = plan->planning_ms;
+  out.visits.resize(visit_nodes.size());
+  for (size_t v = 0; v < visit_nodes.size(); ++v) out.visits[v].node = visit_nodes[v];
+  // Rows by visit, keeping allocation order inside each (rows are in allocation order).
+  std::vector<size_t> rows(trace.allocations.size());
+  for (size_t i = 0; i < rows.size(); ++i) rows[i] = i;
+  auto visit_of = [&](size_t row) {
+    const int64_t v = trace.allocations[row].provenance.node;
+    return v >= 0 && static_cast<size_t>(v) < visit_nodes.size() ? static_cast<size_t>(v) : 0;
+  };
+  std::stable_sort(rows.begin(), rows.end(),
+                   [&](size_t a, size_t b) { return visit_of(a) < visit_of(b); });
+  out.tensors.reserve(rows.size());
+  for (size_t row : rows) {
+    const Allocation& a = trace.allocations[row];
+    PlannedVisit& visit = out.visits[visit_of(row)];
+    if (visit.slot_count == 0) visit.first_slot = static_cast<uint32_t>(out.tensors.size());
+    ++visit.slot_count;
+    const bool planned = a.size > 0 && !a.escapes;
+    out.tensors.push_back({a.size, plan->offsets[row], planned});
+    (planned ? out.planned_tensors : out.escaping_tensors) += 1;
+  }
+  return out;
+}
+
+}  // namespace memoplan::torch_ext

@@ -1,0 +1,45 @@
+// A profiled pass of a rewritten TorchScript graph, planned and laid out for replay: the pass is a
+// sequence of visits (one per executed memoplan::AllocateTensor node, in order; visit 0 is the
+// stretch before the first one), each with the planned slots of the allocations made during it, in
+// allocation order. No torch headers.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "memoplan/planner/result.h"
+#include "memoplan/planner/trace.h"
+
+namespace memoplan::torch_ext {
+
+struct PlannedVisit {
+  int64_t node = -1;  // graph node id of the AllocateTensor that starts it (-1: the pass start)
+  uint32_t first_slot = 0;
+  uint32_t slot_count = 0;
+};
+
+struct PlannedTensor {
+  uint64_t size = 0;     // bytes requested
+  uint64_t offset = 0;   // in the slab
+  bool planned = false;  // false: it escaped the profiled pass; always served by the fallback
+};
+
+struct CompiledPlan {
+  std::string key;  // input shapes, dtypes, thread count, grad mode (see docs/TORCH_EXT.md)
+  std::vector<PlannedVisit> visits;
+  std::vector<PlannedTensor> tensors;  // grouped by visit
+  uint64_t slab_bytes = 0;
+  uint64_t lower_bound_bytes = 0;
+  uint64_t planned_tensors = 0;
+  uint64_t escaping_tensors = 0;
+  std::string strategy;
+  double planning_ms = 0;
+};
+
+// Plans `trace` (rows in allocation order; provenance.node is the visit index each row was made
+// in) with `strategy` and lays it out by visit. visit_nodes[v] is the graph node of visit v.
+Result<CompiledPlan> compile_plan(const Trace& trace, const std::vector<int64_t>& visit_nodes,
+                                  const std::string& strategy);
+
+}  // namespace memoplan::torch_ext

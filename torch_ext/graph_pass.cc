@@ -1,0 +1,270 @@
+// The TorchScript side: the memoplan::AllocateSlab / AllocateTensor / EndPass operators, the
+// graph pass that inserts them into a module's forward, and plan(). The one translation unit of
+// the extension that includes the JIT's headers.
+#include <ATen/Parallel.h>
+#include <ATen/core/ivalue.h>
+#include <c10/core/GradMode.h>
+#include <c10/core/InferenceMode.h>
+#include <torch/csrc/jit/api/function_impl.h>
+#include <torch/csrc/jit/api/module.h>
+#include <torch/csrc/jit/ir/ir.h>
+#include <torch/csrc/jit/passes/inliner.h>
+#include <torch/csrc/jit/runtime/custom_operator.h>
+
+#include <charconv>
+#include <stdexcept>
+
+#include "memoplan/torch/plan.h"
+#include "pass_runtime.h"
+
+namespace memoplan::torch_ext {
+namespace {
+
+using torch::jit::Graph;
+using torch::jit::Node;
+using torch::jit::Value;
+
+const c10::Symbol kAllocateSlab = c10::Symbol::fromQualString("memoplan::AllocateSlab");
+const c10::Symbol kAllocateTensor = c10::Symbol::fromQualString("memoplan::AllocateTensor");
+const c10::Symbol kEndPass = c10::Symbol::fromQualString("memoplan::EndPass");
+
+void append_int(std::string& key, int64_t v) {
+  char digits[24];
+  const auto result = std::to_chars(digits, digits + sizeof digits, v);
+  key.append(digits, result.ptr);
+  key += ',';
+}
+
+// Everything the allocation sequence of a pass depends on that the inputs show: every tensor's
+// dtype, device, sizes, strides and requires_grad, every scalar's value, recursively through lists
+// and tuples. Compared in full, never by hash.
+void append_key(std::string& key, const c10::IValue& v) {
+  if (v.isTensor()) {
+    const at::Tensor& t = v.toTensor();
+    if (!t.defined()) {
+      key += "T-;";
+      return;
+    }
+    key += 'T';
+    key += c10::toString(t.scalar_type());
+    key += c10::DeviceTypeName(t.device().type(), /*lower_case=*/true);
+    key += t.requires_grad() ? "g[" : "[";
+    for (int64_t d : t.sizes()) append_int(key, d);
+    key += '/';
+    for (int64_t s : t.strides()) append_int(key, s);
+    key += "];";
+  } else if (v.isInt()) {
+    key += 'i';
+    append_int(key, v.toInt());
+  } else if (v.isDouble()) {
+    const double d = v.toDouble();
+    int64_t bits;
+    std::memcpy(&bits, &d, sizeof bits);
+    key += 'd';
+    append_int(key, bits);
+  } else if (v.isBool()) {
+    key += v.toBool() ? "b1," : "b0,";
+  } else if (v.isNone()) {
+    key += "N,";
+  } else if (v.isString()) {
+    key += 's';
+    key += v.toStringRef();
+    key += '\0';
+  } else if (v.isList()) {
+    key += '[';
+    for (const c10::IValue& e : v.toListRef()) append_key(key, e);
+    key += ']';
+  } else if (v.isTuple()) {
+    key += '(';
+    for (const c10::IValue& e : v.toTupleRef().elements()) append_key(key, e);
+    key += ')';
+  } else {
+    key += '?';
+    key += v.type()->str();
+    key += ',';
+  }
+}
+
+// Into a reused buffer: no allocation per pass once it has grown.
+const std::string& pass_key(const c10::IValue* inputs, size_t count) {
+  static thread_local std::string key;
+  key.clear();
+  append_int(key, at::get_num_threads());
+  key += c10::InferenceMode::is_enabled() ? "inf,"
+         : c10::GradMode::is_enabled()    ? "grad,"
+                                          : "nograd,";
+  for (size_t i = 0; i < count; ++i) append_key(key, inputs[i]);
+  return key;
+}
+
+torch::jit::Operation allocate_slab_op(const Node* node) {
+  const size_t inputs = node->inputs().size();
+  return [inputs](torch::jit::Stack& stack) {
+    const c10::IValue* first = &stack[stack.size() - inputs];
+    const int64_t module = first[0].toInt();
+    runtime_pass::allocate_slab(module, pass_key(first + 1, inputs - 1));
+    torch::jit::drop(stack, inputs);
+  };
+}
+
+// Registered with alias analysis CONSERVATIVE, which the JIT treats as a side effect: the nodes
+// are never removed, merged or moved across one another by its optimizations.
+torch::jit::RegisterOperators memoplan_operators({
+    torch::jit::Operator("memoplan::AllocateSlab(...) -> ()", allocate_slab_op,
+                         c10::AliasAnalysisKind::CONSERVATIVE),
+    torch::jit::Operator(
+        "memoplan::AllocateTensor(int module, int node) -> ()",
+        [](torch::jit::Stack& stack) {
+          const int64_t node = stack.back().toInt();
+          torch::jit::drop(stack, 2);
+          runtime_pass::allocate_tensor(node);
+        },
+        c10::AliasAnalysisKind::CONSERVATIVE),
+    torch::jit::Operator(
+        "memoplan::EndPass(int module) -> ()",
+        [](torch::jit::Stack& stack) {
+          const int64_t module = stack.back().toInt();
+          torch::jit::drop(stack, 1);
+          runtime_pass::end_pass(module);
+        },
+        c10::AliasAnalysisKind::CONSERVATIVE),
+});
+
+bool contains_tensor(const c10::TypePtr& type) {
+  if (type->kind() == c10::TypeKind::TensorType) return true;
+  for (const c10::TypePtr& contained : type->containedTypes()) {
+    if (contains_tensor(contained)) return true;
+  }
+  return false;
+}
+
+// Nodes that may make tensors: those with a tensor among their outputs (in-place ops included,
+// harmlessly). Structural nodes are skipped; nodes with blocks are marked inside them.
+bool may_allocate(const Node* node) {
+  if (!node->blocks().empty()) return false;
+  for (const Value* output : node->outputs()) {
+    if (contains_tensor(output->type())) return true;
+  }
+  return false;
+}
+
+void mark_block(Graph& graph, torch::jit::Block* block, int64_t module, int64_t& next_node) {
+  for (Node* node : block->nodes()) {
+    for (torch::jit::Block* inner : node->blocks()) mark_block(graph, inner, module, next_node);
+    if (!may_allocate(node)) continue;
+    torch::jit::WithInsertPoint point(node);
+    Value* module_value = graph.insertConstant(module);
+    Value* node_value = graph.insertConstant(next_node++);
+    graph.insertNode(graph.create(kAllocateTensor, {module_value, node_value}, 0));
+  }
+}
+
+// The module id of a graph already rewritten, else -1.
+int64_t rewritten_id(const Graph& graph) {
+  for (const Node* node : graph.nodes()) {
+    if (node->kind() == kAllocateSlab)
+      return torch::jit::constant_as<int64_t>(node->input(0)).value();
+  }
+  return -1;
+}
+
+int64_t rewrite_forward(torch::jit::Module& module, const PlanOptions& options) {
+  torch::jit::Method method = module.get_method("forward");
+  auto& function = torch::jit::toGraphFunction(method.function());
+  if (const int64_t id = rewritten_id(*function.graph()); id >= 0) return id;
+
+  const int64_t id = runtime_pass::register_module(options);
+  std::shared_ptr<Graph> graph = function.graph()->copy();
+  torch::jit::Inline(*graph);
+  int64_t next_node = 1;
+  mark_block(*graph, graph->block(), id, next_node);
+  {
+    torch::jit::WithInsertPoint point(graph->block()->nodes().front());
+    std::vector<Value*> slab_inputs = {graph->insertConstant(id)};
+    for (size_t i = 1; i < graph->inputs().size(); ++i) slab_inputs.push_back(graph->inputs()[i]);
+    graph->insertNode(graph->create(kAllocateSlab, slab_inputs, 0));
+  }
+  {
+    torch::jit::WithInsertPoint point(graph->block()->return_node());
+    graph->insertNode(graph->create(kEndPass, {graph->insertConstant(id)}, 0));
+  }
+  // Swap the method: the same name and schema (argument names, defaults) over the new graph.
+  const c10::FunctionSchema schema = function.getSchema();
+  const c10::QualifiedName name = function.qualname();
+  std::shared_ptr<torch::jit::CompilationUnit> unit = module._ivalue()->compilation_unit();
+  module.type()->unsafeRemoveMethod("forward");
+  unit->unsafeRemoveMethod(name);
+  torch::jit::Function* rewritten = unit->create_function(name, graph);
+  rewritten->setSchema(schema);
+  module.type()->addMethod(rewritten);
+  return id;
+}
+
+// Python: torch.ops.load_library("libmemoplan_torch.so"), then
+// torch.ops.memoplan.plan(scripted_module, [inputs...]) and torch.ops.memoplan.stats().
+void plan_op(torch::jit::Stack& stack);
+void stats_op(torch::jit::Stack& stack) { stack.emplace_back(to_string(plan_stats())); }
+
+torch::jit::RegisterOperators memoplan_python_operators({
+    torch::jit::Operator(
+        "memoplan::plan(Any module, Any[] inputs, str strategy=\"greedy_by_size\", "
+        "int warmup_passes=3, bool plan_new_keys=True) -> Dict(str, int)",
+        plan_op, c10::AliasAnalysisKind::CONSERVATIVE),
+    torch::jit::Operator("memoplan::stats() -> str", stats_op,
+                         c10::AliasAnalysisKind::CONSERVATIVE),
+});
+
+}  // namespace
+
+PlanSummary plan(torch::jit::Module& module, const std::vector<c10::IValue>& inputs,
+                 const PlanOptions& options) {
+  if (!module.find_method("forward"))
+    throw std::runtime_error("memoplan: the module has no forward");
+  const int64_t id = rewrite_forward(module, options);
+  const std::string key = pass_key(inputs.data(), inputs.size());
+  runtime_pass::request_key(id, key);
+  PlanSummary summary;
+  // Warm-up passes, then the profiled one; a few more in case another thread profiles this key.
+  for (int pass = 0; pass < options.warmup_passes + 8; ++pass) {
+    if (runtime_pass::has_plan(id, key, &summary)) return summary;
+    module.forward(inputs);
+  }
+  if (runtime_pass::has_plan(id, key, &summary)) return summary;
+  throw std::runtime_error("memoplan: no plan was made for the inputs " + key +
+                           " (planning failed; see the warning above)");
+}
+
+namespace {
+
+void plan_op(torch::jit::Stack& stack) {
+  const bool plan_new_keys = stack.back().toBool();
+  const int64_t warmup = stack[stack.size() - 2].toInt();
+  const std::string strategy = stack[stack.size() - 3].toStringRef();
+  const c10::IValue inputs = stack[stack.size() - 4];
+  const c10::IValue module_value = stack[stack.size() - 5];
+  torch::jit::drop(stack, 5);
+  TORCH_CHECK(module_value.isObject(), "memoplan.plan: expected a TorchScript module, got ",
+              module_value.tagKind());
+  torch::jit::Module module(module_value.toObject());
+  PlanOptions options;
+  options.strategy = strategy;
+  options.warmup_passes = static_cast<int>(warmup);
+  options.plan_new_keys = plan_new_keys;
+  const c10::ArrayRef<c10::IValue> list = inputs.toListRef();
+  PlanSummary summary;
+  try {
+    summary = plan(module, std::vector<c10::IValue>(list.begin(), list.end()), options);
+  } catch (const std::runtime_error& e) {
+    TORCH_CHECK(false, e.what());
+  }
+  c10::Dict<std::string, int64_t> out;
+  out.insert("slab_bytes", static_cast<int64_t>(summary.slab_bytes));
+  out.insert("lower_bound_bytes", static_cast<int64_t>(summary.lower_bound_bytes));
+  out.insert("planned_tensors", static_cast<int64_t>(summary.planned_tensors));
+  out.insert("escaping_tensors", static_cast<int64_t>(summary.escaping_tensors));
+  out.insert("visits", static_cast<int64_t>(summary.visits));
+  stack.emplace_back(out);
+}
+
+}  // namespace
+}  // namespace memoplan::torch_ext

@@ -1,0 +1,67 @@
+// Planning a TorchScript module's memory: memoplan::torch_ext::plan rewrites the module's forward
+// graph with memoplan::AllocateSlab / AllocateTensor / EndPass nodes, profiles a steady-state pass
+// for the example inputs, plans it, and from then on every forward call with the same input key
+// (shapes, dtypes, intra-op thread count, grad mode) runs its planned tensors from a per-thread
+// slab. Anything unplanned or deviating goes to the default allocator, counted. Behaviour, limits
+// and measurements: docs/TORCH_EXT.md. No torch headers here.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace torch::jit {
+struct Module;
+}
+namespace c10 {
+struct IValue;
+}
+
+namespace memoplan::torch_ext {
+
+struct PlanOptions {
+  std::string strategy = "greedy_by_size";  // any planner strategy (memoplan plan --list)
+  // Passes a new input key runs unplanned before its profiled pass: TorchScript's profiling
+  // executor re-optimizes the graph during the first ones.
+  int warmup_passes = 3;
+  // A key plan() was not called with is profiled and planned on first use (after warm-up);
+  // false: such keys run unplanned.
+  bool plan_new_keys = true;
+};
+
+struct PlanSummary {
+  std::string key;
+  uint64_t slab_bytes = 0;
+  uint64_t lower_bound_bytes = 0;
+  uint64_t planned_tensors = 0;   // per pass
+  uint64_t escaping_tensors = 0;  // alive at the pass end (outputs): never planned
+  uint64_t visits = 0;            // AllocateTensor nodes executed per pass
+  std::string strategy;
+  double planning_ms = 0;
+};
+
+// Rewrites module.forward (once; a module of an already rewritten type reuses its graph and
+// plans) and runs it with `inputs` until the pass for their key is profiled and planned. Call it
+// before serving: replacing forward while another thread runs it is not safe. Throws
+// std::runtime_error when the module has no forward graph or planning fails.
+PlanSummary plan(torch::jit::Module& module, const std::vector<c10::IValue>& inputs,
+                 const PlanOptions& options = {});
+
+// Process-wide counters of planned modules, all threads.
+struct PlanStats {
+  uint64_t passes = 0;                // AllocateSlab executions
+  uint64_t planned_passes = 0;        // of which ran on a plan
+  uint64_t profiled_passes = 0;       // of which were profiled
+  uint64_t unplanned_passes = 0;      // warm-up, no plan for the key, or plan_new_keys off
+  uint64_t plans = 0;                 // plans made
+  uint64_t planned_hits = 0;          // tensor requests served from a slab
+  uint64_t fallback_not_planned = 0;  // a request the plan had no slot for at that node
+  uint64_t fallback_escaping = 0;     // its slot escaped the profiled pass
+  uint64_t fallback_overlap = 0;      // its slot's memory was still in use (the guard said no)
+  uint64_t slabs = 0;                 // slabs created (one per thread and plan)
+  uint64_t slab_bytes = 0;            // their bytes
+};
+PlanStats plan_stats();
+std::string to_string(const PlanStats& stats);
+
+}  // namespace memoplan::torch_ext

@@ -1,0 +1,66 @@
+// One profiling session's records: every allocation's size, lifetime on the session's event clock,
+// thread and provenance, and the counters. Pure bookkeeping, no torch and no locking: the tagged
+// allocator calls it under its own lock.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "memoplan/planner/trace.h"
+#include "memoplan/torch/profiler.h"
+
+namespace memoplan::torch_ext {
+
+// Where an allocation is being made, as the shadow stack sees it. The names point into the calling
+// thread's live RecordFunctions, so add() copies them at once.
+struct OpContext {
+  const char* inner = nullptr;  // innermost op; nullptr outside every op
+  const char* outer = nullptr;  // outermost op
+  uint64_t path_hash = 0;       // hash of the op names from outermost to innermost; 0 outside
+  int64_t node = -1;            // the thread's current graph node
+};
+
+class RecordTable {
+ public:
+  // `first_thread` (a process-wide thread number) gets per-pass thread index 0.
+  explicit RecordTable(uint64_t first_thread);
+
+  void count_request(bool zero_byte);
+  // Records a new allocation made by `thread`; returns its row id.
+  uint64_t add(uint64_t size, bool tagged, uint64_t thread, const OpContext& where);
+  // The allocation with row id `row` is freed by `thread`.
+  void remove(uint64_t row, uint64_t thread);
+
+  // Closes the pass: rows still alive escape and end at the pass's last tick.
+  Trace finish(TraceMeta meta);
+  const ProfileCounters& counters() const { return counters_; }
+
+ private:
+  struct Row {
+    uint64_t size;
+    uint64_t begin;
+    uint64_t end;
+    uint64_t path_hash;
+    int64_t node;
+    uint32_t thread;
+    uint32_t inner;  // index into names_
+    uint32_t outer;
+    bool alive;
+  };
+
+  uint32_t intern(const char* name);
+  uint32_t thread_index(uint64_t thread);
+
+  uint64_t tick_ = 0;  // every add and remove is one tick
+  uint64_t live_bytes_ = 0;
+  std::vector<Row> rows_;
+  std::vector<std::string> names_;  // names_[0] is "" (outside every op)
+  std::unordered_map<std::string, uint32_t> name_index_;
+  std::string lookup_;             // reused key buffer: no allocation per lookup once warm
+  std::vector<uint64_t> threads_;  // process-wide thread numbers by per-pass index
+  ProfileCounters counters_;
+};
+
+}  // namespace memoplan::torch_ext

@@ -1,0 +1,98 @@
+// The profiling allocator: a c10::Allocator that gives every allocation of a recorded thread its
+// own slot of a tag region (runtime::SlotRegion, 2^16 slots), so the slot index of any pointer into
+// the block, a view's or an interior one, is its tag: a subtraction and a shift. Requests larger
+// than a slot (or made when no slot is free) get 64-byte-aligned heap memory and are found through
+// an ordered map instead; both kinds are recorded. Zero-byte requests get a null DataPtr, as c10's
+// own allocator gives them, and are only counted.
+//
+// LibTorch 1.13 constraints it meets: the DataPtr's context equals its data pointer and
+// raw_deleter() is non-null (oneDNN allocates through raw_allocate and asserts both), pointers stay
+// canonical (no tag bits in 48-63), data is 64-byte aligned (c10's alignment).
+//
+// One process-wide instance that is never destroyed: a block's deleter may run on any thread,
+// long after its session ended, at exit included.
+#pragma once
+
+#include <c10/core/Allocator.h>
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "memoplan/runtime/slot_region.h"
+#include "record_table.h"
+
+namespace memoplan::torch_ext {
+
+class TaggedAllocator final : public c10::Allocator {
+ public:
+  static TaggedAllocator& instance();
+
+  c10::DataPtr allocate(size_t bytes) const override;
+  c10::DeleterFnPtr raw_deleter() const override { return &free_block; }
+
+  // Reserves the tag region (first call only; the largest slot size the address space allows).
+  void prepare();
+  uint64_t slot_bytes() const;
+
+  // Where requests go that no session records (set while the allocator is installed).
+  void set_fallback(c10::Allocator* fallback) { fallback_.store(fallback); }
+
+  // Starts recording the calling thread's (or, with all_threads, every thread's) allocations into
+  // `table` under a new session id, which it returns; 0 when all_threads and another all-threads
+  // session is live. detach() stops recording into that session: later frees of its blocks only
+  // release memory.
+  uint64_t attach(RecordTable* table, bool all_threads);
+  void detach(uint64_t session);
+  // Whether the calling thread records into a live session of its own now.
+  bool thread_attached() const;
+
+  // Runs `f(table)` for the live session under the allocator's lock (nullptr when not live).
+  template <typename F>
+  auto with_table(uint64_t session, F&& f) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return f(live_table(session));
+  }
+  // Row id in `session` of the live block holding p.
+  std::optional<uint64_t> find(uint64_t session, const void* p) const;
+
+  static uint64_t thread_number();  // process-wide, never reused
+
+ private:
+  struct Block {
+    uint64_t session = 0;  // 0: no session records it
+    uint64_t row = 0;
+    size_t bytes = 0;      // 0: a free slot
+    size_t committed = 0;  // slots only: bytes mapped read-write, possibly kept while free
+  };
+  struct Session {
+    uint64_t id;
+    RecordTable* table;
+  };
+
+  TaggedAllocator() = default;
+  c10::DataPtr make_block(size_t bytes);
+  bool take_slot(size_t bytes, uint32_t& slot);  // under mutex_
+  static void free_block(void* p);
+  void release(void* p);
+  void trim();  // under mutex_: decommits free slots' kept pages
+  RecordTable* live_table(uint64_t session) const;  // under mutex_
+  uint64_t recording_session() const;               // under mutex_; 0 when none
+
+  runtime::SlotRegion region_;
+  std::atomic<c10::Allocator*> fallback_{nullptr};
+  std::atomic<bool> all_threads_{false};  // fast check for threads not attached themselves
+
+  mutable std::mutex mutex_;  // everything below
+  std::vector<Block> slots_;  // by slot index
+  std::map<uintptr_t, Block> untagged_;
+  size_t retained_ = 0;  // bytes committed in free slots
+  std::vector<Session> sessions_;
+  uint64_t all_threads_session_ = 0;
+  uint64_t next_session_ = 1;
+};
+
+}  // namespace memoplan::torch_ext
