@@ -11,6 +11,12 @@ if [ "${MEMOPLAN_SANITIZERS:-1}" != 0 ]; then
   scripts/build.sh asan
   ctest --preset asan -j "$(nproc)"
   cmake --preset tsan >/dev/null
-  cmake --build --preset tsan -j "$(nproc)" --target interpose_tests
-  ctest --preset tsan -j "$(nproc)" -L interpose
+  # ThreadSanitizer: the shim's engine and, when LibTorch is installed, the extension's tests
+  # (concurrent forward calls on one planned module).
+  tsan_targets=(interpose_tests)
+  if cmake --build --preset tsan --target help | grep -c '^torch_ext_tests:' >/dev/null; then
+    tsan_targets+=(torch_ext_tests)
+  fi
+  cmake --build --preset tsan -j "$(nproc)" --target "${tsan_targets[@]}"
+  ctest --preset tsan -j "$(nproc)" -L 'interpose|torch'
 fi

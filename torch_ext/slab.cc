@@ -7,14 +7,19 @@
 namespace memoplan::torch_ext {
 namespace {
 
-constexpr unsigned kSlabShift = 32;    // 4 GiB per slab
+// 4 GiB per slab, less where the address space is short (ThreadSanitizer, ulimit -v); a plan
+// larger than a slab runs unplanned.
+constexpr unsigned kLargestSlabShift = 32;
+constexpr unsigned kSmallestSlabShift = 24;
 constexpr uint32_t kSlabCount = 1024;  // slabs alive at once (threads x plans)
 constexpr uint32_t kGuardCapacity = 1 << 14;
 
 runtime::SlotRegion& region() {
   static runtime::SlotRegion* r = [] {
     auto* reserved = new runtime::SlotRegion();  // never destroyed: deleters run at exit too
-    reserved->reserve(kSlabShift, kSlabCount);
+    for (unsigned shift = kLargestSlabShift; shift >= kSmallestSlabShift; shift -= 2) {
+      if (reserved->reserve(shift, kSlabCount)) break;
+    }
     return reserved;
   }();
   return *r;
