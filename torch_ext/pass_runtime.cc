@@ -46,13 +46,15 @@ ModuleState& module_state(int64_t id) {
 
 struct Counters {
   std::atomic<uint64_t> passes{0}, planned_passes{0}, profiled_passes{0}, unplanned_passes{0},
-      plans{0}, planned_hits{0}, not_planned{0}, escaping{0}, overlap{0}, slabs{0}, slab_bytes{0};
+      plans{0}, planned_hits{0}, not_planned{0}, escaping{0}, overlap{0}, slabs{0}, slab_bytes{0},
+      passed_on{0};
 };
 Counters counters;
 
 // Per-thread counters of the hot path, added to `counters` at each pass end.
 struct PassCounters {
   uint64_t hits = 0, not_planned = 0, escaping = 0, overlap = 0;
+  uint64_t passed_on = 0;  // non-empty requests of the pass served by the previous allocator
 };
 
 // One thread's state: the pass it is in and the plans (with their slabs) it has used.
@@ -95,6 +97,7 @@ void flush(ThreadPass& t) {
   counters.not_planned += t.pass_counters.not_planned;
   counters.escaping += t.pass_counters.escaping;
   counters.overlap += t.pass_counters.overlap;
+  counters.passed_on += t.pass_counters.passed_on;
   t.pass_counters = {};
 }
 
@@ -111,6 +114,7 @@ class ReplayAllocator final : public c10::Allocator {
         return c10::DataPtr(p, p, &delete_block, c10::Device(c10::DeviceType::CPU));
       }
     }
+    if (t.mode != ThreadPass::Mode::kIdle && bytes != 0) ++t.pass_counters.passed_on;
     return next_->allocate(bytes);
   }
   c10::DeleterFnPtr raw_deleter() const override { return &delete_block; }
@@ -272,7 +276,7 @@ void allocate_tensor(int64_t node) {
 
 void end_pass(int64_t module) {
   ThreadPass& t = thread_pass();
-  if (t.mode == ThreadPass::Mode::kReplay) flush(t);
+  flush(t);
   if (t.mode != ThreadPass::Mode::kProfile || t.module != module) {
     t.mode = ThreadPass::Mode::kIdle;
     return;
@@ -344,6 +348,7 @@ PlanStats plan_stats() {
   s.fallback_overlap = c.overlap;
   s.slabs = c.slabs;
   s.slab_bytes = c.slab_bytes;
+  s.tensor_mallocs = c.passed_on;
   return s;
 }
 
@@ -354,7 +359,8 @@ std::string to_string(const PlanStats& s) {
          ", planned hits " + std::to_string(s.planned_hits) + ", fallbacks not_planned " +
          std::to_string(s.fallback_not_planned) + " escaping " +
          std::to_string(s.fallback_escaping) + " overlap " + std::to_string(s.fallback_overlap) +
-         ", slabs " + std::to_string(s.slabs) + " (" + std::to_string(s.slab_bytes) + " bytes)";
+         ", slabs " + std::to_string(s.slabs) + " (" + std::to_string(s.slab_bytes) +
+         " bytes), tensor mallocs " + std::to_string(s.tensor_mallocs);
 }
 
 }  // namespace memoplan::torch_ext

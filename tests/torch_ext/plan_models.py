@@ -42,6 +42,15 @@ def example(name, batch, size):
     return torch.randn(batch, 3, size, size)
 
 
+def same(a, b):
+    """Bit-for-bit equality of outputs: tensors, or tuples/lists (named ones too) of them."""
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and torch.equal(a, b)
+    if isinstance(a, (tuple, list)):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    return a == b
+
+
 def stats():
     text = torch.ops.memoplan.stats()
     return {k: int(v) for k, v in re.findall(r"(planned hits|not_planned|overlap|planned) (\d+)", text)}
@@ -70,15 +79,15 @@ def main():
                         expected = model(x)
                     summary = torch.ops.memoplan.plan(model._c, [x])
                     before = stats()
-                    same = all(torch.equal(model(x), expected) for _ in range(args.passes))
+                    identical = all(same(model(x), expected) for _ in range(args.passes))
                     after = stats()
                 fallbacks = (after["not_planned"] - before["not_planned"]) + (
                     after["overlap"] - before["overlap"])
                 hits = after["planned hits"] - before["planned hits"]
-                ok = same and fallbacks == 0 and hits == args.passes * summary["planned_tensors"]
+                ok = identical and fallbacks == 0 and hits == args.passes * summary["planned_tensors"]
                 failures += not ok
                 print(f"{'ok  ' if ok else 'FAIL'} {name} batch {batch} size {size}: "
-                      f"outputs {'identical' if same else 'DIFFER'}, {hits} planned hits in "
+                      f"outputs {'identical' if identical else 'DIFFER'}, {hits} planned hits in "
                       f"{args.passes} passes ({summary['planned_tensors']} per pass), "
                       f"{fallbacks} fallbacks, slab {summary['slab_bytes']} B, lower bound "
                       f"{summary['lower_bound_bytes']} B", flush=True)

@@ -45,6 +45,7 @@ PlanStats delta(const PlanStats& a, const PlanStats& b) {
   d.fallback_not_planned = a.fallback_not_planned - b.fallback_not_planned;
   d.fallback_escaping = a.fallback_escaping - b.fallback_escaping;
   d.fallback_overlap = a.fallback_overlap - b.fallback_overlap;
+  d.tensor_mallocs = a.tensor_mallocs - b.tensor_mallocs;
   return d;
 }
 
@@ -69,6 +70,8 @@ TEST(Plan, OutputsAreIdenticalAndEveryPlannedTensorComesFromTheSlab) {
   EXPECT_EQ(d.planned_passes, 10u);
   EXPECT_EQ(d.planned_hits, 10 * summary.planned_tensors) << to_string(plan_stats());
   EXPECT_EQ(d.fallback_not_planned + d.fallback_overlap, 0u) << to_string(plan_stats());
+  // What still reaches the system allocator in a steady-state pass: the outputs, nothing else.
+  EXPECT_EQ(d.tensor_mallocs, 10 * summary.escaping_tensors) << to_string(plan_stats());
 }
 
 TEST(Plan, ANewInputShapeIsPlannedOnFirstUseAndBothKeysReplay) {

@@ -60,6 +60,9 @@ struct PlanStats {
   uint64_t fallback_overlap = 0;      // its slot's memory was still in use (the guard said no)
   uint64_t slabs = 0;                 // slabs created (one per thread and plan)
   uint64_t slab_bytes = 0;            // their bytes
+  // Non-empty tensor requests made during passes (unplanned ones included) that the slab did not
+  // serve: they went to the allocator installed before (c10's, i.e. the system malloc).
+  uint64_t tensor_mallocs = 0;
 };
 PlanStats plan_stats();
 std::string to_string(const PlanStats& stats);
