@@ -221,7 +221,16 @@ PlanSummary plan(torch::jit::Module& module, const std::vector<c10::IValue>& inp
   if (!module.find_method("forward"))
     throw std::runtime_error("memoplan: the module has no forward");
   const int64_t id = rewrite_forward(module, options);
-  const std::string key = pass_key(inputs.data(), inputs.size());
+  // The graph sees every argument, defaults filled in (TransformerEncoder's mask=None, ...): so
+  // must the key.
+  std::vector<c10::IValue> arguments = inputs;
+  const c10::FunctionSchema& schema = module.get_method("forward").function().getSchema();
+  for (size_t i = inputs.size() + 1; i < schema.arguments().size(); ++i) {
+    const c10::optional<c10::IValue>& fallback = schema.arguments()[i].default_value();
+    if (!fallback) break;
+    arguments.push_back(*fallback);
+  }
+  const std::string key = pass_key(arguments.data(), arguments.size());
   runtime_pass::request_key(id, key);
   PlanSummary summary;
   // Warm-up passes, then the profiled one; a few more in case another thread profiles this key.
@@ -232,6 +241,16 @@ PlanSummary plan(torch::jit::Module& module, const std::vector<c10::IValue>& inp
   if (runtime_pass::has_plan(id, key, &summary)) return summary;
   throw std::runtime_error("memoplan: no plan was made for the inputs " + key +
                            " (planning failed; see the warning above)");
+}
+
+std::optional<PlanDetail> plan_detail(const torch::jit::Module& module, const std::string& key) {
+  const auto forward = module.find_method("forward");  // c10::optional<Method>
+  if (!forward) return std::nullopt;
+  const int64_t id = rewritten_id(*torch::jit::toGraphFunction(forward->function()).graph());
+  if (id < 0) return std::nullopt;
+  std::shared_ptr<const PlanDetail> detail = runtime_pass::plan_detail(id, key);
+  if (!detail) return std::nullopt;
+  return *detail;
 }
 
 namespace {

@@ -139,6 +139,27 @@ TEST(Plan, ConcurrentForwardCallsOnOneModule) {
   EXPECT_EQ(d.fallback_not_planned + d.fallback_overlap, 0u) << to_string(plan_stats());
 }
 
+TEST(Plan, DefaultArgumentsArePartOfTheKey) {
+  at::set_num_threads(1);
+  c10::InferenceMode guard;
+  torch::manual_seed(0);
+  torch::jit::Module m("WithDefaults");
+  m.register_parameter("w", torch::randn({8, 8}), false);
+  m.define(R"(
+    def forward(self, x, mask: Optional[Tensor] = None, scale: float = 2.0):
+        y = torch.relu(torch.matmul(x, self.w)) * scale
+        if mask is not None:
+            y = y + mask
+        return torch.softmax(y, -1)
+  )");
+  const at::Tensor x = torch::randn({4, 8});
+  const PlanSummary summary = plan(m, {x});  // mask and scale take their defaults
+  EXPECT_GT(summary.planned_tensors, 0u);
+  const PlanStats before = plan_stats();
+  for (int pass = 0; pass < 3; ++pass) m.forward({x});
+  EXPECT_EQ(delta(plan_stats(), before).planned_passes, 3u) << to_string(plan_stats());
+}
+
 TEST(Plan, AModuleWithoutForwardIsRefused) {
   torch::jit::Module m("NoForward");
   EXPECT_THROW(plan(m, {}), std::runtime_error);
