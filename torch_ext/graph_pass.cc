@@ -11,6 +11,7 @@
 #include <torch/csrc/jit/passes/inliner.h>
 #include <torch/csrc/jit/runtime/custom_operator.h>
 
+#include <array>
 #include <charconv>
 #include <stdexcept>
 
@@ -168,13 +169,30 @@ int64_t rewritten_id(const Graph& graph) {
   return -1;
 }
 
+// GraphFunction keeps its executors (one per autocast specialization, each built from a copy of
+// the graph) private, and 1.13 has no call that drops them. The graph is rewritten in place so
+// every existing handle to the function (Python caches `forward` as a Method holding the Function
+// pointer) runs the new graph; the executors must then be rebuilt from it. An explicit template
+// instantiation may name a private member (C++17 [temp.spec]/6): that is how we reach them.
+auto executors_member();  // &GraphFunction::executors_, defined by the instantiation below
+template <auto Member>
+struct PrivateMember {
+  friend auto executors_member() { return Member; }
+};
+template struct PrivateMember<&torch::jit::GraphFunction::executors_>;
+
+void drop_executors(torch::jit::GraphFunction& function) {
+  function.clear_optimized_graphs();
+  (function.*executors_member()).fill(c10::nullopt);
+}
+
 int64_t rewrite_forward(torch::jit::Module& module, const PlanOptions& options) {
   torch::jit::Method method = module.get_method("forward");
   auto& function = torch::jit::toGraphFunction(method.function());
-  if (const int64_t id = rewritten_id(*function.graph()); id >= 0) return id;
+  std::shared_ptr<Graph> graph = function.graph();
+  if (const int64_t id = rewritten_id(*graph); id >= 0) return id;
 
   const int64_t id = runtime_pass::register_module(options);
-  std::shared_ptr<Graph> graph = function.graph()->copy();
   torch::jit::Inline(*graph);
   int64_t next_node = 1;
   mark_block(*graph, graph->block(), id, next_node);
@@ -188,15 +206,7 @@ int64_t rewrite_forward(torch::jit::Module& module, const PlanOptions& options) 
     torch::jit::WithInsertPoint point(graph->block()->return_node());
     graph->insertNode(graph->create(kEndPass, {graph->insertConstant(id)}, 0));
   }
-  // Swap the method: the same name and schema (argument names, defaults) over the new graph.
-  const c10::FunctionSchema schema = function.getSchema();
-  const c10::QualifiedName name = function.qualname();
-  std::shared_ptr<torch::jit::CompilationUnit> unit = module._ivalue()->compilation_unit();
-  module.type()->unsafeRemoveMethod("forward");
-  unit->unsafeRemoveMethod(name);
-  torch::jit::Function* rewritten = unit->create_function(name, graph);
-  rewritten->setSchema(schema);
-  module.type()->addMethod(rewritten);
+  drop_executors(function);
   return id;
 }
 

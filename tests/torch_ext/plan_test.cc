@@ -160,6 +160,24 @@ TEST(Plan, DefaultArgumentsArePartOfTheKey) {
   EXPECT_EQ(delta(plan_stats(), before).planned_passes, 3u) << to_string(plan_stats());
 }
 
+// Python caches `forward` as a Method (a pointer to the function) before plan() runs: that handle
+// must run the planned graph too.
+TEST(Plan, AForwardHandleTakenBeforePlanningRunsPlanned) {
+  at::set_num_threads(1);
+  c10::InferenceMode guard;
+  torch::jit::Module reference = small_cnn();
+  torch::jit::Module planned = small_cnn();
+  const at::Tensor x = torch::randn({1, 3, 16, 16});
+  torch::jit::Method early = planned.get_method("forward");
+  for (int pass = 0; pass < 4; ++pass) early({x});  // its executor exists and is warm
+  plan(planned, {x});
+  const PlanStats before = plan_stats();
+  for (int pass = 0; pass < 3; ++pass) {
+    EXPECT_TRUE(torch::equal(early({x}).toTensor(), run(reference, x)));
+  }
+  EXPECT_EQ(delta(plan_stats(), before).planned_passes, 3u) << to_string(plan_stats());
+}
+
 TEST(Plan, AModuleWithoutForwardIsRefused) {
   torch::jit::Module m("NoForward");
   EXPECT_THROW(plan(m, {}), std::runtime_error);
