@@ -155,8 +155,10 @@ void install_replay_allocator() {
     c10::Allocator* next = c10::GetAllocator(c10::DeviceType::CPU);
     ReplayAllocator::next_raw_deleter = next->raw_deleter();
     // Never uninstalled: tensors it served may outlive every planned module.
-    auto* replay = new ReplayAllocator(next);
-    new CpuAllocatorSwap(replay);  // kept: its destructor would put the previous one back
+    static ReplayAllocator* replay = new ReplayAllocator(next);
+    // Kept, never destroyed: its destructor would put the previous allocator back.
+    static CpuAllocatorSwap* installed = new CpuAllocatorSwap(replay);
+    (void)installed;
   });
 }
 

@@ -26,6 +26,9 @@ runtime::SlotRegion& region() {
 }
 
 Slab* owners[kSlabCount];  // slab slot -> slab
+// Released slabs' objects, kept (a concurrent free_block may still hold one's mutex) and
+// reachable, so they are retained on purpose rather than leaked.
+std::atomic<Slab*> released_slabs{nullptr};
 
 // Identifies the calling thread: the address of a thread-local.
 const void* thread_token() {
@@ -111,6 +114,10 @@ void Slab::release() {
   live_storage_ = nullptr;
   // The Slab object itself stays (a few hundred bytes per retired slab): a concurrent free_block
   // may still hold its mutex.
+  next_released_ = released_slabs.load(std::memory_order_relaxed);
+  while (!released_slabs.compare_exchange_weak(next_released_, this, std::memory_order_release,
+                                               std::memory_order_relaxed)) {
+  }
 }
 
 }  // namespace memoplan::torch_ext

@@ -46,8 +46,9 @@ class Slab {
   runtime::LiveRanges live_;
   runtime::ByteRange* live_storage_ = nullptr;
   std::atomic<void*> remote_frees_{nullptr};
-  std::mutex retire_mutex_;  // orders the owner's exit against late frees
-  bool retired_ = false;     // under retire_mutex_
+  std::mutex retire_mutex_;        // orders the owner's exit against late frees
+  bool retired_ = false;           // under retire_mutex_
+  Slab* next_released_ = nullptr;  // the list of released slabs (see release())
 };
 
 }  // namespace memoplan::torch_ext
