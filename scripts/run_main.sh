@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# The README's main command: installs what is missing, builds, and plans the default model's
-# trace (resnet18) with every strategy, writes its plan and heap map to out/, then runs the model
-# under the LD_PRELOAD shim and checks its outputs.
+# The README's main command: installs what is missing, builds, makes the default model
+# (models/resnet18.pt), plans the default model's trace (resnet18) with every strategy, writes its
+# plan and heap map to out/, runs the model under the LD_PRELOAD shim and checks its outputs, and
+# ends with the `memoplan run` report of the default model (LibTorch, no Python).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install_deps.sh
 scripts/build.sh default
+# The default model of `memoplan run` (kept when it is there; the whole zoo: docs/RUN.md).
+/usr/bin/python3 bench/models/make_zoo.py --only resnet18
 mkdir -p out
 trace="${1:-tests/data/traces/resnet18.json.gz}"
 build/src/memoplan info "$trace"
@@ -30,3 +33,8 @@ if /usr/bin/python3 -c "import torch, torchvision" 2>/dev/null; then
     exit 1
   fi
 fi
+
+# Last: the default model planned in C++, measured against itself unplanned in the same process.
+echo
+echo "== memoplan run: models/resnet18.pt unplanned vs planned, interleaved"
+build/src/memoplan run --heapmap out/run_heapmap.svg

@@ -8,7 +8,7 @@ namespace memoplan::torch_ext {
 
 Result<CompiledPlan> compile_plan(const Trace& trace, const std::vector<int64_t>& visit_nodes,
                                   const std::string& strategy) {
-  PlanOptions options;
+  memoplan::PlanOptions options;  // the planner's, not torch_ext::PlanOptions
   options.strategy = strategy;
   Result<Plan> plan = plan_trace(trace, options);
   if (!plan) return Error{plan.error()};
@@ -38,6 +38,7 @@ Result<CompiledPlan> compile_plan(const Trace& trace, const std::vector<int64_t>
     out.tensors.push_back({a.size, plan->offsets[row], planned});
     (planned ? out.planned_tensors : out.escaping_tensors) += 1;
   }
+  out.detail = std::make_shared<const PlanDetail>(PlanDetail{trace, std::move(*plan)});
   return out;
 }
 

@@ -5,11 +5,13 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "memoplan/planner/result.h"
 #include "memoplan/planner/trace.h"
+#include "memoplan/torch/plan.h"  // PlanDetail
 
 namespace memoplan::torch_ext {
 
@@ -35,6 +37,9 @@ struct CompiledPlan {
   uint64_t escaping_tensors = 0;
   std::string strategy;
   double planning_ms = 0;
+  // The profiled pass and its plan as the planner made them (plan_detail(): heap maps). Shared:
+  // copies of a plan and the threads replaying it never copy the rows.
+  std::shared_ptr<const PlanDetail> detail;
 };
 
 // Plans `trace` (rows in allocation order; provenance.node is the visit index each row was made

@@ -320,6 +320,13 @@ bool has_plan(int64_t module, const std::string& key, PlanSummary* summary) {
   return true;
 }
 
+std::shared_ptr<const PlanDetail> plan_detail(int64_t module, const std::string& key) {
+  ModuleState& m = module_state(module);
+  std::lock_guard<std::mutex> lock(m.mutex);
+  auto it = m.plans.find(key);
+  return it == m.plans.end() ? nullptr : it->second->detail;
+}
+
 void request_key(int64_t module, const std::string& key) {
   ModuleState& m = module_state(module);
   std::lock_guard<std::mutex> lock(m.mutex);

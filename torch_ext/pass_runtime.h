@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "memoplan/torch/plan.h"
@@ -21,6 +22,8 @@ void end_pass(int64_t module);
 
 // Whether `module` has a plan for `key` (plan() waits for it).
 bool has_plan(int64_t module, const std::string& key, PlanSummary* summary);
+// The profiled trace and plan behind `module`'s plan for `key`; null when there is none.
+std::shared_ptr<const PlanDetail> plan_detail(int64_t module, const std::string& key);
 // Lets plan() plan `key` even when the module's options say plan_new_keys:false.
 void request_key(int64_t module, const std::string& key);
 // Forgets the plan for `key`: the next passes with it are profiled again (after warm-up).

@@ -23,6 +23,11 @@ void add_validate_command(CLI::App& app, int& exit_code);
 void add_compare_command(CLI::App& app, int& exit_code);
 void add_heapmap_command(CLI::App& app, int& exit_code);
 
+// `memoplan run ...` is handed to the memoplan-run executable next to this one, before parsing.
+bool is_run_command(int argc, char** argv);
+int exec_run_command(int argc, char** argv);  // returns only on failure (exit code 2)
+void add_run_command(CLI::App& app);          // lists it in --help
+
 // Prints "memoplan: error: MESSAGE" to stderr and returns kExitBadInput.
 int fail(const std::string& message);
 

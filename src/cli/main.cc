@@ -4,6 +4,7 @@
 #include "cli_common.h"
 
 int main(int argc, char** argv) {
+  if (memoplan::cli::is_run_command(argc, argv)) return memoplan::cli::exec_run_command(argc, argv);
   CLI::App app{
       "memoplan: plans every allocation of an inference pass into one slab.\n"
       "Traces: memoplan JSON (optionally .gz) or CSV with columns size,begin,end[,id,align,name]."};
@@ -15,6 +16,7 @@ int main(int argc, char** argv) {
   memoplan::cli::add_validate_command(app, exit_code);
   memoplan::cli::add_compare_command(app, exit_code);
   memoplan::cli::add_heapmap_command(app, exit_code);
+  memoplan::cli::add_run_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

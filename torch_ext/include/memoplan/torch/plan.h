@@ -7,8 +7,12 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "memoplan/planner/plan.h"
+#include "memoplan/planner/trace.h"
 
 namespace torch::jit {
 struct Module;
@@ -66,5 +70,15 @@ struct PlanStats {
 };
 PlanStats plan_stats();
 std::string to_string(const PlanStats& stats);
+
+// The profiled pass (one trace row per recorded allocation, in allocation order) and the plan the
+// planner made for it, e.g. for memoplan::render_heapmap_svg (memoplan/heapmap.h).
+struct PlanDetail {
+  Trace trace;
+  Plan plan;
+};
+// The detail of `module`'s plan for `key` (PlanSummary::key); nullopt when the module was never
+// planned or has no plan for that key.
+std::optional<PlanDetail> plan_detail(const torch::jit::Module& module, const std::string& key);
 
 }  // namespace memoplan::torch_ext

@@ -1,0 +1,152 @@
+"""End-to-end checks of `memoplan run` (run through the memoplan binary, which hands it to
+memoplan-run). Standard library only, except make-models (Debian's python3 with torch).
+
+    run_cli_test.py make-models SOURCE_DIR MODELS_DIR  # resnet18 by the zoo script, and tiny.pt
+    run_cli_test.py json   MEMOPLAN MODELS_DIR  # resnet18 --json: fields, identical, fewer mallocs
+    run_cli_test.py tiny   MEMOPLAN MODELS_DIR  # int64 input, tuple/dict/list outputs, --input
+    run_cli_test.py errors MEMOPLAN MODELS_DIR  # every bad input: one line, exit code 2
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+SKIP = 77
+FIELDS = ["model", "input", "threads", "unplanned_ms", "planned_ms", "unplanned_p99_ms",
+          "planned_p99_ms", "slab_bytes", "lower_bound_bytes",
+          "tensor_mallocs_per_pass_unplanned", "tensor_mallocs_per_pass_planned", "fallbacks",
+          "planning_ms", "outputs_identical"]
+
+
+
+def run(memoplan, *args, env=None):
+    result = subprocess.run([memoplan, "run", *args], capture_output=True, text=True, env=env,
+                            timeout=110)
+    return result.returncode, result.stdout, result.stderr
+
+
+def check(condition, message):
+    if not condition:
+        print("FAIL:", message)
+        sys.exit(1)
+
+
+def make_models(source_dir, models):
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        print("no torch in", sys.executable)
+        return SKIP
+    zoo = os.path.join(source_dir, "bench", "models", "make_zoo.py")
+    subprocess.run([sys.executable, zoo, "--out", models, "--only", "resnet18"], check=True)
+    tiny = os.path.join(os.path.dirname(os.path.abspath(__file__)), "make_tiny_model.py")
+    subprocess.run([sys.executable, tiny, os.path.join(models, "tiny.pt")], check=True)
+    return 0
+
+
+def check_report(out, code, stderr):
+    check(code == 0, f"exit code {code}: {stderr}")
+    report = json.loads(out)  # one object, nothing else on stdout
+    for field in FIELDS:
+        check(field in report, f"field {field} missing from {out}")
+    check(report["outputs_identical"] is True, f"outputs differ: {out}")
+    check(report["fallbacks"] == 0, f"fallbacks: {out}")
+    check(report["slab_bytes"] >= report["lower_bound_bytes"] > 0, f"slab vs bound: {out}")
+    check(report["unplanned_ms"] > 0 and report["planned_ms"] > 0, f"latency: {out}")
+    check(report["planned_p99_ms"] >= report["planned_ms"], f"p99 below the median: {out}")
+    check(report["tensor_mallocs_per_pass_planned"] < report["tensor_mallocs_per_pass_unplanned"],
+          f"planning did not reduce mallocs: {out}")
+    return report
+
+
+def check_json(memoplan, models):
+    model = os.path.join(models, "resnet18.pt")
+    with tempfile.TemporaryDirectory() as tmp:
+        svg = os.path.join(tmp, "heap.svg")
+        code, out, err = run(memoplan, model, "--json", "--iters", "8", "--threads", "2",
+                             "--heapmap", svg)
+        report = check_report(out, code, err)
+        check(report["input"] == "1x3x224x224", f"input from the file: {out}")
+        check(report["threads"] == 2 and report["passes_compared"] == 8, f"counts: {out}")
+        check(report["planned_passes"] == report["replayed_passes"] == 8, f"replayed: {out}")
+        # resnet18: every tensor but the output is planned.
+        check(report["tensor_mallocs_per_pass_planned"] <= 1.0, f"planned mallocs: {out}")
+        with open(svg) as f:
+            check(f.read(200).lstrip().startswith(("<svg", "<?xml")), "heap map is no SVG")
+        # The text report: same run, for people.
+        code, out, err = run(memoplan, model, "--iters", "2", "--warmup", "1", "-s", "best")
+        check(code == 0 and "bit-identical in all 2 passes" in out, f"text report: {out}{err}")
+        check("strategy best" in out, f"strategy: {out}")
+    print("ok: json report of resnet18", report)
+    return 0
+
+
+def check_tiny(memoplan, models):
+    model = os.path.join(models, "tiny.pt")
+    code, out, err = run(memoplan, model, "--input", "3x7", "--dtype", "int64", "--json",
+                         "--iters", "5")
+    report = check_report(out, code, err)
+    check(report["input"] == "3x7" and report["dtype"] == "int64", f"input: {out}")
+    print("ok: tuple/dict/list outputs of an int64-input model", report)
+    return 0
+
+
+def check_error(memoplan, args, expect, env=None):
+    code, out, err = run(memoplan, *args, env=env)
+    lines = err.strip().splitlines()
+    check(code == 2, f"{args}: exit code {code}, stderr {err!r}")
+    check(len(lines) == 1 and lines[0].startswith("memoplan run: error: "),
+          f"{args}: not one error line: {err!r}")
+    check(expect in lines[0], f"{args}: {expect!r} not in {lines[0]!r}")
+    check(out == "", f"{args}: stdout {out!r}")
+    print("ok:", args, "->", lines[0])
+
+
+def check_errors(memoplan, models):
+    resnet = os.path.join(models, "resnet18.pt")
+    with tempfile.TemporaryDirectory() as tmp:
+        garbage = os.path.join(tmp, "garbage.pt")
+        with open(garbage, "wb") as f:
+            f.write(os.urandom(4096))
+        text = os.path.join(tmp, "notes.pt")
+        with open(text, "w") as f:
+            f.write("not a model\n")
+        check_error(memoplan, [os.path.join(tmp, "missing.pt")], "missing.pt: no such file")
+        check_error(memoplan, [tmp], "is a directory")
+        check_error(memoplan, [garbage], "not a TorchScript file")
+        check_error(memoplan, [text], "not a TorchScript file")
+        check_error(memoplan, [resnet, "--input", "1x3xfoo"], "bad input shape '1x3xfoo'")
+        check_error(memoplan, [resnet, "--input", "1x0x224"], "bad input shape")
+        check_error(memoplan, [resnet, "--input", "100000x100000x100000"], "too large")
+        check_error(memoplan, [resnet, "--input", "1x5x224x224"],
+                    "does not run on input 1x5x224x224 float32")
+        check_error(memoplan, [resnet, "--dtype", "complex32"], "unknown dtype")
+        check_error(memoplan, [resnet, "--strategy", "nope"], "unknown strategy 'nope'")
+        check_error(memoplan, [resnet, "--threads", "0"], "threads")
+        check_error(memoplan, [os.path.join(models, "tiny.pt")], "carries no input shape")
+        env = dict(os.environ, MEMOPLAN_MODELS=os.path.join(tmp, "nowhere"))
+        check_error(memoplan, [], "make_zoo.py --only resnet18", env=env)
+        # A memoplan binary with no memoplan-run beside it: a build without LibTorch.
+        alone = os.path.join(tmp, "memoplan")
+        shutil.copy(memoplan, alone)
+        result = subprocess.run([alone, "run"], capture_output=True, text=True)
+        check(result.returncode == 2 and "this build has no LibTorch: memoplan run is not "
+              "available" in result.stderr, f"no memoplan-run: {result}")
+        print("ok: no memoplan-run ->", result.stderr.strip())
+    return 0
+
+
+def main():
+    command, first, models = sys.argv[1:4]
+    if command == "make-models":
+        return make_models(first, models)
+    if not os.path.exists(os.path.join(models, "resnet18.pt")):
+        print("no models (run.make_models was skipped)")
+        return SKIP
+    return {"json": check_json, "tiny": check_tiny, "errors": check_errors}[command](first, models)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,37 @@
+// The input `memoplan run` feeds a model: its shape, dtype and, for integer inputs (token ids),
+// the exclusive upper bound of the values. From --input/--dtype, else from the extra files the
+// model zoo stores in each archive (`input_shape`, `input_dtype`, `input_high`; see
+// bench/models/make_zoo.py). No torch headers.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "memoplan/planner/result.h"
+
+namespace memoplan::run {
+
+struct InputSpec {
+  std::vector<int64_t> shape;
+  std::string dtype = "float32";
+  int64_t high = 2;  // integer inputs are drawn from [0, high)
+};
+
+// "1x3x224x224" -> {1, 3, 224, 224}: 1 to 8 positive sizes, at most 2^31 elements in all.
+Result<std::vector<int64_t>> parse_shape(const std::string& text);
+std::string shape_text(const std::vector<int64_t>& shape);
+
+// The dtypes an input can have.
+inline constexpr const char* kDtypeList =
+    "float32 float64 float16 bfloat16 int64 int32 int16 int8 uint8 bool";
+bool known_dtype(const std::string& dtype);
+bool integer_dtype(const std::string& dtype);
+
+// Combines the command line's --input/--dtype (win when non-empty) with the file's extra files
+// (empty when absent). `model` names the file in messages.
+Result<InputSpec> make_input_spec(const std::string& model, const std::string& input_flag,
+                                  const std::string& dtype_flag, const std::string& file_shape,
+                                  const std::string& file_dtype, const std::string& file_high);
+
+}  // namespace memoplan::run

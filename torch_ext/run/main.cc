@@ -1,0 +1,129 @@
+// memoplan-run, which `memoplan run` executes: runs a TorchScript model unplanned and planned,
+// interleaved in one process, and reports latency, slab size, allocator traffic and whether the
+// outputs are bit-identical (docs/RUN.md). Exit codes: 0 fine, 1 the outputs differ or the run
+// failed, 2 bad input or usage.
+#include <fmt/core.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdlib>
+#include <fstream>
+
+#include "input_spec.h"
+#include "memoplan/planner/planner.h"
+#include "report.h"
+#include "run_options.h"
+#include "session.h"
+
+namespace {
+
+constexpr int kExitFailed = 1;
+constexpr int kExitBadInput = 2;
+constexpr const char* kDefaultModel = "resnet18.pt";
+constexpr const char* kMakeDefault = "/usr/bin/python3 bench/models/make_zoo.py --only resnet18";
+
+int fail(int code, const std::string& message) {
+  fmt::print(stderr, "memoplan run: error: {}\n", message);
+  return code;
+}
+
+bool exists(const std::string& path) { return std::ifstream(path).good(); }
+
+// The default model: $MEMOPLAN_MODELS/resnet18.pt when that is set, else models/resnet18.pt in
+// the working directory, else in the source tree this was built from. "" (and where it looked)
+// when none is there.
+std::string default_model(std::string& looked) {
+  std::vector<std::string> candidates;
+  if (const char* dir = std::getenv("MEMOPLAN_MODELS"); dir && *dir) {
+    candidates.push_back(std::string(dir) + "/" + kDefaultModel);
+  } else {
+    candidates.push_back(std::string("models/") + kDefaultModel);
+    candidates.push_back(std::string(MEMOPLAN_SOURCE_DIR) + "/models/" + kDefaultModel);
+  }
+  for (const std::string& c : candidates) {
+    if (exists(c)) return c;
+    looked += (looked.empty() ? "" : ", ") + c;
+  }
+  return "";
+}
+
+bool known_strategy(const std::string& name) {
+  for (const memoplan::planner::StrategyInfo& s : memoplan::planner::all_strategies()) {
+    if (s.name == name) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "memoplan run: loads a TorchScript model twice, plans one copy with memoplan, runs both "
+      "interleaved and reports latency (median, p99), slab vs lower bound, tensor mallocs per "
+      "pass, fallbacks, planning time and whether the outputs are bit-identical.",
+      "memoplan run"};
+  memoplan::run::RunOptions options;
+  bool quiet = false;
+  app.add_option("MODEL", options.model,
+                 "TorchScript file (default: models/resnet18.pt; make it with " +
+                     std::string(kMakeDefault) + ")");
+  app.add_option("--input", options.input,
+                 "Input shape, e.g. 1x3x224x224 (default: the one the file carries)");
+  app.add_option("--dtype", options.dtype, "Input dtype (default: the file's, else float32)");
+  app.add_option("-t,--threads", options.threads, "Inference threads (1 intra-op thread each)")
+      ->check(CLI::Range(1, 256));
+  app.add_option("-n,--iters", options.iters,
+                 "Timed iterations, each one unplanned and one planned pass")
+      ->check(CLI::Range(1, 1000000));
+  app.add_option("--warmup", options.warmup, "Untimed iterations per thread first")
+      ->check(CLI::Range(0, 100000));
+  app.add_option("-s,--strategy", options.strategy, "Planner strategy (memoplan plan --list)");
+  app.add_option("--heapmap", options.heapmap, "Write the plan's heap map (SVG) here");
+  app.add_flag("--json", options.json, "Print one JSON object instead of the report");
+  app.add_flag("-q,--quiet", quiet, "No progress on stderr");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    // One line like every other error (CLI11's own format adds a second, "Run with --help").
+    return fail(kExitBadInput, std::string(e.what()) + " (memoplan run --help)");
+  }
+  options.progress = !quiet;
+  // The flags are checked before LibTorch loads anything: a typo fails at once.
+  if (!options.input.empty()) {
+    if (auto shape = memoplan::run::parse_shape(options.input); !shape) {
+      return fail(kExitBadInput, shape.error());
+    }
+  }
+  if (!options.dtype.empty() && !memoplan::run::known_dtype(options.dtype)) {
+    return fail(kExitBadInput,
+                "unknown dtype '" + options.dtype + "' (" + memoplan::run::kDtypeList + ")");
+  }
+  if (!known_strategy(options.strategy)) {
+    return fail(kExitBadInput,
+                "unknown strategy '" + options.strategy + "' (memoplan plan --list shows them)");
+  }
+  if (options.model.empty()) {
+    std::string looked;
+    options.model = default_model(looked);
+    if (options.model.empty()) {
+      return fail(kExitBadInput, "no MODEL given and the default model is missing (looked for " +
+                                     looked + "); make it with: " + kMakeDefault);
+    }
+  }
+  try {
+    const memoplan::run::RunReport report = memoplan::run::run_session(options);
+    if (options.json) {
+      fmt::print("{}\n", memoplan::run::format_json(report));
+    } else {
+      fmt::print("{}", memoplan::run::format_text(report));
+    }
+    return report.passes_differing == 0 ? 0 : kExitFailed;
+  } catch (const memoplan::run::BadInput& e) {
+    return fail(kExitBadInput, e.what());
+  } catch (const std::exception& e) {
+    return fail(kExitFailed, e.what());
+  }
+}

@@ -1,0 +1,156 @@
+#include "measure.h"
+
+#include <ATen/Parallel.h>
+#include <c10/core/InferenceMode.h>
+#include <torch/csrc/jit/api/module.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <exception>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "counting_allocator.h"
+#include "memoplan/torch/plan.h"
+#include "outputs_equal.h"
+#include "progress.h"
+
+namespace memoplan::run {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct ThreadResult {
+  std::vector<double> unplanned_ms, planned_ms;
+  uint64_t compared = 0, differing = 0;
+  std::string first_difference;
+};
+
+// What the worker threads share with the main thread.
+struct Shared {
+  std::mutex mutex;
+  std::condition_variable changed;
+  int ready = 0;  // threads done with their warm-up (or failed)
+  bool go = false;
+  std::exception_ptr error;  // the first exception of any thread
+  std::atomic<bool> stop{false};
+  std::atomic<int> next_iteration{0};
+  Progress* warmup = nullptr;     // set before the threads start
+  Progress* measuring = nullptr;  // set before `go`
+};
+
+double ms_since(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+void fail(Shared& shared) {
+  std::lock_guard<std::mutex> lock(shared.mutex);
+  if (!shared.error) shared.error = std::current_exception();
+  shared.stop = true;
+  shared.changed.notify_all();
+}
+
+void worker(torch::jit::Module& unplanned, torch::jit::Module& planned,
+            const std::vector<c10::IValue>& inputs, const RunOptions& options, Shared& shared,
+            ThreadResult& result) {
+  bool counted_ready = false;
+  try {
+    c10::InferenceMode inference;  // per thread; part of the plan's key, as in plan()
+    for (int i = 0; i < options.warmup && !shared.stop; ++i) {
+      unplanned.forward(inputs);
+      planned.forward(inputs);  // the thread's first planned pass makes its slab
+      shared.warmup->advance();
+    }
+    {
+      std::unique_lock<std::mutex> lock(shared.mutex);
+      ++shared.ready;
+      counted_ready = true;
+      shared.changed.notify_all();
+      shared.changed.wait(lock, [&] { return shared.go || shared.stop; });
+    }
+    while (!shared.stop) {
+      if (shared.next_iteration.fetch_add(1) >= options.iters) break;
+      CountingAllocator::count_this_thread(true);
+      Clock::time_point start = Clock::now();
+      const c10::IValue unplanned_out = unplanned.forward(inputs);
+      result.unplanned_ms.push_back(ms_since(start));
+      CountingAllocator::count_this_thread(false);
+      start = Clock::now();
+      const c10::IValue planned_out = planned.forward(inputs);
+      result.planned_ms.push_back(ms_since(start));
+      ++result.compared;
+      if (std::string d = output_difference(unplanned_out, planned_out); !d.empty()) {
+        if (result.differing++ == 0) result.first_difference = d;
+      }
+      shared.measuring->advance();
+    }
+  } catch (...) {
+    CountingAllocator::count_this_thread(false);
+    fail(shared);
+    if (!counted_ready) {
+      std::lock_guard<std::mutex> lock(shared.mutex);
+      ++shared.ready;
+      shared.changed.notify_all();
+    }
+  }
+}
+
+}  // namespace
+
+void measure(torch::jit::Module& unplanned, torch::jit::Module& planned,
+             const std::vector<c10::IValue>& inputs, const RunOptions& options, RunReport& report) {
+  const int threads = options.threads;
+  Shared shared;
+  std::vector<ThreadResult> results(threads);
+  std::vector<std::thread> workers;
+  std::optional<Progress> warmup;
+  warmup.emplace("warm-up", static_cast<uint64_t>(threads) * options.warmup, options.progress);
+  shared.warmup = &*warmup;
+  for (int t = 0; t < threads; ++t) {
+    workers.emplace_back(worker, std::ref(unplanned), std::ref(planned), std::cref(inputs),
+                         std::cref(options), std::ref(shared), std::ref(results[t]));
+  }
+  std::optional<Progress> measuring;
+  torch_ext::PlanStats before;
+  uint64_t counted_before = 0;
+  {
+    std::unique_lock<std::mutex> lock(shared.mutex);
+    shared.changed.wait(lock, [&] { return shared.ready == threads; });
+    warmup->finish();
+    // Every thread waits at the barrier now: nothing runs while c10's slot changes.
+    before = torch_ext::plan_stats();
+    counting_allocator().install();
+    counted_before = counting_allocator().counted();
+    measuring.emplace("measuring", options.iters, options.progress);
+    shared.measuring = &*measuring;
+    shared.go = true;
+    shared.changed.notify_all();
+  }
+  for (std::thread& w : workers) w.join();
+  measuring->finish();
+  counting_allocator().uninstall();
+  if (shared.error) std::rethrow_exception(shared.error);
+
+  const torch_ext::PlanStats after = torch_ext::plan_stats();
+  for (ThreadResult& r : results) {
+    report.unplanned_ms.insert(report.unplanned_ms.end(), r.unplanned_ms.begin(),
+                               r.unplanned_ms.end());
+    report.planned_ms.insert(report.planned_ms.end(), r.planned_ms.begin(), r.planned_ms.end());
+    report.passes_compared += r.compared;
+    report.passes_differing += r.differing;
+    if (report.first_difference.empty()) report.first_difference = r.first_difference;
+  }
+  report.unplanned_passes = report.unplanned_ms.size();
+  report.unplanned_mallocs = counting_allocator().counted() - counted_before;
+  report.planned_passes = after.passes - before.passes;
+  report.replayed_passes = after.planned_passes - before.planned_passes;
+  report.planned_mallocs = after.tensor_mallocs - before.tensor_mallocs;
+  report.planned_hits = after.planned_hits - before.planned_hits;
+  report.fallback_not_planned = after.fallback_not_planned - before.fallback_not_planned;
+  report.fallback_overlap = after.fallback_overlap - before.fallback_overlap;
+  report.fallback_escaping = after.fallback_escaping - before.fallback_escaping;
+}
+
+}  // namespace memoplan::run

@@ -1,0 +1,124 @@
+#include "report.h"
+
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "memoplan/heapmap.h"  // format_bytes
+
+namespace memoplan::run {
+namespace {
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+double per_pass(uint64_t count, uint64_t passes) {
+  return passes ? static_cast<double>(count) / passes : 0;
+}
+
+// Rounded to `digits` decimals for printing (sub-microsecond digits of a latency are noise);
+// dividing by a power of ten, not multiplying by its inverse, gives the double that prints short.
+double round_to(double v, int digits) {
+  const double scale = std::pow(10.0, digits);
+  return std::round(v * scale) / scale;
+}
+
+uint64_t fallbacks(const RunReport& r) { return r.fallback_not_planned + r.fallback_overlap; }
+
+std::string ratio(double a, double b) { return b > 0 ? fmt::format("{:.3f}x", a / b) : "-"; }
+
+}  // namespace
+
+double percentile(std::vector<double> values, double p) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const double rank = std::ceil(p / 100.0 * static_cast<double>(values.size()));
+  const size_t index = rank < 1 ? 0 : static_cast<size_t>(rank) - 1;
+  return values[std::min(index, values.size() - 1)];
+}
+
+std::string format_text(const RunReport& r) {
+  const double u_med = median(r.unplanned_ms), p_med = median(r.planned_ms);
+  const double u_p99 = percentile(r.unplanned_ms, 99), p_p99 = percentile(r.planned_ms, 99);
+  const double u_mallocs = per_pass(r.unplanned_mallocs, r.unplanned_passes);
+  const double p_mallocs = per_pass(r.planned_mallocs, r.planned_passes);
+  std::string s;
+  s += fmt::format("memoplan run {}: input {} {}, strategy {}\n", r.model, r.input, r.dtype,
+                   r.strategy);
+  s += fmt::format(
+      "  {} thread{} (1 intra-op thread each), {} iterations (an unplanned and a "
+      "planned pass) after {} warm-up\n",
+      r.threads, r.threads == 1 ? "" : "s", r.iters, r.warmup);
+  s += fmt::format("  {:<36}{:>12}{:>12}\n", "", "unplanned", "planned");
+  s += fmt::format("  {:<36}{:>12.3f}{:>12.3f}   planned/unplanned {}\n",
+                   "latency per pass, median ms", u_med, p_med, ratio(p_med, u_med));
+  s += fmt::format("  {:<36}{:>12.3f}{:>12.3f}\n", "latency per pass, p99 ms", u_p99, p_p99);
+  s += fmt::format("  {:<36}{:>12.2f}{:>12.2f}\n", "tensor mallocs per pass", u_mallocs, p_mallocs);
+  s += fmt::format("  slab {} ({} B), lower bound {} ({} B): {} of the bound\n",
+                   format_bytes(r.slab_bytes), r.slab_bytes, format_bytes(r.lower_bound_bytes),
+                   r.lower_bound_bytes, ratio(r.slab_bytes, r.lower_bound_bytes));
+  s += fmt::format(
+      "  planned tensors per pass {} (slab hits per pass {:.2f}), escaping {} (outputs)\n",
+      r.planned_tensors, per_pass(r.planned_hits, r.planned_passes), r.escaping_tensors);
+  s += fmt::format(
+      "  fallbacks {} in {} planned passes ({} replayed; not_planned {}, overlap {}), "
+      "escaping outputs {}\n",
+      fallbacks(r), r.planned_passes, r.replayed_passes, r.fallback_not_planned, r.fallback_overlap,
+      r.fallback_escaping);
+  s += fmt::format(
+      "  planning {:.2f} ms, plan() {:.0f} ms (warm-up, profiled pass, planning), "
+      "loading {:.0f} ms\n",
+      r.planning_ms, r.plan_call_ms, r.load_ms);
+  if (r.passes_differing == 0) {
+    s += fmt::format("  outputs bit-identical in all {} passes\n", r.passes_compared);
+  } else {
+    s += fmt::format("  outputs DIFFER in {} of {} passes (first: {})\n", r.passes_differing,
+                     r.passes_compared, r.first_difference);
+  }
+  if (!r.heapmap.empty()) s += fmt::format("  heap map: {}\n", r.heapmap);
+  return s;
+}
+
+std::string format_json(const RunReport& r) {
+  nlohmann::ordered_json j;
+  j["model"] = r.model;
+  j["input"] = r.input;
+  j["dtype"] = r.dtype;
+  j["threads"] = r.threads;
+  j["iters"] = r.iters;
+  j["warmup"] = r.warmup;
+  j["strategy"] = r.strategy;
+  j["unplanned_ms"] = round_to(median(r.unplanned_ms), 4);
+  j["planned_ms"] = round_to(median(r.planned_ms), 4);
+  j["unplanned_p99_ms"] = round_to(percentile(r.unplanned_ms, 99), 4);
+  j["planned_p99_ms"] = round_to(percentile(r.planned_ms, 99), 4);
+  j["slab_bytes"] = r.slab_bytes;
+  j["lower_bound_bytes"] = r.lower_bound_bytes;
+  j["planned_tensors"] = r.planned_tensors;
+  j["escaping_tensors"] = r.escaping_tensors;
+  j["tensor_mallocs_per_pass_unplanned"] = per_pass(r.unplanned_mallocs, r.unplanned_passes);
+  j["tensor_mallocs_per_pass_planned"] = per_pass(r.planned_mallocs, r.planned_passes);
+  j["slab_hits_per_pass"] = per_pass(r.planned_hits, r.planned_passes);
+  j["planned_passes"] = r.planned_passes;
+  j["replayed_passes"] = r.replayed_passes;
+  j["fallbacks"] = fallbacks(r);
+  j["fallbacks_not_planned"] = r.fallback_not_planned;
+  j["fallbacks_overlap"] = r.fallback_overlap;
+  j["escaping_fallbacks"] = r.fallback_escaping;
+  j["planning_ms"] = round_to(r.planning_ms, 4);
+  j["plan_call_ms"] = round_to(r.plan_call_ms, 2);
+  j["load_ms"] = round_to(r.load_ms, 2);
+  j["passes_compared"] = r.passes_compared;
+  j["outputs_identical"] = r.passes_differing == 0;
+  if (!r.first_difference.empty()) j["first_difference"] = r.first_difference;
+  if (!r.heapmap.empty()) j["heapmap"] = r.heapmap;
+  return j.dump();
+}
+
+}  // namespace memoplan::run

@@ -1,0 +1,51 @@
+// What one `memoplan run` measured, and the two ways it is printed: a report for people and one
+// JSON object for machines (docs/RUN.md lists the fields). No torch headers.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace memoplan::run {
+
+struct RunReport {
+  std::string model;     // the file as given
+  std::string input;     // "1x3x224x224"
+  std::string dtype;     // "float32"
+  std::string strategy;  // the planner strategy the plan was made with
+  int threads = 1;       // inference threads (each runs with one intra-op thread)
+  int iters = 0;         // timed iterations: each one unplanned pass and one planned pass
+  int warmup = 0;        // untimed iterations per thread before them
+  std::vector<double> unplanned_ms, planned_ms;  // per timed pass, all threads
+
+  // The plan (PlanSummary) and the time it took.
+  uint64_t slab_bytes = 0, lower_bound_bytes = 0;
+  uint64_t planned_tensors = 0, escaping_tensors = 0;  // per pass
+  double planning_ms = 0;                              // the planner's strategy
+  double plan_call_ms = 0;  // memoplan::torch_ext::plan(): warm-up passes, profiled pass, planning
+  double load_ms = 0;       // loading the file twice
+
+  // Tensor requests of more than zero bytes that reached the system allocator in the timed passes
+  // (unplanned: counted by a wrapper in c10's CPU slot; planned: PlanStats::tensor_mallocs), and
+  // the passes they are over.
+  uint64_t unplanned_mallocs = 0, unplanned_passes = 0;
+  uint64_t planned_mallocs = 0, planned_passes = 0;
+  uint64_t replayed_passes =
+      0;                      // of the planned passes, those that ran on the plan (all, normally)
+  uint64_t planned_hits = 0;  // tensors served from the slab in the timed passes
+  // PlanStats fallbacks in the timed passes. `escaping` are the outputs (expected, one or a few
+  // per pass); the other two mean the pass deviated from the profiled one.
+  uint64_t fallback_not_planned = 0, fallback_overlap = 0, fallback_escaping = 0;
+
+  uint64_t passes_compared = 0, passes_differing = 0;  // outputs, unplanned vs planned
+  std::string first_difference;                        // where the first differing pass differed
+  std::string heapmap;                                 // SVG written, or empty
+};
+
+// Nearest-rank percentile (0 < p <= 100) of `values`; 0 when empty.
+double percentile(std::vector<double> values, double p);
+
+std::string format_text(const RunReport& report);
+std::string format_json(const RunReport& report);  // one line
+
+}  // namespace memoplan::run

@@ -1,0 +1,21 @@
+// The options of `memoplan run` (memoplan-run), as parsed from its command line.
+#pragma once
+
+#include <string>
+
+namespace memoplan::run {
+
+struct RunOptions {
+  std::string model;  // a TorchScript file (resolved: never empty here)
+  std::string input;  // "1x3x224x224"; empty: the shape the file carries
+  std::string dtype;  // "float32", "int64", ...; empty: the file's, else float32
+  int threads = 1;    // inference threads, each with one intra-op thread
+  int iters = 40;     // timed iterations: one unplanned and one planned pass each
+  int warmup = 3;     // untimed iterations per thread first
+  std::string strategy = "greedy_by_size";
+  std::string heapmap;   // SVG to write, or empty
+  bool json = false;     // one JSON object on stdout instead of the report
+  bool progress = true;  // progress on stderr
+};
+
+}  // namespace memoplan::run

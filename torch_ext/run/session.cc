@@ -1,0 +1,157 @@
+// The one translation unit of memoplan-run that includes <torch/script.h> (slow to compile).
+#include "session.h"
+
+#include <ATen/Parallel.h>
+#include <sys/stat.h>
+#include <torch/script.h>
+
+#include <chrono>
+#include <optional>
+
+#include "input_spec.h"
+#include "measure.h"
+#include "memoplan/heapmap.h"
+#include "memoplan/torch/plan.h"
+#include "memoplan/trace_io.h"
+#include "progress.h"
+
+namespace memoplan::run {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+// One line out of a LibTorch message: TorchScript errors carry the script's traceback first and
+// the error last ("RuntimeError: ..."); c10 errors their C++ backtrace after the first line.
+std::string one_line(const std::exception& e) {
+  const auto* c10_error = dynamic_cast<const c10::Error*>(&e);
+  std::string text = c10_error ? c10_error->what_without_backtrace() : e.what();
+  if (const size_t at = text.rfind("RuntimeError: "); at != std::string::npos) {
+    text = text.substr(at + 14);
+  }
+  const size_t begin = text.find_first_not_of(" \n\t");
+  text = begin == std::string::npos ? "" : text.substr(begin);
+  text = text.substr(0, text.find('\n'));
+  return text.size() > 300 ? text.substr(0, 300) + "..." : text;
+}
+
+void check_file(const std::string& path) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) throw BadInput(path + ": no such file");
+  if (S_ISDIR(st.st_mode)) throw BadInput(path + ": is a directory, not a TorchScript file");
+}
+
+torch::jit::Module load(const std::string& path, torch::jit::ExtraFilesMap* extra) {
+  try {
+    torch::jit::ExtraFilesMap none;
+    torch::jit::Module module = torch::jit::load(path, c10::kCPU, extra ? *extra : none);
+    module.eval();
+    return module;
+  } catch (const std::exception& e) {
+    throw BadInput(path + ": not a TorchScript file (" + one_line(e) + ")");
+  }
+}
+
+c10::ScalarType scalar_type(const std::string& dtype) {
+  static const std::pair<const char*, c10::ScalarType> types[] = {
+      {"float32", at::kFloat},     {"float64", at::kDouble}, {"float16", at::kHalf},
+      {"bfloat16", at::kBFloat16}, {"int64", at::kLong},     {"int32", at::kInt},
+      {"int16", at::kShort},       {"int8", at::kChar},      {"uint8", at::kByte},
+      {"bool", at::kBool}};
+  for (const auto& [name, type] : types) {
+    if (dtype == name) return type;
+  }
+  throw BadInput("unknown dtype " + dtype);
+}
+
+// The same input for every pass of both modules: seeded, so every run feeds the same values.
+at::Tensor make_input(const InputSpec& spec) {
+  torch::manual_seed(0);
+  const c10::ScalarType type = scalar_type(spec.dtype);
+  if (integer_dtype(spec.dtype)) {
+    return torch::randint(0, spec.high, spec.shape, at::TensorOptions().dtype(type));
+  }
+  return torch::randn(spec.shape).to(type);
+}
+
+void write_heapmap(const torch::jit::Module& planned, const torch_ext::PlanSummary& summary,
+                   const RunOptions& options, const RunReport& report) {
+  std::optional<torch_ext::PlanDetail> detail = torch_ext::plan_detail(planned, summary.key);
+  if (!detail) throw std::runtime_error("the plan's trace is not available for the heap map");
+  HeapmapOptions heapmap;
+  heapmap.title = report.model + " " + report.input + " " + report.dtype + ", " + summary.strategy;
+  const std::string svg = render_heapmap_svg(detail->trace, detail->plan, heapmap);
+  if (std::string error = write_file_text(options.heapmap, svg); !error.empty()) {
+    throw BadInput(error);
+  }
+}
+
+}  // namespace
+
+RunReport run_session(const RunOptions& options) {
+  RunReport report;
+  report.model = options.model;
+  report.threads = options.threads;
+  report.iters = options.iters;
+  report.warmup = options.warmup;
+  // One intra-op thread: planning covers the calling thread's allocations (docs/TORCH_EXT.md),
+  // and the threads of a server are its inference threads.
+  at::set_num_threads(1);
+
+  check_file(options.model);
+  torch::jit::ExtraFilesMap extra{{"input_shape", ""}, {"input_dtype", ""}, {"input_high", ""}};
+  Clock::time_point start = Clock::now();
+  std::optional<Progress> progress;
+  progress.emplace("loading " + options.model + " twice", 0, options.progress);
+  torch::jit::Module unplanned = load(options.model, &extra);
+  torch::jit::Module planned = load(options.model, nullptr);
+  progress->finish();
+  report.load_ms = ms_since(start);
+
+  Result<InputSpec> spec =
+      make_input_spec(options.model, options.input, options.dtype, extra["input_shape"],
+                      extra["input_dtype"], extra["input_high"]);
+  if (!spec) throw BadInput(spec.error());
+  report.input = shape_text(spec->shape);
+  report.dtype = spec->dtype;
+  const std::vector<c10::IValue> inputs = {make_input(*spec)};
+
+  c10::InferenceMode inference;  // the plan's key includes it: the workers run in it too
+  try {
+    unplanned.forward(inputs);  // the input fits before anything is planned
+  } catch (const std::exception& e) {
+    throw BadInput(options.model + " does not run on input " + report.input + " " + report.dtype +
+                   ": " + one_line(e));
+  }
+  torch_ext::PlanOptions plan_options;
+  plan_options.strategy = options.strategy;
+  torch_ext::PlanSummary summary;
+  start = Clock::now();
+  progress.emplace("planning (warm-up, profiled pass, " + options.strategy + ")", 0,
+                   options.progress);
+  try {
+    summary = torch_ext::plan(planned, inputs, plan_options);
+  } catch (const std::exception& e) {
+    throw std::runtime_error("planning " + options.model + " failed: " + one_line(e));
+  }
+  progress->finish();
+  report.plan_call_ms = ms_since(start);
+  report.strategy = summary.strategy;
+  report.slab_bytes = summary.slab_bytes;
+  report.lower_bound_bytes = summary.lower_bound_bytes;
+  report.planned_tensors = summary.planned_tensors;
+  report.escaping_tensors = summary.escaping_tensors;
+  report.planning_ms = summary.planning_ms;
+  if (!options.heapmap.empty()) {
+    write_heapmap(planned, summary, options, report);
+    report.heapmap = options.heapmap;
+  }
+
+  measure(unplanned, planned, inputs, options, report);
+  return report;
+}
+
+}  // namespace memoplan::run
