@@ -361,6 +361,23 @@ PlanStats plan_stats() {
   return s;
 }
 
+PlanStats operator-(const PlanStats& a, const PlanStats& b) {
+  PlanStats d;
+  d.passes = a.passes - b.passes;
+  d.planned_passes = a.planned_passes - b.planned_passes;
+  d.profiled_passes = a.profiled_passes - b.profiled_passes;
+  d.unplanned_passes = a.unplanned_passes - b.unplanned_passes;
+  d.plans = a.plans - b.plans;
+  d.planned_hits = a.planned_hits - b.planned_hits;
+  d.fallback_not_planned = a.fallback_not_planned - b.fallback_not_planned;
+  d.fallback_escaping = a.fallback_escaping - b.fallback_escaping;
+  d.fallback_overlap = a.fallback_overlap - b.fallback_overlap;
+  d.slabs = a.slabs - b.slabs;
+  d.slab_bytes = a.slab_bytes - b.slab_bytes;
+  d.tensor_mallocs = a.tensor_mallocs - b.tensor_mallocs;
+  return d;
+}
+
 std::string to_string(const PlanStats& s) {
   return "passes " + std::to_string(s.passes) + " (planned " + std::to_string(s.planned_passes) +
          ", profiled " + std::to_string(s.profiled_passes) + ", unplanned " +

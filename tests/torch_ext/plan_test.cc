@@ -37,18 +37,6 @@ torch::jit::Module small_cnn() {
 
 at::Tensor run(torch::jit::Module& m, const at::Tensor& x) { return m.forward({x}).toTensor(); }
 
-PlanStats delta(const PlanStats& a, const PlanStats& b) {
-  PlanStats d;
-  d.passes = a.passes - b.passes;
-  d.planned_passes = a.planned_passes - b.planned_passes;
-  d.planned_hits = a.planned_hits - b.planned_hits;
-  d.fallback_not_planned = a.fallback_not_planned - b.fallback_not_planned;
-  d.fallback_escaping = a.fallback_escaping - b.fallback_escaping;
-  d.fallback_overlap = a.fallback_overlap - b.fallback_overlap;
-  d.tensor_mallocs = a.tensor_mallocs - b.tensor_mallocs;
-  return d;
-}
-
 TEST(Plan, OutputsAreIdenticalAndEveryPlannedTensorComesFromTheSlab) {
   at::set_num_threads(1);
   c10::InferenceMode guard;
@@ -66,7 +54,7 @@ TEST(Plan, OutputsAreIdenticalAndEveryPlannedTensorComesFromTheSlab) {
   for (int pass = 0; pass < 10; ++pass) {
     EXPECT_TRUE(torch::equal(run(planned, x), expected)) << "pass " << pass;
   }
-  const PlanStats d = delta(plan_stats(), before);
+  const PlanStats d = (plan_stats() - before);
   EXPECT_EQ(d.planned_passes, 10u);
   EXPECT_EQ(d.planned_hits, 10 * summary.planned_tensors) << to_string(plan_stats());
   EXPECT_EQ(d.fallback_not_planned + d.fallback_overlap, 0u) << to_string(plan_stats());
@@ -90,7 +78,7 @@ TEST(Plan, ANewInputShapeIsPlannedOnFirstUseAndBothKeysReplay) {
     EXPECT_TRUE(torch::equal(run(planned, small), run(reference, small)));
     EXPECT_TRUE(torch::equal(run(planned, large), run(reference, large)));
   }
-  const PlanStats d = delta(plan_stats(), before);
+  const PlanStats d = (plan_stats() - before);
   EXPECT_EQ(d.planned_passes, 8u) << to_string(plan_stats());
   EXPECT_EQ(d.fallback_not_planned + d.fallback_overlap, 0u) << to_string(plan_stats());
 }
@@ -104,7 +92,7 @@ TEST(Plan, WithoutNewKeysAnUnplannedShapeRunsUnplanned) {
   plan(planned, {torch::randn({1, 3, 16, 16})}, options);
   const PlanStats before = plan_stats();
   for (int pass = 0; pass < 8; ++pass) run(planned, torch::randn({2, 3, 16, 16}));
-  const PlanStats d = delta(plan_stats(), before);
+  const PlanStats d = (plan_stats() - before);
   EXPECT_EQ(d.planned_passes, 0u);
   EXPECT_EQ(d.planned_hits, 0u);
 }
@@ -134,7 +122,7 @@ TEST(Plan, ConcurrentForwardCallsOnOneModule) {
   }
   for (std::thread& t : threads) t.join();
   EXPECT_EQ(mismatches.load(), 0);
-  const PlanStats d = delta(plan_stats(), before);
+  const PlanStats d = (plan_stats() - before);
   EXPECT_EQ(d.planned_passes, 80u) << to_string(plan_stats());
   EXPECT_EQ(d.fallback_not_planned + d.fallback_overlap, 0u) << to_string(plan_stats());
 }
@@ -157,7 +145,7 @@ TEST(Plan, DefaultArgumentsArePartOfTheKey) {
   EXPECT_GT(summary.planned_tensors, 0u);
   const PlanStats before = plan_stats();
   for (int pass = 0; pass < 3; ++pass) m.forward({x});
-  EXPECT_EQ(delta(plan_stats(), before).planned_passes, 3u) << to_string(plan_stats());
+  EXPECT_EQ((plan_stats() - before).planned_passes, 3u) << to_string(plan_stats());
 }
 
 // Python caches `forward` as a Method (a pointer to the function) before plan() runs: that handle
@@ -175,7 +163,7 @@ TEST(Plan, AForwardHandleTakenBeforePlanningRunsPlanned) {
   for (int pass = 0; pass < 3; ++pass) {
     EXPECT_TRUE(torch::equal(early({x}).toTensor(), run(reference, x)));
   }
-  EXPECT_EQ(delta(plan_stats(), before).planned_passes, 3u) << to_string(plan_stats());
+  EXPECT_EQ((plan_stats() - before).planned_passes, 3u) << to_string(plan_stats());
 }
 
 TEST(Plan, AModuleWithoutForwardIsRefused) {

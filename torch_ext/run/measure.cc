@@ -144,13 +144,14 @@ void measure(torch::jit::Module& unplanned, torch::jit::Module& planned,
   }
   report.unplanned_passes = report.unplanned_ms.size();
   report.unplanned_mallocs = counting_allocator().counted() - counted_before;
-  report.planned_passes = after.passes - before.passes;
-  report.replayed_passes = after.planned_passes - before.planned_passes;
-  report.planned_mallocs = after.tensor_mallocs - before.tensor_mallocs;
-  report.planned_hits = after.planned_hits - before.planned_hits;
-  report.fallback_not_planned = after.fallback_not_planned - before.fallback_not_planned;
-  report.fallback_overlap = after.fallback_overlap - before.fallback_overlap;
-  report.fallback_escaping = after.fallback_escaping - before.fallback_escaping;
+  const torch_ext::PlanStats d = after - before;
+  report.planned_passes = d.passes;
+  report.replayed_passes = d.planned_passes;
+  report.planned_mallocs = d.tensor_mallocs;
+  report.planned_hits = d.planned_hits;
+  report.fallback_not_planned = d.fallback_not_planned;
+  report.fallback_overlap = d.fallback_overlap;
+  report.fallback_escaping = d.fallback_escaping;
 }
 
 }  // namespace memoplan::run

@@ -69,6 +69,8 @@ struct PlanStats {
   uint64_t tensor_mallocs = 0;
 };
 PlanStats plan_stats();
+// Field by field: the counts between two snapshots (slabs and slab_bytes too).
+PlanStats operator-(const PlanStats& after, const PlanStats& before);
 std::string to_string(const PlanStats& stats);
 
 // The profiled pass (one trace row per recorded allocation, in allocation order) and the plan the
