@@ -10,7 +10,7 @@ PACKAGES=(
   coinor-libcbc-dev
   libunwind-dev libjemalloc-dev libgoogle-perftools-dev libmimalloc-dev
   libtorch-dev python3-torch python3-torchvision libopenblas0-pthread
-  libcpp-httplib-dev gnuplot-nox wrk
+  libcpp-httplib-dev libsimdjson-dev gnuplot-nox wrk curl
 )
 
 missing=()

@@ -1,0 +1,202 @@
+#include "http_server.h"
+
+#include <httplib.h>
+
+#include "kserve_codec.h"
+
+namespace memoplan::serve {
+namespace {
+
+constexpr const char* kJson = "application/json";
+// /v2/models/NAME and /v2/models/NAME/versions/VERSION, then the route's own suffix.
+constexpr const char* kModelPath = R"(/v2/models/([^/]+)(?:/versions/([^/]+))?)";
+
+void reply_error(httplib::Response& res, int status, const std::string& message) {
+  res.status = status;
+  res.set_content(encode_error(message), kJson);
+}
+
+// Reads the body through the content reader, keeping at most max_body bytes: Content-Length
+// bodies over the limit are refused by httplib itself (set_payload_max_length), chunked ones
+// here. Either way the rest is read and dropped, so the connection stays usable. False, with the
+// error reply set, when the body is too large or could not be read.
+bool read_body(const httplib::ContentReader& reader, size_t max_body, httplib::Response& res,
+               std::string& body) {
+  bool too_large = false;
+  const bool read = reader([&](const char* data, size_t n) {
+    if (!too_large && n <= max_body - body.size()) {
+      body.append(data, n);
+    } else if (!too_large) {
+      too_large = true;
+      std::string().swap(body);
+    }
+    return true;
+  });
+  if (too_large || res.status == 413) {
+    reply_error(res, 413,
+                "request body larger than the server's limit of " + std::to_string(max_body) +
+                    " bytes (--max-body)");
+    return false;
+  }
+  if (!read) {
+    reply_error(res, 400, "the request body could not be read");
+    return false;
+  }
+  return true;
+}
+
+const char* reason(int status) {
+  switch (status) {
+    case 400:
+      return "bad request";
+    case 404:
+      return "not found";
+    case 405:
+      return "method not allowed";
+    case 413:
+      return "request body too large";
+    case 414:
+      return "request URI too long";
+    default:
+      return "error";
+  }
+}
+
+}  // namespace
+
+HttpServer::HttpServer(const HttpOptions& options, Model& model, WorkerPool& pool, Metrics& metrics)
+    : options_(options),
+      model_(model),
+      pool_(pool),
+      metrics_(metrics),
+      infer_(model, pool, metrics, ready_),
+      server_(std::make_unique<httplib::Server>()) {
+  const int threads = options_.threads;
+  server_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  server_->set_payload_max_length(options_.max_body);
+  // Without it, Nagle's algorithm holds the body segment after the header segment for the
+  // client's delayed ACK: 40 ms on every response.
+  server_->set_tcp_nodelay(true);
+  server_->set_keep_alive_max_count(1000);
+  add_routes();
+}
+
+HttpServer::~HttpServer() = default;
+
+int HttpServer::bind(const std::string& host, int port) {
+  if (port == 0) return server_->bind_to_any_port(host);
+  return server_->bind_to_port(host, port) ? port : -1;
+}
+
+bool HttpServer::run() { return server_->listen_after_bind(); }
+bool HttpServer::running() const { return server_->is_running(); }
+void HttpServer::stop() { server_->stop(); }
+
+void HttpServer::add_routes() {
+  httplib::Server& s = *server_;
+  // Answers 404 unless the path names the served model (and its one version).
+  auto served = [this](const httplib::Request& req, httplib::Response& res) {
+    const std::string name = req.matches[1];
+    const std::string version = req.matches.size() > 2 ? req.matches[2].str() : "";
+    if (name != options_.model_name) {
+      reply_error(
+          res, 404,
+          "unknown model '" + name + "' (this server serves '" + options_.model_name + "')");
+      return false;
+    }
+    const std::string served_version = model_.spec().version;
+    if (!version.empty() && version != served_version) {
+      reply_error(
+          res, 404,
+          "model '" + name + "' has no version '" + version + "' (only " + served_version + ")");
+      return false;
+    }
+    return true;
+  };
+  auto ready_reply = [this](httplib::Response& res) {
+    if (ready_.load(std::memory_order_acquire)) {
+      res.status = 200;
+    } else {
+      reply_error(res, 400, "model '" + options_.model_name + "' is not ready yet");
+    }
+  };
+
+  s.Get("/v2/health/live",
+        [](const httplib::Request&, httplib::Response& res) { res.status = 200; });
+  s.Get("/v2/health/ready",
+        [ready_reply](const httplib::Request&, httplib::Response& res) { ready_reply(res); });
+  s.Get("/v2", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(encode_server_metadata(options_.version), kJson);
+  });
+  s.Get(std::string(kModelPath) + "/ready",
+        [served, ready_reply](const httplib::Request& req, httplib::Response& res) {
+          if (served(req, res)) ready_reply(res);
+        });
+  s.Get(kModelPath, [this, served](const httplib::Request& req, httplib::Response& res) {
+    if (served(req, res)) res.set_content(encode_model_metadata(model_.spec()), kJson);
+  });
+  s.Post(std::string(kModelPath) + "/infer", [this, served](const httplib::Request& req,
+                                                            httplib::Response& res,
+                                                            const httplib::ContentReader& reader) {
+    std::string body;
+    if (!read_body(reader, options_.max_body, res, body) || !served(req, res)) return;
+    const InferReply reply =
+        infer_.handle(body, req.get_header_value("Inference-Header-Content-Length"));
+    res.status = reply.status;
+    if (reply.header_length) {
+      res.set_header("Inference-Header-Content-Length", std::to_string(*reply.header_length));
+    }
+    res.set_content(reply.body, reply.content_type.c_str());
+  });
+  s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    Gauges g;
+    g.queue_depth = pool_.depth();
+    g.queue_capacity = pool_.capacity();
+    g.workers = pool_.workers();
+    g.busy_workers = pool_.busy();
+    g.ready = ready_.load(std::memory_order_acquire);
+    res.set_content(metrics_.render(g, torch_ext::plan_stats()),
+                    "text/plain; version=0.0.4; charset=utf-8");
+  });
+
+  // Bodies sent to any other path are read under the same limit (a chunked upload would
+  // otherwise be read whole into memory first), then answered 404.
+  auto drain = [this](const httplib::Request& req, httplib::Response& res,
+                      const httplib::ContentReader& reader) {
+    std::string body;
+    if (read_body(reader, options_.max_body, res, body)) {
+      reply_error(res, 404, "no route for " + req.method + " " + req.path);
+    }
+  };
+  s.Post(".*", drain);
+  s.Put(".*", drain);
+  s.Patch(".*", drain);
+  s.Delete(".*", drain);
+
+  // Every error the handlers did not describe (unknown paths, httplib's own 400/413) gets the
+  // protocol's JSON body too.
+  s.set_error_handler(
+      httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
+        if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+        std::string message = reason(res.status);
+        if (res.status == 404) message = "no route for " + req.method + " " + req.path;
+        res.set_content(encode_error(message), kJson);
+        return httplib::Server::HandlerResponse::Handled;
+      }));
+  s.set_exception_handler(
+      [](const httplib::Request&, httplib::Response& res, std::exception_ptr error) {
+        std::string message = "internal error";
+        try {
+          std::rethrow_exception(error);
+        } catch (const std::exception& e) {
+          message += std::string(": ") + e.what();
+        } catch (...) {
+        }
+        reply_error(res, 500, message);
+      });
+  s.set_logger([this](const httplib::Request&, const httplib::Response& res) {
+    metrics_.count_response(res.status);
+  });
+}
+
+}  // namespace memoplan::serve

@@ -1,0 +1,41 @@
+// One infer request from body to response: decode (kserve_codec), check against the model
+// (request_check), run on a worker through the bounded queue, encode. The HTTP thread that calls
+// handle() waits for its worker; the queue, not the number of connections, bounds the work.
+#pragma once
+
+#include <atomic>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "metrics.h"
+#include "model.h"
+#include "worker_pool.h"
+
+namespace memoplan::serve {
+
+struct InferReply {
+  int status = 200;
+  std::string body;
+  std::string content_type = "application/json";
+  std::optional<size_t> header_length;  // Inference-Header-Content-Length, for binary outputs
+};
+
+class InferHandler {
+ public:
+  InferHandler(Model& model, WorkerPool& pool, Metrics& metrics, const std::atomic<bool>& ready)
+      : model_(model), pool_(pool), metrics_(metrics), ready_(ready) {}
+
+  // Never throws: errors become the protocol's {"error": ...} body with their status.
+  InferReply handle(std::string_view body, const std::string& header_length_field);
+
+ private:
+  InferReply run(std::string_view body, const std::string& header_length_field);
+
+  Model& model_;
+  WorkerPool& pool_;
+  Metrics& metrics_;
+  const std::atomic<bool>& ready_;
+};
+
+}  // namespace memoplan::serve

@@ -1,0 +1,95 @@
+// The server's side of the protocol's bodies: infer responses (JSON, or a JSON header and binary
+// outputs), metadata and errors. nlohmann escapes the strings; the numbers are written directly.
+#include "kserve_codec.h"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "http_error.h"
+#include "json_tensor.h"
+
+namespace memoplan::serve {
+namespace {
+
+using nlohmann::json;
+
+json spec_json(const TensorSpec& spec) {
+  return {{"name", spec.name}, {"datatype", datatype_name(spec.datatype)}, {"shape", spec.shape}};
+}
+
+}  // namespace
+
+InferResponseBody encode_infer_response(const std::string& model_name, const InferRequest& request,
+                                        const std::vector<HostTensor>& outputs) {
+  // (output, binary?) in the order the response lists them.
+  std::vector<std::pair<const HostTensor*, bool>> selected;
+  if (request.outputs.empty()) {
+    for (const HostTensor& t : outputs) selected.emplace_back(&t, request.binary_outputs);
+  }
+  for (const RequestedOutput& r : request.outputs) {
+    const HostTensor* found = nullptr;
+    std::string names;
+    for (const HostTensor& t : outputs) {
+      if (t.name == r.name) found = &t;
+      names += (names.empty() ? "" : ", ") + t.name;
+    }
+    if (!found) {
+      throw bad_request("unknown output '" + r.name + "' (the model's outputs: " + names + ")");
+    }
+    selected.emplace_back(found, r.binary.value_or(request.binary_outputs));
+  }
+
+  // Written by hand rather than through a json object: large outputs are mostly numbers, and
+  // std::to_chars writes them several times faster than building a DOM first.
+  std::string text = "{\"model_name\":" + json(model_name).dump();
+  if (request.id) text += ",\"id\":" + json(*request.id).dump();
+  text += ",\"outputs\":[";
+  size_t binary_bytes = 0;
+  for (size_t i = 0; i < selected.size(); ++i) {
+    const HostTensor& t = *selected[i].first;
+    if (i) text += ',';
+    text += "{\"name\":" + json(t.name).dump() + ",\"datatype\":\"" + datatype_name(t.datatype) +
+            "\",\"shape\":" + json(t.shape).dump();
+    if (selected[i].second) {
+      text += ",\"parameters\":{\"binary_data_size\":" + std::to_string(t.bytes.size()) + "}}";
+      binary_bytes += t.bytes.size();
+    } else {
+      text += ",\"data\":";
+      append_json_data(t, text);
+      text += '}';
+    }
+  }
+  text += "]}";
+  InferResponseBody response;
+  if (std::any_of(selected.begin(), selected.end(), [](const auto& s) { return s.second; })) {
+    response.header_length = text.size();
+    text.reserve(text.size() + binary_bytes);
+    for (const auto& [tensor, binary] : selected) {
+      if (binary) text += tensor->bytes;
+    }
+  }
+  response.body = std::move(text);
+  return response;
+}
+
+std::string encode_model_metadata(const ModelSpec& spec) {
+  json doc = {{"name", spec.name}, {"versions", {spec.version}}, {"platform", spec.platform}};
+  doc["inputs"] = json::array();
+  for (const TensorSpec& t : spec.inputs) doc["inputs"].push_back(spec_json(t));
+  doc["outputs"] = json::array();
+  for (const TensorSpec& t : spec.outputs) doc["outputs"].push_back(spec_json(t));
+  return doc.dump();
+}
+
+std::string encode_server_metadata(const std::string& version) {
+  return json{
+      {"name", "memoplan-serve"}, {"version", version}, {"extensions", {"binary_tensor_data"}}}
+      .dump();
+}
+
+std::string encode_error(const std::string& message) {
+  // Replaces invalid UTF-8 (a message may quote the client's bytes) instead of throwing.
+  return json{{"error", message}}.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+}  // namespace memoplan::serve

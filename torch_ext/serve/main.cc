@@ -1,0 +1,181 @@
+// memoplan-serve: a KServe v2 / Triton HTTP inference server for one TorchScript model, planned
+// with memoplan (each worker replays its own slab). No Python at run time. Usage: docs/SERVE.md.
+#include <malloc.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <thread>
+
+#include "http_server.h"
+#include "memoplan/planner/strategy.h"
+#include "model.h"
+#include "shutdown.h"
+#include "worker_pool.h"
+
+namespace {
+
+constexpr const char* kVersion = "0.1.0";
+constexpr int kExitFailure = 1;   // could not serve (port taken, socket failed)
+constexpr int kExitBadInput = 2;  // bad options or model file, as the memoplan CLI
+
+struct Options {
+  std::string model_path;
+  std::string host = "127.0.0.1";
+  int port = 8000;
+  int workers = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  std::string name;
+  size_t queue = 32;
+  size_t max_body = 64u << 20;
+  int http_threads = 0;  // 0: max(64, workers + queue + 4)
+  std::string strategy{memoplan::planner::kDefaultStrategy};
+  std::vector<std::string> inputs;
+};
+
+void log(const std::string& line) { std::fprintf(stderr, "memoplan-serve: %s\n", line.c_str()); }
+
+// Request bodies, their parse buffers and tensors are megabytes each, made on many HTTP threads,
+// each with a malloc arena of its own that keeps what it freed (and glibc raises the mmap
+// threshold as large blocks are freed): resnet18 JSON requests from 8 connections took VmRSS
+// from 260 to 507 MB in 48 s. Served by mmap from 256 KiB on (a fixed threshold is never
+// raised), freed memory goes back at once: 290-299 MB under the same load. A
+// MALLOC_MMAP_THRESHOLD_ in the environment wins.
+void return_large_blocks_to_the_kernel() {
+  if (!std::getenv("MALLOC_MMAP_THRESHOLD_")) mallopt(M_MMAP_THRESHOLD, 256 << 10);
+}
+
+int serve(const Options& o) {
+  using namespace memoplan::serve;
+  const auto started = std::chrono::steady_clock::now();
+  return_large_blocks_to_the_kernel();
+  install_shutdown_handlers();
+
+  ModelOptions model_options;
+  model_options.path = o.model_path;
+  model_options.name =
+      o.name.empty() ? std::filesystem::path(o.model_path).stem().string() : o.name;
+  model_options.strategy = o.strategy;
+  try {
+    for (const std::string& text : o.inputs) {
+      model_options.inputs.push_back(parse_input_default(text));
+    }
+  } catch (const std::exception& e) {
+    log(e.what());
+    return kExitBadInput;
+  }
+  std::unique_ptr<Model> model;
+  try {
+    model = std::make_unique<Model>(model_options);
+  } catch (const std::exception& e) {
+    log(e.what());
+    return kExitBadInput;
+  }
+  log("loaded " + o.model_path + " as model '" + model_options.name + "'");
+
+  // The workers exist (and have set their intra-op threads) before the model is planned: setting
+  // them clears oneDNN's caches, which must not happen during a forward call.
+  WorkerPool pool(o.workers, o.queue, [](int) { Model::init_worker_thread(); });
+  Metrics metrics;
+  HttpOptions http;
+  http.model_name = model_options.name;
+  http.max_body = o.max_body;
+  // Each open connection holds an HTTP thread (keep-alive included): enough of them that clients
+  // meet the queue's 503 rather than wait for a thread, and at least 64 connections at once.
+  http.threads =
+      o.http_threads > 0 ? o.http_threads : std::max(64, o.workers + static_cast<int>(o.queue) + 4);
+  http.version = kVersion;
+  HttpServer server(http, *model, pool, metrics);
+  const int port = server.bind(o.host, o.port);
+  if (port < 0) {
+    log("cannot listen on " + o.host + ":" + std::to_string(o.port));
+    return kExitFailure;
+  }
+  bool served = true;
+  std::thread listener([&] { served = server.run(); });
+  // stop() only acts on a running server: wait for it before the watcher may call it.
+  while (!server.running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  // stdout, flushed: scripts (the tests) read the port from this line when --port is 0.
+  std::printf("memoplan-serve: listening on http://%s:%d\n", o.host.c_str(), port);
+  std::fflush(stdout);
+
+  ShutdownWatcher watcher([&server](int signal) {
+    log(std::string("got ") + (signal == SIGTERM ? "SIGTERM" : "SIGINT") +
+        ": no new connections; finishing the requests in flight");
+    server.stop();
+  });
+  int status = 0;
+  try {
+    log(model->prepare());
+    server.set_ready();
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    log("ready after " + std::to_string(seconds).substr(0, 4) + " s: " + std::to_string(o.workers) +
+        " worker(s), queue " + std::to_string(o.queue) + ", " + std::to_string(http.threads) +
+        " HTTP threads");
+  } catch (const std::exception& e) {
+    log(e.what());
+    server.stop();
+    status = kExitBadInput;
+  }
+  listener.join();
+  pool.stop();  // every queued request was answered before run() returned
+  if (!served) {
+    log("the listening socket failed");
+    return kExitFailure;
+  }
+  log("stopped");
+  return status;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  CLI::App app{
+      "memoplan-serve: serves a TorchScript model over the KServe v2 HTTP protocol, its "
+      "memory planned by memoplan (docs/SERVE.md)."};
+  app.set_version_flag("--version", std::string("memoplan-serve ") + kVersion);
+  app.add_option("MODEL", o.model_path, "TorchScript file (.pt)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  app.add_option("--host", o.host, "address to listen on")->capture_default_str();
+  app.add_option("--port", o.port, "port; 0: any free one (printed)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65535));
+  app.add_option("--workers", o.workers,
+                 "inference threads, one intra-op thread each (default: the CPUs)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
+  app.add_option("--name", o.name, "model name in URLs (default: the file's stem)");
+  app.add_option("--queue", o.queue, "requests that may wait for a worker; more get 503")
+      ->capture_default_str();
+  app.add_option("--max-body", o.max_body, "largest request body in bytes; larger get 413")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--http-threads", o.http_threads,
+                 "connection threads; each open connection holds one (default: "
+                 "max(64, workers + queue + 4))")
+      ->check(CLI::Range(1, 4096));
+  app.add_option("--strategy", o.strategy, "memoplan planning strategy (memoplan plan --list)")
+      ->capture_default_str()
+      ->check([](const std::string& s) {
+        return memoplan::planner::find_strategy(s)
+                   ? std::string()
+                   : "unknown strategy; one of " + memoplan::planner::strategy_names();
+      });
+  app.add_option("--input", o.inputs,
+                 "default input per forward tensor argument, SHAPE[:DATATYPE] (e.g. 1x3x224x224, "
+                 "1x128:INT64), planned before ready; default: the file's extra files "
+                 "input_shape and input_dtype");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? 0 : kExitBadInput;
+  }
+  return serve(o);
+}

@@ -1,0 +1,132 @@
+#include "metrics.h"
+
+#include <fmt/format.h>
+
+#include <fstream>
+
+namespace memoplan::serve {
+namespace {
+
+uint64_t nanoseconds(double seconds) { return static_cast<uint64_t>(seconds * 1e9); }
+
+void header(std::string& out, const char* name, const char* type, const char* help) {
+  out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+}
+
+void sample(std::string& out, const char* name, uint64_t value, const std::string& labels = "") {
+  out += fmt::format("{}{} {}\n", name, labels.empty() ? "" : "{" + labels + "}", value);
+}
+
+void metric(std::string& out, const char* name, const char* type, const char* help,
+            uint64_t value) {
+  header(out, name, type, help);
+  sample(out, name, value);
+}
+
+}  // namespace
+
+void Metrics::count_response(int status) {
+  if (status >= 100 && status < static_cast<int>(responses_.size())) {
+    responses_[status].fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+void Metrics::observe_infer_latency(double seconds) {
+  size_t bucket = 0;
+  while (bucket < kBuckets.size() && seconds > kBuckets[bucket]) ++bucket;
+  latency_buckets_[bucket].fetch_add(1, std::memory_order_relaxed);
+  latency_sum_ns_.fetch_add(nanoseconds(seconds), std::memory_order_relaxed);
+  latency_count_.fetch_add(1, std::memory_order_relaxed);
+}
+
+void Metrics::count_inference(double seconds, bool ok) {
+  (ok ? inferences_ : inference_errors_).fetch_add(1, std::memory_order_relaxed);
+  inference_ns_.fetch_add(nanoseconds(seconds), std::memory_order_relaxed);
+}
+
+std::string Metrics::render(const Gauges& gauges, const torch_ext::PlanStats& plan) const {
+  std::string out;
+  header(out, "memoplan_serve_http_responses_total", "counter",
+         "HTTP responses sent, by status code.");
+  for (size_t code = 100; code < responses_.size(); ++code) {
+    const uint64_t n = responses_[code].load(std::memory_order_relaxed);
+    if (n) sample(out, "memoplan_serve_http_responses_total", n, fmt::format("code=\"{}\"", code));
+  }
+
+  header(out, "memoplan_serve_infer_request_duration_seconds", "histogram",
+         "Infer requests from body received to response encoded (queue wait included).");
+  uint64_t cumulative = 0;
+  for (size_t i = 0; i <= kBuckets.size(); ++i) {
+    cumulative += latency_buckets_[i].load(std::memory_order_relaxed);
+    const std::string le = i < kBuckets.size() ? fmt::format("{}", kBuckets[i]) : "+Inf";
+    sample(out, "memoplan_serve_infer_request_duration_seconds_bucket", cumulative,
+           "le=\"" + le + "\"");
+  }
+  out += fmt::format("memoplan_serve_infer_request_duration_seconds_sum {:.6f}\n",
+                     latency_sum_ns_.load(std::memory_order_relaxed) / 1e9);
+  sample(out, "memoplan_serve_infer_request_duration_seconds_count",
+         latency_count_.load(std::memory_order_relaxed));
+
+  metric(out, "memoplan_serve_inferences_total", "counter", "Forward calls that returned.",
+         inferences_.load(std::memory_order_relaxed));
+  metric(out, "memoplan_serve_inference_errors_total", "counter",
+         "Forward calls that threw (answered 400).",
+         inference_errors_.load(std::memory_order_relaxed));
+  header(out, "memoplan_serve_inference_seconds_total", "counter",
+         "Time the workers spent in forward calls.");
+  out += fmt::format("memoplan_serve_inference_seconds_total {:.6f}\n",
+                     inference_ns_.load(std::memory_order_relaxed) / 1e9);
+
+  metric(out, "memoplan_serve_queue_depth", "gauge", "Infer requests waiting for a worker.",
+         gauges.queue_depth);
+  metric(out, "memoplan_serve_queue_capacity", "gauge",
+         "Requests that may wait before the server answers 503.", gauges.queue_capacity);
+  metric(out, "memoplan_serve_workers", "gauge", "Inference worker threads.", gauges.workers);
+  metric(out, "memoplan_serve_workers_busy", "gauge", "Workers running a forward call now.",
+         gauges.busy_workers);
+  metric(out, "memoplan_serve_ready", "gauge", "1 once the model is loaded and planned.",
+         gauges.ready ? 1 : 0);
+  metric(out, "memoplan_serve_resident_memory_bytes", "gauge", "VmRSS of the server process.",
+         resident_bytes());
+
+  // The LibTorch extension's process-wide counters (memoplan::torch_ext::plan_stats()).
+  header(out, "memoplan_passes_total", "counter",
+         "Forward passes of the planned module, by how they ran.");
+  sample(out, "memoplan_passes_total", plan.planned_passes, "kind=\"planned\"");
+  sample(out, "memoplan_passes_total", plan.profiled_passes, "kind=\"profiled\"");
+  sample(out, "memoplan_passes_total", plan.unplanned_passes, "kind=\"unplanned\"");
+  metric(out, "memoplan_plans_total", "counter", "Plans made (one per input key).", plan.plans);
+  metric(out, "memoplan_planned_allocations_total", "counter",
+         "Tensor allocations served from a slab at their planned offset.", plan.planned_hits);
+  header(out, "memoplan_fallback_allocations_total", "counter",
+         "Tensor allocations of planned passes that went to the default allocator, by reason.");
+  sample(out, "memoplan_fallback_allocations_total", plan.fallback_not_planned,
+         "reason=\"not_planned\"");
+  sample(out, "memoplan_fallback_allocations_total", plan.fallback_escaping, "reason=\"escaping\"");
+  sample(out, "memoplan_fallback_allocations_total", plan.fallback_overlap, "reason=\"overlap\"");
+  metric(out, "memoplan_tensor_mallocs_total", "counter",
+         "Non-empty tensor allocations during passes that reached the system allocator.",
+         plan.tensor_mallocs);
+  metric(out, "memoplan_slabs_total", "counter",
+         "Slabs created (one per worker thread and plan; kept while the worker lives).",
+         plan.slabs);
+  metric(out, "memoplan_slab_bytes_total", "counter", "Bytes of the slabs created.",
+         plan.slab_bytes);
+  return out;
+}
+
+uint64_t resident_bytes() {
+  std::ifstream status("/proc/self/status");
+  std::string key;
+  while (status >> key) {
+    if (key == "VmRSS:") {
+      uint64_t kib = 0;
+      status >> kib;
+      return kib * 1024;
+    }
+    status.ignore(1 << 20, '\n');
+  }
+  return 0;
+}
+
+}  // namespace memoplan::serve

@@ -1,0 +1,52 @@
+// The server's counters and the Prometheus text exposition (format 0.0.4) of GET /metrics:
+// responses by status code, the infer latency histogram, inferences, queue gauges, resident
+// memory and the LibTorch extension's plan statistics. Lock-free counters: every request
+// updates them, /metrics only reads.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include "memoplan/torch/plan.h"
+
+namespace memoplan::serve {
+
+// What the pool and the model report at the moment /metrics is read.
+struct Gauges {
+  uint64_t queue_depth = 0;
+  uint64_t queue_capacity = 0;
+  int workers = 0;
+  int busy_workers = 0;
+  bool ready = false;
+};
+
+class Metrics {
+ public:
+  // Upper bounds (seconds) of the latency histogram's buckets; +Inf is implied.
+  static constexpr std::array<double, 14> kBuckets = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+                                                      0.25,  0.5,    1,     2.5,  5,     10,   30};
+
+  void count_response(int status);
+  // An infer request, from its body read to its response encoded, whatever its status.
+  void observe_infer_latency(double seconds);
+  // A forward call of a worker: its duration and whether it returned.
+  void count_inference(double seconds, bool ok);
+
+  std::string render(const Gauges& gauges, const torch_ext::PlanStats& plan) const;
+
+ private:
+  std::array<std::atomic<uint64_t>, 600> responses_{};  // by status code (100-599)
+  std::array<std::atomic<uint64_t>, kBuckets.size() + 1> latency_buckets_{};  // last: +Inf
+  std::atomic<uint64_t> latency_count_{0};
+  std::atomic<uint64_t> latency_sum_ns_{0};
+  std::atomic<uint64_t> inferences_{0};
+  std::atomic<uint64_t> inference_errors_{0};
+  std::atomic<uint64_t> inference_ns_{0};
+};
+
+// VmRSS of this process in bytes (0 when /proc cannot be read).
+uint64_t resident_bytes();
+
+}  // namespace memoplan::serve

@@ -1,0 +1,272 @@
+#include "model.h"
+
+#include <ATen/Parallel.h>
+#include <torch/script.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <mutex>
+#include <stdexcept>
+
+#include "http_error.h"
+#include "memoplan/torch/plan.h"
+
+namespace memoplan::serve {
+namespace {
+
+at::ScalarType scalar_type(DataType type) {
+  switch (type) {
+    case DataType::kBool:
+      return at::kBool;
+    case DataType::kUint8:
+      return at::kByte;
+    case DataType::kInt8:
+      return at::kChar;
+    case DataType::kInt16:
+      return at::kShort;
+    case DataType::kInt32:
+      return at::kInt;
+    case DataType::kInt64:
+      return at::kLong;
+    case DataType::kFp16:
+      return at::kHalf;
+    case DataType::kBf16:
+      return at::kBFloat16;
+    case DataType::kFp32:
+      return at::kFloat;
+    case DataType::kFp64:
+      return at::kDouble;
+  }
+  throw std::logic_error("unknown datatype");
+}
+
+DataType datatype_of(at::ScalarType type, const std::string& output) {
+  for (int i = 0; i <= static_cast<int>(DataType::kFp64); ++i) {
+    if (scalar_type(static_cast<DataType>(i)) == type) return static_cast<DataType>(i);
+  }
+  throw HttpError(500, "output '" + output + "' has dtype " + std::string(c10::toString(type)) +
+                           ", which the protocol cannot carry");
+}
+
+// c10::Error's what() carries a C++ backtrace: clients get the message only.
+std::string message_of(const std::exception& e) {
+  if (const auto* c10_error = dynamic_cast<const c10::Error*>(&e)) {
+    return c10_error->what_without_backtrace();
+  }
+  return e.what();
+}
+
+at::Tensor to_tensor(const HostTensor& host) {
+  at::Tensor t = at::empty(host.shape, at::TensorOptions().dtype(scalar_type(host.datatype)));
+  if (!host.bytes.empty()) std::memcpy(t.data_ptr(), host.bytes.data(), host.bytes.size());
+  return t;
+}
+
+HostTensor to_host(std::string name, at::Tensor t) {
+  HostTensor host;
+  host.datatype = datatype_of(t.scalar_type(), name);
+  host.name = std::move(name);
+  t = t.cpu().contiguous();
+  host.shape.assign(t.sizes().begin(), t.sizes().end());
+  host.bytes.assign(static_cast<const char*>(t.data_ptr()), t.nbytes());
+  return host;
+}
+
+// Forward's result as named tensors: a tensor is output__0, a tuple or list output__0..k-1 (the
+// names Triton's PyTorch backend uses), a dict of tensors keeps its keys. None elements (a
+// scripted googlenet's auxiliary outputs in eval mode) are left out; the others keep their index.
+std::vector<HostTensor> outputs_of(const c10::IValue& result) {
+  std::vector<HostTensor> outputs;
+  auto unsupported = [&] {
+    return HttpError(500, "the model returned " + result.tagKind() +
+                              "; the server sends tensors, tuples, lists or dicts of tensors");
+  };
+  auto add = [&](std::string name, const c10::IValue& v) {
+    if (v.isNone()) return;
+    if (!v.isTensor()) throw unsupported();
+    outputs.push_back(to_host(std::move(name), v.toTensor()));
+  };
+  auto positional = [&](size_t i) { return "output__" + std::to_string(i); };
+  if (result.isTensor()) {
+    add(positional(0), result);
+  } else if (result.isTuple()) {
+    const auto& elements = result.toTupleRef().elements();
+    for (size_t i = 0; i < elements.size(); ++i) add(positional(i), elements[i]);
+  } else if (result.isList()) {
+    const c10::List<c10::IValue> list = result.toList();
+    for (size_t i = 0; i < list.size(); ++i) add(positional(i), list.get(i));
+  } else if (result.isGenericDict()) {
+    for (const auto& entry : result.toGenericDict()) {
+      if (!entry.key().isString()) throw unsupported();
+      add(entry.key().toStringRef(), entry.value());
+    }
+  } else {
+    throw unsupported();
+  }
+  return outputs;
+}
+
+}  // namespace
+
+struct Model::Impl {
+  ModelOptions options;
+  torch::jit::Module module;
+  std::vector<InputDefault> defaults;  // empty: none known
+
+  std::atomic<bool> planned{false};
+  std::atomic<bool> outputs_known{false};
+  mutable std::mutex mutex;  // guards spec's outputs and first-request planning
+  ModelSpec spec;
+
+  void plan(const std::vector<c10::IValue>& inputs) {
+    torch_ext::PlanOptions plan_options;
+    plan_options.strategy = options.strategy;
+    const torch_ext::PlanSummary s = torch_ext::plan(module, inputs, plan_options);
+    planned.store(true, std::memory_order_release);
+    std::string shapes;
+    for (const c10::IValue& v : inputs) {
+      if (!v.isTensor()) continue;
+      shapes += (shapes.empty() ? "" : ", ") + c10::str(v.toTensor().sizes());
+    }
+    summary = "planned " + shapes + ": slab " + std::to_string(s.slab_bytes) +
+              " bytes (lower bound " + std::to_string(s.lower_bound_bytes) + "), " +
+              std::to_string(s.planned_tensors) + " planned tensors per pass, " + s.strategy +
+              " in " + c10::str(s.planning_ms) + " ms";
+  }
+
+  // Records the outputs' names, datatypes and shapes for the metadata (and the inputs' datatypes
+  // and ranks when there is no default input). With a default input the dimension 0 of an
+  // output as large as the input's dimension 0 is the batch: -1.
+  void learn_signature(const std::vector<HostTensor>& inputs,
+                       const std::vector<HostTensor>& outputs) {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (outputs_known.load()) return;
+    for (size_t i = 0; i < inputs.size() && i < spec.inputs.size(); ++i) {
+      if (!spec.inputs[i].unchecked) continue;
+      spec.inputs[i].datatype = inputs[i].datatype;
+      spec.inputs[i].shape.assign(inputs[i].shape.size(), -1);
+    }
+    for (const HostTensor& out : outputs) {
+      TensorSpec t{out.name, out.datatype, out.shape};
+      for (size_t d = 0; d < t.shape.size(); ++d) {
+        const bool batch = d == 0 && !defaults.empty() && !defaults[0].shape.empty() &&
+                           t.shape[0] == defaults[0].shape[0];
+        if (defaults.empty() || batch) t.shape[d] = -1;
+      }
+      spec.outputs.push_back(std::move(t));
+    }
+    outputs_known.store(true);
+  }
+
+  std::string summary;
+};
+
+Model::Model(const ModelOptions& options) : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  m.options = options;
+  m.spec.name = options.name;
+  torch::jit::ExtraFilesMap extra{{"input_shape", ""}, {"input_dtype", ""}};
+  try {
+    m.module = torch::jit::load(options.path, c10::nullopt, extra);
+  } catch (const std::exception& e) {
+    throw std::runtime_error("cannot load " + options.path + ": " + message_of(e));
+  }
+  m.module.eval();
+  if (!m.module.find_method("forward")) throw std::runtime_error(options.path + " has no forward");
+
+  // The inputs: forward's tensor arguments, in order. Other arguments must have defaults and
+  // come after them (the server passes the tensors positionally).
+  const c10::FunctionSchema& schema = m.module.get_method("forward").function().getSchema();
+  bool past_tensors = false;
+  for (size_t i = 1; i < schema.arguments().size(); ++i) {  // 0 is self
+    const c10::Argument& arg = schema.arguments()[i];
+    const bool tensor = arg.type()->kind() == c10::TypeKind::TensorType;
+    if (tensor && !past_tensors) {
+      m.spec.inputs.push_back({arg.name(), DataType::kFp32, {-1}, true});
+    } else if (!arg.default_value()) {
+      throw std::runtime_error("forward argument '" + arg.name() + "' (" + arg.type()->str() +
+                               ") has no default: the server passes tensors only");
+    } else {
+      past_tensors = true;
+    }
+  }
+
+  m.defaults = options.inputs;
+  if (m.defaults.empty() && !extra["input_shape"].empty() && m.spec.inputs.size() == 1) {
+    m.defaults.push_back(parse_input_default(extra["input_shape"]));
+    if (!extra["input_dtype"].empty()) {
+      const std::optional<DataType> type = datatype_of_torch_name(extra["input_dtype"]);
+      if (!type) throw std::runtime_error("unsupported input_dtype " + extra["input_dtype"]);
+      m.defaults[0].datatype = *type;
+    }
+  }
+  if (!m.defaults.empty() && m.defaults.size() != m.spec.inputs.size()) {
+    throw std::runtime_error(std::to_string(m.defaults.size()) + " --input given, forward takes " +
+                             std::to_string(m.spec.inputs.size()) + " tensor(s)");
+  }
+  for (size_t i = 0; i < m.defaults.size(); ++i) {
+    TensorSpec& in = m.spec.inputs[i];
+    in.datatype = m.defaults[i].datatype;
+    in.shape = m.defaults[i].shape;
+    in.unchecked = false;
+    if (!in.shape.empty()) in.shape[0] = -1;  // the batch: plans are made per shape as they come
+  }
+}
+
+Model::~Model() = default;
+
+std::string Model::prepare() {
+  Impl& m = *impl_;
+  at::set_num_threads(1);  // the workers' setting: it is part of the plan's key
+  if (m.defaults.empty()) return "no default input: the first request's inputs are planned";
+  c10::InferenceMode guard;
+  std::vector<c10::IValue> inputs;
+  for (const InputDefault& d : m.defaults) {
+    // Ones: a valid index for embeddings, a valid value for everything else.
+    inputs.emplace_back(at::ones(d.shape, at::TensorOptions().dtype(scalar_type(d.datatype))));
+  }
+  try {
+    // The outputs from an unplanned pass first: a planned pass on this thread would give it a
+    // slab it keeps for good, and it serves no requests.
+    m.learn_signature({}, outputs_of(m.module.forward(inputs)));
+    m.plan(inputs);
+  } catch (const HttpError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw std::runtime_error("planning the default input failed: " + message_of(e));
+  }
+  return m.summary;
+}
+
+void Model::init_worker_thread() { at::set_num_threads(1); }
+
+std::vector<HostTensor> Model::infer(const std::vector<HostTensor>& inputs) {
+  Impl& m = *impl_;
+  c10::InferenceMode guard;
+  std::vector<c10::IValue> values;
+  values.reserve(inputs.size());
+  for (const HostTensor& h : inputs) values.emplace_back(to_tensor(h));
+  try {
+    if (!m.planned.load(std::memory_order_acquire)) {
+      // No default input: the first request is planned, while the other workers wait (plan()
+      // replaces forward, which must not run meanwhile).
+      std::lock_guard<std::mutex> lock(m.mutex);
+      if (!m.planned.load()) m.plan(values);
+    }
+    std::vector<HostTensor> outputs = outputs_of(m.module.forward(values));
+    if (!m.outputs_known.load(std::memory_order_acquire)) m.learn_signature(inputs, outputs);
+    return outputs;
+  } catch (const HttpError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw bad_request("inference failed: " + message_of(e));
+  }
+}
+
+ModelSpec Model::spec() const {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  return impl_->spec;
+}
+
+}  // namespace memoplan::serve

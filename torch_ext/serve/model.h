@@ -1,0 +1,53 @@
+// The served TorchScript module, planned with memoplan::torch_ext::plan: loading, its signature
+// as the metadata describes it, and forward calls on host tensors. model.cc is the server's only
+// translation unit with torch headers (they take 5-30 s each to compile); this header has none.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "input_spec.h"
+#include "tensor.h"
+
+namespace memoplan::serve {
+
+struct ModelOptions {
+  std::string path;
+  std::string name;
+  // One per forward tensor argument. Empty: the file's extra file "input_shape" (one FP32 input)
+  // if it has one; else no default, and the first request's inputs are planned.
+  std::vector<InputDefault> inputs;
+  std::string strategy = "greedy_by_size";
+};
+
+class Model {
+ public:
+  // Loads the file. Throws std::runtime_error when it cannot be read or its forward takes
+  // arguments the server cannot feed (non-tensor arguments without a default).
+  explicit Model(const ModelOptions& options);
+  ~Model();
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  // Plans the default input if one is known and learns the outputs from its forward; call once,
+  // before any worker runs. Returns a line for the log. Throws std::runtime_error.
+  std::string prepare();
+
+  // Once on each worker thread before its first infer(): one intra-op thread (the plans are made
+  // for it; T workers use T cores).
+  static void init_worker_thread();
+
+  // Forward on `inputs`, ordered and checked as spec().inputs (match_inputs); the outputs in the
+  // model's order, named as spec().outputs. Throws HttpError 400 when forward throws (the inputs
+  // are all that varies) and 500 when it returns something other than tensors.
+  std::vector<HostTensor> infer(const std::vector<HostTensor>& inputs);
+
+  ModelSpec spec() const;  // outputs: empty until a forward has run
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace memoplan::serve

@@ -1,0 +1,45 @@
+// The server's torch-free view of tensors: what the HTTP side decodes from a request, what the
+// model's translation unit turns into at::Tensors and back, and the model's signature as the
+// metadata endpoint describes it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "datatype.h"
+
+namespace memoplan::serve {
+
+// A dense row-major tensor in host byte order (little-endian, as the binary extension sends it).
+struct HostTensor {
+  std::string name;
+  DataType datatype = DataType::kFp32;
+  std::vector<int64_t> shape;
+  std::string bytes;  // element_size(datatype) x product(shape) bytes
+};
+
+// One input or output as the model metadata lists it; -1 marks a dimension any size may take.
+struct TensorSpec {
+  std::string name;
+  DataType datatype = DataType::kFp32;
+  std::vector<int64_t> shape;
+  // No default input: the request's datatype and shape are not checked (forward refuses what it
+  // cannot take). The metadata shows FP32 [-1] until a request ran, then its datatype and rank
+  // (every dimension -1).
+  bool unchecked = false;
+};
+
+struct ModelSpec {
+  std::string name;
+  std::string platform = "pytorch_libtorch";  // Triton's name for TorchScript models
+  std::string version = "1";                  // the only one; URLs may name it
+  std::vector<TensorSpec> inputs;             // forward's tensor arguments, in order
+  // Known once a forward has run (the default input's planning pass, else the first request).
+  std::vector<TensorSpec> outputs;
+};
+
+int64_t element_count(const std::vector<int64_t>& shape);
+std::string shape_text(const std::vector<int64_t>& shape);  // "[1,3,224,224]"
+
+}  // namespace memoplan::serve
