@@ -100,8 +100,20 @@ void profile_maybe_detect(ThreadState& t) {
                       "memoplan_pass_begin/end)");
     return;
   }
-  // Copy the newest records into columns for the search.
   const uint64_t history = t.record_count - t.detect_first_record;
+  if (t.required_key && history > t.redetect_budget) {
+    // The request the old plan missed never recurred inside a repeating pass (a one-off): search
+    // without it once more, then stop profiling rather than profile (and fault) forever.
+    if (!t.redetect_relaxed) {
+      t.required_key = 0;
+      t.redetect_relaxed = true;
+      t.detect_first_record = t.record_count;
+    } else {
+      give_up_profiling(t, "re-detection found no repeating pass");
+    }
+    return;
+  }
+  // Copy the newest records into columns for the search.
   const uint64_t n = history < span ? history : span;
   const uint64_t first = t.record_count - n;
   uint64_t* columns = static_cast<uint64_t*>(fallback::malloc(5 * n * sizeof(uint64_t)));

@@ -62,6 +62,8 @@ void close_recheck_window(ThreadState& t) {
   t.detect_first_record = t.record_count;
   t.next_detection = t.record_count + 64;
   t.required_key = r.unexplained_key;
+  t.redetect_budget = t.slot_count * 16 > 4096 ? t.slot_count * 16 : 4096;
+  t.redetect_relaxed = false;
 }
 
 }  // namespace

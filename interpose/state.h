@@ -100,6 +100,8 @@ struct ThreadState {
   uint64_t next_detection = 64;      // automatic passes: record count of the next period search
   uint64_t detect_first_record = 0;  // detection searches records from here on
   uint64_t required_key = 0;         // re-detection: the pass must contain this key (0: none)
+  uint64_t redetect_budget = 0;      // re-detection: records to find the pass in, then relax / stop
+  bool redetect_relaxed = false;     // re-detection: already searching without required_key
   std::atomic<uint64_t> profiled_live{0};  // tag slots still held by this thread's records
 
   // Replay.
