@@ -101,7 +101,7 @@ void profile_maybe_detect(ThreadState& t) {
     return;
   }
   const uint64_t history = t.record_count - t.detect_first_record;
-  if (t.required_key && history > t.redetect_budget) {
+  if ((t.required_key || t.redetect_relaxed) && history > t.redetect_budget) {
     // The request the old plan missed never recurred inside a repeating pass (a one-off): search
     // without it once more, then stop profiling rather than profile (and fault) forever.
     if (!t.redetect_relaxed) {

@@ -366,6 +366,37 @@ TEST(EngineAutomaticDetection, LongPassWithRepeatedLayersIsNotMistakenForALayer)
   });
 }
 
+// Re-detection must not profile forever: here the request the layer plan misses last in each
+// window has a new size every pass (a one-off key), so no pass ever contains it. The search is
+// relaxed, then given up; either way the thread leaves profiling (no tag-slot blocks, whose pages
+// are mapped and unmapped per allocation) after a bounded number of passes (at most 3
+// re-detections, each bounded by its record budget).
+TEST(EngineAutomaticDetection, ARedetectionThatFindsNothingStopsProfiling) {
+  SKIP_UNLESS_ENGINE_PLANS();
+  if (!engine_options().detect) GTEST_SKIP() << "needs detect:true";
+  on_fresh_thread([&] {
+    Heap heap;
+    for (int pass = 0; pass < 400; ++pass) {
+      Script script = {alloc(0, 50000)};
+      int id = 1;
+      for (int layer = 0; layer < 30; ++layer) {
+        for (size_t size : {8192, 12288, 16384}) {
+          script.push_back(alloc(id, size));
+          script.push_back(free_op(id - 1));
+          ++id;
+        }
+      }
+      script.push_back(alloc(id, 20000 + 64 * static_cast<size_t>(pass)));  // new every pass
+      script.push_back(free_op(id - 1));
+      script.push_back(free_op(id));
+      heap.pass(script, /*marks=*/false);
+    }
+    for (const Allocated& a : heap.last_pass()) {
+      EXPECT_NE(a.origin, Origin::kTag) << "still profiling: " << heap.last_pass_origins();
+    }
+  });
+}
+
 // A detected plan whose passes follow it is never re-detected, however many passes run.
 TEST(EngineAutomaticDetection, AFollowedPlanIsNeverRedetected) {
   SKIP_UNLESS_ENGINE_PLANS();
