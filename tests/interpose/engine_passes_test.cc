@@ -324,6 +324,23 @@ TEST(EngineAutomaticDetection, WithoutDetectionAnUnmarkedThreadIsLeftAlone) {
   });
 }
 
+// A stem, 30 identical layers of three chained blocks, and a head of `head_size` bytes.
+Script layered_pass(size_t head_size) {
+  Script script = {alloc(0, 50000)};
+  int id = 1;
+  for (int layer = 0; layer < 30; ++layer) {
+    for (size_t size : {8192, 12288, 16384}) {
+      script.push_back(alloc(id, size));
+      script.push_back(free_op(id - 1));
+      ++id;
+    }
+  }
+  script.push_back(alloc(id, head_size));
+  script.push_back(free_op(id - 1));
+  script.push_back(free_op(id));
+  return script;
+}
+
 // A transformer-like pass longer than the detector's first search (64 allocations): a stem, 30
 // identical layers of three chained blocks, a head. The first search runs inside the first pass,
 // where the layer (period 3) is already periodic for two periods, so the thread first locks onto
@@ -334,18 +351,7 @@ TEST(EngineAutomaticDetection, WithoutDetectionAnUnmarkedThreadIsLeftAlone) {
 TEST(EngineAutomaticDetection, LongPassWithRepeatedLayersIsNotMistakenForALayer) {
   SKIP_UNLESS_ENGINE_PLANS();
   if (!engine_options().detect) GTEST_SKIP() << "needs detect:true";
-  Script script = {alloc(0, 50000)};
-  int id = 1;
-  for (int layer = 0; layer < 30; ++layer) {
-    for (size_t size : {8192, 12288, 16384}) {
-      script.push_back(alloc(id, size));
-      script.push_back(free_op(id - 1));
-      ++id;
-    }
-  }
-  script.push_back(alloc(id, 20000));
-  script.push_back(free_op(id - 1));
-  script.push_back(free_op(id));
+  const Script script = layered_pass(20000);
   on_fresh_thread([&] {
     Heap heap;
     const Counters before = counters();
@@ -377,19 +383,8 @@ TEST(EngineAutomaticDetection, ARedetectionThatFindsNothingStopsProfiling) {
   on_fresh_thread([&] {
     Heap heap;
     for (int pass = 0; pass < 400; ++pass) {
-      Script script = {alloc(0, 50000)};
-      int id = 1;
-      for (int layer = 0; layer < 30; ++layer) {
-        for (size_t size : {8192, 12288, 16384}) {
-          script.push_back(alloc(id, size));
-          script.push_back(free_op(id - 1));
-          ++id;
-        }
-      }
-      script.push_back(alloc(id, 20000 + 64 * static_cast<size_t>(pass)));  // new every pass
-      script.push_back(free_op(id - 1));
-      script.push_back(free_op(id));
-      heap.pass(script, /*marks=*/false);
+      // The head has a new size every pass.
+      heap.pass(layered_pass(20000 + 64 * static_cast<size_t>(pass)), /*marks=*/false);
     }
     for (const Allocated& a : heap.last_pass()) {
       EXPECT_NE(a.origin, Origin::kTag) << "still profiling: " << heap.last_pass_origins();
