@@ -1,23 +1,24 @@
 // LibTorch inference under whatever allocator serves the process (bench/run_torch_alloc_bench.sh
-// runs it under glibc, tuned glibc, jemalloc, tcmalloc, mimalloc and the memoplan shim).
+// and bench/run_matrix.py run it under glibc, tuned glibc, jemalloc, tcmalloc, mimalloc, the
+// memoplan shim and the memoplan graph pass).
 //
-// Loads one TorchScript file (bench/make_torchscript_models.py writes them), then T threads each
+// Loads one TorchScript file (bench/models/make_zoo.py and bench/make_torchscript_models.py write
+// them), then for each thread count T of --threads (one phase each, in order) T new threads each
 // run W warm-up and N timed forward passes on their own input, sharing the module, with one
-// intra-op thread (and one OpenBLAS thread) per worker and InferenceMode on. Prints one CSV row:
-// per-pass latency (median, p90, ...; all threads' timed passes pooled), allocator calls per pass
-// (only when libmemoplan_malloc_counter.so is preloaded: measured, not estimated), and memory:
-// the process's peak RSS (ru_maxrss: the larger of its value after loading the model and at the
-// end, as resetting VmHWM resets it too), the RSS after loading, VmHWM reset after loading (the
-// peak while the passes ran) and the RSS at the end; and per pass, the workers' minor page faults
-// and involuntary context switches (getrusage(RUSAGE_THREAD)).
+// intra-op thread (and one OpenBLAS thread) per worker and InferenceMode on. The timed passes of a
+// phase start together, after every thread's warm-up. Prints one CSV row per phase: per-pass
+// latency (median, p90, ...; all threads' timed passes pooled), allocator calls per pass (only
+// when libmemoplan_malloc_counter.so is preloaded: measured, not estimated), memory (peak RSS of
+// the phase, RSS and jemalloc's mapped/active bytes averaged over the timed passes), jemalloc's
+// mutex waits during the timed passes, the graph pass's slab hits and fallbacks, and per pass the
+// workers' minor page faults and involuntary context switches (getrusage(RUSAGE_THREAD)).
 //
-//   torch_alloc_bench --model bench/results/tmp/models/resnet18.pt --threads 2 --passes 30
+//   torch_alloc_bench --model models/resnet18.pt --threads 1,2,4 --batch 4 --size 128
 //   torch_alloc_bench --header        # the CSV header line
 //
 // Each pass is marked with memoplan_pass_begin/end when the shim is loaded (--marks 0: leave pass
 // detection to the shim, as for an unmodified program).
 #include <ATen/Parallel.h>
-#include <dlfcn.h>
 #include <sys/resource.h>
 #include <torch/script.h>
 
@@ -26,29 +27,38 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
-#include <fstream>
 #include <numeric>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "../torch_ext/run/input_spec.h"
 #include "allocator_info.h"
+#include "jemalloc_stats.h"
 #include "malloc_counter.h"
 #include "memoplan/pass.h"
 #include "memoplan/torch/plan.h"
+#include "memory_sampler.h"
+#include "process_stats.h"
 
 namespace {
+
+using namespace memoplan::bench;
 
 struct Options {
   std::string model;
   std::string name;    // the model's name in the CSV; default: the file's stem
   std::string config;  // the allocator configuration's label, echoed into the CSV
   std::string input;   // e.g. 1x3x224x224; default: the file's "input_shape" extra file
-  int threads = 1;
-  int warmup = 5;  // the profiling executor re-optimizes the graph during the first 2-3 passes
-  int passes = 20;
+  int batch = 0;       // > 0: replaces the input's first size
+  int size = 0;        // > 0: image height and width (4-D inputs) or sequence length (2-D, 3-D)
+  std::vector<int> threads{1};
+  int warmup = 5;       // the profiling executor re-optimizes the graph during the first 2-3 passes
+  int passes = 20;      // timed passes per thread
+  int timed_total = 0;  // > 0: timed passes per phase, split over its threads (at least 1 each)
+  int sample_ms = 10;   // memory sampling period; 0: off
+  std::string memory_trace;  // every memory sample of every phase, CSV
   bool marks = true;
   std::string plan;  // --plan STRATEGY: plan the module with memoplan's LibTorch graph pass
 };
@@ -58,15 +68,27 @@ constexpr const char* kCsvHeader =
     "passes_per_s,minor_faults_per_pass,preempted_per_pass,allocs_per_pass,frees_per_pass,reallocs_"
     "per_pass,zero_size_per_pass,"
     "bytes_per_pass,maxrss_kib,rss_after_load_kib,hwm_passes_kib,rss_end_kib,output_fnv1a,"
-    "malloc_chain";
+    "malloc_chain,avg_rss_kib,je_mapped_avg_kib,je_active_avg_kib,memory_samples,je_mutex_ops,"
+    "je_mutex_waits,je_mutex_wait_ms,je_mutex_max_wait_us,graph_hits,graph_fallbacks,"
+    "graph_escaping,graph_slab_bytes,graph_lower_bound_bytes";
 
-[[noreturn]] void usage(const char* message) {
+[[noreturn]] void usage(const std::string& message) {
   std::fprintf(stderr,
                "torch_alloc_bench: %s\nusage: torch_alloc_bench --model FILE.pt [--name NAME] "
-               "[--config LABEL] [--input 1x3x224x224] [--threads T] [--warmup W] [--passes N] "
+               "[--config LABEL] [--input 1x3x224x224] [--batch B] [--size S] [--threads T[,T...]] "
+               "[--warmup W] [--passes N] [--timed-total N] [--sample-ms MS] [--memory-trace FILE] "
                "[--marks 0|1] [--plan STRATEGY]\n       torch_alloc_bench --header\n",
-               message);
+               message.c_str());
   std::exit(2);
+}
+
+int to_int(const std::string& flag, const char* text) {
+  char* end = nullptr;
+  const long value = std::strtol(text, &end, 10);
+  if (end == text || *end != '\0' || value < 0 || value > 1 << 20) {
+    usage(flag + " needs a non-negative integer, got '" + text + "'");
+  }
+  return static_cast<int>(value);
 }
 
 Options parse(int argc, char** argv) {
@@ -77,31 +99,48 @@ Options parse(int argc, char** argv) {
       std::printf("%s\n", kCsvHeader);
       std::exit(0);
     }
-    if (i + 1 >= argc) usage(("missing value after " + flag).c_str());
+    if (i + 1 >= argc) usage("missing value for " + flag);
     const char* value = argv[++i];
-    if (flag == "--model")
+    if (flag == "--model") {
       o.model = value;
-    else if (flag == "--name")
+    } else if (flag == "--name") {
       o.name = value;
-    else if (flag == "--config")
+    } else if (flag == "--config") {
       o.config = value;
-    else if (flag == "--input")
+    } else if (flag == "--input") {
       o.input = value;
-    else if (flag == "--threads")
-      o.threads = std::atoi(value);
-    else if (flag == "--warmup")
-      o.warmup = std::atoi(value);
-    else if (flag == "--passes")
-      o.passes = std::atoi(value);
-    else if (flag == "--plan")
+    } else if (flag == "--batch") {
+      o.batch = to_int(flag, value);
+    } else if (flag == "--size") {
+      o.size = to_int(flag, value);
+    } else if (flag == "--threads") {
+      o.threads.clear();
+      std::stringstream in(value);
+      for (std::string t; std::getline(in, t, ',');) o.threads.push_back(to_int(flag, t.c_str()));
+    } else if (flag == "--warmup") {
+      o.warmup = to_int(flag, value);
+    } else if (flag == "--passes") {
+      o.passes = to_int(flag, value);
+    } else if (flag == "--timed-total") {
+      o.timed_total = to_int(flag, value);
+    } else if (flag == "--sample-ms") {
+      o.sample_ms = to_int(flag, value);
+    } else if (flag == "--memory-trace") {
+      o.memory_trace = value;
+    } else if (flag == "--plan") {
       o.plan = value;
-    else if (flag == "--marks")
-      o.marks = std::atoi(value) != 0;
-    else
-      usage(("unknown option " + flag).c_str());
+    } else if (flag == "--marks") {
+      o.marks = std::string(value) != "0";
+    } else {
+      usage("unknown option " + flag);
+    }
   }
   if (o.model.empty()) usage("--model is required");
-  if (o.threads < 1 || o.warmup < 0 || o.passes < 1) usage("need threads >= 1, passes >= 1");
+  if (o.passes < 1) usage("need passes >= 1");
+  if (o.threads.empty() ||
+      std::any_of(o.threads.begin(), o.threads.end(), [](int t) { return t < 1; })) {
+    usage("need threads >= 1");
+  }
   if (o.name.empty()) {
     const size_t slash = o.model.find_last_of('/');
     o.name = o.model.substr(slash == std::string::npos ? 0 : slash + 1);
@@ -110,57 +149,66 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
-std::vector<int64_t> parse_shape(const std::string& text) {
-  std::vector<int64_t> shape;
-  std::stringstream in(text);
-  for (std::string dim; std::getline(in, dim, 'x');) shape.push_back(std::stoll(dim));
-  if (shape.empty()) usage(("bad input shape " + text).c_str());
+// --batch replaces the first size; --size the height and width of an image (N, C, H, W with H and
+// W > 1: a 1x1 latent like DCGAN's keeps its shape) or the sequence length of tokens (N, L) and
+// embeddings (N, L, D).
+std::vector<int64_t> resize_input(std::vector<int64_t> shape, int batch, int size) {
+  if (batch > 0) shape[0] = batch;
+  if (size > 0) {
+    if (shape.size() == 4 && shape[2] > 1 && shape[3] > 1) {
+      shape[2] = shape[3] = size;
+    } else if (shape.size() == 2 || shape.size() == 3) {
+      shape[1] = size;
+    }
+  }
   return shape;
 }
 
-// A field of /proc/self/status in KiB (VmRSS, VmHWM), or -1.
-long status_kib(const char* field) {
-  std::ifstream status("/proc/self/status");
-  const size_t length = std::strlen(field);
-  for (std::string line; std::getline(status, line);) {
-    if (line.compare(0, length, field) == 0 && line[length] == ':') {
-      return std::atol(line.c_str() + length + 1);
-    }
-  }
-  return -1;
+at::ScalarType scalar_type(const std::string& dtype) {
+  if (dtype == "float64") return at::kDouble;
+  if (dtype == "float16") return at::kHalf;
+  if (dtype == "bfloat16") return at::kBFloat16;
+  if (dtype == "int64") return at::kLong;
+  if (dtype == "int32") return at::kInt;
+  if (dtype == "int16") return at::kShort;
+  if (dtype == "int8") return at::kChar;
+  if (dtype == "uint8") return at::kByte;
+  if (dtype == "bool") return at::kBool;
+  return at::kFloat;
 }
 
-// Sets VmHWM back to the current RSS (Linux >= 4.0), so that it measures the passes alone and not
-// loading the model, which reads the whole file into memory.
-bool reset_peak_rss() {
-  std::ofstream clear("/proc/self/clear_refs");
-  clear << "5" << std::flush;
-  return static_cast<bool>(clear);
-}
-
-// One worker thread for everything it must know about ATen; OpenBLAS (Debian's libblas.so.3 with
-// libopenblas0-pthread) keeps its own thread pool, sized by the cores, unless told otherwise.
-// Returns OpenBLAS's thread count afterwards, or 0 when OpenBLAS is not loaded.
-int limit_blas_threads() {
-  using SetThreads = void (*)(int);
-  using GetThreads = int (*)();
-  auto set = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"));
-  auto get = reinterpret_cast<GetThreads>(dlsym(RTLD_DEFAULT, "openblas_get_num_threads"));
-  if (!set || !get) return 0;
-  set(1);
-  return get();
-}
-
-// How the module is made ready before the threads start. Plain LibTorch is load + eval; a
-// configuration that rewrites the module (the LibTorch graph pass of issue 4) belongs here.
-torch::jit::Module prepare_module(const Options& o, std::string* input_shape) {
-  torch::jit::ExtraFilesMap extra{{"input_shape", ""}};
+// Loads and evaluates the module; returns its input (the file's extra files, --input, --batch and
+// --size).
+torch::jit::Module prepare_module(const Options& o, memoplan::run::InputSpec* spec) {
+  torch::jit::ExtraFilesMap extra{{"input_shape", ""}, {"input_dtype", ""}, {"input_high", ""}};
   torch::jit::Module module = torch::jit::load(o.model, torch::kCPU, extra);
   module.eval();
-  *input_shape = o.input.empty() ? extra["input_shape"] : o.input;
-  if (input_shape->empty()) usage("no --input and no input_shape in the model file");
+  auto made = memoplan::run::make_input_spec(o.model, o.input, "", extra["input_shape"],
+                                             extra["input_dtype"], extra["input_high"]);
+  if (!made) usage(made.error());
+  *spec = *made;
+  spec->shape = resize_input(spec->shape, o.batch, o.size);
   return module;
 }
+
+at::Tensor make_input(const memoplan::run::InputSpec& spec) {
+  const at::ScalarType type = scalar_type(spec.dtype);
+  if (memoplan::run::integer_dtype(spec.dtype)) {
+    return torch::randint(0, spec.high, spec.shape, at::TensorOptions().dtype(type));
+  }
+  return torch::randn(spec.shape, at::TensorOptions().dtype(type));
+}
+
+// What the threads of one phase share: the start line, and the snapshot the last thread to
+// finish its warm-up takes before the timed passes start together.
+struct Phase {
+  int threads = 0;
+  std::atomic<int> ready{0}, warmed{0};
+  std::atomic<bool> go{false};
+  const JemallocStats* jemalloc = nullptr;
+  MemorySampler* sampler = nullptr;
+  JemallocMutexTotals mutexes_at_start;
+};
 
 struct WorkerResult {
   std::vector<double> ms;  // timed passes only
@@ -184,21 +232,31 @@ uint64_t digest(const at::Tensor& t) {
   return hash;
 }
 
+void wait_for_all_warmed(Phase& phase) {
+  if (phase.warmed.fetch_add(1) + 1 == phase.threads) {
+    phase.mutexes_at_start = phase.jemalloc->mutexes();
+    phase.sampler->set_timed(true);
+    phase.go.store(true);
+  }
+  while (!phase.go.load()) std::this_thread::yield();
+}
+
 // One loop for warm-up and timed passes: under the shim the call sites (and so its keys) must be
 // the same in both. The output is released inside the marked pass; the timing covers forward().
-void worker(torch::jit::Module& module, const at::Tensor& input, const Options& o,
-            std::atomic<int>& ready, WorkerResult& result) {
+void worker(torch::jit::Module& module, const at::Tensor& input, const Options& o, int passes,
+            Phase& phase, WorkerResult& result) {
   at::set_num_threads(1);  // OpenMP's thread count is per calling thread
   c10::InferenceMode inference;
   result.intra_op_threads = at::get_num_threads();
-  result.ms.reserve(o.passes);
+  result.ms.reserve(passes);
   std::vector<c10::IValue> inputs{input};
   rusage usage{};
-  ready.fetch_add(1);
-  while (ready.load() < o.threads) std::this_thread::yield();
-  for (int pass = 0; pass < o.warmup + o.passes; ++pass) {
+  phase.ready.fetch_add(1);
+  while (phase.ready.load() < phase.threads) std::this_thread::yield();
+  for (int pass = 0; pass < o.warmup + passes; ++pass) {
     const bool timed = pass >= o.warmup;
     if (pass == o.warmup) {
+      wait_for_all_warmed(phase);
       result.timed_start = std::chrono::steady_clock::now();
       if (memoplan_bench_malloc_counts) memoplan_bench_malloc_counts(&result.before);
       getrusage(RUSAGE_THREAD, &usage);
@@ -221,76 +279,61 @@ void worker(torch::jit::Module& module, const at::Tensor& input, const Options& 
   result.preempted += usage.ru_nivcsw;
 }
 
-// The graph pass's counters since planning, in the shim's statistics vocabulary (the report reads
+// The graph pass's counters of one phase, in the shim's statistics vocabulary (the report reads
 // both the same way): every pass after plan() is a steady-state one.
 void print_plan_stats(const memoplan::torch_ext::PlanSummary& planned,
-                      const memoplan::torch_ext::PlanStats& before) {
-  const memoplan::torch_ext::PlanStats now = memoplan::torch_ext::plan_stats();
-  const uint64_t hits = now.planned_hits - before.planned_hits;
-  const uint64_t not_planned = now.fallback_not_planned - before.fallback_not_planned;
-  const uint64_t overlap = now.fallback_overlap - before.fallback_overlap;
-  std::fprintf(
-      stderr,
-      "memoplan: graph pass: %s\n"
-      "memoplan: passes %llu, plans %llu, plan failures 0\n"
-      "memoplan: planned hits %llu, steady-state hits %llu, steady-state fallbacks %llu\n"
-      "memoplan: fallbacks not_planned %llu escaping %llu overlap %llu alignment 0 "
-      "guard_full 0\n"
-      "memoplan: slab bytes %llu, lower bound %llu\n",
-      memoplan::torch_ext::to_string(now).c_str(),
-      static_cast<unsigned long long>(now.passes - before.passes),
-      static_cast<unsigned long long>(now.plans), static_cast<unsigned long long>(hits),
-      static_cast<unsigned long long>(hits), static_cast<unsigned long long>(not_planned + overlap),
-      static_cast<unsigned long long>(not_planned),
-      static_cast<unsigned long long>(now.fallback_escaping - before.fallback_escaping),
-      static_cast<unsigned long long>(overlap), static_cast<unsigned long long>(now.slab_bytes),
-      static_cast<unsigned long long>(planned.lower_bound_bytes * now.slabs));
+                      const memoplan::torch_ext::PlanStats& d) {
+  std::fprintf(stderr,
+               "memoplan: graph pass: %s\n"
+               "memoplan: passes %llu, plans %llu, plan failures 0\n"
+               "memoplan: planned hits %llu, steady-state hits %llu, steady-state fallbacks %llu\n"
+               "memoplan: fallbacks not_planned %llu escaping %llu overlap %llu alignment 0 "
+               "guard_full 0\n"
+               "memoplan: slab bytes %llu, lower bound %llu\n",
+               memoplan::torch_ext::to_string(d).c_str(), static_cast<unsigned long long>(d.passes),
+               static_cast<unsigned long long>(d.plans),
+               static_cast<unsigned long long>(d.planned_hits),
+               static_cast<unsigned long long>(d.planned_hits),
+               static_cast<unsigned long long>(d.fallback_not_planned + d.fallback_overlap),
+               static_cast<unsigned long long>(d.fallback_not_planned),
+               static_cast<unsigned long long>(d.fallback_escaping),
+               static_cast<unsigned long long>(d.fallback_overlap),
+               static_cast<unsigned long long>(d.slab_bytes),
+               static_cast<unsigned long long>(planned.lower_bound_bytes * d.slabs));
 }
 
-// Nearest-rank percentile of sorted samples.
-double percentile(const std::vector<double>& sorted, double p) {
-  const size_t rank = static_cast<size_t>(p / 100.0 * sorted.size() + 0.999999);
-  return sorted[std::min(sorted.size(), std::max<size_t>(rank, 1)) - 1];
-}
-
-}  // namespace
-
-int main(int argc, char** argv) {
-  const Options o = parse(argc, argv);
-  const int blas_threads = limit_blas_threads();
-  at::set_num_threads(1);
+struct Loaded {
+  torch::jit::Module module;
   std::string shape_text;
-  torch::jit::Module module = prepare_module(o, &shape_text);
-  const std::vector<int64_t> shape = parse_shape(shape_text);
-  torch::manual_seed(0);
-  std::vector<at::Tensor> inputs;
-  for (int t = 0; t < o.threads; ++t) inputs.push_back(torch::randn(shape));
-  // The graph-pass configuration: plan once here (warm-up, profile, plan); every worker then
-  // replays its own slab from its first pass. The key (shapes, intra-op threads = 1, inference
-  // mode) is the workers'.
+  std::vector<at::Tensor> inputs;  // one per thread of the largest phase
   memoplan::torch_ext::PlanSummary planned;
-  memoplan::torch_ext::PlanStats after_plan;
-  if (!o.plan.empty()) {
-    c10::InferenceMode inference;
-    memoplan::torch_ext::PlanOptions options;
-    options.strategy = o.plan;
-    planned = memoplan::torch_ext::plan(module, {inputs[0]}, options);
-    after_plan = memoplan::torch_ext::plan_stats();
-  }
-  const long rss_after_load = status_kib("VmRSS");
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  const long maxrss_load = usage.ru_maxrss;  // the reset below lowers ru_maxrss too
-  const bool hwm_reset = reset_peak_rss();
+  long rss_after_load_kib = 0, maxrss_load_kib = 0;
+  int blas_threads = 0;
+};
 
-  std::vector<WorkerResult> results(o.threads);
-  std::atomic<int> ready{0};
-  std::vector<std::thread> threads;
-  for (int t = 0; t < o.threads; ++t) {
-    threads.emplace_back(worker, std::ref(module), std::cref(inputs[t]), std::cref(o),
-                         std::ref(ready), std::ref(results[t]));
+void run_phase(const Options& o, Loaded& loaded, int threads, const JemallocStats& jemalloc,
+               std::FILE* memory_trace) {
+  const int passes =
+      o.timed_total > 0 ? std::max(1, (o.timed_total + threads - 1) / threads) : o.passes;
+  const memoplan::torch_ext::PlanStats plan_before = memoplan::torch_ext::plan_stats();
+  const bool hwm_reset = reset_peak_rss();
+  MemorySampler sampler(jemalloc, o.sample_ms);
+  Phase phase;
+  phase.threads = threads;
+  phase.jemalloc = &jemalloc;
+  phase.sampler = &sampler;
+  std::vector<WorkerResult> results(threads);
+  sampler.start();
+  std::vector<std::thread> workers;
+  for (int t = 0; t < threads; ++t) {
+    workers.emplace_back(worker, std::ref(loaded.module), std::cref(loaded.inputs[t]), std::cref(o),
+                         passes, std::ref(phase), std::ref(results[t]));
   }
-  for (std::thread& t : threads) t.join();
+  for (std::thread& t : workers) t.join();
+  sampler.set_timed(false);
+  const JemallocMutexTotals mutexes = jemalloc.mutexes() - phase.mutexes_at_start;
+  sampler.stop();
+  const MemoryAverages memory = sampler.averages();
 
   std::vector<double> ms;
   memoplan_bench_counts total{};
@@ -310,34 +353,102 @@ int main(int argc, char** argv) {
   }
   std::sort(ms.begin(), ms.end());
   const double mean = std::accumulate(ms.begin(), ms.end(), 0.0) / ms.size();
+  rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
-  const long maxrss = std::max(maxrss_load, usage.ru_maxrss);
+  const long maxrss = std::max(loaded.maxrss_load_kib, usage.ru_maxrss);
+  const memoplan::torch_ext::PlanStats plan = memoplan::torch_ext::plan_stats() - plan_before;
+  if (!o.plan.empty()) print_plan_stats(loaded.planned, plan);
 
-  if (!o.plan.empty()) print_plan_stats(planned, after_plan);
-  const std::string chain = memoplan::bench::malloc_chain_text();
+  const std::string chain = malloc_chain_text();
   std::fprintf(
       stderr,
       "torch_alloc_bench: %s on %s, %d thread(s) x (%d warm-up + %d timed) passes, "
       "intra-op threads %d, OpenBLAS threads %d, pass marks %s; malloc from %s (loaded: %s)%s\n",
-      o.name.c_str(), shape_text.c_str(), o.threads, o.warmup, o.passes,
-      results[0].intra_op_threads, blas_threads, o.marks && memoplan_pass_begin ? "on" : "off",
-      chain.c_str(), memoplan::bench::allocator_versions().c_str(),
+      o.name.c_str(), loaded.shape_text.c_str(), threads, o.warmup, passes,
+      results[0].intra_op_threads, loaded.blas_threads,
+      o.marks && memoplan_pass_begin ? "on" : "off", chain.c_str(), allocator_versions().c_str(),
       hwm_reset ? "" : "; VmHWM could not be reset (includes loading)");
-  const double n = static_cast<double>(o.passes) * o.threads;
+  const double n = static_cast<double>(passes) * threads;
   // Throughput of the timed passes: from the first thread's first to the last thread's last.
   const double seconds = std::chrono::duration<double>(timed_end - timed_start).count();
   std::printf("%s,%s,%s,%d,%d,%d,%.3f,%.3f,%.3f,%.3f,%.3f,%.2f,%.1f,%.2f,", o.config.c_str(),
-              o.name.c_str(), shape_text.c_str(), o.threads, o.warmup, o.passes, percentile(ms, 50),
-              percentile(ms, 90), ms.front(), mean, ms.back(), n / seconds, faults / n,
-              preempted / n);
+              o.name.c_str(), loaded.shape_text.c_str(), threads, o.warmup, passes,
+              percentile(ms, 50), percentile(ms, 90), ms.front(), mean, ms.back(), n / seconds,
+              faults / n, preempted / n);
   if (memoplan_bench_malloc_counts) {
     std::printf("%.1f,%.1f,%.1f,%.1f,%.0f,", total.allocs / n, total.frees / n, total.reallocs / n,
                 total.zero_size / n, total.bytes / n);
   } else {
     std::printf(",,,,,");
   }
-  std::printf("%ld,%ld,%ld,%ld,%016llx,%s\n", maxrss, rss_after_load, status_kib("VmHWM"),
+  std::printf("%ld,%ld,%ld,%ld,%016llx,%s,", maxrss, loaded.rss_after_load_kib, status_kib("VmHWM"),
               status_kib("VmRSS"), static_cast<unsigned long long>(results[0].digest),
               chain.c_str());
+  std::printf("%.0f,", memory.rss_bytes / 1024);
+  if (jemalloc.available()) {
+    std::printf("%.0f,%.0f,%zu,%llu,%llu,%.3f,%.1f,", memory.jemalloc_mapped / 1024,
+                memory.jemalloc_active / 1024, memory.samples,
+                static_cast<unsigned long long>(mutexes.ops),
+                static_cast<unsigned long long>(mutexes.waits), mutexes.wait_ns / 1e6,
+                mutexes.max_wait_ns / 1e3);
+  } else {
+    std::printf(",,%zu,,,,,", memory.samples);
+  }
+  if (!o.plan.empty()) {
+    std::printf("%llu,%llu,%llu,%llu,%llu\n", static_cast<unsigned long long>(plan.planned_hits),
+                static_cast<unsigned long long>(plan.fallback_not_planned + plan.fallback_overlap),
+                static_cast<unsigned long long>(plan.fallback_escaping),
+                static_cast<unsigned long long>(plan.slab_bytes),
+                static_cast<unsigned long long>(loaded.planned.lower_bound_bytes));
+  } else {
+    std::printf(",,,,\n");
+  }
+  std::fflush(stdout);
+  if (memory_trace) {
+    for (const MemorySample& s : sampler.samples()) {
+      std::fprintf(memory_trace, "%s,%s,%s,%d,%.1f,%d,%llu,%llu,%llu\n", o.config.c_str(),
+                   o.name.c_str(), loaded.shape_text.c_str(), threads, s.t_ms, s.timed ? 1 : 0,
+                   static_cast<unsigned long long>(s.rss_bytes),
+                   static_cast<unsigned long long>(s.jemalloc.mapped),
+                   static_cast<unsigned long long>(s.jemalloc.active));
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options o = parse(argc, argv);
+  Loaded loaded;
+  loaded.blas_threads = limit_blas_threads();
+  at::set_num_threads(1);
+  memoplan::run::InputSpec spec;
+  loaded.module = prepare_module(o, &spec);
+  loaded.shape_text = memoplan::run::shape_text(spec.shape);
+  torch::manual_seed(0);
+  const int most_threads = *std::max_element(o.threads.begin(), o.threads.end());
+  for (int t = 0; t < most_threads; ++t) loaded.inputs.push_back(make_input(spec));
+  // The graph-pass configuration: plan once here (warm-up, profile, plan); every worker then
+  // replays its own slab from its first pass. The key (shapes, intra-op threads = 1, inference
+  // mode) is the workers'.
+  if (!o.plan.empty()) {
+    c10::InferenceMode inference;
+    memoplan::torch_ext::PlanOptions options;
+    options.strategy = o.plan;
+    loaded.planned = memoplan::torch_ext::plan(loaded.module, {loaded.inputs[0]}, options);
+  }
+  loaded.rss_after_load_kib = status_kib("VmRSS");
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  loaded.maxrss_load_kib = usage.ru_maxrss;  // resetting VmHWM lowers ru_maxrss too
+
+  const JemallocStats jemalloc;
+  std::FILE* memory_trace = nullptr;
+  if (!o.memory_trace.empty()) {
+    memory_trace = std::fopen(o.memory_trace.c_str(), "a");
+    if (!memory_trace) ::usage("cannot write " + o.memory_trace);
+  }
+  for (int threads : o.threads) run_phase(o, loaded, threads, jemalloc, memory_trace);
+  if (memory_trace) std::fclose(memory_trace);
   return 0;
 }

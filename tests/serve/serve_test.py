@@ -264,6 +264,32 @@ def first_request_planning(binary, spin_path):
         server.close()
 
 
+def unplanned(binary, model_path):
+    """--no-plan (the serving benchmark's baseline): the same answers, and no plan, slab or slab
+    hit in the metrics."""
+    server = Server(binary, model_path, "--workers", "2", "--no-plan")
+    try:
+        server.wait_ready()
+        check("not planned (--no-plan)" in server.log_text(), "the log says it is not planned")
+        torch.manual_seed(5)
+        for _ in range(3):
+            inputs = {"x": torch.randn(1, 3, 32, 32)}
+            status, _, body = post_infer(server, "tiny_cnn", infer_body(inputs))
+            check(status == 200, "--no-plan infer: %d %s" % (status, body[:300]))
+            check_outputs(outputs_of(body), reference(model_path, inputs), "--no-plan")
+        m = metrics(server)
+        check(m.get("memoplan_plans_total", 0) == 0 and m.get("memoplan_slabs_total", 0) == 0
+              and m.get("memoplan_planned_allocations_total", 0) == 0,
+              "--no-plan made no plan and no slab: %s" % m)
+        check(server.terminate() == 0, "exit code after SIGTERM")
+        print("  --no-plan: bit-identical answers, no plan, no slab")
+    except TestFailure:
+        print(server.log_text())
+        raise
+    finally:
+        server.close()
+
+
 def wait_refused(server, timeout=5):
     host, port = server.base.split("//")[1].split(":")
     deadline = time.monotonic() + timeout
@@ -315,6 +341,7 @@ def main():
             raise
         finally:
             server.close()
+        unplanned(binary, model_path)
         spin_requests(binary, os.path.join(tmp, "spin.pt"))
         first_request_planning(binary, os.path.join(tmp, "spin.pt"))
     except TestFailure as e:

@@ -33,6 +33,7 @@ struct Options {
   size_t max_body = 64u << 20;
   int http_threads = 0;  // 0: max(64, workers + queue + 4)
   std::string strategy{memoplan::planner::kDefaultStrategy};
+  bool no_plan = false;
   std::vector<std::string> inputs;
 };
 
@@ -59,6 +60,7 @@ int serve(const Options& o) {
   model_options.name =
       o.name.empty() ? std::filesystem::path(o.model_path).stem().string() : o.name;
   model_options.strategy = o.strategy;
+  model_options.plan = !o.no_plan;
   try {
     for (const std::string& text : o.inputs) {
       model_options.inputs.push_back(parse_input_default(text));
@@ -167,6 +169,9 @@ int main(int argc, char** argv) {
                    ? std::string()
                    : "unknown strategy; one of " + memoplan::planner::strategy_names();
       });
+  app.add_flag("--no-plan", o.no_plan,
+               "serve without memoplan's plan (LibTorch's allocator, or whatever LD_PRELOAD "
+               "gives): the baseline to compare against");
   app.add_option("--input", o.inputs,
                  "default input per forward tensor argument, SHAPE[:DATATYPE] (e.g. 1x3x224x224, "
                  "1x128:INT64), planned before ready; default: the file's extra files "

@@ -120,6 +120,11 @@ struct Model::Impl {
   ModelSpec spec;
 
   void plan(const std::vector<c10::IValue>& inputs) {
+    if (!options.plan) {
+      planned.store(true, std::memory_order_release);
+      summary = "not planned (--no-plan): the process's allocator serves every tensor";
+      return;
+    }
     torch_ext::PlanOptions plan_options;
     plan_options.strategy = options.strategy;
     const torch_ext::PlanSummary s = torch_ext::plan(module, inputs, plan_options);

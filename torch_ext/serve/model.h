@@ -19,6 +19,8 @@ struct ModelOptions {
   // if it has one; else no default, and the first request's inputs are planned.
   std::vector<InputDefault> inputs;
   std::string strategy = "greedy_by_size";
+  // false (--no-plan): serve with LibTorch's own allocator, for comparing against the plan.
+  bool plan = true;
 };
 
 class Model {
