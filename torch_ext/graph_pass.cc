@@ -17,6 +17,7 @@
 
 #include "memoplan/torch/plan.h"
 #include "pass_runtime.h"
+#include "tuned_ops.h"
 
 namespace memoplan::torch_ext {
 namespace {
@@ -194,6 +195,8 @@ int64_t rewrite_forward(torch::jit::Module& module, const PlanOptions& options) 
 
   const int64_t id = runtime_pass::register_module(options);
   torch::jit::Inline(*graph);
+  // Before the allocation marks: a replacement op's output is planned like any other tensor.
+  if (options.kernels == "tuned") replace_hot_ops(*graph);
   int64_t next_node = 1;
   mark_block(*graph, graph->block(), id, next_node);
   {
@@ -218,7 +221,8 @@ void stats_op(torch::jit::Stack& stack) { stack.emplace_back(to_string(plan_stat
 torch::jit::RegisterOperators memoplan_python_operators({
     torch::jit::Operator(
         "memoplan::plan(Any module, Any[] inputs, str strategy=\"greedy_by_size\", "
-        "int warmup_passes=3, bool plan_new_keys=True) -> Dict(str, int)",
+        "int warmup_passes=3, bool plan_new_keys=True, str kernels=\"stock\") -> "
+        "Dict(str, int)",
         plan_op, c10::AliasAnalysisKind::CONSERVATIVE),
     torch::jit::Operator("memoplan::stats() -> str", stats_op,
                          c10::AliasAnalysisKind::CONSERVATIVE),
@@ -230,6 +234,10 @@ PlanSummary plan(torch::jit::Module& module, const std::vector<c10::IValue>& inp
                  const PlanOptions& options) {
   if (!module.find_method("forward"))
     throw std::runtime_error("memoplan: the module has no forward");
+  if (options.kernels != "stock" && options.kernels != "tuned") {
+    throw std::runtime_error("memoplan: unknown kernels '" + options.kernels +
+                             "' (stock or tuned)");
+  }
   const int64_t id = rewrite_forward(module, options);
   // The graph sees every argument, defaults filled in (TransformerEncoder's mask=None, ...): so
   // must the key.
@@ -266,12 +274,13 @@ std::optional<PlanDetail> plan_detail(const torch::jit::Module& module, const st
 namespace {
 
 void plan_op(torch::jit::Stack& stack) {
-  const bool plan_new_keys = stack.back().toBool();
-  const int64_t warmup = stack[stack.size() - 2].toInt();
-  const std::string strategy = stack[stack.size() - 3].toStringRef();
-  const c10::IValue inputs = stack[stack.size() - 4];
-  const c10::IValue module_value = stack[stack.size() - 5];
-  torch::jit::drop(stack, 5);
+  const std::string kernels = stack.back().toStringRef();
+  const bool plan_new_keys = stack[stack.size() - 2].toBool();
+  const int64_t warmup = stack[stack.size() - 3].toInt();
+  const std::string strategy = stack[stack.size() - 4].toStringRef();
+  const c10::IValue inputs = stack[stack.size() - 5];
+  const c10::IValue module_value = stack[stack.size() - 6];
+  torch::jit::drop(stack, 6);
   TORCH_CHECK(module_value.isObject(), "memoplan.plan: expected a TorchScript module, got ",
               module_value.tagKind());
   torch::jit::Module module(module_value.toObject());
@@ -279,6 +288,7 @@ void plan_op(torch::jit::Stack& stack) {
   options.strategy = strategy;
   options.warmup_passes = static_cast<int>(warmup);
   options.plan_new_keys = plan_new_keys;
+  options.kernels = kernels;
   const c10::ArrayRef<c10::IValue> list = inputs.toListRef();
   PlanSummary summary;
   try {

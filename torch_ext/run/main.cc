@@ -78,6 +78,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 100000));
   app.add_option("-s,--strategy", options.strategy, "Planner strategy (memoplan plan --list)");
   app.add_option("--heapmap", options.heapmap, "Write the plan's heap map (SVG) here");
+  app.add_option("--kernels", options.kernels,
+                 "stock, or tuned: also time a copy on memoplan's tuned kernels (docs/KERNELS.md)")
+      ->check(CLI::IsMember({"stock", "tuned"}));
   app.add_flag("--json", options.json, "Print one JSON object instead of the report");
   app.add_flag("-q,--quiet", quiet, "No progress on stderr");
   try {

@@ -4,6 +4,7 @@
 #include <c10/core/InferenceMode.h>
 #include <torch/csrc/jit/api/module.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -23,7 +24,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 struct ThreadResult {
-  std::vector<double> unplanned_ms, planned_ms;
+  std::vector<double> unplanned_ms, planned_ms, tuned_ms;
+  double tuned_max_relative_difference = 0;
   uint64_t compared = 0, differing = 0;
   std::string first_difference;
 };
@@ -52,7 +54,7 @@ void fail(Shared& shared) {
   shared.changed.notify_all();
 }
 
-void worker(torch::jit::Module& unplanned, torch::jit::Module& planned,
+void worker(torch::jit::Module& unplanned, torch::jit::Module& planned, torch::jit::Module* tuned,
             const std::vector<c10::IValue>& inputs, const RunOptions& options, Shared& shared,
             ThreadResult& result) {
   bool counted_ready = false;
@@ -61,6 +63,7 @@ void worker(torch::jit::Module& unplanned, torch::jit::Module& planned,
     for (int i = 0; i < options.warmup && !shared.stop; ++i) {
       unplanned.forward(inputs);
       planned.forward(inputs);  // the thread's first planned pass makes its slab
+      if (tuned) tuned->forward(inputs);
       shared.warmup->advance();
     }
     {
@@ -84,6 +87,14 @@ void worker(torch::jit::Module& unplanned, torch::jit::Module& planned,
       if (std::string d = output_difference(unplanned_out, planned_out); !d.empty()) {
         if (result.differing++ == 0) result.first_difference = d;
       }
+      if (tuned) {
+        start = Clock::now();
+        const c10::IValue tuned_out = tuned->forward(inputs);
+        result.tuned_ms.push_back(ms_since(start));
+        const double r = max_relative_difference(tuned_out, unplanned_out);
+        double& worst = result.tuned_max_relative_difference;
+        worst = (r < 0 || worst < 0) ? -1 : std::max(worst, r);
+      }
       shared.measuring->advance();
     }
   } catch (...) {
@@ -99,7 +110,7 @@ void worker(torch::jit::Module& unplanned, torch::jit::Module& planned,
 
 }  // namespace
 
-void measure(torch::jit::Module& unplanned, torch::jit::Module& planned,
+void measure(torch::jit::Module& unplanned, torch::jit::Module& planned, torch::jit::Module* tuned,
              const std::vector<c10::IValue>& inputs, const RunOptions& options, RunReport& report) {
   const int threads = options.threads;
   Shared shared;
@@ -109,7 +120,7 @@ void measure(torch::jit::Module& unplanned, torch::jit::Module& planned,
   warmup.emplace("warm-up", static_cast<uint64_t>(threads) * options.warmup, options.progress);
   shared.warmup = &*warmup;
   for (int t = 0; t < threads; ++t) {
-    workers.emplace_back(worker, std::ref(unplanned), std::ref(planned), std::cref(inputs),
+    workers.emplace_back(worker, std::ref(unplanned), std::ref(planned), tuned, std::cref(inputs),
                          std::cref(options), std::ref(shared), std::ref(results[t]));
   }
   std::optional<Progress> measuring;
@@ -138,6 +149,11 @@ void measure(torch::jit::Module& unplanned, torch::jit::Module& planned,
     report.unplanned_ms.insert(report.unplanned_ms.end(), r.unplanned_ms.begin(),
                                r.unplanned_ms.end());
     report.planned_ms.insert(report.planned_ms.end(), r.planned_ms.begin(), r.planned_ms.end());
+    report.tuned_ms.insert(report.tuned_ms.end(), r.tuned_ms.begin(), r.tuned_ms.end());
+    double& worst = report.tuned_max_relative_difference;
+    worst = (r.tuned_max_relative_difference < 0 || worst < 0)
+                ? -1
+                : std::max(worst, r.tuned_max_relative_difference);
     report.passes_compared += r.compared;
     report.passes_differing += r.differing;
     if (report.first_difference.empty()) report.first_difference = r.first_difference;

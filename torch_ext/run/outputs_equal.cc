@@ -3,6 +3,9 @@
 #include <ATen/core/Dict.h>
 #include <ATen/core/ivalue.h>
 
+#include <ATen/ATen.h>
+
+#include <algorithm>
 #include <cstring>
 
 namespace memoplan::run {
@@ -53,7 +56,41 @@ std::string difference(const c10::IValue& a, const c10::IValue& b, const std::st
   return a == b ? "" : where + ": values differ";
 }
 
+double relative(const c10::IValue& a, const c10::IValue& b) {
+  if (a.tagKind() != b.tagKind()) return -1;
+  if (a.isTensor()) {
+    const at::Tensor& x = a.toTensor();
+    const at::Tensor& y = b.toTensor();
+    if (x.defined() != y.defined() ||
+        (x.defined() && (x.scalar_type() != y.scalar_type() || x.sizes() != y.sizes()))) {
+      return -1;
+    }
+    if (!x.defined() || x.numel() == 0) return 0;
+    if (!x.is_floating_point()) return tensor_difference(x, y, "").empty() ? 0 : -1;
+    const double scale = y.abs().max().item<double>();
+    const double diff = (x.to(at::kDouble) - y.to(at::kDouble)).abs().max().item<double>();
+    return scale > 0 ? diff / scale : diff;
+  }
+  if (a.isTuple() || a.isList()) {
+    const auto& ea = a.isTuple() ? a.toTupleRef().elements() : a.toListRef();
+    const auto& eb = b.isTuple() ? b.toTupleRef().elements() : b.toListRef();
+    if (ea.size() != eb.size()) return -1;
+    double worst = 0;
+    for (size_t i = 0; i < ea.size(); ++i) {
+      const double r = relative(ea[i], eb[i]);
+      if (r < 0) return -1;
+      worst = std::max(worst, r);
+    }
+    return worst;
+  }
+  return difference(a, b, "").empty() ? 0 : -1;
+}
+
 }  // namespace
+
+double max_relative_difference(const c10::IValue& a, const c10::IValue& b) {
+  return relative(a, b);
+}
 
 std::string output_difference(const c10::IValue& a, const c10::IValue& b) {
   return difference(a, b, "output");

@@ -81,6 +81,20 @@ std::string format_text(const RunReport& r) {
     s += fmt::format("  outputs DIFFER in {} of {} passes (first: {})\n", r.passes_differing,
                      r.passes_compared, r.first_difference);
   }
+  if (r.kernels == "tuned") {
+    const double t_med = median(r.tuned_ms);
+    s += fmt::format(
+        "  tuned kernels: median {:.3f} ms, p99 {:.3f} ms: tuned/stock {}, tuned/planned {}; "
+        "outputs within {:.2g} (max relative difference, tolerance {:.0e}){}\n",
+        t_med, percentile(r.tuned_ms, 99), ratio(t_med, u_med), ratio(t_med, p_med),
+        r.tuned_max_relative_difference, kTunedTolerance,
+        tuned_within_tolerance(r) ? "" : "  OUT OF TOLERANCE");
+    for (size_t start = 0; start < r.kernel_report.size();) {
+      const size_t end = r.kernel_report.find('\n', start);
+      s += "    " + r.kernel_report.substr(start, end - start) + "\n";
+      start = end == std::string::npos ? r.kernel_report.size() : end + 1;
+    }
+  }
   if (!r.heapmap.empty()) s += fmt::format("  heap map: {}\n", r.heapmap);
   return s;
 }
@@ -118,6 +132,14 @@ std::string format_json(const RunReport& r) {
   j["outputs_identical"] = r.passes_differing == 0;
   if (!r.first_difference.empty()) j["first_difference"] = r.first_difference;
   if (!r.heapmap.empty()) j["heapmap"] = r.heapmap;
+  j["kernels"] = r.kernels;
+  if (r.kernels == "tuned") {
+    j["stock_ms"] = round_to(median(r.unplanned_ms), 4);
+    j["tuned_ms"] = round_to(median(r.tuned_ms), 4);
+    j["tuned_p99_ms"] = round_to(percentile(r.tuned_ms, 99), 4);
+    j["tuned_max_relative_difference"] = r.tuned_max_relative_difference;
+    j["tuned_within_tolerance"] = tuned_within_tolerance(r);
+  }
   return j.dump();
 }
 

@@ -17,6 +17,12 @@ struct RunReport {
   int iters = 0;         // timed iterations: each one unplanned pass and one planned pass
   int warmup = 0;        // untimed iterations per thread before them
   std::vector<double> unplanned_ms, planned_ms;  // per timed pass, all threads
+  // --kernels tuned: the third copy's passes, and how far its outputs are from the unplanned
+  // (stock) ones: max |tuned - stock| / max |stock| over all passes (-1: they differ in kind).
+  std::string kernels = "stock";
+  std::vector<double> tuned_ms;
+  double tuned_max_relative_difference = 0;
+  std::string kernel_report;  // per shape: aten vs memoplan, measured during plan()
 
   // The plan (PlanSummary) and the time it took.
   uint64_t slab_bytes = 0, lower_bound_bytes = 0;
@@ -44,6 +50,13 @@ struct RunReport {
 
 // Nearest-rank percentile (0 < p <= 100) of `values`; 0 when empty.
 double percentile(std::vector<double> values, double p);
+
+// How far tuned outputs may be from stock ones: aten's own results move this much between BLAS
+// builds and thread counts.
+inline constexpr double kTunedTolerance = 1e-5;
+inline bool tuned_within_tolerance(const RunReport& r) {
+  return r.tuned_max_relative_difference >= 0 && r.tuned_max_relative_difference <= kTunedTolerance;
+}
 
 std::string format_text(const RunReport& report);
 std::string format_json(const RunReport& report);  // one line

@@ -13,6 +13,9 @@ struct RunOptions {
   int iters = 40;     // timed iterations: one unplanned and one planned pass each
   int warmup = 3;     // untimed iterations per thread first
   std::string strategy = "greedy_by_size";
+  // "tuned": a third copy, planned with memoplan's tuned kernels (docs/KERNELS.md), timed in the
+  // same iterations.
+  std::string kernels = "stock";
   std::string heapmap;   // SVG to write, or empty
   bool json = false;     // one JSON object on stdout instead of the report
   bool progress = true;  // progress on stderr

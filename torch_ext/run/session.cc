@@ -8,6 +8,7 @@
 #include <chrono>
 #include <optional>
 
+#include "../tuned_ops.h"
 #include "input_spec.h"
 #include "measure.h"
 #include "memoplan/heapmap.h"
@@ -105,9 +106,13 @@ RunReport run_session(const RunOptions& options) {
   torch::jit::ExtraFilesMap extra{{"input_shape", ""}, {"input_dtype", ""}, {"input_high", ""}};
   Clock::time_point start = Clock::now();
   std::optional<Progress> progress;
-  progress.emplace("loading " + options.model + " twice", 0, options.progress);
+  const bool tuned_kernels = options.kernels == "tuned";
+  progress.emplace("loading " + options.model + (tuned_kernels ? " three times" : " twice"), 0,
+                   options.progress);
   torch::jit::Module unplanned = load(options.model, &extra);
   torch::jit::Module planned = load(options.model, nullptr);
+  std::optional<torch::jit::Module> tuned;
+  if (tuned_kernels) tuned = load(options.model, nullptr);
   progress->finish();
   report.load_ms = ms_since(start);
 
@@ -150,7 +155,21 @@ RunReport run_session(const RunOptions& options) {
     report.heapmap = options.heapmap;
   }
 
-  measure(unplanned, planned, inputs, options, report);
+  report.kernels = options.kernels;
+  if (tuned) {
+    progress.emplace("planning with tuned kernels (measuring each GEMM shape)", 0,
+                     options.progress);
+    plan_options.kernels = "tuned";
+    try {
+      torch_ext::plan(*tuned, inputs, plan_options);
+    } catch (const std::exception& e) {
+      throw std::runtime_error("planning " + options.model +
+                               " with tuned kernels failed: " + one_line(e));
+    }
+    progress->finish();
+    report.kernel_report = torch_ext::kernel_report();
+  }
+  measure(unplanned, planned, tuned ? &*tuned : nullptr, inputs, options, report);
   return report;
 }
 

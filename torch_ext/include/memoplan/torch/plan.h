@@ -31,6 +31,11 @@ struct PlanOptions {
   // A key plan() was not called with is profiled and planned on first use (after warm-up);
   // false: such keys run unplanned.
   bool plan_new_keys = true;
+  // "stock": aten's ops as they are; "tuned": aten::linear (and a relu/gelu after it) replaced by
+  // memoplan::linear, memoplan's GEMM with the weight packed once, each shape measured against
+  // aten's op during the warm-up passes and run by whichever was faster (docs/KERNELS.md). Only
+  // the first plan() of a module decides.
+  std::string kernels = "stock";
 };
 
 struct PlanSummary {

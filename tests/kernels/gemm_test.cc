@@ -1,0 +1,192 @@
+// memoplan's GEMM against a double-precision triple loop: every micro-kernel this CPU runs, both
+// loop orders, small cache blocks (so that K chunks, row blocks and edge tiles all occur),
+// strided and transposed operands, packed and on-the-fly B, bias and activations, serial and
+// parallel.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cmath>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "memoplan/kernels/gemm.h"
+#include "memoplan/kernels/tune.h"
+
+namespace memoplan::kernels {
+namespace {
+
+struct Problem {
+  int64_t m, k, n;
+  std::vector<float> a, b, bias;
+  explicit Problem(int64_t m_, int64_t k_, int64_t n_, unsigned seed = 1)
+      : m(m_), k(k_), n(n_), a(m_ * k_), b(k_ * n_), bias(n_) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+    for (float& x : a) x = uniform(rng);
+    for (float& x : b) x = uniform(rng);
+    for (float& x : bias) x = uniform(rng);
+  }
+  MatrixView a_view() const { return {a.data(), m, k, k, 1}; }
+  MatrixView b_view() const { return {b.data(), k, n, n, 1}; }
+};
+
+// |got - want| within 1e-5 of the sum of |a_ik * b_kj| (the size of what was summed) + bias.
+void expect_close(const Problem& p, const MatrixView& a, const MatrixView& b,
+                  const std::vector<float>& got, const Epilogue& epilogue,
+                  const std::string& what) {
+  std::vector<float> want(p.m * p.n);
+  reference_gemm(a, b, want.data(), p.n, epilogue);
+  for (int64_t i = 0; i < p.m; ++i) {
+    for (int64_t j = 0; j < p.n; ++j) {
+      double scale = epilogue.bias ? std::fabs(epilogue.bias[j]) : 0.0;
+      for (int64_t kk = 0; kk < p.k; ++kk) {
+        scale += std::fabs(a.data[i * a.row_stride + kk * a.col_stride] *
+                           b.data[kk * b.row_stride + j * b.col_stride]);
+      }
+      const float g = got[i * p.n + j], w = want[i * p.n + j];
+      ASSERT_NEAR(g, w, 1e-5 * scale + 1e-7)
+          << what << " at (" << i << ", " << j << ") of " << p.m << "x" << p.k << "x" << p.n;
+    }
+  }
+}
+
+ParallelFor threads(int count) {
+  return [count](int64_t n, const std::function<void(int64_t, int64_t)>& body) {
+    std::vector<std::thread> pool;
+    const int64_t chunk = (n + count - 1) / count;
+    for (int64_t begin = 0; begin < n; begin += chunk) {
+      pool.emplace_back(body, begin, std::min(n, begin + chunk));
+    }
+    for (std::thread& t : pool) t.join();
+  };
+}
+
+std::vector<GemmConfig> small_block_configs() {
+  std::vector<GemmConfig> out;
+  for (const MicroKernelInfo& kernel : available_micro_kernels()) {
+    for (auto order : {GemmConfig::Order::kRowsOuter, GemmConfig::Order::kColsOuter}) {
+      GemmConfig c;
+      c.kernel = kernel;
+      c.kc = 16;
+      c.mc = kernel.mr * 2;
+      c.order = order;
+      out.push_back(c);
+    }
+  }
+  return out;
+}
+
+const int64_t kShapes[][3] = {{1, 1, 1}, {7, 13, 5}, {37, 70, 45}, {64, 33, 97}, {5, 0, 9}};
+
+TEST(Gemm, EveryKernelAndOrderMatchesTheReferenceWithPackedB) {
+  for (const auto& s : kShapes) {
+    Problem p(s[0], s[1], s[2]);
+    for (const GemmConfig& config : small_block_configs()) {
+      PackedB packed(p.b_view(), config.kernel.nr);
+      std::vector<float> c(p.m * p.n, 42.0f);
+      gemm(p.a_view(), packed, c.data(), p.n, {}, config);
+      expect_close(p, p.a_view(), p.b_view(), c, {}, config.to_string());
+    }
+  }
+}
+
+TEST(Gemm, BiasAndActivationsAreApplied) {
+  Problem p(29, 50, 41);
+  for (Activation act : {Activation::kNone, Activation::kRelu, Activation::kGelu}) {
+    for (const GemmConfig& config : small_block_configs()) {
+      const Epilogue epilogue{p.bias.data(), act};
+      std::vector<float> c(p.m * p.n);
+      gemm(p.a_view(), PackedB(p.b_view(), config.kernel.nr), c.data(), p.n, epilogue, config);
+      expect_close(p, p.a_view(), p.b_view(), c, epilogue,
+                   config.to_string() + " " + to_string(act));
+    }
+  }
+}
+
+TEST(Gemm, TransposedAndStridedOperandsAsLinearUsesThem) {
+  // aten::linear: y = x W^T with W stored N x K; x a strided view (every other row of a buffer).
+  Problem p(23, 40, 35);
+  std::vector<float> x_buffer(2 * p.m * p.k);
+  for (int64_t i = 0; i < p.m; ++i) {
+    for (int64_t kk = 0; kk < p.k; ++kk) x_buffer[2 * i * p.k + kk] = p.a[i * p.k + kk];
+  }
+  const MatrixView x{x_buffer.data(), p.m, p.k, 2 * p.k, 1};
+  std::vector<float> w(p.n * p.k);  // W = B^T
+  for (int64_t kk = 0; kk < p.k; ++kk) {
+    for (int64_t j = 0; j < p.n; ++j) w[j * p.k + kk] = p.b[kk * p.n + j];
+  }
+  const MatrixView w_transposed = MatrixView{w.data(), p.n, p.k, p.k, 1}.transposed();
+  for (const GemmConfig& config : small_block_configs()) {
+    std::vector<float> c(p.m * p.n);
+    gemm(x, PackedB(w_transposed, config.kernel.nr), c.data(), p.n, {p.bias.data()}, config);
+    expect_close(p, x, w_transposed, c, {p.bias.data()}, "linear " + config.to_string());
+    std::vector<float> d(p.m * p.n);
+    gemm(x.transposed().transposed(), w_transposed, d.data(), p.n, {p.bias.data()}, config);
+    expect_close(p, x, w_transposed, d, {p.bias.data()}, "on the fly " + config.to_string());
+  }
+}
+
+TEST(Gemm, OutputRowStrideLeavesTheGapAlone) {
+  Problem p(9, 12, 10);
+  const int64_t ldc = p.n + 3;
+  std::vector<float> c(p.m * ldc, -7.0f);
+  const GemmConfig config = default_config();
+  gemm(p.a_view(), PackedB(p.b_view(), config.kernel.nr), c.data(), ldc, {}, config);
+  std::vector<float> packed_rows(p.m * p.n);
+  for (int64_t i = 0; i < p.m; ++i) {
+    for (int64_t j = 0; j < p.n; ++j) packed_rows[i * p.n + j] = c[i * ldc + j];
+    for (int64_t j = p.n; j < ldc; ++j) EXPECT_EQ(c[i * ldc + j], -7.0f);
+  }
+  expect_close(p, p.a_view(), p.b_view(), packed_rows, {}, "ldc");
+}
+
+TEST(Gemm, ParallelOverPanelsOrRowsGivesTheSerialResultExactly) {
+  for (const auto& s : {std::array<int64_t, 3>{200, 64, 40}, std::array<int64_t, 3>{8, 64, 300}}) {
+    Problem p(s[0], s[1], s[2]);
+    for (const GemmConfig& config : small_block_configs()) {
+      const PackedB packed(p.b_view(), config.kernel.nr);
+      std::vector<float> serial(p.m * p.n), parallel(p.m * p.n);
+      gemm(p.a_view(), packed, serial.data(), p.n, {p.bias.data(), Activation::kRelu}, config);
+      gemm(p.a_view(), packed, parallel.data(), p.n, {p.bias.data(), Activation::kRelu}, config,
+           threads(3));
+      ASSERT_EQ(serial, parallel) << config.to_string();
+    }
+  }
+}
+
+TEST(Gemm, MismatchedShapesAreRejected) {
+  Problem p(4, 5, 6);
+  const MatrixView wrong{p.b.data(), 6, 5, 5, 1};
+  std::vector<float> c(4 * 6);
+  const GemmConfig config = default_config();
+  EXPECT_THROW(gemm(p.a_view(), PackedB(wrong, config.kernel.nr), c.data(), 6, {}, config),
+               std::invalid_argument);
+}
+
+TEST(Tune, MeasuresEveryCandidateFastestFirstAndEachIsCorrect) {
+  const GemmShape shape{48, 96, 80, true, Activation::kNone, true};
+  TuneOptions options;
+  options.repetitions = 2;
+  options.budget_ms = 1e9;
+  const std::vector<Measurement> measured = tune(shape, options);
+  ASSERT_EQ(measured.size(), candidate_configs(shape).size());
+  for (size_t i = 1; i < measured.size(); ++i) EXPECT_LE(measured[i - 1].ms, measured[i].ms);
+  Problem p(shape.m, shape.k, shape.n, 3);
+  for (const Measurement& m : measured) {
+    std::vector<float> c(p.m * p.n);
+    gemm(p.a_view(), PackedB(p.b_view(), m.config.kernel.nr), c.data(), p.n, {p.bias.data()},
+         m.config);
+    expect_close(p, p.a_view(), p.b_view(), c, {p.bias.data()}, m.config.to_string());
+  }
+}
+
+TEST(Isa, TheBestIsaIsListedFirstAndCanBeCapped) {
+  const std::vector<MicroKernelInfo> kernels = available_micro_kernels();
+  ASSERT_FALSE(kernels.empty());
+  EXPECT_EQ(kernels.front().isa, best_isa());
+  EXPECT_EQ(kernels.back().isa, Isa::kGeneric);
+}
+
+}  // namespace
+}  // namespace memoplan::kernels

@@ -1,0 +1,253 @@
+// The GEMM driver: cache blocking around the micro-kernel (Goto's scheme: K in kc chunks, rows in
+// mc blocks packed into L2, columns in nr panels), edge tiles through a small buffer, the
+// epilogue (bias, activation) once per row block after its last K chunk, and parallelism over
+// column panels or row blocks.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+#include <vector>
+
+#include "micro_kernel.h"
+#include "pack.h"
+
+namespace memoplan::kernels {
+namespace {
+
+// The packed right-hand operand as the driver sees it, whoever owns the memory.
+struct Panels {
+  const float* data;
+  int64_t k, n;
+  int nr;
+  const float* panel(int64_t index) const { return data + index * k * nr; }
+};
+
+// Per-thread scratch, grown on demand and kept: no allocation per call in steady state.
+struct Scratch {
+  float* a = nullptr;
+  size_t a_floats = 0;
+  float* b = nullptr;
+  size_t b_floats = 0;
+  ~Scratch() {
+    free_floats(a);
+    free_floats(b);
+  }
+  static float* grow(float*& p, size_t& have, size_t need) {
+    if (need > have) {
+      free_floats(p);
+      p = nullptr;
+      have = 0;
+      p = allocate_floats(need);
+      have = need;
+    }
+    return p;
+  }
+};
+thread_local Scratch scratch;
+
+float activate(float x, Activation activation) {
+  switch (activation) {
+    case Activation::kNone:
+      return x;
+    case Activation::kRelu:
+      return x > 0.0f ? x : 0.0f;
+    case Activation::kGelu:
+      // aten::gelu's default (approximate='none'): x * Phi(x) with the exact erf.
+      return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f));
+  }
+  return x;
+}
+
+void apply_epilogue(float* c, int64_t ldc, int64_t rows, int64_t col0, int64_t cols,
+                    const Epilogue& epilogue) {
+  if (!epilogue.bias && epilogue.activation == Activation::kNone) return;
+  for (int64_t i = 0; i < rows; ++i) {
+    float* row = c + i * ldc + col0;
+    if (epilogue.bias) {
+      const float* bias = epilogue.bias + col0;
+      for (int64_t j = 0; j < cols; ++j) row[j] += bias[j];
+    }
+    if (epilogue.activation != Activation::kNone) {
+      for (int64_t j = 0; j < cols; ++j) row[j] = activate(row[j], epilogue.activation);
+    }
+  }
+}
+
+// One tile: full tiles go straight to C, edge tiles through a buffer of mr x nr.
+void run_tile(const MicroKernel& kernel, int64_t kc, const float* a, const float* b, float* c,
+              int64_t ldc, int64_t rows, int64_t cols, bool accumulate) {
+  const int mr = kernel.info.mr, nr = kernel.info.nr;
+  if (rows == mr && cols == nr) {
+    kernel.run(kc, a, b, c, ldc, accumulate);
+    return;
+  }
+  alignas(64) float tile[24 * 48];
+  kernel.run(kc, a, b, tile, nr, false);
+  for (int64_t i = 0; i < rows; ++i) {
+    float* dst = c + i * ldc;
+    const float* src = tile + i * nr;
+    if (accumulate) {
+      for (int64_t j = 0; j < cols; ++j) dst[j] += src[j];
+    } else {
+      std::memcpy(dst, src, cols * sizeof(float));
+    }
+  }
+}
+
+// Rows [row0, row1) x panels [panel0, panel1) of C, all of K.
+void compute_block(const MatrixView& a, const Panels& b, float* c, int64_t ldc,
+                   const Epilogue& epilogue, const GemmConfig& config, const MicroKernel& kernel,
+                   int64_t row0, int64_t row1, int64_t panel0, int64_t panel1) {
+  const int mr = kernel.info.mr, nr = kernel.info.nr;
+  const int64_t k_total = b.k;
+  const int64_t kc_max = std::max<int64_t>(1, config.kc);
+  const int64_t mc_max = std::max<int64_t>(mr, config.mc / mr * mr);
+  const int64_t col0 = panel0 * nr, col1 = std::min(b.n, panel1 * nr);
+  if (k_total == 0) {
+    for (int64_t i = row0; i < row1; ++i) std::fill(c + i * ldc + col0, c + i * ldc + col1, 0.0f);
+    apply_epilogue(c + row0 * ldc, ldc, row1 - row0, col0, col1 - col0, epilogue);
+    return;
+  }
+  auto tiles = [&](const float* a_block, int64_t i0, int64_t rows, int64_t pc, int64_t kc,
+                   int64_t panel) {
+    const float* b_panel = b.panel(panel) + pc * nr;
+    const int64_t j0 = panel * nr;
+    const int64_t cols = std::min<int64_t>(nr, b.n - j0);
+    for (int64_t ir = 0; ir < rows; ir += mr) {
+      run_tile(kernel, kc, a_block + (ir / mr) * kc * mr, b_panel, c + (i0 + ir) * ldc + j0, ldc,
+               std::min<int64_t>(mr, rows - ir), cols, pc > 0);
+    }
+  };
+  if (config.order == GemmConfig::Order::kRowsOuter) {
+    float* a_block = Scratch::grow(scratch.a, scratch.a_floats, mc_max * kc_max);
+    for (int64_t ic = row0; ic < row1; ic += mc_max) {
+      const int64_t rows = std::min(mc_max, row1 - ic);
+      for (int64_t pc = 0; pc < k_total; pc += kc_max) {
+        const int64_t kc = std::min(kc_max, k_total - pc);
+        pack_a(a, ic, rows, pc, kc, mr, a_block);
+        for (int64_t panel = panel0; panel < panel1; ++panel)
+          tiles(a_block, ic, rows, pc, kc, panel);
+      }
+      apply_epilogue(c + ic * ldc, ldc, rows, col0, col1 - col0, epilogue);
+    }
+  } else {
+    // All rows of one K chunk packed at once, then panel by panel: each B sliver (kc x nr) stays
+    // in L1 while every row block passes over it.
+    const int64_t rows_total = row1 - row0;
+    const int64_t padded = (rows_total + mr - 1) / mr * mr;
+    float* a_all = Scratch::grow(scratch.a, scratch.a_floats, padded * kc_max);
+    for (int64_t pc = 0; pc < k_total; pc += kc_max) {
+      const int64_t kc = std::min(kc_max, k_total - pc);
+      pack_a(a, row0, rows_total, pc, kc, mr, a_all);
+      for (int64_t panel = panel0; panel < panel1; ++panel) {
+        tiles(a_all, row0, rows_total, pc, kc, panel);
+      }
+    }
+    apply_epilogue(c + row0 * ldc, ldc, rows_total, col0, col1 - col0, epilogue);
+  }
+}
+
+const MicroKernel& kernel_for(const GemmConfig& config, int nr) {
+  const MicroKernel* kernel = find_micro_kernel(config.kernel);
+  if (!kernel || kernel->info.nr != nr) kernel = find_micro_kernel_for_nr(nr);
+  if (!kernel)
+    throw std::invalid_argument("no micro-kernel for panels of width " + std::to_string(nr) +
+                                " on this CPU");
+  return *kernel;
+}
+
+void run(const MatrixView& a, const Panels& b, float* c, int64_t ldc, const Epilogue& epilogue,
+         const GemmConfig& config, const ParallelFor& parallel) {
+  if (a.cols != b.k) throw std::invalid_argument("gemm: A is M x K, B must be K x N");
+  const MicroKernel& kernel = kernel_for(config, b.nr);
+  const int64_t m = a.rows, panels = (b.n + b.nr - 1) / b.nr;
+  if (m == 0 || b.n == 0) return;
+  if (!parallel) {
+    compute_block(a, b, c, ldc, epilogue, config, kernel, 0, m, 0, panels);
+    return;
+  }
+  // Split the dimension that has more independent work: column panels (each task packs its own
+  // A blocks) or row slivers.
+  const int64_t slivers = (m + kernel.info.mr - 1) / kernel.info.mr;
+  if (panels >= slivers) {
+    parallel(panels, [&](int64_t begin, int64_t end) {
+      compute_block(a, b, c, ldc, epilogue, config, kernel, 0, m, begin, end);
+    });
+  } else {
+    const int64_t mr = kernel.info.mr;
+    parallel(slivers, [&](int64_t begin, int64_t end) {
+      compute_block(a, b, c, ldc, epilogue, config, kernel, begin * mr, std::min(m, end * mr), 0,
+                    panels);
+    });
+  }
+}
+
+}  // namespace
+
+void PackedB::Free::operator()(float* p) const { free_floats(p); }
+
+PackedB::PackedB(const MatrixView& b, int nr) : k_(b.rows), n_(b.cols), nr_(nr) {
+  if (nr <= 0) throw std::invalid_argument("PackedB: nr must be positive");
+  data_.reset(allocate_floats(static_cast<size_t>(panels() * k_ * nr_)));
+  pack_b(b, 0, n_, nr_, data_.get());
+}
+
+const char* to_string(Activation activation) {
+  switch (activation) {
+    case Activation::kNone:
+      return "none";
+    case Activation::kRelu:
+      return "relu";
+    case Activation::kGelu:
+      return "gelu";
+  }
+  return "?";
+}
+
+std::string GemmConfig::to_string() const {
+  return std::string(kernels::to_string(kernel.isa)) + " " + std::to_string(kernel.mr) + "x" +
+         std::to_string(kernel.nr) + " kc " + std::to_string(kc) + " mc " + std::to_string(mc) +
+         (order == Order::kRowsOuter ? " rows-outer" : " cols-outer");
+}
+
+GemmConfig default_config() {
+  GemmConfig config;
+  config.kernel = available_micro_kernels().front();
+  config.mc = config.kernel.mr * 16;
+  return config;
+}
+
+void gemm(const MatrixView& a, const PackedB& b, float* c, int64_t ldc, const Epilogue& epilogue,
+          const GemmConfig& config, const ParallelFor& parallel) {
+  run(a, Panels{b.empty() ? nullptr : b.panel(0), b.k(), b.n(), b.nr()}, c, ldc, epilogue, config,
+      parallel);
+}
+
+void gemm(const MatrixView& a, const MatrixView& b, float* c, int64_t ldc, const Epilogue& epilogue,
+          const GemmConfig& config, const ParallelFor& parallel) {
+  // The configuration's kernel when this CPU runs it, else the best one it does.
+  const int nr =
+      find_micro_kernel(config.kernel) ? config.kernel.nr : available_micro_kernels().front().nr;
+  const int64_t panels = (b.cols + nr - 1) / nr;
+  float* packed =
+      Scratch::grow(scratch.b, scratch.b_floats, std::max<int64_t>(1, panels * b.rows * nr));
+  pack_b(b, 0, b.cols, nr, packed);
+  run(a, Panels{packed, b.rows, b.cols, nr}, c, ldc, epilogue, config, parallel);
+}
+
+void reference_gemm(const MatrixView& a, const MatrixView& b, float* c, int64_t ldc,
+                    const Epilogue& epilogue) {
+  for (int64_t i = 0; i < a.rows; ++i) {
+    for (int64_t j = 0; j < b.cols; ++j) {
+      double sum = 0;
+      for (int64_t k = 0; k < a.cols; ++k) {
+        sum += static_cast<double>(a.data[i * a.row_stride + k * a.col_stride]) *
+               b.data[k * b.row_stride + j * b.col_stride];
+      }
+      if (epilogue.bias) sum += epilogue.bias[j];
+      c[i * ldc + j] = activate(static_cast<float>(sum), epilogue.activation);
+    }
+  }
+}
+
+}  // namespace memoplan::kernels

@@ -1,0 +1,326 @@
+// memoplan::linear: aten::linear (plus a fused relu/gelu) on memoplan's GEMM, with the weight
+// packed once in the micro-kernel's panel layout. Each distinct shape (M, K, N, activation, bias,
+// intra-op threads) is measured the first time it runs (during plan()'s warm-up passes): every
+// candidate configuration of the GEMM (torch_ext/kernels: micro-kernel, blocking, loop order) and
+// aten's own op on the real input; the faster one serves that shape from then on, so replacing
+// never makes an op slower than it measured. A weight changed in place (version counter) is
+// repacked; inference tensors (no version counter), other dtypes and autograd use aten's op.
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <torch/csrc/jit/ir/ir.h>
+#include <torch/csrc/jit/runtime/custom_operator.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <tuple>
+
+#include "memoplan/kernels/gemm.h"
+#include "memoplan/kernels/tune.h"
+#include "tuned_ops.h"
+
+namespace memoplan::torch_ext {
+namespace {
+
+using kernels::Activation;
+
+const c10::Symbol kLinear = c10::Symbol::fromQualString("memoplan::linear");
+
+std::atomic<uint64_t> tuned_calls{0}, stock_calls{0}, shapes_tuned{0}, weights_packed{0};
+std::atomic<KernelChoice> forced_choice{KernelChoice::kMeasure};
+
+// What one shape measured: aten vs memoplan's best configuration, milliseconds per call.
+struct ShapeChoice {
+  bool use_stock = true;
+  kernels::GemmConfig config;
+  double stock_ms = 0, tuned_ms = 0;
+  std::string candidates;  // how many were measured
+};
+using ShapeKey = std::tuple<int64_t, int64_t, int64_t, int, bool, int>;  // M K N act bias threads
+
+std::mutex shapes_mutex;
+std::map<ShapeKey, ShapeChoice>& shapes() {
+  static auto* table = new std::map<ShapeKey, ShapeChoice>();  // never destroyed: used at exit
+  return *table;
+}
+
+// One replaced linear: its packed weight, per panel width, and where it came from.
+struct PackedWeight {
+  kernels::PackedB panels;
+  const void* source = nullptr;
+  int64_t version = -1;
+};
+struct LinearSite {
+  std::mutex mutex;
+  std::map<int, std::shared_ptr<const PackedWeight>> packed;  // by nr
+};
+std::mutex sites_mutex;
+std::vector<std::unique_ptr<LinearSite>>& sites() {
+  static auto* table = new std::vector<std::unique_ptr<LinearSite>>();
+  return *table;
+}
+LinearSite& site(int64_t handle) {
+  std::lock_guard<std::mutex> lock(sites_mutex);
+  return *sites().at(static_cast<size_t>(handle));
+}
+
+at::Tensor activate(at::Tensor y, Activation activation) {
+  if (activation == Activation::kRelu) return at::relu_(y);
+  if (activation == Activation::kGelu) return at::gelu(y);
+  return y;
+}
+
+at::Tensor stock(const at::Tensor& x, const at::Tensor& w, const c10::optional<at::Tensor>& b,
+                 Activation activation) {
+  return activate(at::linear(x, w, b), activation);
+}
+
+kernels::ParallelFor intra_op_parallel() {
+  if (at::get_num_threads() <= 1) return {};
+  return [](int64_t n, const std::function<void(int64_t, int64_t)>& body) {
+    at::parallel_for(0, n, 1, body);
+  };
+}
+
+double median_ms(const std::function<void()>& call, int repetitions) {
+  std::vector<double> ms;
+  for (int r = 0; r < repetitions; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    call();
+    ms.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::nth_element(ms.begin(), ms.begin() + ms.size() / 2, ms.end());
+  return ms[ms.size() / 2];
+}
+
+// Measures a new shape: the GEMM's candidates on random data of the shape (dense GEMM time does
+// not depend on the values), then the best of them and aten's op on the real operands.
+ShapeChoice measure(const at::Tensor& x2d, const at::Tensor& w, const c10::optional<at::Tensor>& b,
+                    Activation activation) {
+  kernels::GemmShape shape{x2d.size(0), x2d.size(1), w.size(0), true, activation, b.has_value()};
+  kernels::TuneOptions options;
+  options.repetitions = 3;
+  options.budget_ms = 150;
+  options.parallel = intra_op_parallel();
+  const std::vector<kernels::Measurement> measured = kernels::tune(shape, options);
+  ShapeChoice choice;
+  choice.config = measured.front().config;
+  choice.candidates = std::to_string(measured.size());
+  const kernels::PackedB packed(
+      kernels::MatrixView{w.data_ptr<float>(), w.size(0), w.size(1), w.stride(0), w.stride(1)}
+          .transposed(),
+      choice.config.kernel.nr);
+  at::Tensor out = at::empty({x2d.size(0), w.size(0)}, x2d.options());
+  const kernels::MatrixView a{x2d.data_ptr<float>(), x2d.size(0), x2d.size(1), x2d.stride(0),
+                              x2d.stride(1)};
+  const kernels::Epilogue epilogue{b ? b->data_ptr<float>() : nullptr, activation};
+  auto tuned = [&] {
+    kernels::gemm(a, packed, out.data_ptr<float>(), w.size(0), epilogue, choice.config,
+                  options.parallel);
+  };
+  auto aten = [&] { stock(x2d, w, b, activation); };
+  tuned();
+  aten();
+  // Interleaved, so that both see the same machine; the fastest of each: other processes only
+  // ever add time, so the minimum is the op's own cost.
+  double t = 1e300, s = 1e300;
+  for (int r = 0; r < 5; ++r) {
+    t = std::min(t, median_ms(tuned, 1));
+    s = std::min(s, median_ms(aten, 1));
+  }
+  choice.tuned_ms = t;
+  choice.stock_ms = s;
+  choice.use_stock = choice.stock_ms < choice.tuned_ms;
+  ++shapes_tuned;
+  return choice;
+}
+
+std::shared_ptr<const PackedWeight> packed_weight(LinearSite& s, const at::Tensor& w, int nr) {
+  const int64_t version = w._version();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  auto& slot = s.packed[nr];
+  if (!slot || slot->source != w.data_ptr() || slot->version != version) {
+    auto fresh = std::make_shared<PackedWeight>();
+    fresh->panels = kernels::PackedB(
+        kernels::MatrixView{w.data_ptr<float>(), w.size(0), w.size(1), w.stride(0), w.stride(1)}
+            .transposed(),
+        nr);
+    fresh->source = w.data_ptr();
+    fresh->version = version;
+    slot = std::move(fresh);
+    ++weights_packed;
+  }
+  return slot;
+}
+
+bool replaceable(const at::Tensor& x, const at::Tensor& w, const c10::optional<at::Tensor>& b) {
+  if (x.scalar_type() != at::kFloat || w.scalar_type() != at::kFloat || !x.device().is_cpu() ||
+      w.dim() != 2 || x.dim() < 1 || x.size(-1) != w.size(1) || w.is_inference() ||
+      x.numel() == 0) {
+    return false;
+  }
+  // Loaded parameters require grad; that matters only where autograd records (grad mode on).
+  if (at::GradMode::is_enabled() &&
+      (x.requires_grad() || w.requires_grad() || (b && b->requires_grad()))) {
+    return false;
+  }
+  if (b && (b->scalar_type() != at::kFloat || b->dim() != 1 || b->size(0) != w.size(0) ||
+            !b->is_contiguous())) {
+    return false;
+  }
+  return true;
+}
+
+at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const c10::optional<at::Tensor>& b,
+                  int64_t handle, Activation activation) {
+  if (!replaceable(x, w, b)) {
+    ++stock_calls;
+    return stock(x, w, b, activation);
+  }
+  const at::Tensor x2d = x.reshape({-1, x.size(-1)});
+  if (x2d.stride(1) != 1) {
+    ++stock_calls;
+    return stock(x, w, b, activation);
+  }
+  const ShapeKey key{x2d.size(0),   x2d.size(1),          w.size(0), static_cast<int>(activation),
+                     b.has_value(), at::get_num_threads()};
+  ShapeChoice choice;
+  if (forced_choice.load() == KernelChoice::kAlwaysAten) {
+    ++stock_calls;
+    return stock(x, w, b, activation);
+  }
+  if (forced_choice.load() == KernelChoice::kAlwaysMemoplan) {
+    choice.use_stock = false;
+    choice.config = kernels::default_config();
+  } else {
+    std::unique_lock<std::mutex> lock(shapes_mutex);
+    auto it = shapes().find(key);
+    if (it == shapes().end()) {
+      lock.unlock();  // measuring takes a while; another thread may measure too, harmlessly
+      ShapeChoice measured = measure(x2d, w, b, activation);
+      lock.lock();
+      it = shapes().emplace(key, measured).first;
+    }
+    choice = it->second;
+  }
+  if (choice.use_stock) {
+    ++stock_calls;
+    return stock(x, w, b, activation);
+  }
+  const auto packed = packed_weight(site(handle), w, choice.config.kernel.nr);
+  std::vector<int64_t> sizes = x.sizes().vec();
+  sizes.back() = w.size(0);
+  at::Tensor out = at::empty(sizes, x.options().memory_format(at::MemoryFormat::Contiguous));
+  const kernels::MatrixView a{x2d.data_ptr<float>(), x2d.size(0), x2d.size(1), x2d.stride(0), 1};
+  kernels::gemm(a, packed->panels, out.data_ptr<float>(), w.size(0),
+                {b ? b->data_ptr<float>() : nullptr, activation}, choice.config,
+                intra_op_parallel());
+  ++tuned_calls;
+  return out;
+}
+
+torch::jit::RegisterOperators tuned_operators({
+    torch::jit::Operator(
+        "memoplan::linear(Tensor input, Tensor weight, Tensor? bias, int handle, int activation)"
+        " -> Tensor",
+        [](torch::jit::Stack& stack) {
+          const int64_t activation = stack.back().toInt();
+          const int64_t handle = stack[stack.size() - 2].toInt();
+          c10::optional<at::Tensor> bias;
+          if (!stack[stack.size() - 3].isNone()) bias = stack[stack.size() - 3].toTensor();
+          const at::Tensor w = stack[stack.size() - 4].toTensor();
+          const at::Tensor x = stack[stack.size() - 5].toTensor();
+          torch::jit::drop(stack, 5);
+          stack.emplace_back(linear(x, w, bias, handle, static_cast<Activation>(activation)));
+        },
+        c10::AliasAnalysisKind::FROM_SCHEMA),
+});
+
+int64_t new_site() {
+  std::lock_guard<std::mutex> lock(sites_mutex);
+  sites().push_back(std::make_unique<LinearSite>());
+  return static_cast<int64_t>(sites().size()) - 1;
+}
+
+// The activation fused after `linear` when its output's only use is one; else kNone.
+Activation fusable_activation(torch::jit::Node* linear, torch::jit::Node** activation_node) {
+  torch::jit::Value* out = linear->output();
+  if (out->uses().size() != 1) return Activation::kNone;
+  torch::jit::Node* user = out->uses()[0].user;
+  if (user->owningBlock() != linear->owningBlock() || user->inputs()[0] != out) {
+    return Activation::kNone;
+  }
+  if (user->kind() == c10::Symbol::fromQualString("aten::relu") && user->inputs().size() == 1) {
+    *activation_node = user;
+    return Activation::kRelu;
+  }
+  if (user->kind() == c10::Symbol::fromQualString("aten::gelu") && user->inputs().size() == 2) {
+    const auto approximate = torch::jit::constant_as<std::string>(user->input(1));
+    if (approximate && *approximate == "none") {
+      *activation_node = user;
+      return Activation::kGelu;
+    }
+  }
+  return Activation::kNone;
+}
+
+void replace_in_block(torch::jit::Graph& graph, torch::jit::Block* block, int& replaced) {
+  std::vector<torch::jit::Node*> linears;
+  for (torch::jit::Node* node : block->nodes()) {
+    for (torch::jit::Block* inner : node->blocks()) replace_in_block(graph, inner, replaced);
+    if (node->kind() == c10::Symbol::fromQualString("aten::linear") && node->inputs().size() == 3) {
+      linears.push_back(node);
+    }
+  }
+  for (torch::jit::Node* node : linears) {
+    torch::jit::Node* activation_node = nullptr;
+    const Activation activation = fusable_activation(node, &activation_node);
+    torch::jit::WithInsertPoint point(node);
+    torch::jit::Value* handle = graph.insertConstant(new_site());
+    torch::jit::Value* act = graph.insertConstant(static_cast<int64_t>(activation));
+    torch::jit::Node* tuned =
+        graph.create(kLinear, {node->input(0), node->input(1), node->input(2), handle, act}, 1);
+    tuned->output()->setType(node->output()->type());
+    graph.insertNode(tuned);
+    torch::jit::Node* last = activation_node ? activation_node : node;
+    last->output()->replaceAllUsesWith(tuned->output());
+    if (activation_node) activation_node->destroy();
+    node->destroy();
+    ++replaced;
+  }
+}
+
+}  // namespace
+
+int replace_hot_ops(torch::jit::Graph& graph) {
+  int replaced = 0;
+  replace_in_block(graph, graph.block(), replaced);
+  return replaced;
+}
+
+void set_kernel_choice(KernelChoice choice) { forced_choice.store(choice); }
+
+KernelStats kernel_stats() {
+  return {tuned_calls.load(), stock_calls.load(), shapes_tuned.load(), weights_packed.load()};
+}
+
+std::string kernel_report() {
+  std::ostringstream out;
+  std::lock_guard<std::mutex> lock(shapes_mutex);
+  for (const auto& [key, choice] : shapes()) {
+    const auto& [m, k, n, act, bias, threads] = key;
+    out << "linear " << m << "x" << k << "x" << n << " " << to_string(static_cast<Activation>(act))
+        << (bias ? " +bias" : "") << " threads " << threads << ": aten " << choice.stock_ms
+        << " ms, memoplan " << choice.tuned_ms << " ms (" << choice.config.to_string() << ", "
+        << choice.candidates << " candidates) -> " << (choice.use_stock ? "aten" : "memoplan")
+        << "\n";
+  }
+  return out.str();
+}
+
+}  // namespace memoplan::torch_ext
