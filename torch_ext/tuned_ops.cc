@@ -21,7 +21,7 @@
 
 #include "memoplan/kernels/gemm.h"
 #include "memoplan/kernels/tune.h"
-#include "tuned_ops.h"
+#include "tuned_support.h"
 
 namespace memoplan::torch_ext {
 namespace {
@@ -48,12 +48,8 @@ std::map<ShapeKey, ShapeChoice>& shapes() {
   return *table;
 }
 
-// One replaced linear: its packed weight, per panel width, and where it came from.
-struct PackedWeight {
-  kernels::PackedB panels;
-  const void* source = nullptr;
-  int64_t version = -1;
-};
+using tuned::PackedWeight;
+// One place that packs a weight: its packings, per panel width.
 struct LinearSite {
   std::mutex mutex;
   std::map<int, std::shared_ptr<const PackedWeight>> packed;  // by nr
@@ -79,12 +75,22 @@ at::Tensor stock(const at::Tensor& x, const at::Tensor& w, const c10::optional<a
   return activate(at::linear(x, w, b), activation);
 }
 
+}  // namespace
+
+namespace tuned {
+
 kernels::ParallelFor intra_op_parallel() {
   if (at::get_num_threads() <= 1) return {};
   return [](int64_t n, const std::function<void(int64_t, int64_t)>& body) {
     at::parallel_for(0, n, 1, body);
   };
 }
+
+}  // namespace tuned
+
+namespace {
+
+using tuned::intra_op_parallel;
 
 double median_ms(const std::function<void()>& call, int repetitions) {
   std::vector<double> ms;
@@ -140,7 +146,12 @@ ShapeChoice measure(const at::Tensor& x2d, const at::Tensor& w, const c10::optio
   return choice;
 }
 
-std::shared_ptr<const PackedWeight> packed_weight(LinearSite& s, const at::Tensor& w, int nr) {
+}  // namespace
+
+namespace tuned {
+
+std::shared_ptr<const PackedWeight> packed_weight(int64_t handle, const at::Tensor& w, int nr) {
+  LinearSite& s = site(handle);
   const int64_t version = w._version();
   std::lock_guard<std::mutex> lock(s.mutex);
   auto& slot = s.packed[nr];
@@ -157,6 +168,40 @@ std::shared_ptr<const PackedWeight> packed_weight(LinearSite& s, const at::Tenso
   }
   return slot;
 }
+
+bool packable(const at::Tensor& w) {
+  return w.scalar_type() == at::kFloat && w.device().is_cpu() && w.dim() == 2 &&
+         !w.is_inference() && !(at::GradMode::is_enabled() && w.requires_grad());
+}
+
+KernelChoice choice() { return forced_choice.load(); }
+void count(bool tuned) { ++(tuned ? tuned_calls : stock_calls); }
+
+kernels::GemmConfig best_config(int64_t m, int64_t k, int64_t n, Activation activation, bool bias,
+                                bool prepacked) {
+  using Key = std::tuple<int64_t, int64_t, int64_t, int, bool, bool, int>;
+  static std::mutex mutex;
+  static auto* table = new std::map<Key, kernels::GemmConfig>();
+  const Key key{m, k, n, static_cast<int>(activation), bias, prepacked, at::get_num_threads()};
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (auto it = table->find(key); it != table->end()) return it->second;
+  }
+  if (choice() != KernelChoice::kMeasure) return kernels::default_config();
+  kernels::TuneOptions options;
+  options.repetitions = 3;
+  options.budget_ms = 150;
+  options.parallel = intra_op_parallel();
+  const kernels::GemmConfig best =
+      kernels::tune({m, k, n, prepacked, activation, bias}, options).front().config;
+  ++shapes_tuned;
+  std::lock_guard<std::mutex> lock(mutex);
+  return table->emplace(key, best).first->second;
+}
+
+}  // namespace tuned
+
+namespace {
 
 bool replaceable(const at::Tensor& x, const at::Tensor& w, const c10::optional<at::Tensor>& b) {
   if (x.scalar_type() != at::kFloat || w.scalar_type() != at::kFloat || !x.device().is_cpu() ||
@@ -212,7 +257,7 @@ at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const c10::optional<
     ++stock_calls;
     return stock(x, w, b, activation);
   }
-  const auto packed = packed_weight(site(handle), w, choice.config.kernel.nr);
+  const auto packed = tuned::packed_weight(handle, w, choice.config.kernel.nr);
   std::vector<int64_t> sizes = x.sizes().vec();
   sizes.back() = w.size(0);
   at::Tensor out = at::empty(sizes, x.options().memory_format(at::MemoryFormat::Contiguous));
@@ -241,11 +286,15 @@ torch::jit::RegisterOperators tuned_operators({
         c10::AliasAnalysisKind::FROM_SCHEMA),
 });
 
-int64_t new_site() {
+}  // namespace
+
+int64_t tuned::new_site() {
   std::lock_guard<std::mutex> lock(sites_mutex);
   sites().push_back(std::make_unique<LinearSite>());
   return static_cast<int64_t>(sites().size()) - 1;
 }
+
+namespace {
 
 // The activation fused after `linear` when its output's only use is one; else kNone.
 Activation fusable_activation(torch::jit::Node* linear, torch::jit::Node** activation_node) {
@@ -281,7 +330,7 @@ void replace_in_block(torch::jit::Graph& graph, torch::jit::Block* block, int& r
     torch::jit::Node* activation_node = nullptr;
     const Activation activation = fusable_activation(node, &activation_node);
     torch::jit::WithInsertPoint point(node);
-    torch::jit::Value* handle = graph.insertConstant(new_site());
+    torch::jit::Value* handle = graph.insertConstant(tuned::new_site());
     torch::jit::Value* act = graph.insertConstant(static_cast<int64_t>(activation));
     torch::jit::Node* tuned =
         graph.create(kLinear, {node->input(0), node->input(1), node->input(2), handle, act}, 1);
@@ -300,7 +349,7 @@ void replace_in_block(torch::jit::Graph& graph, torch::jit::Block* block, int& r
 int replace_hot_ops(torch::jit::Graph& graph) {
   int replaced = 0;
   replace_in_block(graph, graph.block(), replaced);
-  return replaced;
+  return replaced + replace_encoder_layers(graph);
 }
 
 void set_kernel_choice(KernelChoice choice) { forced_choice.store(choice); }

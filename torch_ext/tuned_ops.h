@@ -16,6 +16,10 @@ namespace memoplan::torch_ext {
 // memoplan::linear; a relu or gelu (approximate 'none') that is the linear's only user is fused
 // into it. Returns how many linears were replaced.
 int replace_hot_ops(torch::jit::Graph& graph);
+// The part for aten::_transformer_encoder_layer_fwd (tuned_encoder.cc): memoplan::encoder_layer,
+// the same layer on memoplan's GEMM (projections, attention products, feed-forward) with aten's
+// layer norm and softmax.
+int replace_encoder_layers(torch::jit::Graph& graph);
 
 struct KernelStats {
   uint64_t tuned_calls = 0;   // memoplan::linear calls run by memoplan's GEMM

@@ -127,6 +127,30 @@ TEST(Gemm, TransposedAndStridedOperandsAsLinearUsesThem) {
   }
 }
 
+TEST(Gemm, AlphaScalesAndAccumulateAddsTheResidual) {
+  Problem p(21, 45, 38);
+  std::vector<float> residual(p.m * p.n);
+  for (size_t i = 0; i < residual.size(); ++i) residual[i] = 0.01f * static_cast<float>(i % 97);
+  for (const GemmConfig& config : small_block_configs()) {
+    const PackedB packed(p.b_view(), config.kernel.nr);
+    std::vector<float> scaled(p.m * p.n), want(p.m * p.n);
+    gemm(p.a_view(), packed, scaled.data(), p.n, {nullptr, Activation::kNone, 0.125f}, config);
+    reference_gemm(p.a_view(), p.b_view(), want.data(), p.n, {nullptr, Activation::kNone, 0.125f});
+    for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(scaled[i], want[i], 1e-5);
+    std::vector<float> sum = residual, want_sum = residual;
+    const Epilogue add{p.bias.data(), Activation::kNone, 1.0f, true};
+    gemm(p.a_view(), packed, sum.data(), p.n, add, config);
+    reference_gemm(p.a_view(), p.b_view(), want_sum.data(), p.n, add);
+    for (size_t i = 0; i < want_sum.size(); ++i) {
+      ASSERT_NEAR(sum[i], want_sum[i], 1e-4) << config.to_string() << " at " << i;
+    }
+  }
+  std::vector<float> c(p.m * p.n);
+  EXPECT_THROW(gemm(p.a_view(), p.b_view(), c.data(), p.n, {nullptr, Activation::kNone, 2.0f, true},
+                    default_config()),
+               std::invalid_argument);
+}
+
 TEST(Gemm, OutputRowStrideLeavesTheGapAlone) {
   Problem p(9, 12, 10);
   const int64_t ldc = p.n + 3;

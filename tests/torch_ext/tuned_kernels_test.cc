@@ -153,6 +153,73 @@ TEST(TunedKernels, ConcurrentThreadsMeasureAndRunOneModule) {
   EXPECT_EQ(bad.load(), 0);
 }
 
+// One fused encoder layer (what nn.TransformerEncoderLayer runs in inference), e = 64, 4 heads.
+torch::jit::Module encoder(bool gelu, bool norm_first) {
+  torch::manual_seed(1);
+  torch::jit::Module m("Encoder");
+  const int64_t e = 64, f = 96;
+  for (auto [name, shape] :
+       std::vector<std::pair<std::string, std::vector<int64_t>>>{{"qkv_w", {3 * e, e}},
+                                                                 {"qkv_b", {3 * e}},
+                                                                 {"proj_w", {e, e}},
+                                                                 {"proj_b", {e}},
+                                                                 {"n1_w", {e}},
+                                                                 {"n1_b", {e}},
+                                                                 {"n2_w", {e}},
+                                                                 {"n2_b", {e}},
+                                                                 {"f1_w", {f, e}},
+                                                                 {"f1_b", {f}},
+                                                                 {"f2_w", {e, f}},
+                                                                 {"f2_b", {e}}}) {
+    m.register_parameter(name, torch::randn(shape) * 0.2, false);
+  }
+  m.register_attribute("gelu", c10::BoolType::get(), gelu);
+  m.register_attribute("norm_first", c10::BoolType::get(), norm_first);
+  m.define(R"(
+    def forward(self, x, mask: Optional[Tensor] = None, mask_type: Optional[int] = None):
+        return torch._transformer_encoder_layer_fwd(x, 64, 4, self.qkv_w, self.qkv_b, self.proj_w,
+            self.proj_b, self.gelu, self.norm_first, 1e-5, self.n1_w, self.n1_b, self.n2_w,
+            self.n2_b, self.f1_w, self.f1_b, self.f2_w, self.f2_b, mask, mask_type)
+  )");
+  m.eval();
+  return m;
+}
+
+TEST(TunedKernels, EncoderLayerOnMemoplanGemmMatchesAten) {
+  ChoiceGuard always(KernelChoice::kAlwaysMemoplan);
+  for (bool gelu : {false, true}) {
+    for (bool norm_first : {false, true}) {
+      torch::jit::Module reference = encoder(gelu, norm_first), planned = encoder(gelu, norm_first);
+      c10::InferenceMode guard;
+      const at::Tensor x = torch::randn({2, 10, 64});
+      const at::Tensor expected = reference.forward({x}).toTensor();
+      plan(planned, {x}, tuned());
+      const KernelStats before = kernel_stats();
+      for (int pass = 0; pass < 3; ++pass) {
+        const at::Tensor got = planned.forward({x}).toTensor();
+        ASSERT_EQ(got.sizes(), expected.sizes());
+        EXPECT_LT(relative_difference(got, expected), 1e-5)
+            << "gelu " << gelu << " norm_first " << norm_first;
+      }
+      EXPECT_EQ(kernel_stats().tuned_calls - before.tuned_calls, 3u);
+    }
+  }
+}
+
+TEST(TunedKernels, EncoderLayerWithAMaskGoesToAten) {
+  ChoiceGuard always(KernelChoice::kAlwaysMemoplan);
+  torch::jit::Module reference = encoder(true, false), planned = encoder(true, false);
+  c10::InferenceMode guard;
+  const at::Tensor x = torch::randn({1, 6, 64});
+  const at::Tensor mask = torch::zeros({1, 6}, at::kBool).index_put_({0, 5}, true);
+  const int64_t padding_mask = 1;  // mask_type 1: a [batch, tokens] key padding mask
+  plan(planned, {x, mask, padding_mask}, tuned());
+  const KernelStats before = kernel_stats();
+  EXPECT_TRUE(torch::equal(planned.forward({x, mask, padding_mask}).toTensor(),
+                           reference.forward({x, mask, padding_mask}).toTensor()));
+  EXPECT_EQ(kernel_stats().stock_calls - before.stock_calls, 1u);
+}
+
 TEST(TunedKernels, UnknownKernelsSettingIsRefused) {
   c10::InferenceMode guard;
   torch::jit::Module planned = mlp();

@@ -60,9 +60,12 @@ float activate(float x, Activation activation) {
 
 void apply_epilogue(float* c, int64_t ldc, int64_t rows, int64_t col0, int64_t cols,
                     const Epilogue& epilogue) {
-  if (!epilogue.bias && epilogue.activation == Activation::kNone) return;
+  if (!epilogue.bias && epilogue.activation == Activation::kNone && epilogue.alpha == 1.0f) return;
   for (int64_t i = 0; i < rows; ++i) {
     float* row = c + i * ldc + col0;
+    if (epilogue.alpha != 1.0f) {
+      for (int64_t j = 0; j < cols; ++j) row[j] *= epilogue.alpha;
+    }
     if (epilogue.bias) {
       const float* bias = epilogue.bias + col0;
       for (int64_t j = 0; j < cols; ++j) row[j] += bias[j];
@@ -104,7 +107,11 @@ void compute_block(const MatrixView& a, const Panels& b, float* c, int64_t ldc,
   const int64_t mc_max = std::max<int64_t>(mr, config.mc / mr * mr);
   const int64_t col0 = panel0 * nr, col1 = std::min(b.n, panel1 * nr);
   if (k_total == 0) {
-    for (int64_t i = row0; i < row1; ++i) std::fill(c + i * ldc + col0, c + i * ldc + col1, 0.0f);
+    if (!epilogue.accumulate) {
+      for (int64_t i = row0; i < row1; ++i) {
+        std::fill(c + i * ldc + col0, c + i * ldc + col1, 0.0f);
+      }
+    }
     apply_epilogue(c + row0 * ldc, ldc, row1 - row0, col0, col1 - col0, epilogue);
     return;
   }
@@ -115,7 +122,7 @@ void compute_block(const MatrixView& a, const Panels& b, float* c, int64_t ldc,
     const int64_t cols = std::min<int64_t>(nr, b.n - j0);
     for (int64_t ir = 0; ir < rows; ir += mr) {
       run_tile(kernel, kc, a_block + (ir / mr) * kc * mr, b_panel, c + (i0 + ir) * ldc + j0, ldc,
-               std::min<int64_t>(mr, rows - ir), cols, pc > 0);
+               std::min<int64_t>(mr, rows - ir), cols, pc > 0 || epilogue.accumulate);
     }
   };
   if (config.order == GemmConfig::Order::kRowsOuter) {
@@ -159,6 +166,9 @@ const MicroKernel& kernel_for(const GemmConfig& config, int nr) {
 void run(const MatrixView& a, const Panels& b, float* c, int64_t ldc, const Epilogue& epilogue,
          const GemmConfig& config, const ParallelFor& parallel) {
   if (a.cols != b.k) throw std::invalid_argument("gemm: A is M x K, B must be K x N");
+  if (epilogue.accumulate && epilogue.alpha != 1.0f) {
+    throw std::invalid_argument("gemm: alpha with accumulate is not supported");
+  }
   const MicroKernel& kernel = kernel_for(config, b.nr);
   const int64_t m = a.rows, panels = (b.n + b.nr - 1) / b.nr;
   if (m == 0 || b.n == 0) return;
@@ -244,6 +254,8 @@ void reference_gemm(const MatrixView& a, const MatrixView& b, float* c, int64_t 
         sum += static_cast<double>(a.data[i * a.row_stride + k * a.col_stride]) *
                b.data[k * b.row_stride + j * b.col_stride];
       }
+      sum *= epilogue.alpha;
+      if (epilogue.accumulate) sum += c[i * ldc + j];
       if (epilogue.bias) sum += epilogue.bias[j];
       c[i * ldc + j] = activate(static_cast<float>(sum), epilogue.activation);
     }

@@ -83,9 +83,14 @@ GemmConfig default_config();
 // Splits [0, n) into chunks run in parallel, e.g. at::parallel_for; serial when empty.
 using ParallelFor = std::function<void(int64_t n, const std::function<void(int64_t, int64_t)>&)>;
 
+// What happens to each element of C = A * B after the product: C = alpha * C (+ bias[column]),
+// then the activation; with `accumulate`, C's previous contents are added first (a residual
+// connection: C = C_before + A * B + bias; alpha must then be 1).
 struct Epilogue {
   const float* bias = nullptr;  // one per column of C, or null
   Activation activation = Activation::kNone;
+  float alpha = 1.0f;
+  bool accumulate = false;
 };
 
 // C (M x N, row stride ldc, contiguous rows) = A (M x K) * B (K x N), then + bias and the

@@ -1,0 +1,239 @@
+// memoplan::encoder_layer: aten::_transformer_encoder_layer_fwd (the fused layer that
+// nn.TransformerEncoderLayer runs in inference) computed with memoplan's GEMM: the QKV, output
+// and feed-forward projections on packed weights with bias, activation and residual fused into
+// the GEMM's epilogue, the attention products per head on strided views of the QKV buffer (no
+// transposes copied), aten's layer norm and softmax. aten's layer computes the same sums with
+// OpenBLAS. Each input shape is measured both ways on first use (during plan()'s warm-up) and run
+// by the faster; masks, nested tensors and anything but float CPU tensors go to aten.
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <torch/csrc/jit/ir/ir.h>
+#include <torch/csrc/jit/runtime/custom_operator.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <mutex>
+#include <tuple>
+
+#include "memoplan/kernels/gemm.h"
+#include "tuned_support.h"
+
+namespace memoplan::torch_ext {
+namespace {
+
+using kernels::Activation;
+using kernels::MatrixView;
+
+// The 20 arguments of aten::_transformer_encoder_layer_fwd, then memoplan's handle.
+struct LayerArgs {
+  at::Tensor src;
+  int64_t embed_dim, num_heads;
+  at::Tensor qkv_weight, qkv_bias, proj_weight, proj_bias;
+  bool use_gelu, norm_first;
+  double eps;
+  at::Tensor norm_weight_1, norm_bias_1, norm_weight_2, norm_bias_2;
+  at::Tensor ffn_weight_1, ffn_bias_1, ffn_weight_2, ffn_bias_2;
+  c10::optional<at::Tensor> mask;
+  c10::optional<int64_t> mask_type;
+  int64_t handle;  // four weight sites: qkv, proj, ffn 1, ffn 2
+};
+
+at::Tensor aten_layer(const LayerArgs& a) {
+  return at::_transformer_encoder_layer_fwd(
+      a.src, a.embed_dim, a.num_heads, a.qkv_weight, a.qkv_bias, a.proj_weight, a.proj_bias,
+      a.use_gelu, a.norm_first, a.eps, a.norm_weight_1, a.norm_bias_1, a.norm_weight_2,
+      a.norm_bias_2, a.ffn_weight_1, a.ffn_bias_1, a.ffn_weight_2, a.ffn_bias_2, a.mask,
+      a.mask_type);
+}
+
+bool supported(const LayerArgs& a) {
+  const at::Tensor& s = a.src;
+  if (s.is_nested() || s.scalar_type() != at::kFloat || !s.device().is_cpu() || s.dim() != 3 ||
+      s.size(2) != a.embed_dim || s.numel() == 0 || a.mask.has_value() || a.num_heads <= 0 ||
+      a.embed_dim % a.num_heads != 0) {
+    return false;
+  }
+  if (at::GradMode::is_enabled() && s.requires_grad()) return false;
+  for (const at::Tensor* w : {&a.qkv_weight, &a.proj_weight, &a.ffn_weight_1, &a.ffn_weight_2}) {
+    if (!tuned::packable(*w)) return false;
+  }
+  for (const at::Tensor* b : {&a.qkv_bias, &a.proj_bias, &a.ffn_bias_1, &a.ffn_bias_2}) {
+    if (b->scalar_type() != at::kFloat || b->dim() != 1 || !b->is_contiguous()) return false;
+  }
+  return a.qkv_weight.size(0) == 3 * a.embed_dim && a.qkv_weight.size(1) == a.embed_dim;
+}
+
+MatrixView view(const at::Tensor& t2d) {
+  return {t2d.data_ptr<float>(), t2d.size(0), t2d.size(1), t2d.stride(0), t2d.stride(1)};
+}
+
+// out (rows x N, row stride ldc) = x W^T + bias (+ out, with accumulate), then the activation.
+void project(const at::Tensor& x2d, const at::Tensor& w, const at::Tensor& bias, int64_t site,
+             float* out, int64_t ldc, Activation activation, bool accumulate) {
+  const kernels::GemmConfig config =
+      tuned::best_config(x2d.size(0), x2d.size(1), w.size(0), activation, true, true);
+  const auto packed = tuned::packed_weight(site, w, config.kernel.nr);
+  kernels::Epilogue epilogue{bias.data_ptr<float>(), activation};
+  epilogue.accumulate = accumulate;
+  kernels::gemm(view(x2d), packed->panels, out, ldc, epilogue, config, tuned::intra_op_parallel());
+}
+
+at::Tensor memoplan_layer(const LayerArgs& a) {
+  const int64_t batch = a.src.size(0), tokens = a.src.size(1), e = a.embed_dim;
+  const int64_t heads = a.num_heads, d = e / heads, rows = batch * tokens;
+  const at::Tensor src = a.src.contiguous().view({rows, e});
+  const std::vector<int64_t> norm_shape{e};
+  auto norm = [&](const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
+    return at::layer_norm(x, norm_shape, w, b, a.eps);
+  };
+  // Attention: qkv = x Wqkv^T + b, laid out [rows, 3e]: q, k, v of head h are the column blocks
+  // h*d, e + h*d and 2e + h*d, read in place with row stride 3e.
+  const at::Tensor x = a.norm_first ? norm(src, a.norm_weight_1, a.norm_bias_1) : src;
+  at::Tensor qkv = at::empty({rows, 3 * e}, src.options());
+  project(x, a.qkv_weight, a.qkv_bias, a.handle, qkv.data_ptr<float>(), 3 * e, Activation::kNone,
+          false);
+  at::Tensor scores = at::empty({batch * heads, tokens, tokens}, src.options());
+  const float* q_base = qkv.data_ptr<float>();
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  const kernels::GemmConfig attention = kernels::default_config();
+  auto per_head = [&](const std::function<void(int64_t, int64_t)>& body) {
+    at::parallel_for(0, batch * heads, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t bh = begin; bh < end; ++bh) body(bh / heads, bh % heads);
+    });
+  };
+  per_head([&](int64_t b, int64_t h) {
+    const float* rows_b = q_base + b * tokens * 3 * e;
+    const MatrixView q{rows_b + h * d, tokens, d, 3 * e, 1};
+    const MatrixView k_t = MatrixView{rows_b + e + h * d, tokens, d, 3 * e, 1}.transposed();
+    kernels::gemm(q, k_t, scores.data_ptr<float>() + (b * heads + h) * tokens * tokens, tokens,
+                  {nullptr, Activation::kNone, scale}, attention);
+  });
+  const at::Tensor probabilities = at::_softmax(scores, -1, false);
+  at::Tensor context = at::empty({rows, e}, src.options());
+  per_head([&](int64_t b, int64_t h) {
+    const float* rows_b = q_base + b * tokens * 3 * e;
+    const MatrixView p{probabilities.data_ptr<float>() + (b * heads + h) * tokens * tokens, tokens,
+                       tokens, tokens, 1};
+    const MatrixView v{rows_b + 2 * e + h * d, tokens, d, 3 * e, 1};
+    kernels::gemm(p, v, context.data_ptr<float>() + b * tokens * e + h * d, e, {}, attention);
+  });
+  // Residual fused: attended = src + context Wproj^T + b.
+  at::Tensor attended = src.clone();
+  project(context, a.proj_weight, a.proj_bias, a.handle + 1, attended.data_ptr<float>(), e,
+          Activation::kNone, true);
+  if (!a.norm_first) attended = norm(attended, a.norm_weight_1, a.norm_bias_1);
+  // Feed-forward, residual fused again.
+  const at::Tensor ffn_in =
+      a.norm_first ? norm(attended, a.norm_weight_2, a.norm_bias_2) : attended;
+  at::Tensor hidden = at::empty({rows, a.ffn_weight_1.size(0)}, src.options());
+  project(ffn_in, a.ffn_weight_1, a.ffn_bias_1, a.handle + 2, hidden.data_ptr<float>(),
+          hidden.size(1), a.use_gelu ? Activation::kGelu : Activation::kRelu, false);
+  at::Tensor out = attended.clone();
+  project(hidden, a.ffn_weight_2, a.ffn_bias_2, a.handle + 3, out.data_ptr<float>(), e,
+          Activation::kNone, true);
+  if (!a.norm_first) out = norm(out, a.norm_weight_2, a.norm_bias_2);
+  return out.view({batch, tokens, e});
+}
+
+// Per shape and settings: memoplan's layer or aten's, measured once.
+using LayerKey = std::tuple<int64_t, int64_t, int64_t, int64_t, bool, bool, int>;
+std::mutex choices_mutex;
+std::map<LayerKey, bool>& choices() {
+  static auto* table = new std::map<LayerKey, bool>();
+  return *table;
+}
+
+double fastest_ms(const std::function<void()>& call) {
+  const auto t0 = std::chrono::steady_clock::now();
+  call();
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+bool use_memoplan(const LayerArgs& a) {
+  const KernelChoice forced = tuned::choice();
+  if (forced != KernelChoice::kMeasure) return forced == KernelChoice::kAlwaysMemoplan;
+  const LayerKey key{a.src.size(0), a.src.size(1), a.embed_dim,          a.num_heads,
+                     a.use_gelu,    a.norm_first,  at::get_num_threads()};
+  {
+    std::lock_guard<std::mutex> lock(choices_mutex);
+    if (auto it = choices().find(key); it != choices().end()) return it->second;
+  }
+  memoplan_layer(a);  // measures and caches each GEMM shape first
+  aten_layer(a);
+  double ours = 1e300, theirs = 1e300;
+  for (int r = 0; r < 3; ++r) {  // interleaved; the fastest of each
+    ours = std::min(ours, fastest_ms([&] { memoplan_layer(a); }));
+    theirs = std::min(theirs, fastest_ms([&] { aten_layer(a); }));
+  }
+  std::lock_guard<std::mutex> lock(choices_mutex);
+  return choices().emplace(key, ours < theirs).first->second;
+}
+
+at::Tensor encoder_layer(const LayerArgs& a) {
+  if (!supported(a) || !use_memoplan(a)) {
+    tuned::count(false);
+    return aten_layer(a);
+  }
+  tuned::count(true);
+  return memoplan_layer(a);
+}
+
+const c10::Symbol kAtenLayer = c10::Symbol::fromQualString("aten::_transformer_encoder_layer_fwd");
+const c10::Symbol kLayer = c10::Symbol::fromQualString("memoplan::encoder_layer");
+
+torch::jit::RegisterOperators encoder_operators({
+    torch::jit::Operator(
+        "memoplan::encoder_layer(Tensor src, int embed_dim, int num_heads, Tensor qkv_weight, "
+        "Tensor qkv_bias, Tensor proj_weight, Tensor proj_bias, bool use_gelu, bool norm_first, "
+        "float eps, Tensor norm_weight_1, Tensor norm_bias_1, Tensor norm_weight_2, "
+        "Tensor norm_bias_2, Tensor ffn_weight_1, Tensor ffn_bias_1, Tensor ffn_weight_2, "
+        "Tensor ffn_bias_2, Tensor? mask, int? mask_type, int handle) -> Tensor",
+        [](torch::jit::Stack& stack) {
+          const c10::IValue* v = &stack[stack.size() - 21];
+          LayerArgs a{v[0].toTensor(),  v[1].toInt(),     v[2].toInt(),     v[3].toTensor(),
+                      v[4].toTensor(),  v[5].toTensor(),  v[6].toTensor(),  v[7].toBool(),
+                      v[8].toBool(),    v[9].toDouble(),  v[10].toTensor(), v[11].toTensor(),
+                      v[12].toTensor(), v[13].toTensor(), v[14].toTensor(), v[15].toTensor(),
+                      v[16].toTensor(), v[17].toTensor(), c10::nullopt,     c10::nullopt,
+                      v[20].toInt()};
+          if (!v[18].isNone()) a.mask = v[18].toTensor();
+          if (!v[19].isNone()) a.mask_type = v[19].toInt();
+          at::Tensor out = encoder_layer(a);
+          torch::jit::drop(stack, 21);
+          stack.emplace_back(std::move(out));
+        },
+        c10::AliasAnalysisKind::FROM_SCHEMA),
+});
+
+void replace_in_block(torch::jit::Graph& graph, torch::jit::Block* block, int& replaced) {
+  std::vector<torch::jit::Node*> layers;
+  for (torch::jit::Node* node : block->nodes()) {
+    for (torch::jit::Block* inner : node->blocks()) replace_in_block(graph, inner, replaced);
+    if (node->kind() == kAtenLayer && node->inputs().size() == 20) layers.push_back(node);
+  }
+  for (torch::jit::Node* node : layers) {
+    torch::jit::WithInsertPoint point(node);
+    const int64_t first_site = tuned::new_site();
+    for (int i = 1; i < 4; ++i) tuned::new_site();  // consecutive: proj, ffn 1, ffn 2
+    std::vector<torch::jit::Value*> inputs(node->inputs().begin(), node->inputs().end());
+    inputs.push_back(graph.insertConstant(first_site));
+    torch::jit::Node* layer = graph.create(kLayer, inputs, 1);
+    layer->output()->setType(node->output()->type());
+    graph.insertNode(layer);
+    node->output()->replaceAllUsesWith(layer->output());
+    node->destroy();
+    ++replaced;
+  }
+}
+
+}  // namespace
+
+int replace_encoder_layers(torch::jit::Graph& graph) {
+  int replaced = 0;
+  replace_in_block(graph, graph.block(), replaced);
+  return replaced;
+}
+
+}  // namespace memoplan::torch_ext

@@ -1,0 +1,43 @@
+// What the tuned ops share (tuned_ops.cc implements it): packed weights per replaced op, the
+// measured GEMM configuration per shape, intra-op parallelism, the choice override and the
+// counters. ATen types; included by the tuned ops' translation units only.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <memory>
+
+#include "memoplan/kernels/gemm.h"
+#include "tuned_ops.h"
+
+namespace memoplan::torch_ext::tuned {
+
+// A weight packed in the micro-kernel's panels, and the tensor state it was packed from.
+struct PackedWeight {
+  kernels::PackedB panels;
+  const void* source = nullptr;
+  int64_t version = -1;
+};
+
+// A new place that packs weights (one per weight of a replaced op).
+int64_t new_site();
+// The packing of `weight` (N x K, as aten::linear takes it) for panels of width nr at `site`;
+// repacked when the tensor's storage or version changed since.
+std::shared_ptr<const PackedWeight> packed_weight(int64_t site, const at::Tensor& weight, int nr);
+
+// The fastest GEMM configuration measured for this shape (measured on first use, then cached).
+kernels::GemmConfig best_config(int64_t m, int64_t k, int64_t n, kernels::Activation activation,
+                                bool bias, bool prepacked);
+
+// at::parallel_for over the intra-op threads; empty (serial) with one.
+kernels::ParallelFor intra_op_parallel();
+
+KernelChoice choice();
+void count(bool tuned);  // one call run by memoplan's kernels (true) or by aten (false)
+
+// A weight memoplan may pack: a float CPU matrix with a version counter (not an inference tensor),
+// and no autograd needed for this call.
+bool packable(const at::Tensor& weight);
+
+}  // namespace memoplan::torch_ext::tuned
