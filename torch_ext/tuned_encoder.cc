@@ -139,9 +139,13 @@ at::Tensor memoplan_layer(const LayerArgs& a) {
 
 // Per shape and settings: memoplan's layer or aten's, measured once.
 using LayerKey = std::tuple<int64_t, int64_t, int64_t, int64_t, bool, bool, int>;
+struct LayerChoice {
+  bool use_memoplan = false;
+  double memoplan_ms = 0, aten_ms = 0;
+};
 std::mutex choices_mutex;
-std::map<LayerKey, bool>& choices() {
-  static auto* table = new std::map<LayerKey, bool>();
+std::map<LayerKey, LayerChoice>& choices() {
+  static auto* table = new std::map<LayerKey, LayerChoice>();
   return *table;
 }
 
@@ -158,7 +162,7 @@ bool use_memoplan(const LayerArgs& a) {
                      a.use_gelu,    a.norm_first,  at::get_num_threads()};
   {
     std::lock_guard<std::mutex> lock(choices_mutex);
-    if (auto it = choices().find(key); it != choices().end()) return it->second;
+    if (auto it = choices().find(key); it != choices().end()) return it->second.use_memoplan;
   }
   memoplan_layer(a);  // measures and caches each GEMM shape first
   aten_layer(a);
@@ -168,7 +172,9 @@ bool use_memoplan(const LayerArgs& a) {
     theirs = std::min(theirs, fastest_ms([&] { aten_layer(a); }));
   }
   std::lock_guard<std::mutex> lock(choices_mutex);
-  return choices().emplace(key, ours < theirs).first->second;
+  return choices()
+      .emplace(key, LayerChoice{ours < theirs, ours, theirs})
+      .first->second.use_memoplan;
 }
 
 at::Tensor encoder_layer(const LayerArgs& a) {
@@ -229,6 +235,20 @@ void replace_in_block(torch::jit::Graph& graph, torch::jit::Block* block, int& r
 }
 
 }  // namespace
+
+std::string encoder_report() {
+  std::string out;
+  std::lock_guard<std::mutex> lock(choices_mutex);
+  for (const auto& [key, c] : choices()) {
+    const auto& [batch, tokens, e, heads, gelu, norm_first, threads] = key;
+    out += "encoder layer " + std::to_string(batch) + "x" + std::to_string(tokens) + "x" +
+           std::to_string(e) + " heads " + std::to_string(heads) + (gelu ? " gelu" : " relu") +
+           (norm_first ? " norm-first" : "") + " threads " + std::to_string(threads) + ": aten " +
+           std::to_string(c.aten_ms) + " ms, memoplan " + std::to_string(c.memoplan_ms) +
+           " ms -> " + (c.use_memoplan ? "memoplan" : "aten") + "\n";
+  }
+  return out;
+}
 
 int replace_encoder_layers(torch::jit::Graph& graph) {
   int replaced = 0;

@@ -369,6 +369,7 @@ std::string kernel_report() {
         << choice.candidates << " candidates) -> " << (choice.use_stock ? "aten" : "memoplan")
         << "\n";
   }
+  out << encoder_report();
   return out.str();
 }
 

@@ -20,6 +20,7 @@ int replace_hot_ops(torch::jit::Graph& graph);
 // the same layer on memoplan's GEMM (projections, attention products, feed-forward) with aten's
 // layer norm and softmax.
 int replace_encoder_layers(torch::jit::Graph& graph);
+std::string encoder_report();  // one line per measured layer shape
 
 struct KernelStats {
   uint64_t tuned_calls = 0;   // memoplan::linear calls run by memoplan's GEMM

@@ -139,6 +139,13 @@ std::string format_json(const RunReport& r) {
     j["tuned_p99_ms"] = round_to(percentile(r.tuned_ms, 99), 4);
     j["tuned_max_relative_difference"] = r.tuned_max_relative_difference;
     j["tuned_within_tolerance"] = tuned_within_tolerance(r);
+    std::vector<std::string> shapes;  // per GEMM shape: aten vs memoplan, as measured in plan()
+    for (size_t start = 0; start < r.kernel_report.size();) {
+      const size_t end = std::min(r.kernel_report.find('\n', start), r.kernel_report.size());
+      shapes.push_back(r.kernel_report.substr(start, end - start));
+      start = end + 1;
+    }
+    j["kernel_shapes"] = shapes;
   }
   return j.dump();
 }
