@@ -1,53 +1,29 @@
-// AVX-512F micro-kernels (compiled with -mavx512f -mfma; run only where the CPU has AVX-512F). MR
-// rows of NV 16-float vectors: MR * NV accumulators, NV vectors of B and one broadcast of A must
-// fit the 32 zmm registers.
+// AVX-512F micro-kernels (compiled with -mavx512f -mfma; run only where the CPU has AVX-512F): 32
+// zmm registers of 16 floats.
 #include <immintrin.h>
 
 #include "micro_kernel.h"
+#include "micro_kernel_simd.h"
 
 namespace memoplan::kernels {
 namespace {
 
-template <int MR, int NV>
-void avx512_kernel(int64_t kc, const float* a, const float* b, float* c, int64_t ldc,
-                   bool accumulate) {
-  static_assert(MR * NV + NV + 1 <= 32, "out of zmm registers");
-  __m512 acc[MR][NV];
-#pragma GCC unroll 24
-  for (int r = 0; r < MR; ++r) {
-#pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
-  }
-  for (int64_t k = 0; k < kc; ++k) {
-    __m512 bv[NV];
-#pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) bv[v] = _mm512_loadu_ps(b + v * 16);
-#pragma GCC unroll 24
-    for (int r = 0; r < MR; ++r) {
-      const __m512 ar = _mm512_set1_ps(a[r]);
-#pragma GCC unroll 4
-      for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_fmadd_ps(ar, bv[v], acc[r][v]);
-    }
-    a += MR;
-    b += NV * 16;
-  }
-#pragma GCC unroll 24
-  for (int r = 0; r < MR; ++r) {
-#pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) {
-      float* p = c + r * ldc + v * 16;
-      __m512 x = acc[r][v];
-      if (accumulate) x = _mm512_add_ps(x, _mm512_loadu_ps(p));
-      _mm512_storeu_ps(p, x);
-    }
-  }
-}
+struct Avx512 {
+  using Vec = __m512;
+  static constexpr int kWidth = 16, kRegisters = 32;
+  static Vec zero() { return _mm512_setzero_ps(); }
+  static Vec load(const float* p) { return _mm512_loadu_ps(p); }
+  static void store(float* p, Vec x) { _mm512_storeu_ps(p, x); }
+  static Vec broadcast(const float* p) { return _mm512_set1_ps(*p); }
+  static Vec fma(Vec a, Vec b, Vec c) { return _mm512_fmadd_ps(a, b, c); }
+  static Vec add(Vec a, Vec b) { return _mm512_add_ps(a, b); }
+};
 
 const MicroKernel kAvx512[] = {
-    {{Isa::kAvx512, 6, 32}, avx512_kernel<6, 2>},
-    {{Isa::kAvx512, 12, 32}, avx512_kernel<12, 2>},
-    {{Isa::kAvx512, 8, 48}, avx512_kernel<8, 3>},
-    {{Isa::kAvx512, 24, 16}, avx512_kernel<24, 1>},
+    {{Isa::kAvx512, 6, 32}, simd_kernel<Avx512, 6, 2>},
+    {{Isa::kAvx512, 12, 32}, simd_kernel<Avx512, 12, 2>},
+    {{Isa::kAvx512, 8, 48}, simd_kernel<Avx512, 8, 3>},
+    {{Isa::kAvx512, 24, 16}, simd_kernel<Avx512, 24, 1>},
 };
 
 }  // namespace
