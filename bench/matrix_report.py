@@ -27,7 +27,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from run_matrix import BASELINE, CONFIGS, ROOT  # noqa: E402
+from run_matrix import BASELINE, CONFIGS, ROOT, TRACE_DIR  # noqa: E402
 
 SHIM_RE = {"plans": r"memoplan: passes \d+, plans (\d+)",
            "steady_hits": r"steady-state hits (\d+)",
@@ -212,16 +212,20 @@ def memoplan_table(m):
     return "\n".join(out)
 
 
-def counts_table(rows):
-    out = ["| model | config | threads | allocations / pass | frees / pass | MiB requested / pass |",
-           "|---" * 6 + "|"]
-    for r in sorted(rows, key=lambda r: (r["model"], list(CONFIGS).index(r["config"]),
-                                         r["threads"])):
-        if num(r.get("allocs_per_pass")) is None:
+def counts_table(rows, behind_rows):
+    """One row per model and configuration (one thread; two threads count the same per thread)."""
+    behind = {(r["model"], r["threads"]): r for r in behind_rows}
+    out = ["| model | config | allocations / pass | frees / pass | MiB requested / pass | "
+           "reaching the allocator behind the shim: calls / MiB per pass |", "|---" * 6 + "|"]
+    for r in sorted(rows, key=lambda r: (r["model"], list(CONFIGS).index(r["config"]))):
+        if num(r.get("allocs_per_pass")) is None or r["threads"] != 1:
             continue
-        out.append(f"| {r['model']} | {r['config']} | {r['threads']} | "
-                   f"{float(r['allocs_per_pass']):,.0f} | {float(r['frees_per_pass']):,.0f} | "
-                   f"{float(r['bytes_per_pass']) / 2**20:.1f} |")
+        b = behind.get((r["model"], 1)) if r["config"] == "shim" else None
+        passed = (f"{float(b['allocs_per_pass']):,.0f} / "
+                  f"{float(b['bytes_per_pass']) / 2**20:.1f}" if b else "")
+        out.append(f"| {r['model']} | {r['config']} | {float(r['allocs_per_pass']):,.0f} | "
+                   f"{float(r['frees_per_pass']):,.0f} | "
+                   f"{float(r['bytes_per_pass']) / 2**20:.1f} | {passed} |")
     return "\n".join(out)
 
 
@@ -307,7 +311,7 @@ def plot_ratios(m, img_dir, rel):
         png = os.path.join(img_dir, f"ratio_{model}.png")
         plots = ", ".join(f"'{data}' index {i} with yerrorlines title '{c}'"
                           for i, c in enumerate(configs))
-        ok = gnuplot(f"""set terminal pngcairo size 900,500 font ',10'
+        ok = gnuplot(f"""set terminal pngcairo noenhanced size 900,500 font ',10'
 set output '{png}'
 set title '{model}: pass time / jemalloc (geometric mean over batch and input size)'
 set logscale x 2
@@ -331,10 +335,12 @@ def plot_memory(run_dir, img_dir, rel, threads):
                      for p in glob.glob(os.path.join(run_dir, "memory", "*.csv"))})
     for model in models:
         series = []
-        for path in sorted(glob.glob(os.path.join(run_dir, "memory", f"{model}__*.csv"))):
+        paths = sorted(glob.glob(os.path.join(run_dir, "memory", f"{model}__*.csv")))
+        phase = threads or max(int(l.split(",")[3]) for p in paths for l in open(p) if l.strip())
+        for path in paths:
             config = os.path.basename(path)[len(model) + 2:-4]
             rows = [l.split(",") for l in open(path).read().splitlines()]
-            rows = [r for r in rows if len(r) == 9 and int(r[3]) == threads]
+            rows = [r for r in rows if len(r) == 9 and int(r[3]) == phase]
             if not rows:
                 continue
             data = os.path.join(img_dir, f"memory_{model}__{config}.dat")
@@ -346,9 +352,9 @@ def plot_memory(run_dir, img_dir, rel, threads):
             continue
         png = os.path.join(img_dir, f"memory_{model}.png")
         plots = ", ".join(f"'{d}' using 1:2 with lines title '{c}'" for c, d in series)
-        if gnuplot(f"""set terminal pngcairo size 900,450 font ',10'
+        if gnuplot(f"""set terminal pngcairo noenhanced size 900,450 font ',10'
 set output '{png}'
-set title '{model}: resident set over time, {threads} threads (warm-up, then timed passes)'
+set title '{model}: resident set over time, {phase} threads (warm-up, then timed passes)'
 set xlabel 'seconds since the phase started'
 set ylabel 'RSS MiB'
 set key outside right
@@ -363,13 +369,13 @@ def heapmaps(img_dir, rel):
     memoplan = os.path.join(ROOT, "build-bench", "src", "memoplan")
     out = []
     for model in HEAPMAP_MODELS:
-        trace = os.path.join(ROOT, "bench", "traces", f"{model}.json.gz")
+        trace = os.path.join(ROOT, TRACE_DIR, f"{model}.json.gz")
         if not os.path.exists(trace) or not os.path.exists(memoplan):
             continue
         svg = os.path.join(img_dir, f"heapmap_{model}.svg")
         subprocess.run([memoplan, "heapmap", trace, "-s", "greedy_by_size", "-o", svg,
                         "--width", "1200", "--height", "500"], check=True, capture_output=True)
-        out.append(f"**{model}** (`memoplan heapmap bench/traces/{model}.json.gz -s "
+        out.append(f"**{model}** (`memoplan heapmap {TRACE_DIR}/{model}.json.gz -s "
                    f"greedy_by_size -o {rel}/heapmap_{model}.svg --width 1200 --height 500`)\n\n"
                    f"![{model} heap map]({rel}/heapmap_{model}.svg)")
     return "\n\n".join(out)
@@ -379,8 +385,8 @@ def serve_section(run_dir):
     mds = sorted(glob.glob(os.path.join(run_dir, "serve_bench_*.md")))
     if not mds:
         return "No serving stage in this run."
-    text = open(mds[-1]).read()
-    return re.sub(r"^# .*\n", "", text)  # its own title goes
+    text = re.sub(r"^# .*\n", "", open(mds[-1]).read())  # its own title goes
+    return re.sub(r"^## ", "### ", text, flags=re.M)  # under this document's "## Serving"
 
 
 def machine_text(run_dir, settings):
@@ -431,7 +437,8 @@ def main():
     p.add_argument("run_dir")
     p.add_argument("--doc", help="a Markdown file whose generated sections to replace")
     p.add_argument("--img", help="where plots go (default RUN_DIR/img)")
-    p.add_argument("--memory-threads", type=int, default=2)
+    p.add_argument("--memory-threads", type=int, default=0,
+                   help="the phase the memory plots show (default: the most threads)")
     args = p.parse_args()
     run_dir = os.path.abspath(args.run_dir)
     settings = json.load(open(os.path.join(run_dir, "settings.json")))
@@ -441,6 +448,7 @@ def main():
     rel = os.path.relpath(img_dir, os.path.dirname(doc))
     fields, rows = read_rows(run_dir, "time")
     _, count_rows = read_rows(run_dir, "count")
+    _, behind_rows = read_rows(run_dir, "countbehind")
     m = Matrix(rows, list(CONFIGS))
     csv_path = write_csv(run_dir, fields, rows, settings)
     run = os.path.relpath(run_dir, ROOT)
@@ -456,7 +464,7 @@ def main():
                                                          args.memory_threads),
         "memoplan slabs": memoplan_table(m),
         "jemalloc": jemalloc_table(m),
-        "allocator calls": counts_table(count_rows),
+        "allocator calls": counts_table(count_rows, behind_rows),
         "planner quality": planner_table(run_dir),
         "heap maps": heapmaps(img_dir, rel),
         "serving": serve_section(run_dir),

@@ -58,7 +58,7 @@ done
     /usr/bin/python3 -c '
 import csv, sys
 for r in csv.DictReader(l for l in sys.stdin if not l.startswith(("Run", "-"))):
-    print("| %s | %.1f | %.1f | %s |" % (r["name"], float(r["real_time"]), float(r["GFLOPS"]) / 1e9, r["label"]))'
+    print("| %s | %.1f | %.1f | %s |" % (r["name"], float(r["real_time"]), float(r["GFLOPS"]), r["label"]))'
   echo
   echo "## Layout plan against brute force (FluidML Table 3 form)"
   echo

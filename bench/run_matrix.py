@@ -3,14 +3,14 @@
 allocator configurations, interleaved and repeated; allocator calls; planner quality; serving.
 
     bench/run_matrix.py --quick               # reduced matrix, under 10 minutes here
-    bench/run_matrix.py                       # the full matrix (about 70 minutes per round here)
+    bench/run_matrix.py                       # the full matrix (3 rounds: about 67 minutes here)
     bench/run_matrix.py --resume bench/results/matrix_20261122T170000Z --rounds 4   # add rounds
 
 Stages (--stages, default all): `timing` (one process per round, model, batch, size and
 configuration; the thread counts are phases of that process, bench/torch_alloc_bench.cc),
 `counts` (allocator calls per pass: the malloc counter preloaded first, separate processes so its
 cost never reaches the timings), `planner` (`memoplan compare`: every strategy on every trace in
-bench/traces), `serve` (bench/run_serve_bench.py). Raw outputs go to RUN_DIR (default
+tests/data/traces), `serve` (bench/run_serve_bench.py). Raw outputs go to RUN_DIR (default
 bench/results/matrix_<stamp>/), one file per process, with the exact command next to each; a
 finished process is never run again on --resume. bench/matrix_report.py turns RUN_DIR into CSV,
 tables and plots.
@@ -27,6 +27,7 @@ Standard library only; runs the bench binaries of --build-dir (build them first:
 memoplan_malloc_counter memoplan_preload`).
 """
 import argparse
+import glob
 import json
 import os
 import platform
@@ -56,6 +57,9 @@ CONFIGS = {
     "graph-pass": {},
 }
 BASELINE = "jemalloc"
+# The profiled traces of the zoo's models committed with the tests (scripts/record_torch_traces.py
+# writes them).
+TRACE_DIR = "tests/data/traces"
 
 # Models: the zoo's (bench/models/make_zoo.py) and the small transformer encoder of
 # bench/make_torchscript_models.py (the zoo's BERT and GPT take 220-330 ms per batch-1 pass on
@@ -73,7 +77,7 @@ for _name in ("resnet50", "squeezenet1_0", "mnasnet0_75", "efficientnet_b0", "go
 
 FULL = dict(models="resnet18,mobilenet_v2,transformer_encoder", batches="1,4,8",
             sizes="128,256", threads="1,2,4,8,16,32", rounds=3, warmup=4, timed_total=8,
-            phase_budget_s=8.0, planner_time_limit=10.0)
+            phase_budget_s=4.0, planner_time_limit=10.0)
 QUICK = dict(models="resnet18,transformer_encoder", batches="1,4", sizes="128",
              threads="1,2,4,8", rounds=2, warmup=4, timed_total=8, phase_budget_s=3.0,
              planner_time_limit=2.0)
@@ -137,18 +141,20 @@ class Runner:
         os.makedirs(os.path.join(run_dir, "raw"), exist_ok=True)
         os.makedirs(os.path.join(run_dir, "memory"), exist_ok=True)
 
-    def env(self, config, counter=False):
+    def env(self, config, counter=None):
         env = dict(os.environ)
         for key in ("LD_PRELOAD", "MALLOC_CONF", "MEMOPLAN_CONF"):
             env.pop(key, None)
         extra = {k: v.format(build=self.build) for k, v in CONFIGS[config].items()}
-        if counter:  # first in LD_PRELOAD: it sees every call, then forwards it
-            lib = os.path.join(self.build, "bench", "libmemoplan_malloc_counter.so")
+        lib = os.path.join(self.build, "bench", "libmemoplan_malloc_counter.so")
+        if counter == "first":  # it sees every call of the program, then forwards it
             extra["LD_PRELOAD"] = (lib + " " + extra.get("LD_PRELOAD", "")).strip()
+        elif counter == "behind":  # behind the shim: what the shim passes on to the allocator
+            extra["LD_PRELOAD"] = (extra.get("LD_PRELOAD", "") + " " + lib).strip()
         env.update(extra)
         return env, extra
 
-    def run(self, tag, config, argv, counter=False, timeout=1200):
+    def run(self, tag, config, argv, counter=None, timeout=1200):
         """Runs one process unless its output exists; returns its stdout lines."""
         out = os.path.join(self.run_dir, "raw", tag + ".out")
         if os.path.exists(out):
@@ -244,22 +250,25 @@ def timing(runner, args, models, batches, sizes, configs):
 
 
 def counts(runner, args, models, configs):
-    """Allocator calls per pass at batch 1, the first size, 1 and 2 threads."""
+    """Allocator calls per pass at batch 1, the first size, 1 and 2 threads: the program's (the
+    counter first), and for the shim also what reaches the allocator behind it."""
     for model in models:
         for config in configs:
-            tag = f"count__r1__{config}__{model}__b1__s{args.size_list[0]}"
-            runner.run(tag, config, runner.bench_argv(
-                model, config, 1, args.size_list[0], [1, 2],
-                ["--warmup", str(args.warmup), "--passes", "10", "--sample-ms", "0"]),
-                counter=True)
+            for kind, counter in (("count", "first"), ("countbehind", "behind")):
+                if kind == "countbehind" and config != "shim":
+                    continue
+                tag = f"{kind}__r1__{config}__{model}__b1__s{args.size_list[0]}"
+                runner.run(tag, config, runner.bench_argv(
+                    model, config, 1, args.size_list[0], [1, 2],
+                    ["--warmup", str(args.warmup), "--passes", "10", "--sample-ms", "0"]),
+                    counter=counter)
 
 
 def planner(runner, args):
     out = os.path.join(runner.run_dir, "planner.csv")
     if os.path.exists(out) or args.dry_run:
         return
-    traces = sorted(os.path.join(ROOT, "bench", "traces", f)
-                    for f in os.listdir(os.path.join(ROOT, "bench", "traces")))
+    traces = sorted(glob.glob(os.path.join(ROOT, TRACE_DIR, "*.json.gz")))
     argv = [os.path.join(runner.build, "src", "memoplan"), "compare", "--csv", "--time-limit",
             str(args.planner_time_limit)] + traces
     done = subprocess.run(argv, capture_output=True, text=True, check=True)
@@ -283,10 +292,11 @@ def main():
     if args.resume:
         run_dir = args.resume
         saved = json.load(open(os.path.join(run_dir, "settings.json")))
-        rounds = args.rounds
-        for key, value in saved.items():
+        rounds, stages = args.rounds, args.stages
+        for key, value in saved.items():  # the matrix stays as it was; what to run now does not
             setattr(args, key, value)
         args.rounds = max(rounds, saved["rounds"])
+        args.stages = stages
     else:
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
         run_dir = args.run_dir or os.path.join(ROOT, "bench", "results", f"matrix_{stamp}")

@@ -1,6 +1,8 @@
 // The one translation unit of memoplan-run that includes <torch/script.h> (slow to compile).
 #include "session.h"
 
+#include <dlfcn.h>
+
 #include <ATen/Parallel.h>
 #include <sys/stat.h>
 #include <torch/script.h>
@@ -43,6 +45,17 @@ void check_file(const std::string& path) {
   struct stat st {};
   if (stat(path.c_str(), &st) != 0) throw BadInput(path + ": no such file");
   if (S_ISDIR(st.st_mode)) throw BadInput(path + ": is a directory, not a TorchScript file");
+}
+
+// aten's intra-op setting does not reach OpenBLAS (Debian's libblas.so.3 with
+// libopenblas0-pthread), which keeps a pool of one thread per core and spins it after each call:
+// "one intra-op thread" must mean one core for aten's BLAS calls too, or the stock passes would
+// use every core while the planned and tuned ones use one.
+void limit_openblas_threads() {
+  using SetThreads = void (*)(int);
+  if (auto set = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) {
+    set(1);
+  }
 }
 
 torch::jit::Module load(const std::string& path, torch::jit::ExtraFilesMap* extra) {
@@ -101,6 +114,7 @@ RunReport run_session(const RunOptions& options) {
   // One intra-op thread: planning covers the calling thread's allocations (docs/TORCH_EXT.md),
   // and the threads of a server are its inference threads.
   at::set_num_threads(1);
+  limit_openblas_threads();
 
   check_file(options.model);
   torch::jit::ExtraFilesMap extra{{"input_shape", ""}, {"input_dtype", ""}, {"input_high", ""}};
