@@ -419,12 +419,15 @@ def write_csv(run_dir, fields, rows, settings):
     return os.path.relpath(path, ROOT)
 
 
-def splice(doc_path, sections):
+def splice(doc_path, sections, only_marked=False):
     text = open(doc_path).read() if os.path.exists(doc_path) else ""
-    for name, body in sections.items():
+    for name, make_body in sections.items():
         begin, end = f"<!-- BEGIN GENERATED: {name} -->", f"<!-- END GENERATED: {name} -->"
-        block = f"{begin}\n{body.strip()}\n{end}"
-        if begin in text and end in text:
+        marked = begin in text and end in text
+        if only_marked and not marked:
+            continue
+        block = f"{begin}\n{make_body().strip()}\n{end}"
+        if marked:
             text = text[:text.index(begin)] + block + text[text.index(end) + len(end):]
         else:
             text += f"\n\n## {name}\n\n{block}\n"
@@ -437,6 +440,8 @@ def main():
     p.add_argument("run_dir")
     p.add_argument("--doc", help="a Markdown file whose generated sections to replace")
     p.add_argument("--img", help="where plots go (default RUN_DIR/img)")
+    p.add_argument("--only-marked", action="store_true",
+                   help="fill only the sections the document has markers for")
     p.add_argument("--memory-threads", type=int, default=0,
                    help="the phase the memory plots show (default: the most threads)")
     args = p.parse_args()
@@ -452,26 +457,27 @@ def main():
     m = Matrix(rows, list(CONFIGS))
     csv_path = write_csv(run_dir, fields, rows, settings)
     run = os.path.relpath(run_dir, ROOT)
+    # Each section is made only when it is written (plots and heap maps take a while).
     sections = {
-        "machine": machine_text(run_dir, settings) + f"\n- raw: `{run}/`; all rows: `{csv_path}`"
-        + f"\n- report: `bench/matrix_report.py {run}" +
+        "machine": lambda: machine_text(run_dir, settings) +
+        f"\n- raw: `{run}/`; all rows: `{csv_path}`" + f"\n- report: `bench/matrix_report.py {run}" +
         (f" --doc {os.path.relpath(doc, ROOT)} --img {os.path.relpath(img_dir, ROOT)}`"
          if args.doc else "`"),
-        "latency summary": summary_table(m) + "\n\n" + plot_ratios(m, img_dir, rel) + "\n\n" +
-        skipped_text(run_dir, settings) + "\n\n" + outputs_identical(rows),
-        "latency matrix": latency_tables(m),
-        "memory": memory_table(m) + "\n\n" + plot_memory(run_dir, img_dir, rel,
-                                                         args.memory_threads),
-        "memoplan slabs": memoplan_table(m),
-        "jemalloc": jemalloc_table(m),
-        "allocator calls": counts_table(count_rows, behind_rows),
-        "planner quality": planner_table(run_dir),
-        "heap maps": heapmaps(img_dir, rel),
-        "serving": serve_section(run_dir),
+        "latency summary": lambda: summary_table(m) + "\n\n" + plot_ratios(m, img_dir, rel) +
+        "\n\n" + skipped_text(run_dir, settings) + "\n\n" + outputs_identical(rows),
+        "latency matrix": lambda: latency_tables(m),
+        "memory": lambda: memory_table(m) + "\n\n" + plot_memory(run_dir, img_dir, rel,
+                                                                 args.memory_threads),
+        "memoplan slabs": lambda: memoplan_table(m),
+        "jemalloc": lambda: jemalloc_table(m),
+        "allocator calls": lambda: counts_table(count_rows, behind_rows),
+        "planner quality": lambda: planner_table(run_dir),
+        "heap maps": lambda: heapmaps(img_dir, rel),
+        "serving": lambda: serve_section(run_dir),
     }
+    splice(doc, sections, args.only_marked)
     for f in glob.glob(os.path.join(img_dir, "*.dat")):
         os.remove(f)
-    splice(doc, sections)
     print(f"matrix_report: {os.path.relpath(doc, ROOT)}, {csv_path}, plots in "
           f"{os.path.relpath(img_dir, ROOT)}")
 
