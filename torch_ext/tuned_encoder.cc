@@ -149,12 +149,6 @@ std::map<LayerKey, LayerChoice>& choices() {
   return *table;
 }
 
-double fastest_ms(const std::function<void()>& call) {
-  const auto t0 = std::chrono::steady_clock::now();
-  call();
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-}
-
 bool use_memoplan(const LayerArgs& a) {
   const KernelChoice forced = tuned::choice();
   if (forced != KernelChoice::kMeasure) return forced == KernelChoice::kAlwaysMemoplan;
@@ -164,16 +158,11 @@ bool use_memoplan(const LayerArgs& a) {
     std::lock_guard<std::mutex> lock(choices_mutex);
     if (auto it = choices().find(key); it != choices().end()) return it->second.use_memoplan;
   }
-  memoplan_layer(a);  // measures and caches each GEMM shape first
-  aten_layer(a);
-  double ours = 1e300, theirs = 1e300;
-  for (int r = 0; r < 3; ++r) {  // interleaved; the fastest of each
-    ours = std::min(ours, fastest_ms([&] { memoplan_layer(a); }));
-    theirs = std::min(theirs, fastest_ms([&] { aten_layer(a); }));
-  }
+  // The first (untimed) call of memoplan's layer also measures and caches each GEMM shape.
+  const tuned::Timing t = tuned::time_both([&] { memoplan_layer(a); }, [&] { aten_layer(a); }, 3);
   std::lock_guard<std::mutex> lock(choices_mutex);
   return choices()
-      .emplace(key, LayerChoice{ours < theirs, ours, theirs})
+      .emplace(key, LayerChoice{t.memoplan_ms < t.aten_ms, t.memoplan_ms, t.aten_ms})
       .first->second.use_memoplan;
 }
 

@@ -38,7 +38,6 @@ struct ShapeChoice {
   bool use_stock = true;
   kernels::GemmConfig config;
   double stock_ms = 0, tuned_ms = 0;
-  std::string candidates;  // how many were measured
 };
 using ShapeKey = std::tuple<int64_t, int64_t, int64_t, int, bool, int>;  // M K N act bias threads
 
@@ -92,31 +91,15 @@ namespace {
 
 using tuned::intra_op_parallel;
 
-double median_ms(const std::function<void()>& call, int repetitions) {
-  std::vector<double> ms;
-  for (int r = 0; r < repetitions; ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
-    call();
-    ms.push_back(
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-  }
-  std::nth_element(ms.begin(), ms.begin() + ms.size() / 2, ms.end());
-  return ms[ms.size() / 2];
-}
-
-// Measures a new shape: the GEMM's candidates on random data of the shape (dense GEMM time does
-// not depend on the values), then the best of them and aten's op on the real operands.
+// Measures a new shape: the GEMM's candidates on random data of the shape (tuned::best_config;
+// dense GEMM time does not depend on the values), then the best of them and aten's op on the real
+// operands.
 ShapeChoice measure(const at::Tensor& x2d, const at::Tensor& w, const c10::optional<at::Tensor>& b,
                     Activation activation) {
-  kernels::GemmShape shape{x2d.size(0), x2d.size(1), w.size(0), true, activation, b.has_value()};
-  kernels::TuneOptions options;
-  options.repetitions = 3;
-  options.budget_ms = 150;
-  options.parallel = intra_op_parallel();
-  const std::vector<kernels::Measurement> measured = kernels::tune(shape, options);
   ShapeChoice choice;
-  choice.config = measured.front().config;
-  choice.candidates = std::to_string(measured.size());
+  choice.config =
+      tuned::best_config(x2d.size(0), x2d.size(1), w.size(0), activation, b.has_value(), true);
+  const kernels::ParallelFor parallel = intra_op_parallel();
   const kernels::PackedB packed(
       kernels::MatrixView{w.data_ptr<float>(), w.size(0), w.size(1), w.stride(0), w.stride(1)}
           .transposed(),
@@ -125,24 +108,15 @@ ShapeChoice measure(const at::Tensor& x2d, const at::Tensor& w, const c10::optio
   const kernels::MatrixView a{x2d.data_ptr<float>(), x2d.size(0), x2d.size(1), x2d.stride(0),
                               x2d.stride(1)};
   const kernels::Epilogue epilogue{b ? b->data_ptr<float>() : nullptr, activation};
-  auto tuned = [&] {
-    kernels::gemm(a, packed, out.data_ptr<float>(), w.size(0), epilogue, choice.config,
-                  options.parallel);
-  };
-  auto aten = [&] { stock(x2d, w, b, activation); };
-  tuned();
-  aten();
-  // Interleaved, so that both see the same machine; the fastest of each: other processes only
-  // ever add time, so the minimum is the op's own cost.
-  double t = 1e300, s = 1e300;
-  for (int r = 0; r < 5; ++r) {
-    t = std::min(t, median_ms(tuned, 1));
-    s = std::min(s, median_ms(aten, 1));
-  }
-  choice.tuned_ms = t;
-  choice.stock_ms = s;
+  const tuned::Timing timing = tuned::time_both(
+      [&] {
+        kernels::gemm(a, packed, out.data_ptr<float>(), w.size(0), epilogue, choice.config,
+                      parallel);
+      },
+      [&] { stock(x2d, w, b, activation); }, 5);
+  choice.tuned_ms = timing.memoplan_ms;
+  choice.stock_ms = timing.aten_ms;
   choice.use_stock = choice.stock_ms < choice.tuned_ms;
-  ++shapes_tuned;
   return choice;
 }
 
@@ -167,6 +141,23 @@ std::shared_ptr<const PackedWeight> packed_weight(int64_t handle, const at::Tens
     ++weights_packed;
   }
   return slot;
+}
+
+Timing time_both(const std::function<void()>& memoplan, const std::function<void()>& aten,
+                 int rounds) {
+  auto ms = [](const std::function<void()>& call) {
+    const auto t0 = std::chrono::steady_clock::now();
+    call();
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  };
+  memoplan();
+  aten();
+  Timing t{1e300, 1e300};
+  for (int r = 0; r < rounds; ++r) {
+    t.memoplan_ms = std::min(t.memoplan_ms, ms(memoplan));
+    t.aten_ms = std::min(t.aten_ms, ms(aten));
+  }
+  return t;
 }
 
 bool packable(const at::Tensor& w) {
@@ -204,14 +195,12 @@ kernels::GemmConfig best_config(int64_t m, int64_t k, int64_t n, Activation acti
 namespace {
 
 bool replaceable(const at::Tensor& x, const at::Tensor& w, const c10::optional<at::Tensor>& b) {
-  if (x.scalar_type() != at::kFloat || w.scalar_type() != at::kFloat || !x.device().is_cpu() ||
-      w.dim() != 2 || x.dim() < 1 || x.size(-1) != w.size(1) || w.is_inference() ||
-      x.numel() == 0) {
+  if (!tuned::packable(w) || x.scalar_type() != at::kFloat || !x.device().is_cpu() || x.dim() < 1 ||
+      x.size(-1) != w.size(1) || x.numel() == 0) {
     return false;
   }
   // Loaded parameters require grad; that matters only where autograd records (grad mode on).
-  if (at::GradMode::is_enabled() &&
-      (x.requires_grad() || w.requires_grad() || (b && b->requires_grad()))) {
+  if (at::GradMode::is_enabled() && (x.requires_grad() || (b && b->requires_grad()))) {
     return false;
   }
   if (b && (b->scalar_type() != at::kFloat || b->dim() != 1 || b->size(0) != w.size(0) ||
@@ -365,9 +354,8 @@ std::string kernel_report() {
     const auto& [m, k, n, act, bias, threads] = key;
     out << "linear " << m << "x" << k << "x" << n << " " << to_string(static_cast<Activation>(act))
         << (bias ? " +bias" : "") << " threads " << threads << ": aten " << choice.stock_ms
-        << " ms, memoplan " << choice.tuned_ms << " ms (" << choice.config.to_string() << ", "
-        << choice.candidates << " candidates) -> " << (choice.use_stock ? "aten" : "memoplan")
-        << "\n";
+        << " ms, memoplan " << choice.tuned_ms << " ms (" << choice.config.to_string() << ") -> "
+        << (choice.use_stock ? "aten" : "memoplan") << "\n";
   }
   out << encoder_report();
   return out.str();

@@ -6,6 +6,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "memoplan/kernels/gemm.h"
@@ -32,6 +33,15 @@ kernels::GemmConfig best_config(int64_t m, int64_t k, int64_t n, kernels::Activa
 
 // at::parallel_for over the intra-op threads; empty (serial) with one.
 kernels::ParallelFor intra_op_parallel();
+
+// Times memoplan's and aten's way of one op: one untimed call of each, then `rounds` calls of
+// each, interleaved so that both see the same machine; the fastest of each in milliseconds
+// (other processes only ever add time, so the minimum is the op's own cost).
+struct Timing {
+  double memoplan_ms, aten_ms;
+};
+Timing time_both(const std::function<void()>& memoplan, const std::function<void()>& aten,
+                 int rounds);
 
 KernelChoice choice();
 void count(bool tuned);  // one call run by memoplan's kernels (true) or by aten (false)
