@@ -80,6 +80,7 @@ struct ThreadPass {
   std::vector<int64_t> visit_nodes;
   int64_t module = -1;
   std::string key;
+  std::string pass_key;  // the key of the pass the thread is in (the tuned ops' layout plans)
   std::vector<CachedPlan> cache;
 
   ~ThreadPass() {
@@ -204,6 +205,7 @@ void allocate_slab(int64_t module, const std::string& key) {
   // A previous pass that never reached its end (an exception in forward): close it first.
   if (t.mode == ThreadPass::Mode::kProfile) abandon_profile(t);
   t.mode = ThreadPass::Mode::kIdle;
+  t.pass_key = key;
   ++counters.passes;
   ModuleState& m = module_state(module);
   for (ThreadPass::CachedPlan& cached : t.cache) {
@@ -249,6 +251,8 @@ void allocate_slab(int64_t module, const std::string& key) {
   t.mode = ThreadPass::Mode::kProfile;
   ++counters.profiled_passes;
 }
+
+const std::string& current_key() { return thread_pass().pass_key; }
 
 void allocate_tensor(int64_t node) {
   ThreadPass& t = thread_pass();

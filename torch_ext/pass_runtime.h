@@ -19,6 +19,8 @@ int64_t register_module(const PlanOptions& options);
 void allocate_slab(int64_t module, const std::string& key);
 void allocate_tensor(int64_t node);
 void end_pass(int64_t module);
+// The key of the calling thread's latest pass (empty before its first).
+const std::string& current_key();
 
 // Whether `module` has a plan for `key` (plan() waits for it).
 bool has_plan(int64_t module, const std::string& key, PlanSummary* summary);

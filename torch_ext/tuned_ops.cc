@@ -19,6 +19,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "layout_plan.h"
 #include "memoplan/kernels/gemm.h"
 #include "memoplan/kernels/tune.h"
 #include "tuned_support.h"
@@ -210,8 +211,11 @@ bool replaceable(const at::Tensor& x, const at::Tensor& w, const c10::optional<a
   return true;
 }
 
-at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const c10::optional<at::Tensor>& b,
-                  int64_t handle, Activation activation) {
+}  // namespace
+
+at::Tensor tuned::linear(const at::Tensor& x, const at::Tensor& w,
+                         const c10::optional<at::Tensor>& b, int64_t handle,
+                         Activation activation) {
   if (!replaceable(x, w, b)) {
     ++stock_calls;
     return stock(x, w, b, activation);
@@ -258,6 +262,8 @@ at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const c10::optional<
   return out;
 }
 
+namespace {
+
 torch::jit::RegisterOperators tuned_operators({
     torch::jit::Operator(
         "memoplan::linear(Tensor input, Tensor weight, Tensor? bias, int handle, int activation)"
@@ -270,7 +276,8 @@ torch::jit::RegisterOperators tuned_operators({
           const at::Tensor w = stack[stack.size() - 4].toTensor();
           const at::Tensor x = stack[stack.size() - 5].toTensor();
           torch::jit::drop(stack, 5);
-          stack.emplace_back(linear(x, w, bias, handle, static_cast<Activation>(activation)));
+          stack.emplace_back(
+              tuned::linear(x, w, bias, handle, static_cast<Activation>(activation)));
         },
         c10::AliasAnalysisKind::FROM_SCHEMA),
 });
@@ -338,7 +345,8 @@ void replace_in_block(torch::jit::Graph& graph, torch::jit::Block* block, int& r
 int replace_hot_ops(torch::jit::Graph& graph) {
   int replaced = 0;
   replace_in_block(graph, graph.block(), replaced);
-  return replaced + replace_encoder_layers(graph);
+  return replaced + replace_encoder_layers(graph) + replace_matmul_ops(graph) +
+         replace_convolutions(graph);
 }
 
 void set_kernel_choice(KernelChoice choice) { forced_choice.store(choice); }
@@ -357,7 +365,7 @@ std::string kernel_report() {
         << " ms, memoplan " << choice.tuned_ms << " ms (" << choice.config.to_string() << ") -> "
         << (choice.use_stock ? "aten" : "memoplan") << "\n";
   }
-  out << encoder_report();
+  out << encoder_report() << matmul_report() << layouts::layout_report();
   return out.str();
 }
 

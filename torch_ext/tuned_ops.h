@@ -21,6 +21,15 @@ int replace_hot_ops(torch::jit::Graph& graph);
 // layer norm and softmax.
 int replace_encoder_layers(torch::jit::Graph& graph);
 std::string encoder_report();  // one line per measured layer shape
+// The part for aten::addmm, aten::matmul and aten::bmm (tuned_matmul.cc): a product with a weight
+// (a matrix that keeps its storage and version) runs as memoplan::linear on the packed weight;
+// a product of two activations (attention scores) on memoplan's GEMM with B packed per call.
+int replace_matmul_ops(torch::jit::Graph& graph);
+std::string matmul_report();
+// The part for aten::conv2d (layout_pass.cc, tuned_conv.cc, layout_plan.h): every convolution
+// becomes memoplan::conv2d, measured in both activation layouts (NCHW, NHWC) and, when pointwise,
+// on memoplan's GEMM; FluidML's layout plan then picks each activation's layout.
+int replace_convolutions(torch::jit::Graph& graph);
 
 struct KernelStats {
   uint64_t tuned_calls = 0;   // memoplan::linear calls run by memoplan's GEMM

@@ -46,6 +46,11 @@ Timing time_both(const std::function<void()>& memoplan, const std::function<void
 KernelChoice choice();
 void count(bool tuned);  // one call run by memoplan's kernels (true) or by aten (false)
 
+// aten::linear(x, w, b) then the activation, on memoplan's GEMM where this shape measured faster
+// (w packed at `site`), else on aten.
+at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const c10::optional<at::Tensor>& b,
+                  int64_t site, kernels::Activation activation);
+
 // A weight memoplan may pack: a float CPU matrix with a version counter (not an inference tensor),
 // and no autograd needed for this call.
 bool packable(const at::Tensor& weight);

@@ -1,0 +1,175 @@
+// The layout plan's state per (graph, input key): the convolutions' measurements and the
+// conversions' sizes from the first pass, then FluidML's plan over them (planner/layout.h).
+#include "layout_plan.h"
+
+#include <algorithm>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <utility>
+
+#include "memoplan/planner/layout.h"
+#include "pass_runtime.h"
+
+namespace memoplan::torch_ext::layouts {
+namespace {
+
+struct Context {
+  std::map<int, ConvCosts> convs;
+  std::map<int, uint64_t> conversion_bytes;
+  std::shared_ptr<const Decision> decision;
+};
+
+std::mutex mutex;
+// Never destroyed: the ops may run while the process exits. A deque: graph_spec's references
+// stay valid while more graphs are registered.
+std::deque<GraphSpec>& specs() {
+  static auto* table = new std::deque<GraphSpec>();
+  return *table;
+}
+std::map<std::pair<int64_t, std::string>, Context>& contexts() {
+  static auto* table = new std::map<std::pair<int64_t, std::string>, Context>();
+  return *table;
+}
+Context& context(int64_t graph) { return contexts()[{graph, runtime_pass::current_key()}]; }
+
+constexpr double kForbidden = 1e9;  // a layout combination the op cannot produce
+
+// Milliseconds to convert the input of each conversion node, from the bytes it saw and the median
+// conversion speed the convolutions measured; unseen (a branch not taken): free.
+std::map<std::pair<int, int>, double> conversion_costs(const GraphSpec& spec, const Context& c) {
+  std::vector<double> rates;
+  for (const auto& [node, costs] : c.convs) {
+    if (costs.convert_ms_per_mib > 0) rates.push_back(costs.convert_ms_per_mib);
+  }
+  std::map<std::pair<int, int>, double> ms;
+  if (rates.empty()) return ms;
+  std::nth_element(rates.begin(), rates.begin() + rates.size() / 2, rates.end());
+  const double rate = rates[rates.size() / 2];
+  for (const auto& [index, bytes] : c.conversion_bytes) {
+    const GraphSpec::Conversion& conversion = spec.conversions.at(static_cast<size_t>(index));
+    ms[{conversion.node, conversion.input}] += rate * static_cast<double>(bytes) / (1 << 20);
+  }
+  return ms;
+}
+
+std::shared_ptr<const Decision> plan(const GraphSpec& spec, const Context& c) {
+  layout::LayoutGraph graph;
+  for (const GraphSpec::Edge& edge : spec.edges) {
+    graph.add_edge(edge.name, edge.fixed_default ? 1 : 2);
+  }
+  for (const GraphSpec::Node& node : spec.nodes) {
+    std::vector<int> outputs;
+    if (node.output >= 0) outputs.push_back(node.output);
+    graph.add_node(node.name, node.inputs, outputs);
+  }
+  const auto converting = conversion_costs(spec, c);
+  auto convert_ms = [&](int node, int input) {
+    const auto it = converting.find({node, input});
+    return it == converting.end() ? 0.0 : it->second;
+  };
+  graph.cost = [&](int index, const std::vector<int>& in, const std::vector<int>& out) {
+    const GraphSpec::Node& node = spec.nodes[static_cast<size_t>(index)];
+    const int out_layout = out.empty() ? kNchw : out[0];
+    double ms = 0;
+    switch (node.kind) {
+      case GraphSpec::Node::Kind::kConv: {
+        const auto it = c.convs.find(index);
+        return it == c.convs.end() ? 0.0 : it->second.ms[in.at(0)][out_layout];
+      }
+      case GraphSpec::Node::Kind::kJoin:
+        for (size_t i = 0; i < in.size(); ++i) {
+          if (in[i] != out_layout) ms += convert_ms(index, static_cast<int>(i));
+        }
+        return ms;
+      case GraphSpec::Node::Kind::kInPlaceJoin:
+        if (out_layout != in.at(0)) return kForbidden;
+        for (size_t i = 1; i < in.size(); ++i) {
+          if (in[i] != in[0]) ms += convert_ms(index, static_cast<int>(i));
+        }
+        return ms;
+      case GraphSpec::Node::Kind::kSink:
+        for (size_t i = 0; i < in.size(); ++i) {
+          if (in[i] != kNchw) ms += convert_ms(index, static_cast<int>(i));
+        }
+        return ms;
+    }
+    return ms;
+  };
+  auto decision = std::make_shared<Decision>();
+  decision->edge_layouts.assign(spec.edges.size(), kNchw);
+  decision->default_ms = layout::total_cost(graph, layout::Assignment(spec.edges.size(), 0));
+  decision->planned_ms = decision->default_ms;
+  if (!layout::check_graph(graph).ok()) return decision;  // keep the default layouts
+  const layout::LayoutPlan planned = layout::plan_layouts(graph);
+  if (planned.cost >= decision->default_ms) return decision;
+  for (size_t e = 0; e < spec.edges.size(); ++e) {
+    decision->edge_layouts[e] = static_cast<Layout>(planned.layouts[e]);
+  }
+  decision->planned_ms = planned.cost;
+  return decision;
+}
+
+}  // namespace
+
+const char* to_string(Layout layout) { return layout == kNhwc ? "NHWC" : "NCHW"; }
+
+int64_t register_graph(GraphSpec spec) {
+  std::lock_guard<std::mutex> lock(mutex);
+  specs().push_back(std::move(spec));
+  return static_cast<int64_t>(specs().size()) - 1;
+}
+
+void set_graph_spec(int64_t graph, GraphSpec spec) {
+  std::lock_guard<std::mutex> lock(mutex);
+  specs().at(static_cast<size_t>(graph)) = std::move(spec);
+}
+
+const GraphSpec& graph_spec(int64_t graph) {
+  std::lock_guard<std::mutex> lock(mutex);
+  return specs().at(static_cast<size_t>(graph));
+}
+
+void record_conv(int64_t graph, int node, const ConvCosts& costs) {
+  std::lock_guard<std::mutex> lock(mutex);
+  context(graph).convs[node] = costs;
+}
+
+const ConvCosts* conv_costs(int64_t graph, int node) {
+  std::lock_guard<std::mutex> lock(mutex);
+  const Context& c = context(graph);
+  const auto it = c.convs.find(node);
+  return it == c.convs.end() ? nullptr : &it->second;  // map nodes are stable
+}
+
+void record_conversion_bytes(int64_t graph, int conversion, uint64_t bytes) {
+  std::lock_guard<std::mutex> lock(mutex);
+  Context& c = context(graph);
+  if (!c.decision) c.conversion_bytes.emplace(conversion, bytes);
+}
+
+std::shared_ptr<const Decision> decision(int64_t graph, bool measuring_over) {
+  std::lock_guard<std::mutex> lock(mutex);
+  Context& c = context(graph);
+  if (!c.decision && measuring_over) {
+    c.decision = plan(specs().at(static_cast<size_t>(graph)), c);
+  }
+  return c.decision;
+}
+
+std::string layout_report() {
+  std::ostringstream out;
+  std::lock_guard<std::mutex> lock(mutex);
+  for (const auto& [id, c] : contexts()) {
+    if (!c.decision) continue;
+    const auto& layouts = c.decision->edge_layouts;
+    out << "layout plan (graph " << id.first << ", " << c.convs.size()
+        << " convolutions measured): " << std::count(layouts.begin(), layouts.end(), kNhwc)
+        << " of " << layouts.size() << " activations NHWC; modelled " << c.decision->default_ms
+        << " ms all NCHW -> " << c.decision->planned_ms << " ms\n";
+  }
+  return out.str();
+}
+
+}  // namespace memoplan::torch_ext::layouts

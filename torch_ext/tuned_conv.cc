@@ -1,0 +1,251 @@
+// memoplan::conv2d: aten::conv2d inside a layout-planned graph (layout_plan.h). Its first call
+// per input key measures every way to compute it on the real input, in both input layouts: aten's
+// convolution on NCHW and on NHWC (channels-last) tensors, and for a pointwise (1x1, stride 1,
+// no padding, one group) convolution memoplan's GEMM three ways: NHWC in and out (one product of
+// [N*H*W, C] by the weight packed once), NCHW in and NHWC out (per image, the input read
+// transposed), NCHW in and out (per image W x X). Those times, plus converting the output, give
+// the op's cost for every (input layout, output layout): the layout plan's node costs. Every later
+// call takes its input as it comes and produces the layout the plan chose for its output.
+#include <ATen/ATen.h>
+#include <torch/csrc/jit/runtime/custom_operator.h>
+
+#include <algorithm>
+#include <chrono>
+#include <functional>
+
+#include "layout_plan.h"
+#include "memoplan/kernels/gemm.h"
+#include "tuned_support.h"
+
+namespace memoplan::torch_ext {
+namespace {
+
+using kernels::Activation;
+using kernels::MatrixView;
+using layouts::kNchw;
+using layouts::kNhwc;
+using layouts::Layout;
+
+struct ConvArgs {
+  at::Tensor weight;
+  c10::optional<at::Tensor> bias;
+  std::vector<int64_t> stride, padding, dilation;
+  int64_t groups = 1;
+  int64_t site = -1;  // where the weight's packing lives
+};
+
+enum Implementation : int {
+  kAtenNchw,        // aten's convolution on an NCHW input: NCHW out
+  kAtenNhwc,        // aten's convolution on an NHWC input: NHWC out
+  kGemmNhwc,        // pointwise: [N*H*W, C] x packed W^T -> NHWC
+  kGemmNchwToNhwc,  // pointwise: per image X^T [H*W, C] x packed W^T -> NHWC
+  kGemmNchw,        // pointwise: per image W [O, C] x X [C, H*W] -> NCHW
+  kImplementations
+};
+
+Layout produces(int implementation) {
+  return implementation == kAtenNchw || implementation == kGemmNchw ? kNchw : kNhwc;
+}
+
+at::MemoryFormat format(Layout layout) {
+  return layout == kNhwc ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous;
+}
+
+Layout layout_of(const at::Tensor& x) {
+  return x.dim() == 4 && !x.is_contiguous() && x.is_contiguous(at::MemoryFormat::ChannelsLast)
+             ? kNhwc
+             : kNchw;
+}
+
+bool all_equal(const std::vector<int64_t>& values, int64_t expected) {
+  return std::all_of(values.begin(), values.end(), [&](int64_t v) { return v == expected; });
+}
+
+// A convolution memoplan's GEMM computes: 1x1, stride 1, no padding, one group, float weights it
+// may pack, float input.
+bool pointwise(const at::Tensor& x, const ConvArgs& a) {
+  const at::Tensor& w = a.weight;
+  return x.dim() == 4 && x.scalar_type() == at::kFloat && x.device().is_cpu() && x.numel() > 0 &&
+         w.dim() == 4 && w.size(2) == 1 && w.size(3) == 1 && w.is_contiguous() &&
+         w.size(1) == x.size(1) && a.groups == 1 && all_equal(a.stride, 1) &&
+         all_equal(a.padding, 0) && tuned::packable(w.view({w.size(0), w.size(1)})) &&
+         (!a.bias || (a.bias->scalar_type() == at::kFloat && a.bias->is_contiguous()));
+}
+
+at::Tensor aten_conv(const at::Tensor& x, const ConvArgs& a) {
+  return at::conv2d(x, a.weight, a.bias, a.stride, a.padding, a.dilation, a.groups);
+}
+
+at::Tensor gemm_conv(int implementation, const at::Tensor& x_in, const ConvArgs& a,
+                     const kernels::GemmConfig& config) {
+  const int64_t n = x_in.size(0), c = x_in.size(1), hw = x_in.size(2) * x_in.size(3);
+  const int64_t o = a.weight.size(0);
+  const at::Tensor w2d = a.weight.view({o, c});
+  const float* bias = a.bias ? a.bias->data_ptr<float>() : nullptr;
+  const kernels::ParallelFor parallel = tuned::intra_op_parallel();
+  const at::Tensor x = x_in.contiguous(format(implementation == kGemmNhwc ? kNhwc : kNchw));
+  at::Tensor out = at::empty({n, o, x.size(2), x.size(3)},
+                             x.options().memory_format(format(produces(implementation))));
+  const float* px = x.data_ptr<float>();
+  float* py = out.data_ptr<float>();
+  if (implementation == kGemmNchw) {
+    const MatrixView weight{w2d.data_ptr<float>(), o, c, c, 1};
+    for (int64_t i = 0; i < n; ++i) {
+      kernels::gemm(weight, MatrixView{px + i * c * hw, c, hw, hw, 1}, py + i * o * hw, hw, {},
+                    config, parallel);
+    }
+    if (a.bias) out.add_(a.bias->view({1, o, 1, 1}));
+    return out;
+  }
+  const auto packed = tuned::packed_weight(a.site, w2d, config.kernel.nr);
+  const kernels::Epilogue epilogue{bias, Activation::kNone};
+  if (implementation == kGemmNhwc) {
+    kernels::gemm(MatrixView{px, n * hw, c, c, 1}, packed->panels, py, o, epilogue, config,
+                  parallel);
+  } else {
+    for (int64_t i = 0; i < n; ++i) {
+      kernels::gemm(MatrixView{px + i * c * hw, hw, c, 1, hw}, packed->panels, py + i * hw * o, o,
+                    epilogue, config, parallel);
+    }
+  }
+  return out;
+}
+
+// The GEMM configuration of each pointwise implementation for this input: the NHWC product is
+// tuned (tuned::best_config), the per-image ones take the default.
+kernels::GemmConfig config_for(int implementation, const at::Tensor& x, const ConvArgs& a) {
+  if (implementation != kGemmNhwc || tuned::choice() != KernelChoice::kMeasure) {
+    return kernels::default_config();
+  }
+  return tuned::best_config(x.size(0) * x.size(2) * x.size(3), x.size(1), a.weight.size(0),
+                            Activation::kNone, a.bias.has_value(), true);
+}
+
+at::Tensor run(int implementation, const at::Tensor& x, const ConvArgs& a) {
+  if (implementation == kAtenNchw) return aten_conv(x.contiguous(), a);
+  if (implementation == kAtenNhwc)
+    return aten_conv(x.contiguous(at::MemoryFormat::ChannelsLast), a);
+  return gemm_conv(implementation, x, a, config_for(implementation, x, a));
+}
+
+double fastest_ms(const std::function<void()>& call, int rounds) {
+  call();  // first call: packing, caches, lazy initialization
+  double best = 1e300;
+  for (int r = 0; r < rounds; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    call();
+    best = std::min(
+        best,
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return best;
+}
+
+layouts::ConvCosts measure(const at::Tensor& x, const ConvArgs& a) {
+  const at::Tensor inputs[2] = {x.contiguous(), x.contiguous(at::MemoryFormat::ChannelsLast)};
+  std::vector<int> candidates{kAtenNchw, kAtenNhwc};
+  const KernelChoice choice = tuned::choice();
+  if (pointwise(x, a) && choice != KernelChoice::kAlwaysAten) {
+    candidates = {kGemmNhwc, kGemmNchwToNhwc, kGemmNchw};
+    if (choice == KernelChoice::kMeasure) candidates.insert(candidates.begin(), {0, 1});
+  }
+  double ms[kImplementations][2];
+  for (int impl : candidates) {
+    for (int in : {kNchw, kNhwc}) ms[impl][in] = fastest_ms([&] { run(impl, inputs[in], a); }, 3);
+  }
+  const at::Tensor out = aten_conv(inputs[0], a);
+  const double convert_out = fastest_ms([&] { out.contiguous(at::MemoryFormat::ChannelsLast); }, 3);
+  const double convert_in =
+      fastest_ms([&] { inputs[0].contiguous(at::MemoryFormat::ChannelsLast); }, 3);
+  layouts::ConvCosts costs;
+  costs.convert_ms_per_mib = convert_in / (static_cast<double>(x.nbytes()) / (1 << 20));
+  for (int in : {kNchw, kNhwc}) {
+    for (int out_layout : {kNchw, kNhwc}) {
+      double best = 1e300;
+      for (int impl : candidates) {
+        const double total = ms[impl][in] + (produces(impl) != out_layout ? convert_out : 0.0);
+        if (total < best) {
+          best = total;
+          costs.implementation[in][out_layout] = impl;
+        }
+      }
+      costs.ms[in][out_layout] = best;
+    }
+  }
+  return costs;
+}
+
+at::Tensor conv2d(const at::Tensor& x, const ConvArgs& a, int64_t graph, int64_t node) {
+  if (x.dim() != 4 || x.scalar_type() != at::kFloat || !x.device().is_cpu() || x.numel() == 0 ||
+      (at::GradMode::is_enabled() && (x.requires_grad() || a.weight.requires_grad()))) {
+    tuned::count(false);
+    return aten_conv(x, a);
+  }
+  const int index = static_cast<int>(node);
+  const layouts::ConvCosts* costs = layouts::conv_costs(graph, index);
+  const auto decision = layouts::decision(graph, costs != nullptr);
+  if (!costs && !decision) {
+    layouts::record_conv(graph, index, measure(x, a));
+    costs = layouts::conv_costs(graph, index);
+  }
+  const int output_edge = layouts::graph_spec(graph).nodes.at(static_cast<size_t>(index)).output;
+  const Layout out_layout =
+      decision && output_edge >= 0 ? decision->edge_layouts.at(output_edge) : kNchw;
+  const Layout in_layout = layout_of(x);
+  int implementation = in_layout == kNhwc ? kAtenNhwc : kAtenNchw;
+  if (costs) implementation = costs->implementation[in_layout][out_layout];
+  at::Tensor y = run(implementation, x, a);
+  tuned::count(implementation >= kGemmNhwc);
+  return produces(implementation) == out_layout ? y : y.contiguous(format(out_layout));
+}
+
+torch::jit::RegisterOperators conv_operators({
+    torch::jit::Operator(
+        "memoplan::conv2d(Tensor input, Tensor weight, Tensor? bias, int[] stride, int[] padding, "
+        "int[] dilation, int groups, int graph, int node, int site) -> Tensor",
+        [](torch::jit::Stack& stack) {
+          const c10::IValue* args = &stack[stack.size() - 10];
+          ConvArgs a;
+          a.weight = args[1].toTensor();
+          if (!args[2].isNone()) a.bias = args[2].toTensor();
+          a.stride = args[3].toIntVector();
+          a.padding = args[4].toIntVector();
+          a.dilation = args[5].toIntVector();
+          a.groups = args[6].toInt();
+          a.site = args[9].toInt();
+          const at::Tensor x = args[0].toTensor();
+          const int64_t graph = args[7].toInt(), node = args[8].toInt();
+          torch::jit::drop(stack, 10);
+          stack.emplace_back(conv2d(x, a, graph, node));
+        },
+        c10::AliasAnalysisKind::FROM_SCHEMA),
+    // Converts an activation to the layout the plan chose for `conversion`'s edge (the default
+    // for a use that needs it); a no-op for tensors already in it and for anything not 4-d.
+    torch::jit::Operator(
+        "memoplan::layout(Tensor(a) self, int graph, int conversion) -> Tensor(a)",
+        [](torch::jit::Stack& stack) {
+          const int64_t conversion = stack.back().toInt();
+          const int64_t graph = stack[stack.size() - 2].toInt();
+          at::Tensor x = stack[stack.size() - 3].toTensor();
+          torch::jit::drop(stack, 3);
+          if (x.dim() == 4) {
+            const auto decision = layouts::decision(graph, false);
+            const int edge =
+                layouts::graph_spec(graph).conversions.at(static_cast<size_t>(conversion)).edge;
+            if (!decision)
+              layouts::record_conversion_bytes(graph, static_cast<int>(conversion), x.nbytes());
+            const Layout target = decision && edge >= 0 ? decision->edge_layouts.at(edge) : kNchw;
+            if (target == kNhwc && !x.is_contiguous(at::MemoryFormat::ChannelsLast)) {
+              x = x.contiguous(at::MemoryFormat::ChannelsLast);
+            } else if (target == kNchw && layout_of(x) == kNhwc) {
+              x = x.contiguous();
+            }
+          }
+          stack.emplace_back(std::move(x));
+        },
+        c10::AliasAnalysisKind::FROM_SCHEMA),
+});
+
+}  // namespace
+
+}  // namespace memoplan::torch_ext

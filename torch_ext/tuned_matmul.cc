@@ -1,0 +1,289 @@
+// memoplan::addmm, memoplan::matmul, memoplan::bmm and memoplan::baddbmm: the matrix products other
+// than aten::linear. A product whose right operand is a module attribute (a weight, seen in the
+// graph as prim::GetAttr, possibly transposed) is a linear in disguise and runs as memoplan::linear
+// on the packed weight; a product of two activations (attention's q k^T and p v) runs on memoplan's
+// GEMM with the right operand packed on every call, one GEMM per batch entry spread over the
+// intra-op threads. Like the linear, each batched shape is measured against aten's op on first
+// use (during plan()'s warm-up) and the faster one serves it.
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <torch/csrc/jit/ir/ir.h>
+#include <torch/csrc/jit/runtime/custom_operator.h>
+
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <tuple>
+
+#include "memoplan/kernels/gemm.h"
+#include "tuned_support.h"
+
+namespace memoplan::torch_ext {
+namespace {
+
+using kernels::Activation;
+using kernels::MatrixView;
+
+// batch, M, K, N, A's last stride is 1, B's last stride is 1, an addend, intra-op threads.
+using BatchedKey = std::tuple<int64_t, int64_t, int64_t, int64_t, bool, bool, bool, int>;
+struct BatchedChoice {
+  bool use_stock = true;
+  kernels::GemmConfig config;
+  double stock_ms = 0, tuned_ms = 0;
+};
+std::mutex batched_mutex;
+std::map<BatchedKey, BatchedChoice>& batched_shapes() {
+  static auto* table = new std::map<BatchedKey, BatchedChoice>();  // never destroyed
+  return *table;
+}
+
+// a [batch, M, K] x b [batch, K, N] -> [batch, M, N], any strides, float, non-empty.
+bool batched_supported(const at::Tensor& a, const at::Tensor& b) {
+  for (const at::Tensor* t : {&a, &b}) {
+    if (t->scalar_type() != at::kFloat || !t->device().is_cpu() || t->dim() != 3 ||
+        t->numel() == 0 || (at::GradMode::is_enabled() && t->requires_grad())) {
+      return false;
+    }
+  }
+  return a.size(0) == b.size(0) && a.size(2) == b.size(1);
+}
+
+// out = a x b, per batch entry; with `accumulate`, added to what out holds.
+void memoplan_bmm_into(const at::Tensor& a, const at::Tensor& b, float* out,
+                       const kernels::GemmConfig& config, bool accumulate = false) {
+  const int64_t m = a.size(1), k = a.size(2), n = b.size(2);
+  const float* pa = a.data_ptr<float>();
+  const float* pb = b.data_ptr<float>();
+  auto body = [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const MatrixView av{pa + i * a.stride(0), m, k, a.stride(1), a.stride(2)};
+      const MatrixView bv{pb + i * b.stride(0), k, n, b.stride(1), b.stride(2)};
+      kernels::Epilogue epilogue;
+      epilogue.accumulate = accumulate;
+      kernels::gemm(av, bv, out + i * m * n, n, epilogue, config);
+    }
+  };
+  if (at::get_num_threads() > 1) {
+    at::parallel_for(0, a.size(0), 1, body);
+  } else {
+    body(0, a.size(0));
+  }
+}
+
+BatchedChoice measure_batched(const at::Tensor& a, const at::Tensor& b,
+                              const c10::optional<at::Tensor>& addend) {
+  BatchedChoice choice;
+  choice.config =
+      tuned::best_config(a.size(1), a.size(2), b.size(2), Activation::kNone, false, false);
+  const std::vector<int64_t> sizes{a.size(0), a.size(1), b.size(2)};
+  at::Tensor out = at::empty(sizes, a.options());
+  const tuned::Timing timing = tuned::time_both(
+      [&] {
+        if (addend) out.copy_(addend->expand(sizes));
+        memoplan_bmm_into(a, b, out.data_ptr<float>(), choice.config, addend.has_value());
+      },
+      [&] { addend ? at::baddbmm(*addend, a, b) : at::bmm(a, b); }, 5);
+  choice.tuned_ms = timing.memoplan_ms;
+  choice.stock_ms = timing.aten_ms;
+  choice.use_stock = choice.stock_ms < choice.tuned_ms;
+  return choice;
+}
+
+// The batched product (plus `addend`, broadcast to the result, when given: baddbmm with
+// beta = alpha = 1) on whichever side measured faster for its shape.
+at::Tensor batched(const at::Tensor& a, const at::Tensor& b,
+                   const c10::optional<at::Tensor>& addend = c10::nullopt) {
+  auto stock = [&] { return addend ? at::baddbmm(*addend, a, b) : at::bmm(a, b); };
+  if (!batched_supported(a, b) || tuned::choice() == KernelChoice::kAlwaysAten ||
+      (addend &&
+       (addend->scalar_type() != at::kFloat || addend->dim() > 3 || !addend->device().is_cpu()))) {
+    tuned::count(false);
+    return stock();
+  }
+  BatchedChoice choice;
+  if (tuned::choice() == KernelChoice::kAlwaysMemoplan) {
+    choice.use_stock = false;
+    choice.config = kernels::default_config();
+  } else {
+    const BatchedKey key{
+        a.size(0),        a.size(1),        a.size(2),          b.size(2),
+        a.stride(2) == 1, b.stride(2) == 1, addend.has_value(), at::get_num_threads()};
+    std::unique_lock<std::mutex> lock(batched_mutex);
+    auto it = batched_shapes().find(key);
+    if (it == batched_shapes().end()) {
+      lock.unlock();  // another thread may measure the same shape meanwhile, harmlessly
+      const BatchedChoice measured = measure_batched(a, b, addend);
+      lock.lock();
+      it = batched_shapes().emplace(key, measured).first;
+    }
+    choice = it->second;
+  }
+  if (choice.use_stock) {
+    tuned::count(false);
+    return stock();
+  }
+  const std::vector<int64_t> sizes{a.size(0), a.size(1), b.size(2)};
+  at::Tensor out = at::empty(sizes, a.options());
+  if (addend) out.copy_(addend->expand(sizes));
+  memoplan_bmm_into(a, b, out.data_ptr<float>(), choice.config, addend.has_value());
+  tuned::count(true);
+  return out;
+}
+
+// aten::matmul's cases that are products memoplan computes: N-d x weight matrix (a linear without
+// bias), and two equal-rank batched operands (3-d, or 4-d such as [batch, heads, tokens, d]).
+at::Tensor matmul(const at::Tensor& a, const at::Tensor& b, int64_t site, bool b_is_weight) {
+  if (b_is_weight && b.dim() == 2 && a.dim() >= 2) {
+    return tuned::linear(a, b.t(), c10::nullopt, site, Activation::kNone);
+  }
+  if (a.dim() == 3 && b.dim() == 3 && a.size(0) == b.size(0)) return batched(a, b);
+  if (a.dim() == 4 && b.dim() == 4 && a.size(0) == b.size(0) && a.size(1) == b.size(1) &&
+      a.numel() > 0 && b.numel() > 0) {
+    const at::Tensor out =
+        batched(a.reshape({-1, a.size(2), a.size(3)}), b.reshape({-1, b.size(2), b.size(3)}));
+    return out.view({a.size(0), a.size(1), a.size(2), b.size(3)});
+  }
+  tuned::count(false);
+  return at::matmul(a, b);
+}
+
+// aten::addmm(bias, x, w) with beta = alpha = 1 (checked when the graph is rewritten): x w + bias,
+// a linear with the weight w^T when bias is a vector.
+at::Tensor addmm(const at::Tensor& bias, const at::Tensor& x, const at::Tensor& w, int64_t site) {
+  if (bias.dim() == 1 && x.dim() == 2 && w.dim() == 2) {
+    return tuned::linear(x, w.t(), bias, site, Activation::kNone);
+  }
+  tuned::count(false);
+  return at::addmm(bias, x, w);
+}
+
+torch::jit::RegisterOperators matmul_operators({
+    torch::jit::Operator(
+        "memoplan::bmm(Tensor self, Tensor mat2) -> Tensor",
+        [](torch::jit::Stack& stack) {
+          const at::Tensor b = stack.back().toTensor();
+          const at::Tensor a = stack[stack.size() - 2].toTensor();
+          torch::jit::drop(stack, 2);
+          stack.emplace_back(batched(a, b));
+        },
+        c10::AliasAnalysisKind::FROM_SCHEMA),
+    torch::jit::Operator(
+        "memoplan::baddbmm(Tensor self, Tensor batch1, Tensor batch2) -> Tensor",
+        [](torch::jit::Stack& stack) {
+          const at::Tensor b = stack.back().toTensor();
+          const at::Tensor a = stack[stack.size() - 2].toTensor();
+          const at::Tensor addend = stack[stack.size() - 3].toTensor();
+          torch::jit::drop(stack, 3);
+          stack.emplace_back(batched(a, b, addend));
+        },
+        c10::AliasAnalysisKind::FROM_SCHEMA),
+    torch::jit::Operator(
+        "memoplan::matmul(Tensor self, Tensor other, int site, bool other_is_weight) -> Tensor",
+        [](torch::jit::Stack& stack) {
+          const bool weight = stack.back().toBool();
+          const int64_t site = stack[stack.size() - 2].toInt();
+          const at::Tensor b = stack[stack.size() - 3].toTensor();
+          const at::Tensor a = stack[stack.size() - 4].toTensor();
+          torch::jit::drop(stack, 4);
+          stack.emplace_back(matmul(a, b, site, weight));
+        },
+        c10::AliasAnalysisKind::FROM_SCHEMA),
+    torch::jit::Operator(
+        "memoplan::addmm(Tensor self, Tensor mat1, Tensor mat2, int site) -> Tensor",
+        [](torch::jit::Stack& stack) {
+          const int64_t site = stack.back().toInt();
+          const at::Tensor w = stack[stack.size() - 2].toTensor();
+          const at::Tensor x = stack[stack.size() - 3].toTensor();
+          const at::Tensor bias = stack[stack.size() - 4].toTensor();
+          torch::jit::drop(stack, 4);
+          stack.emplace_back(addmm(bias, x, w, site));
+        },
+        c10::AliasAnalysisKind::FROM_SCHEMA),
+});
+
+using torch::jit::Node;
+using torch::jit::Value;
+
+// A module attribute (parameter or buffer), directly or through a transpose: what keeps its
+// storage from pass to pass and is worth packing once.
+bool is_weight(const Value* value) {
+  const Node* node = value->node();
+  if (node->kind() == c10::prim::GetAttr) return true;
+  if (node->kind() == c10::aten::t || node->kind() == c10::aten::transpose ||
+      node->kind() == c10::aten::permute) {
+    return is_weight(node->input(0));
+  }
+  return false;
+}
+
+bool is_one(const Value* value) {
+  const auto number = torch::jit::toIValue(value);
+  return number && ((number->isInt() && number->toInt() == 1) ||
+                    (number->isDouble() && number->toDouble() == 1.0));
+}
+
+// Inserts `kind`(inputs) before `node` (the insertion point) and moves node's uses to it.
+void replace(torch::jit::Graph& graph, Node* node, const char* kind,
+             const std::vector<Value*>& inputs) {
+  Node* tuned = graph.create(c10::Symbol::fromQualString(kind), inputs, 1);
+  tuned->output()->setType(node->output()->type());
+  graph.insertNode(tuned);
+  node->output()->replaceAllUsesWith(tuned->output());
+}
+
+void replace_in_block(torch::jit::Graph& graph, torch::jit::Block* block, int& replaced) {
+  std::vector<Node*> found;
+  for (Node* node : block->nodes()) {
+    for (torch::jit::Block* inner : node->blocks()) replace_in_block(graph, inner, replaced);
+    const bool bmm = node->kind() == c10::aten::bmm && node->inputs().size() == 2;
+    const bool matmul = node->kind() == c10::aten::matmul && node->inputs().size() == 2;
+    const bool addmm = node->kind() == c10::aten::addmm && node->inputs().size() == 5 &&
+                       is_one(node->input(3)) && is_one(node->input(4));
+    const bool baddbmm = node->kind() == c10::aten::baddbmm && node->inputs().size() == 5 &&
+                         is_one(node->input(3)) && is_one(node->input(4));
+    if (bmm || matmul || addmm || baddbmm) found.push_back(node);
+  }
+  for (Node* node : found) {
+    {
+      torch::jit::WithInsertPoint point(node);
+      if (node->kind() == c10::aten::bmm) {
+        replace(graph, node, "memoplan::bmm", {node->input(0), node->input(1)});
+      } else if (node->kind() == c10::aten::baddbmm) {
+        replace(graph, node, "memoplan::baddbmm", {node->input(0), node->input(1), node->input(2)});
+      } else if (node->kind() == c10::aten::matmul) {
+        Value* site = graph.insertConstant(tuned::new_site());
+        Value* weight = graph.insertConstant(is_weight(node->input(1)));
+        replace(graph, node, "memoplan::matmul", {node->input(0), node->input(1), site, weight});
+      } else {
+        Value* site = graph.insertConstant(tuned::new_site());
+        replace(graph, node, "memoplan::addmm",
+                {node->input(0), node->input(1), node->input(2), site});
+      }
+    }
+    node->destroy();  // after the insertion point moved off it
+    ++replaced;
+  }
+}
+
+}  // namespace
+
+int replace_matmul_ops(torch::jit::Graph& graph) {
+  int replaced = 0;
+  replace_in_block(graph, graph.block(), replaced);
+  return replaced;
+}
+
+std::string matmul_report() {
+  std::ostringstream out;
+  std::lock_guard<std::mutex> lock(batched_mutex);
+  for (const auto& [key, choice] : batched_shapes()) {
+    const auto& [batch, m, k, n, a_rows, b_rows, addend, threads] = key;
+    out << (addend ? "baddbmm " : "bmm ") << batch << "x" << m << "x" << k << "x" << n
+        << (a_rows ? "" : " A^T") << (b_rows ? "" : " B^T") << " threads " << threads << ": aten "
+        << choice.stock_ms << " ms, memoplan " << choice.tuned_ms << " ms ("
+        << choice.config.to_string() << ") -> " << (choice.use_stock ? "aten" : "memoplan") << "\n";
+  }
+  return out.str();
+}
+
+}  // namespace memoplan::torch_ext
