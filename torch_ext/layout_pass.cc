@@ -122,7 +122,9 @@ class LayoutRewriter {
 
   void walk(Block* block) {
     std::vector<Node*> nodes(block->nodes().begin(), block->nodes().end());
-    for (Node* node : nodes) visit(node);
+    for (Node* node : nodes) {
+      if (!removed_.count(node)) visit(node);
+    }
   }
 
   void visit(Node* node) {
@@ -151,20 +153,62 @@ class LayoutRewriter {
     }
   }
 
+  // A module attribute: storage that lives as long as the module, worth preparing once.
+  static bool is_attribute(const Value* value) {
+    return value->node()->kind() == c10::prim::GetAttr;
+  }
+
+  // The batch norm that is the convolution's only use, if any, with attributes for its weights
+  // and statistics (folded into the convolution's weights when in eval mode).
+  static Node* following_batch_norm(Node* conv) {
+    if (conv->output()->uses().size() != 1) return nullptr;
+    Node* user = conv->output()->uses()[0].user;
+    const bool is_batch_norm = user->kind() == c10::aten::batch_norm &&
+                               user->inputs().size() == 9 && user->input(0) == conv->output() &&
+                               user->owningBlock() == conv->owningBlock();
+    if (!is_batch_norm) return nullptr;
+    for (size_t i : {1, 2, 3, 4}) {
+      const Value* v = user->input(i);
+      if (!is_attribute(v) && !v->mustBeNone()) return nullptr;
+    }
+    return user;
+  }
+
   void convolution(Node* node) {
     int input = edge_of(node->input(0));
     if (input < 0) input = new_edge(node->input(0), true);
-    const int output = new_edge(node->output(), false);
-    const int index = new_node(NodeKind::kConv, {input}, output, node->output()->debugName());
-    torch::jit::WithInsertPoint point(node);
-    std::vector<Value*> inputs(node->inputs().begin(), node->inputs().end());
-    inputs.push_back(graph_.insertConstant(handle_));
-    inputs.push_back(graph_.insertConstant(static_cast<int64_t>(index)));
-    inputs.push_back(graph_.insertConstant(tuned::new_site()));
-    Node* conv = graph_.create(c10::Symbol::fromQualString("memoplan::conv2d"), inputs, 1);
-    conv->output()->setType(node->output()->type());
-    graph_.insertNode(conv);
-    node->output()->replaceAllUsesWith(conv->output());
+    const bool weight_is_attribute = is_attribute(node->input(1));
+    Node* batch_norm = weight_is_attribute ? following_batch_norm(node) : nullptr;
+    Node* last = batch_norm ? batch_norm : node;
+    const int output = new_edge(last->output(), false);
+    const int index = new_node(NodeKind::kConv, {input}, output, last->output()->debugName());
+    Node* conv = nullptr;
+    {
+      // At the batch norm: its operands (attribute reads, the training flag) are computed
+      // between the two; the convolution's own are all defined before it.
+      torch::jit::WithInsertPoint point(last);
+      std::vector<Value*> inputs(node->inputs().begin(), node->inputs().end());
+      inputs.push_back(graph_.insertConstant(handle_));
+      inputs.push_back(graph_.insertConstant(static_cast<int64_t>(index)));
+      inputs.push_back(graph_.insertConstant(tuned::new_site()));
+      if (batch_norm) {  // weight, bias, running mean and variance, training, momentum, eps
+        for (size_t i : {1, 2, 3, 4, 5, 6, 7}) inputs.push_back(batch_norm->input(i));
+      } else {
+        Value* none = graph_.insertConstant(c10::IValue());
+        inputs.insert(inputs.end(), {none, none, none, none, graph_.insertConstant(false),
+                                     graph_.insertConstant(0.0), graph_.insertConstant(0.0)});
+      }
+      inputs.push_back(graph_.insertConstant(batch_norm != nullptr));
+      inputs.push_back(graph_.insertConstant(weight_is_attribute));
+      conv = graph_.create(c10::Symbol::fromQualString("memoplan::conv2d"), inputs, 1);
+      conv->output()->setType(last->output()->type());
+      graph_.insertNode(conv);
+    }
+    last->output()->replaceAllUsesWith(conv->output());
+    if (batch_norm) {
+      batch_norm->destroy();
+      removed_.insert(batch_norm);
+    }
     node->destroy();
     edges_[conv->output()] = output;
     ++convolutions_;
@@ -213,6 +257,7 @@ class LayoutRewriter {
   const int64_t handle_;
   GraphSpec spec_;
   std::unordered_map<const Value*, int> edges_;
+  std::unordered_set<const Node*> removed_;
   int convolutions_ = 0;
 };
 

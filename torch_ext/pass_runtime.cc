@@ -254,6 +254,13 @@ void allocate_slab(int64_t module, const std::string& key) {
 
 const std::string& current_key() { return thread_pass().pass_key; }
 
+OffPlan::OffPlan() : saved_mode_(static_cast<int>(thread_pass().mode)) {
+  ThreadPass& t = thread_pass();
+  if (t.mode == ThreadPass::Mode::kReplay) t.mode = ThreadPass::Mode::kUnplanned;
+}
+
+OffPlan::~OffPlan() { thread_pass().mode = static_cast<ThreadPass::Mode>(saved_mode_); }
+
 void allocate_tensor(int64_t node) {
   ThreadPass& t = thread_pass();
   if (t.mode == ThreadPass::Mode::kReplay) {

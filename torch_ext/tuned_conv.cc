@@ -13,6 +13,7 @@
 #include <chrono>
 #include <functional>
 
+#include "conv_weights.h"
 #include "layout_plan.h"
 #include "memoplan/kernels/gemm.h"
 #include "tuned_support.h"
@@ -31,12 +32,22 @@ struct ConvArgs {
   c10::optional<at::Tensor> bias;
   std::vector<int64_t> stride, padding, dilation;
   int64_t groups = 1;
-  int64_t site = -1;  // where the weight's packing lives
+  int64_t site = -1;  // where the weight's packings live
+  // Only a module attribute's weight is prepared (folded, packed) once and kept; a weight computed
+  // in the pass runs on aten's convolution.
+  bool weight_is_attribute = false;
+  // The batch norm fused after it (graph pass), when there is one.
+  c10::optional<conv::BatchNorm> batch_norm;
+  bool batch_norm_training = false;
+  double batch_norm_momentum = 0.1;
+  // Set per call: the weights to compute with (folded and pre-packed).
+  std::shared_ptr<const conv::Weights> prepared;
 };
 
 enum Implementation : int {
   kAtenNchw,        // aten's convolution on an NCHW input: NCHW out
   kAtenNhwc,        // aten's convolution on an NHWC input: NHWC out
+  kOnednnPacked,    // oneDNN on the weight packed once, input as it comes: NCHW out
   kGemmNhwc,        // pointwise: [N*H*W, C] x packed W^T -> NHWC
   kGemmNchwToNhwc,  // pointwise: per image X^T [H*W, C] x packed W^T -> NHWC
   kGemmNchw,        // pointwise: per image W [O, C] x X [C, H*W] -> NCHW
@@ -44,7 +55,10 @@ enum Implementation : int {
 };
 
 Layout produces(int implementation) {
-  return implementation == kAtenNchw || implementation == kGemmNchw ? kNchw : kNhwc;
+  return implementation == kAtenNchw || implementation == kGemmNchw ||
+                 implementation == kOnednnPacked
+             ? kNchw
+             : kNhwc;
 }
 
 at::MemoryFormat format(Layout layout) {
@@ -64,24 +78,36 @@ bool all_equal(const std::vector<int64_t>& values, int64_t expected) {
 // A convolution memoplan's GEMM computes: 1x1, stride 1, no padding, one group, float weights it
 // may pack, float input.
 bool pointwise(const at::Tensor& x, const ConvArgs& a) {
-  const at::Tensor& w = a.weight;
+  const at::Tensor& w = a.prepared->weight;
   return x.dim() == 4 && x.scalar_type() == at::kFloat && x.device().is_cpu() && x.numel() > 0 &&
          w.dim() == 4 && w.size(2) == 1 && w.size(3) == 1 && w.is_contiguous() &&
          w.size(1) == x.size(1) && a.groups == 1 && all_equal(a.stride, 1) &&
          all_equal(a.padding, 0) && tuned::packable(w.view({w.size(0), w.size(1)})) &&
-         (!a.bias || (a.bias->scalar_type() == at::kFloat && a.bias->is_contiguous()));
+         (!a.prepared->bias || a.prepared->bias->scalar_type() == at::kFloat);
 }
 
+// aten's convolution then, unfused, the batch norm: what the graph computed before the pass.
+at::Tensor stock(const at::Tensor& x, const ConvArgs& a) {
+  at::Tensor y = at::conv2d(x, a.weight, a.bias, a.stride, a.padding, a.dilation, a.groups);
+  if (!a.batch_norm) return y;
+  const conv::BatchNorm& bn = *a.batch_norm;
+  return at::batch_norm(y, bn.weight, bn.bias, bn.mean, bn.var, a.batch_norm_training,
+                        a.batch_norm_momentum, bn.eps, false);
+}
+
+// aten's convolution on the prepared (folded) weights.
 at::Tensor aten_conv(const at::Tensor& x, const ConvArgs& a) {
-  return at::conv2d(x, a.weight, a.bias, a.stride, a.padding, a.dilation, a.groups);
+  return at::conv2d(x, a.prepared->weight, a.prepared->bias, a.stride, a.padding, a.dilation,
+                    a.groups);
 }
 
 at::Tensor gemm_conv(int implementation, const at::Tensor& x_in, const ConvArgs& a,
                      const kernels::GemmConfig& config) {
   const int64_t n = x_in.size(0), c = x_in.size(1), hw = x_in.size(2) * x_in.size(3);
-  const int64_t o = a.weight.size(0);
-  const at::Tensor w2d = a.weight.view({o, c});
-  const float* bias = a.bias ? a.bias->data_ptr<float>() : nullptr;
+  const int64_t o = a.prepared->weight.size(0);
+  const at::Tensor w2d = a.prepared->weight.view({o, c});
+  const c10::optional<at::Tensor>& bias_tensor = a.prepared->bias;
+  const float* bias = bias_tensor ? bias_tensor->data_ptr<float>() : nullptr;
   const kernels::ParallelFor parallel = tuned::intra_op_parallel();
   const at::Tensor x = x_in.contiguous(format(implementation == kGemmNhwc ? kNhwc : kNchw));
   at::Tensor out = at::empty({n, o, x.size(2), x.size(3)},
@@ -94,7 +120,7 @@ at::Tensor gemm_conv(int implementation, const at::Tensor& x_in, const ConvArgs&
       kernels::gemm(weight, MatrixView{px + i * c * hw, c, hw, hw, 1}, py + i * o * hw, hw, {},
                     config, parallel);
     }
-    if (a.bias) out.add_(a.bias->view({1, o, 1, 1}));
+    if (bias_tensor) out.add_(bias_tensor->view({1, o, 1, 1}));
     return out;
   }
   const auto packed = tuned::packed_weight(a.site, w2d, config.kernel.nr);
@@ -118,13 +144,18 @@ kernels::GemmConfig config_for(int implementation, const at::Tensor& x, const Co
     return kernels::default_config();
   }
   return tuned::best_config(x.size(0) * x.size(2) * x.size(3), x.size(1), a.weight.size(0),
-                            Activation::kNone, a.bias.has_value(), true);
+                            Activation::kNone, a.prepared->bias.has_value(), true);
 }
 
 at::Tensor run(int implementation, const at::Tensor& x, const ConvArgs& a) {
   if (implementation == kAtenNchw) return aten_conv(x.contiguous(), a);
-  if (implementation == kAtenNhwc)
+  if (implementation == kAtenNhwc) {
     return aten_conv(x.contiguous(at::MemoryFormat::ChannelsLast), a);
+  }
+  if (implementation == kOnednnPacked) {
+    return at::mkldnn_convolution(x, a.prepared->onednn_weight, a.prepared->bias, a.padding,
+                                  a.stride, a.dilation, a.groups);
+  }
   return gemm_conv(implementation, x, a, config_for(implementation, x, a));
 }
 
@@ -143,11 +174,13 @@ double fastest_ms(const std::function<void()>& call, int rounds) {
 
 layouts::ConvCosts measure(const at::Tensor& x, const ConvArgs& a) {
   const at::Tensor inputs[2] = {x.contiguous(), x.contiguous(at::MemoryFormat::ChannelsLast)};
-  std::vector<int> candidates{kAtenNchw, kAtenNhwc};
+  std::vector<int> candidates{kAtenNchw, kAtenNhwc, kOnednnPacked};
   const KernelChoice choice = tuned::choice();
   if (pointwise(x, a) && choice != KernelChoice::kAlwaysAten) {
     candidates = {kGemmNhwc, kGemmNchwToNhwc, kGemmNchw};
-    if (choice == KernelChoice::kMeasure) candidates.insert(candidates.begin(), {0, 1});
+    if (choice == KernelChoice::kMeasure) {
+      candidates.insert(candidates.begin(), {kAtenNchw, kAtenNhwc, kOnednnPacked});
+    }
   }
   double ms[kImplementations][2];
   for (int impl : candidates) {
@@ -175,13 +208,34 @@ layouts::ConvCosts measure(const at::Tensor& x, const ConvArgs& a) {
   return costs;
 }
 
-at::Tensor conv2d(const at::Tensor& x, const ConvArgs& a, int64_t graph, int64_t node) {
+// What may be folded and run on memoplan's paths: float CPU tensors, no autograd, a batch norm in
+// eval mode with running statistics.
+bool supported(const at::Tensor& x, const ConvArgs& a) {
   if (x.dim() != 4 || x.scalar_type() != at::kFloat || !x.device().is_cpu() || x.numel() == 0 ||
-      (at::GradMode::is_enabled() && (x.requires_grad() || a.weight.requires_grad()))) {
-    tuned::count(false);
-    return aten_conv(x, a);
+      a.weight.scalar_type() != at::kFloat || a.weight.dim() != 4) {
+    return false;
   }
+  if (at::GradMode::is_enabled() && (x.requires_grad() || a.weight.requires_grad())) return false;
+  if (!a.batch_norm) return true;
+  const conv::BatchNorm& bn = *a.batch_norm;
+  return !a.batch_norm_training && bn.mean.defined() && bn.var.defined() &&
+         !(at::GradMode::is_enabled() && bn.weight.defined() && bn.weight.requires_grad());
+}
+
+at::Tensor conv2d(const at::Tensor& x, ConvArgs& a, int64_t graph, int64_t node) {
   const int index = static_cast<int>(node);
+  if (!supported(x, a) || !a.weight_is_attribute) {
+    tuned::count(false);
+    at::Tensor y = stock(x, a);
+    // Still the layout the plan gave the output (the plan has no measurements for this one).
+    const int edge = layouts::graph_spec(graph).nodes.at(static_cast<size_t>(index)).output;
+    const auto decision = layouts::decision(graph, false);
+    if (!decision || edge < 0 || y.dim() != 4) return y;
+    const Layout out_layout = decision->edge_layouts.at(edge);
+    return layout_of(y) == out_layout ? y : y.contiguous(format(out_layout));
+  }
+  a.prepared = conv::weights(a.site, a.weight, a.bias, a.batch_norm ? &*a.batch_norm : nullptr,
+                             {a.stride, a.padding, a.dilation, a.groups});
   const layouts::ConvCosts* costs = layouts::conv_costs(graph, index);
   const auto decision = layouts::decision(graph, costs != nullptr);
   if (!costs && !decision) {
@@ -202,9 +256,12 @@ at::Tensor conv2d(const at::Tensor& x, const ConvArgs& a, int64_t graph, int64_t
 torch::jit::RegisterOperators conv_operators({
     torch::jit::Operator(
         "memoplan::conv2d(Tensor input, Tensor weight, Tensor? bias, int[] stride, int[] padding, "
-        "int[] dilation, int groups, int graph, int node, int site) -> Tensor",
+        "int[] dilation, int groups, int graph, int node, int site, Tensor? bn_weight, "
+        "Tensor? bn_bias, Tensor? bn_mean, Tensor? bn_var, bool bn_training, float bn_momentum, "
+        "float bn_eps, bool has_bn, bool weight_is_attribute) -> Tensor",
         [](torch::jit::Stack& stack) {
-          const c10::IValue* args = &stack[stack.size() - 10];
+          constexpr size_t kArgs = 19;
+          const c10::IValue* args = &stack[stack.size() - kArgs];
           ConvArgs a;
           a.weight = args[1].toTensor();
           if (!args[2].isNone()) a.bias = args[2].toTensor();
@@ -213,9 +270,19 @@ torch::jit::RegisterOperators conv_operators({
           a.dilation = args[5].toIntVector();
           a.groups = args[6].toInt();
           a.site = args[9].toInt();
+          a.weight_is_attribute = args[18].toBool();
+          if (args[17].toBool()) {
+            auto tensor = [](const c10::IValue& v) {
+              return v.isNone() ? at::Tensor() : v.toTensor();
+            };
+            a.batch_norm = conv::BatchNorm{tensor(args[10]), tensor(args[11]), tensor(args[12]),
+                                           tensor(args[13]), args[16].toDouble()};
+            a.batch_norm_training = args[14].toBool();
+            a.batch_norm_momentum = args[15].toDouble();
+          }
           const at::Tensor x = args[0].toTensor();
           const int64_t graph = args[7].toInt(), node = args[8].toInt();
-          torch::jit::drop(stack, 10);
+          torch::jit::drop(stack, kArgs);
           stack.emplace_back(conv2d(x, a, graph, node));
         },
         c10::AliasAnalysisKind::FROM_SCHEMA),

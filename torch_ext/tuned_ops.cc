@@ -280,6 +280,11 @@ torch::jit::RegisterOperators tuned_operators({
               tuned::linear(x, w, bias, handle, static_cast<Activation>(activation)));
         },
         c10::AliasAnalysisKind::FROM_SCHEMA),
+    // Python: torch.ops.memoplan.kernel_report(), the measured choice of every tuned shape.
+    torch::jit::Operator(
+        "memoplan::kernel_report() -> str",
+        [](torch::jit::Stack& stack) { stack.emplace_back(kernel_report()); },
+        c10::AliasAnalysisKind::CONSERVATIVE),
 });
 
 }  // namespace

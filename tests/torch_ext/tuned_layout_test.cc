@@ -46,10 +46,11 @@ torch::jit::Module cnn(bool view) {
   m.register_buffer("bn_var", torch::rand({16}) + 0.5);
   m.register_parameter("fc", torch::randn({10, 24}) * 0.2, false);
   m.register_attribute("use_view", c10::BoolType::get(), view);
+  m.register_attribute("training", c10::BoolType::get(), false);
   m.define(R"(
     def forward(self, x):
         h = torch.conv2d(x, self.stem, None, [1, 1], [1, 1])
-        h = torch.batch_norm(h, self.bn_w, self.bn_b, self.bn_mean, self.bn_var, False, 0.1, 1e-5, False)
+        h = torch.batch_norm(h, self.bn_w, self.bn_b, self.bn_mean, self.bn_var, self.training, 0.1, 1e-5, False)
         h = torch.relu(h)
         r = torch.relu(torch.conv2d(h, self.pw1, self.pw1_b))
         r = torch.conv2d(r, self.pw2)
@@ -108,6 +109,33 @@ TEST(TunedLayouts, GemmConvolutionsMatchStockForBothInputLayouts) {
 TEST(TunedLayouts, AtenOnlyStillPlansLayouts) {
   ChoiceGuard always(KernelChoice::kAlwaysAten);
   check_cnn(torch::randn({1, 3, 16, 16}));
+}
+
+// The batch norm after the stem is folded into its weights: a statistic or weight changed in place
+// (load_state_dict copies in place) is folded again; in training mode the pair runs as aten's,
+// updating the running statistics as it would.
+TEST(TunedLayouts, ChangedWeightsAreFoldedAgainAndTrainingModeRunsStock) {
+  at::set_num_threads(1);
+  torch::jit::Module reference = cnn(true), planned = cnn(true);
+  const at::Tensor x = torch::randn({2, 3, 16, 16});
+  {
+    c10::InferenceMode guard;
+    plan(planned, {x}, tuned());
+  }
+  for (torch::jit::Module* m : {&reference, &planned}) {
+    torch::NoGradGuard no_grad;
+    m->attr("bn_mean").toTensor().add_(0.25);
+    m->attr("stem").toTensor().mul_(1.5);
+  }
+  {
+    c10::InferenceMode guard;
+    expect_same(planned.forward({x}), reference.forward({x}), 0);
+  }
+  reference.train();
+  planned.train();
+  torch::NoGradGuard no_grad;
+  expect_same(planned.forward({x}), reference.forward({x}), 1);
+  EXPECT_TRUE(planned.attr("bn_mean").toTensor().equal(reference.attr("bn_mean").toTensor()));
 }
 
 TEST(TunedLayouts, TwoThreadsShareTheMeasurements) {

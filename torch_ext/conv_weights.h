@@ -1,0 +1,40 @@
+// The weights one convolution site computes with, prepared once and again only when a source
+// tensor changes (its storage or version counter): the batch norm that follows the convolution
+// folded into its weight and bias (eval mode: w' = w * gamma / sqrt(var + eps),
+// b' = (b - mean) * gamma / sqrt(var + eps) + beta), and that weight pre-packed for oneDNN, which
+// aten's convolution otherwise re-packs on every call. Made outside the slab
+// (runtime_pass::OffPlan): they outlive the pass. ATen types; for tuned_conv.cc.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace memoplan::torch_ext::conv {
+
+// An eval-mode batch norm folded into the convolution before it (all four tensors defined but the
+// affine pair, which may be undefined).
+struct BatchNorm {
+  at::Tensor weight, bias, mean, var;
+  double eps = 1e-5;
+};
+
+struct Geometry {
+  std::vector<int64_t> stride, padding, dilation;
+  int64_t groups = 1;
+};
+
+struct Weights {
+  at::Tensor weight;               // folded when there is a batch norm, else the convolution's own
+  c10::optional<at::Tensor> bias;  // likewise
+  at::Tensor onednn_weight;        // `weight` in oneDNN's blocked layout for this geometry
+};
+
+// The weights of `site` for these sources, refreshed when any of them changed since.
+std::shared_ptr<const Weights> weights(int64_t site, const at::Tensor& weight,
+                                       const c10::optional<at::Tensor>& bias,
+                                       const BatchNorm* batch_norm, const Geometry& geometry);
+
+}  // namespace memoplan::torch_ext::conv
