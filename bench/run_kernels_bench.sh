@@ -8,7 +8,9 @@
 #   ITERS=10 MODELS="transformer_encoder" bench/run_kernels_bench.sh
 #
 # Environment: BUILD_DIR (build-bench), ITERS (30), THREADS (1), MODELS (bert_encoder gpt_decoder
-# transformer_encoder resnet18 mobilenet_v2), RESULTS_DIR (bench/results), NO_BUILD=1.
+# transformer_encoder resnet18 mobilenet_v2), RESULTS_DIR (bench/results), NO_BUILD=1,
+# BASELINE_THREADS ("1 2": intra-op threads of the optimize_for_inference comparison),
+# BASELINE_ITERS (20).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build-bench}
@@ -16,12 +18,15 @@ ITERS=${ITERS:-30}
 THREADS=${THREADS:-1}
 MODELS=${MODELS:-"bert_encoder gpt_decoder transformer_encoder resnet18 mobilenet_v2"}
 RESULTS_DIR=${RESULTS_DIR:-bench/results}
+BASELINE_THREADS=${BASELINE_THREADS:-"1 2"}
+BASELINE_ITERS=${BASELINE_ITERS:-20}
 STAMP=$(date -u +%Y%m%dT%H%M%SZ)
 OUT="$RESULTS_DIR/kernels_$STAMP.md"
 mkdir -p "$RESULTS_DIR"
 
 if [[ "${NO_BUILD:-0}" != 1 ]]; then
-  cmake --build "$BUILD_DIR" --target kernels_bench layout_table memoplan memoplan-run >/dev/null
+  cmake --build "$BUILD_DIR" --target kernels_bench layout_table memoplan memoplan-run \
+    memoplan_torch >/dev/null
 fi
 model_file() {
   case "$1" in
@@ -81,6 +86,53 @@ for r in csv.DictReader(l for l in sys.stdin if not l.startswith(("Run", "-"))):
 import json, sys
 j = json.load(sys.stdin)
 print("| %s | %s | %.2f | %.2f | %.2f | %.3f | %.3f | %.1e | %s |" % (sys.argv[1], j["input"], j["stock_ms"], j["planned_ms"], j["tuned_ms"], j["tuned_ms"] / j["stock_ms"], j["tuned_ms"] / j["planned_ms"], j["tuned_max_relative_difference"], "yes" if j["tuned_within_tolerance"] else "NO"))' "$m"
+  done
+  echo
+  echo "### Per op: what plan() measured (\`kernel_shapes\` of the runs above)"
+  echo
+  for m in $MODELS; do
+    /usr/bin/python3 - "$RESULTS_DIR/kernels_${STAMP}_$m.json" "$m" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+lines = j.get("kernel_shapes", [])
+if isinstance(lines, str):
+    lines = lines.splitlines()
+print("**%s** (%d lines)" % (sys.argv[2], len(lines)))
+print()
+print("```")
+for line in lines[:40]:
+    print(line)
+if len(lines) > 40:
+    print("... %d more" % (len(lines) - 40))
+print("```")
+print()
+PY
+  done
+  echo "## Against optimize_for_inference, one and more intra-op threads"
+  echo
+  echo "Per thread count T: \`OPENBLAS_NUM_THREADS=T /usr/bin/python3 bench/tuned_baselines.py"
+  echo "--lib $BUILD_DIR/torch_ext/libmemoplan_torch.so --threads T --iters $BASELINE_ITERS\`: five"
+  echo "copies of each model in one process (stock; torch.jit.optimize_for_inference; memoplan's plan"
+  echo "with stock kernels; with tuned kernels; tuned plan of the optimized module), one pass of each"
+  echo "per iteration, the order rotated; medians."
+  echo
+  echo "| model | threads | stock ms | optimize_for_inference ms | planned ms | tuned ms | optimized + tuned ms | tuned / stock | tuned / optimized | tuned max relative difference |"
+  echo "|---|---|---|---|---|---|---|---|---|---|"
+  for t in $BASELINE_THREADS; do
+    OPENBLAS_NUM_THREADS=$t /usr/bin/python3 bench/tuned_baselines.py \
+      --lib "$BUILD_DIR/torch_ext/libmemoplan_torch.so" --threads "$t" --iters "$BASELINE_ITERS" \
+      --models "$(echo $MODELS | tr ' ' ',')" \
+      --json "$RESULTS_DIR/kernels_${STAMP}_baselines_t$t.json" >/dev/null
+    /usr/bin/python3 - "$RESULTS_DIR/kernels_${STAMP}_baselines_t$t.json" <<'PY'
+import json, sys
+for r in json.load(open(sys.argv[1]))["results"]:
+    ms = r["median_ms"]
+    both = "%.2f" % ms["optimized+tuned"] if "optimized+tuned" in ms else "n/a"
+    print("| %s | %d | %.2f | %.2f | %.2f | %.2f | %s | %.3f | %.3f | %.1e |" % (
+        r["model"], r["threads"], ms["stock"], ms["optimized"], ms["planned"], ms["tuned"], both,
+        ms["tuned"] / ms["stock"], ms["tuned"] / ms["optimized"],
+        r["max_relative_difference"]["tuned"]))
+PY
   done
   echo
   echo "load average at the end $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -69,11 +69,22 @@ bool is_neutral(const Node* node) {
   return true;
 }
 
+bool contains(Block* block, c10::Symbol kind) {
+  for (Node* node : block->nodes()) {
+    if (node->kind() == kind) return true;
+    for (Block* inner : node->blocks()) {
+      if (contains(inner, kind)) return true;
+    }
+  }
+  return false;
+}
+
 class LayoutRewriter {
  public:
   LayoutRewriter(torch::jit::Graph& graph, int64_t handle) : graph_(graph), handle_(handle) {}
 
   int rewrite() {
+    has_set_attr_ = contains(graph_.block(), c10::prim::SetAttr);
     walk(graph_.block());
     Node* ret = graph_.block()->return_node();
     for (size_t i = 0; i < ret->inputs().size(); ++i) sink(ret, i);
@@ -153,25 +164,66 @@ class LayoutRewriter {
     }
   }
 
-  // A module attribute: storage that lives as long as the module, worth preparing once.
+  // A module attribute (or None): storage that lives as long as the module, worth preparing once.
+  // Through an If (nn.BatchNorm2d passes its statistics as `running_mean if ... else None`).
   static bool is_attribute(const Value* value) {
-    return value->node()->kind() == c10::prim::GetAttr;
+    const Node* node = value->node();
+    if (node->kind() == c10::prim::GetAttr || value->mustBeNone()) return true;
+    if (node->kind() != c10::prim::If) return false;
+    const size_t index = value->offset();
+    for (const Block* branch : node->blocks()) {
+      if (!is_attribute(branch->outputs()[index])) return false;
+    }
+    return true;
   }
 
-  // The batch norm that is the convolution's only use, if any, with attributes for its weights
-  // and statistics (folded into the convolution's weights when in eval mode).
-  static Node* following_batch_norm(Node* conv) {
-    if (conv->output()->uses().size() != 1) return nullptr;
-    Node* user = conv->output()->uses()[0].user;
-    const bool is_batch_norm = user->kind() == c10::aten::batch_norm &&
-                               user->inputs().size() == 9 && user->input(0) == conv->output() &&
-                               user->owningBlock() == conv->owningBlock();
-    if (!is_batch_norm) return nullptr;
-    for (size_t i : {1, 2, 3, 4}) {
-      const Value* v = user->input(i);
-      if (!is_attribute(v) && !v->mustBeNone()) return nullptr;
+  static bool encloses(const Block* outer, const Node* point) {
+    for (const Block* b = point->owningBlock(); b != nullptr;) {
+      if (b == outer) return true;
+      const Node* owner = b->owningNode();
+      b = owner ? owner->owningBlock() : nullptr;
     }
-    return user;
+    return false;
+  }
+
+  // Whether `value` is (or can be made) defined before `point`: attribute reads and constants
+  // after it are moved up (inlining reads a submodule's attributes where its forward was).
+  static bool defined_before(Value* value, Node* point) {
+    Node* def = value->node();
+    if (def->kind() == c10::prim::Param) return encloses(def->owningBlock(), point);
+    if (def->owningBlock() != point->owningBlock()) return encloses(def->owningBlock(), point);
+    if (def->isBefore(point)) return true;
+    if (def->kind() != c10::prim::GetAttr && def->kind() != c10::prim::Constant) return false;
+    for (Value* input : def->inputs()) {
+      if (!defined_before(input, point)) return false;
+    }
+    def->moveBefore(point);
+    return true;
+  }
+
+  // The batch norm that takes the convolution's output, its other uses only reading sizes (the
+  // batch-size check of nn.BatchNorm2d), with attributes for its weights and statistics: folded
+  // into the convolution's weights when in eval mode. Its operands are moved before `conv`.
+  Node* following_batch_norm(Node* conv) {
+    if (has_set_attr_) return nullptr;  // attributes could change between the two
+    Node* batch_norm = nullptr;
+    for (const torch::jit::Use& use : conv->output()->uses()) {
+      Node* user = use.user;
+      if (user->kind() == c10::aten::batch_norm && user->inputs().size() == 9 && use.offset == 0 &&
+          user->owningBlock() == conv->owningBlock() && !batch_norm) {
+        batch_norm = user;
+      } else if (!is_neutral(user)) {
+        return nullptr;
+      }
+    }
+    if (!batch_norm) return nullptr;
+    for (size_t i : {1, 2, 3, 4}) {
+      if (!is_attribute(batch_norm->input(i))) return nullptr;
+    }
+    for (size_t i = 1; i < batch_norm->inputs().size(); ++i) {
+      if (!defined_before(batch_norm->input(i), conv)) return nullptr;
+    }
+    return batch_norm;
   }
 
   void convolution(Node* node) {
@@ -184,9 +236,7 @@ class LayoutRewriter {
     const int index = new_node(NodeKind::kConv, {input}, output, last->output()->debugName());
     Node* conv = nullptr;
     {
-      // At the batch norm: its operands (attribute reads, the training flag) are computed
-      // between the two; the convolution's own are all defined before it.
-      torch::jit::WithInsertPoint point(last);
+      torch::jit::WithInsertPoint point(node);
       std::vector<Value*> inputs(node->inputs().begin(), node->inputs().end());
       inputs.push_back(graph_.insertConstant(handle_));
       inputs.push_back(graph_.insertConstant(static_cast<int64_t>(index)));
@@ -205,6 +255,7 @@ class LayoutRewriter {
       graph_.insertNode(conv);
     }
     last->output()->replaceAllUsesWith(conv->output());
+    node->output()->replaceAllUsesWith(conv->output());  // the size reads: same sizes
     if (batch_norm) {
       batch_norm->destroy();
       removed_.insert(batch_norm);
@@ -258,23 +309,14 @@ class LayoutRewriter {
   GraphSpec spec_;
   std::unordered_map<const Value*, int> edges_;
   std::unordered_set<const Node*> removed_;
+  bool has_set_attr_ = false;
   int convolutions_ = 0;
 };
-
-bool has_convolution(Block* block) {
-  for (Node* node : block->nodes()) {
-    if (node->kind() == c10::aten::conv2d) return true;
-    for (Block* inner : node->blocks()) {
-      if (has_convolution(inner)) return true;
-    }
-  }
-  return false;
-}
 
 }  // namespace
 
 int replace_convolutions(torch::jit::Graph& graph) {
-  if (!has_convolution(graph.block())) return 0;
+  if (!contains(graph.block(), c10::aten::conv2d)) return 0;
   const int64_t handle = layouts::register_graph({});
   LayoutRewriter rewriter(graph, handle);
   const int replaced = rewriter.rewrite();

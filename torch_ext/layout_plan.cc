@@ -168,6 +168,13 @@ std::string layout_report() {
         << " convolutions measured): " << std::count(layouts.begin(), layouts.end(), kNhwc)
         << " of " << layouts.size() << " activations NHWC; modelled " << c.decision->default_ms
         << " ms all NCHW -> " << c.decision->planned_ms << " ms\n";
+    for (const auto& [node, costs] : c.convs) {
+      const GraphSpec::Node& n = specs().at(static_cast<size_t>(id.first)).nodes.at(node);
+      const Layout in_layout = n.inputs.empty() ? kNchw : layouts.at(n.inputs[0]);
+      const Layout out_layout = n.output < 0 ? kNchw : layouts.at(n.output);
+      out << "  conv " << n.name << ": " << costs.summary << "; planned " << to_string(in_layout)
+          << " -> " << to_string(out_layout) << " " << costs.ms[in_layout][out_layout] << " ms\n";
+    }
   }
   return out.str();
 }

@@ -59,6 +59,7 @@ struct ConvCosts {
   double ms[2][2] = {{0, 0}, {0, 0}};
   int implementation[2][2] = {{0, 0}, {0, 0}};
   double convert_ms_per_mib = 0;  // measured layout conversion speed on its input
+  std::string summary;            // one line: shape, candidates measured, the choices
 };
 
 // The layout of every edge, once decided for a (graph, input key).

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <chrono>
 #include <functional>
+#include <sstream>
 
 #include "conv_weights.h"
 #include "layout_plan.h"
@@ -44,15 +45,18 @@ struct ConvArgs {
   std::shared_ptr<const conv::Weights> prepared;
 };
 
-enum Implementation : int {
-  kAtenNchw,        // aten's convolution on an NCHW input: NCHW out
-  kAtenNhwc,        // aten's convolution on an NHWC input: NHWC out
-  kOnednnPacked,    // oneDNN on the weight packed once, input as it comes: NCHW out
-  kGemmNhwc,        // pointwise: [N*H*W, C] x packed W^T -> NHWC
-  kGemmNchwToNhwc,  // pointwise: per image X^T [H*W, C] x packed W^T -> NHWC
-  kGemmNchw,        // pointwise: per image W [O, C] x X [C, H*W] -> NCHW
+enum Implementation : int {  // kImplementationNames below follows this order
+  kAtenNchw,                 // aten's convolution on an NCHW input: NCHW out
+  kAtenNhwc,                 // aten's convolution on an NHWC input: NHWC out
+  kOnednnPacked,             // oneDNN on the weight packed once, input as it comes: NCHW out
+  kGemmNhwc,                 // pointwise: [N*H*W, C] x packed W^T -> NHWC
+  kGemmNchwToNhwc,           // pointwise: per image X^T [H*W, C] x packed W^T -> NHWC
+  kGemmNchw,                 // pointwise: per image W [O, C] x X [C, H*W] -> NCHW
   kImplementations
 };
+
+const char* const kImplementationNames[] = {"aten",      "aten",        "oneDNN packed",
+                                            "GEMM NHWC", "GEMM NCHW^T", "GEMM NCHW"};
 
 Layout produces(int implementation) {
   return implementation == kAtenNchw || implementation == kGemmNchw ||
@@ -205,6 +209,18 @@ layouts::ConvCosts measure(const at::Tensor& x, const ConvArgs& a) {
       costs.ms[in][out_layout] = best;
     }
   }
+  std::ostringstream summary;
+  summary << x.size(1) << "x" << x.size(2) << "x" << x.size(3) << " -> " << a.weight.size(0) << " "
+          << a.weight.size(2) << "x" << a.weight.size(3) << " /" << a.groups
+          << (a.batch_norm ? " +bn" : "") << ":";
+  for (int impl : candidates) {
+    summary << " " << kImplementationNames[impl]
+            << (impl == kOnednnPacked || impl >= kGemmNhwc
+                    ? ""
+                    : (impl == kAtenNchw ? " NCHW" : " NHWC"))
+            << " " << ms[impl][kNchw] << "/" << ms[impl][kNhwc] << " ms";
+  }
+  costs.summary = summary.str();
   return costs;
 }
 
