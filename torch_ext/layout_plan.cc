@@ -133,7 +133,7 @@ const GraphSpec& graph_spec(int64_t graph) {
 
 void record_conv(int64_t graph, int node, const ConvCosts& costs) {
   std::lock_guard<std::mutex> lock(mutex);
-  context(graph).convs[node] = costs;
+  context(graph).convs.emplace(node, costs);  // the first measurement stays: readers hold it
 }
 
 const ConvCosts* conv_costs(int64_t graph, int node) {

@@ -1,7 +1,7 @@
 // Choosing a GEMM configuration by measuring the candidates on the real shape (FluidML's `eval`):
 // every micro-kernel this CPU runs x cache blockings x loop orders, each timed on the product it
-// will compute, fastest first. The plan keeps the measurements, so a later process can reuse the
-// choice without measuring again.
+// will compute, fastest first. The tuned ops keep each shape's result for the life of the
+// process, so a shape is measured once (during plan()'s warm-up).
 #ifndef MEMOPLAN_KERNELS_TUNE_H_
 #define MEMOPLAN_KERNELS_TUNE_H_
 
