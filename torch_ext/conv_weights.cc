@@ -3,6 +3,7 @@
 
 #include <ATen/ATen.h>
 
+#include <atomic>
 #include <map>
 #include <mutex>
 
@@ -37,7 +38,9 @@ std::shared_ptr<const Weights> prepare(const at::Tensor& weight,
                                        const Geometry& g) {
   runtime_pass::OffPlan off_plan;
   at::NoGradGuard no_grad;
+  static std::atomic<int64_t> generations{0};
   auto w = std::make_shared<Weights>();
+  w->generation = ++generations;
   if (bn) {
     at::Tensor scale = at::rsqrt(bn->var + bn->eps);
     if (bn->weight.defined()) scale = scale * bn->weight;

@@ -30,6 +30,7 @@ struct Weights {
   at::Tensor weight;               // folded when there is a batch norm, else the convolution's own
   c10::optional<at::Tensor> bias;  // likewise
   at::Tensor onednn_weight;        // `weight` in oneDNN's blocked layout for this geometry
+  int64_t generation = 0;          // unique per preparation: what packings of `weight` key on
 };
 
 // The weights of `site` for these sources, refreshed when any of them changed since.

@@ -86,7 +86,7 @@ bool pointwise(const at::Tensor& x, const ConvArgs& a) {
   return x.dim() == 4 && x.scalar_type() == at::kFloat && x.device().is_cpu() && x.numel() > 0 &&
          w.dim() == 4 && w.size(2) == 1 && w.size(3) == 1 && w.is_contiguous() &&
          w.size(1) == x.size(1) && a.groups == 1 && all_equal(a.stride, 1) &&
-         all_equal(a.padding, 0) && tuned::packable(w.view({w.size(0), w.size(1)})) &&
+         all_equal(a.padding, 0) && w.scalar_type() == at::kFloat && w.device().is_cpu() &&
          (!a.prepared->bias || a.prepared->bias->scalar_type() == at::kFloat);
 }
 
@@ -127,7 +127,7 @@ at::Tensor gemm_conv(int implementation, const at::Tensor& x_in, const ConvArgs&
     if (bias_tensor) out.add_(bias_tensor->view({1, o, 1, 1}));
     return out;
   }
-  const auto packed = tuned::packed_weight(a.site, w2d, config.kernel.nr);
+  const auto packed = tuned::packed_weight(a.site, w2d, config.kernel.nr, a.prepared->generation);
   const kernels::Epilogue epilogue{bias, Activation::kNone};
   if (implementation == kGemmNhwc) {
     kernels::gemm(MatrixView{px, n * hw, c, c, 1}, packed->panels, py, o, epilogue, config,

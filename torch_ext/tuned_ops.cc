@@ -125,9 +125,10 @@ ShapeChoice measure(const at::Tensor& x2d, const at::Tensor& w, const c10::optio
 
 namespace tuned {
 
-std::shared_ptr<const PackedWeight> packed_weight(int64_t handle, const at::Tensor& w, int nr) {
+std::shared_ptr<const PackedWeight> packed_weight(int64_t handle, const at::Tensor& w, int nr,
+                                                  int64_t given_version) {
   LinearSite& s = site(handle);
-  const int64_t version = w._version();
+  const int64_t version = given_version >= 0 ? given_version : w._version();
   std::lock_guard<std::mutex> lock(s.mutex);
   auto& slot = s.packed[nr];
   if (!slot || slot->source != w.data_ptr() || slot->version != version) {

@@ -24,8 +24,11 @@ struct PackedWeight {
 // A new place that packs weights (one per weight of a replaced op).
 int64_t new_site();
 // The packing of `weight` (N x K, as aten::linear takes it) for panels of width nr at `site`;
-// repacked when the tensor's storage or version changed since.
-std::shared_ptr<const PackedWeight> packed_weight(int64_t site, const at::Tensor& weight, int nr);
+// repacked when the tensor's storage or version changed since. `version` >= 0 stands for the
+// version counter: for memoplan's own immutable weights (a folded convolution's), which carry a
+// generation number instead and may be inference tensors.
+std::shared_ptr<const PackedWeight> packed_weight(int64_t site, const at::Tensor& weight, int nr,
+                                                  int64_t version = -1);
 
 // The fastest GEMM configuration measured for this shape (measured on first use, then cached).
 kernels::GemmConfig best_config(int64_t m, int64_t k, int64_t n, kernels::Activation activation,
