@@ -13,6 +13,7 @@
 
 #include "bootstrap.h"
 #include "fallback.h"
+#include "fault_injection.h"
 #include "stats.h"
 
 extern char** environ;
@@ -51,15 +52,46 @@ void* map_zeroed(size_t bytes) {
   return p == MAP_FAILED ? nullptr : p;
 }
 
-// Only the forking thread lives on in the child; its state and every slab are copied intact and
-// the shim's bookkeeping is atomics. The one lock is an exited thread's exit_lock, held briefly by
-// whoever frees that thread's last blocks: if that was another thread at the moment of fork, the
-// child would spin on it forever, so the child releases them all.
+// fork: only the forking thread lives on in the child; its state and every slab are copied intact
+// and the bookkeeping is atomics. The prepare handler takes the registry lock, which a thread
+// holds through its whole exit: so at the fork every other thread is either running (on
+// Global::running) or retired with its exit_lock free, never half-way.
+void before_fork() {
+  while (g.registry_lock.test_and_set(std::memory_order_acquire)) {
+  }
+}
+void after_fork_in_parent() { g.registry_lock.clear(std::memory_order_release); }
+
+// In the child the other threads are gone, but their states stay reachable through the blocks
+// they owned. An exited thread's exit_lock may have been held by another thread's free at the
+// fork: released. Threads that were running are retired now as if they had exited: an empty slab
+// is given back at once (else a child of a server with `threads` inference threads would find no
+// slab left for its own), one with live blocks when the child frees the last of them.
 void after_fork_in_child() {
-  g.registry_lock.clear(std::memory_order_relaxed);
+  stats().forks.fetch_add(1, std::memory_order_relaxed);
   for (ThreadState* t = g.retired.load(std::memory_order_relaxed); t; t = t->next_retired) {
     t->exit_lock.clear(std::memory_order_relaxed);
   }
+  ThreadState* self = tls_state;
+  ThreadState* t = g.running;
+  g.running = nullptr;
+  while (t) {
+    ThreadState* next = t->running_next;
+    t->running_prev = t->running_next = nullptr;
+    if (t == self) {
+      t->running_next = g.running;
+      g.running = t;
+    } else {
+      flush_counters_locked(*t);
+      t->exit_lock.clear(std::memory_order_relaxed);
+      t->exited.store(true, std::memory_order_seq_cst);
+      retire_replay(*t);
+      t->next_retired = g.retired.load(std::memory_order_relaxed);
+      g.retired.store(t, std::memory_order_relaxed);
+    }
+    t = next;
+  }
+  g.registry_lock.clear(std::memory_order_release);
 }
 
 // A thread that exits gives its slab back when none of its blocks is alive any more (servers
@@ -68,20 +100,28 @@ void after_fork_in_child() {
 void on_thread_exit(void* state) {
   ThreadState* t = static_cast<ThreadState*>(state);
   ReentryGuard guard;
+  bool keep = true;
   {
-    RegistryLock lock;
+    RegistryLock lock;  // the whole exit: see before_fork
     flush_counters_locked(*t);
     (t->running_prev ? t->running_prev->running_next : g.running) = t->running_next;
     if (t->running_next) t->running_next->running_prev = t->running_prev;
+    while (t->exit_lock.test_and_set(std::memory_order_acquire)) {
+    }
+    t->exited.store(true, std::memory_order_seq_cst);  // before the last drain: see slab_free
+    const bool slab_released = retire_replay(*t);
+    t->exit_lock.clear(std::memory_order_release);
+    // The state itself stays while anything may still reach it: a live slab block (whose last
+    // free releases the slab) or a profiled block in a tag slot.
+    keep = !slab_released || t->profiled_live.load(std::memory_order_acquire) != 0;
+    if (keep) {
+      t->next_retired = g.retired.load(std::memory_order_relaxed);
+      while (!g.retired.compare_exchange_weak(t->next_retired, t, std::memory_order_release,
+                                              std::memory_order_relaxed)) {
+      }
+    }
   }
-  while (t->exit_lock.test_and_set(std::memory_order_acquire)) {
-  }
-  t->exited.store(true, std::memory_order_seq_cst);  // before the last drain: see slab_free
-  const bool slab_released = retire_replay(*t);
-  t->exit_lock.clear(std::memory_order_release);
-  // The state itself stays while anything may still reach it: a live slab block (whose last free
-  // releases the slab) or a profiled block in a tag slot.
-  if (slab_released && t->profiled_live.load(std::memory_order_acquire) == 0) {
+  if (!keep) {
     if (t->record_chunks) {
       for (uint64_t c = 0; c < kRecordChunks && t->record_chunks[c]; ++c) {
         fallback::free(t->record_chunks[c]);
@@ -90,11 +130,6 @@ void on_thread_exit(void* state) {
     }
     t->~ThreadState();
     fallback::free(t);
-  } else {
-    t->next_retired = g.retired.load(std::memory_order_relaxed);
-    while (!g.retired.compare_exchange_weak(t->next_retired, t, std::memory_order_release,
-                                            std::memory_order_relaxed)) {
-    }
   }
   tls_state = nullptr;
   tls_dead = true;  // later allocations of this thread's own TLS destructors: fallback only
@@ -104,6 +139,7 @@ void initialize() {
   int expected = 0;
   if (!g.init_state.compare_exchange_strong(expected, 1)) return;
   const char* conf = find_env("MEMOPLAN_CONF");
+  fault::parse_rules(find_env("MEMOPLAN_FAULTS"));  // the fault-injection build only
   parse_options(conf, g.options, warn_line);
   if (g.options.log_path[0]) {
     const int fd = open(g.options.log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
@@ -124,19 +160,22 @@ void initialize() {
   if (!g.mode_off) {
     // 16 TiB of tag slots; where the address space is smaller (sanitizers, ulimit -v), smaller
     // slots (larger allocations then go untracked).
-    bool ok = false;
-    for (unsigned shift = kTagShift; !ok && shift >= 20; shift -= 4)
-      ok = g.tags.reserve(shift, 1u << 16);
+    bool ok = !fault::should_fail(fault::Site::kTagRegion);
+    if (!ok) errno = ENOMEM;
+    for (unsigned shift = kTagShift; ok && !g.tags.reserved() && shift >= 20; shift -= 4) {
+      g.tags.reserve(shift, 1u << 16);
+    }
     unsigned slab_shift = static_cast<unsigned>(__builtin_ctzll(g.options.slab_max));
     uint32_t slab_slots = 1;
     while (slab_slots < g.options.threads) slab_slots *= 2;
-    ok = ok && g.slabs.reserve(slab_shift, slab_slots);
+    ok = ok && g.tags.reserved() && g.slabs.reserve(slab_shift, slab_slots);
     g.tag_owner = static_cast<Global::SlotOwner*>(map_zeroed(sizeof(Global::SlotOwner) << 16));
     g.slab_owner = static_cast<ThreadState**>(map_zeroed(sizeof(ThreadState*) * slab_slots));
     if (!ok || !g.tag_owner || !g.slab_owner) {
       log_line("memoplan: cannot reserve address space for tags and slabs (%s); running unplanned",
                strerror(errno));
       g.mode_off = true;
+      stats().address_space_failures.fetch_add(1, std::memory_order_relaxed);
     }
   }
   if (!g.mode_off && fallback::next_malloc()) {
@@ -148,7 +187,7 @@ void initialize() {
     passthrough_malloc.store(fallback::next_malloc(), std::memory_order_relaxed);
   }
   pthread_key_create(&thread_exit_key, on_thread_exit);
-  pthread_atfork(nullptr, nullptr, after_fork_in_child);
+  pthread_atfork(before_fork, after_fork_in_parent, after_fork_in_child);
   g.init_state.store(2, std::memory_order_release);
 }
 
@@ -215,7 +254,10 @@ ThreadState* create_thread_state() {
   if (tls_dead) return nullptr;
   ReentryGuard guard;
   void* memory = fallback::calloc(1, sizeof(ThreadState));
-  if (!memory) return nullptr;
+  if (!memory) {  // this request goes to the fallback; the next one tries again
+    stats().bookkeeping_failures.fetch_add(1, std::memory_order_relaxed);
+    return nullptr;
+  }
   ThreadState* t = new (memory) ThreadState();
   t->index = g.next_thread_index.fetch_add(1, std::memory_order_relaxed);
   // With detection on, record from the first allocation; explicit passes (if the program calls
@@ -247,11 +289,22 @@ static void seek_loaded_pass(ThreadState& t, uint64_t key) {
   }
 }
 
+// The program's request meets a failing allocator: it gets NULL (errno ENOMEM, set by the
+// fallback) exactly as without memoplan. The shim's own failing requests count elsewhere.
+__attribute__((noinline, cold)) void* out_of_memory() {
+  if (!tls_reentry) stats().out_of_memory.fetch_add(1, std::memory_order_relaxed);
+  return nullptr;
+}
+
 void* fallback_alloc(size_t size, size_t alignment, bool zero) {
-  if (alignment <= 16) return zero ? fallback::calloc(1, size) : fallback::malloc(size);
-  void* p = fallback::aligned(alignment, size);
-  if (p && zero) memset(p, 0, size);
-  return p;
+  void* p;
+  if (alignment <= 16) {
+    p = zero ? fallback::calloc(1, size) : fallback::malloc(size);
+  } else {
+    p = fallback::aligned(alignment, size);
+    if (p && zero) memset(p, 0, size);
+  }
+  return __builtin_expect(p != nullptr, 1) ? p : out_of_memory();
 }
 
 void* engine_alloc(size_t size, size_t alignment, bool zero) {
@@ -312,7 +365,10 @@ size_t engine_usable_size(void* p) {
 void* engine_realloc(void* p, size_t size) {
   if (!p) return engine_alloc(size, 16, false);
   const bool ours = g.slabs.contains(p) || g.tags.contains(p) || bootstrap::owns(p);
-  if (!ours) return fallback::realloc(p, size);
+  if (!ours) {
+    void* q = fallback::realloc(p, size);
+    return q || size == 0 ? q : out_of_memory();
+  }
   if (size == 0) {
     engine_free(p);
     return nullptr;
@@ -321,7 +377,7 @@ void* engine_realloc(void* p, size_t size) {
   // belongs anyway (its size no longer matches the plan).
   const size_t old_size = engine_usable_size(p);
   void* q = fallback::malloc(size);
-  if (!q) return nullptr;  // errno is ENOMEM; p is untouched, as realloc promises
+  if (!q) return out_of_memory();  // errno is ENOMEM; p is untouched, as realloc promises
   memcpy(q, p, old_size < size ? old_size : size);
   if (g.slabs.contains(p)) stats().moved_by_realloc.fetch_add(1, std::memory_order_relaxed);
   engine_free(p);
@@ -351,8 +407,8 @@ void engine_pass_begin() {
         t->pass_first_record = t->record_count;
       } else if (start_loaded_replay(*t)) {
         t->replayed_passes = 1;
-      } else if (g.replay_pass_state.load(std::memory_order_acquire) == 2) {
-        t->phase = Phase::kDisabled;
+      } else if (g.replay_pass_state.load(std::memory_order_acquire) != 0) {
+        t->phase = Phase::kDisabled;  // unusable files, or no slab for this thread
       }
       break;
     case Phase::kProfiling:
@@ -378,7 +434,12 @@ void engine_pass_end() {
   if (t->phase != Phase::kProfiling || !t->explicit_passes) return;
   ReentryGuard guard;
   const uint64_t count = t->record_count - t->pass_first_record;
-  if (!finish_profile(*t, t->pass_first_record, count, t->tick, 0)) t->phase = Phase::kDisabled;
+  if (!finish_profile(*t, t->pass_first_record, count, t->tick, 0)) {
+    t->phase = Phase::kDisabled;
+    stats().plan_failures.fetch_add(1, std::memory_order_relaxed);
+    log_line("memoplan: thread %u runs unplanned: its profiled pass could not be planned",
+             t->index);
+  }
   // The first replayed pass starts at the next memoplan_pass_begin.
   t->cursor = 0;
 }

@@ -6,6 +6,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "fault_injection.h"
+
 namespace memoplan::shim::fallback {
 namespace {
 
@@ -56,6 +58,14 @@ bool is_glibc_free_keeping_errno(FreeFn free_fn) {
   return major > 2 || (major == 2 && minor >= 33);
 }
 constexpr int kJemallocZero = 0x40;  // MALLOCX_ZERO
+
+// The fault-injection build fails some calls as an exhausted allocator would (always false, and
+// gone, in the shipped library).
+inline bool injected_out_of_memory() {
+  if (!fault::should_fail(fault::Site::kFallbackAlloc)) return false;
+  errno = ENOMEM;
+  return true;
+}
 inline int jemalloc_align_flag(size_t alignment) { return __builtin_ctzll(alignment); }
 
 }  // namespace
@@ -92,6 +102,7 @@ bool init(FallbackKind kind, const char** error) {
 bool free_keeps_errno() { return glibc_free_keeps_errno; }
 
 void* malloc(size_t size) {
+  if (injected_out_of_memory()) return nullptr;
   if (fn.mallocx) {
     void* p = fn.mallocx(size ? size : 1, 0);
     if (!p) errno = ENOMEM;
@@ -101,6 +112,7 @@ void* malloc(size_t size) {
 }
 
 void* calloc(size_t count, size_t size) {
+  if (injected_out_of_memory()) return nullptr;
   if (fn.mallocx) {
     size_t bytes;
     if (__builtin_mul_overflow(count, size, &bytes)) {
@@ -115,6 +127,7 @@ void* calloc(size_t count, size_t size) {
 }
 
 void* realloc(void* p, size_t size) {
+  if (size && injected_out_of_memory()) return nullptr;  // p stays as it was
   if (fn.mallocx) {
     if (!p) return malloc(size);
     void* q = fn.rallocx(p, size ? size : 1, 0);
@@ -125,6 +138,7 @@ void* realloc(void* p, size_t size) {
 }
 
 void* aligned(size_t alignment, size_t size) {
+  if (injected_out_of_memory()) return nullptr;
   if (fn.mallocx) {
     void* p = fn.mallocx(size ? size : 1, jemalloc_align_flag(alignment));
     if (!p) errno = ENOMEM;

@@ -49,14 +49,17 @@ std::string expand_path(const char* pattern, uint32_t thread) {
 
 std::atomic<uint32_t> traces_written{0};
 
-void give_up(const std::string& why) {
-  log_line("memoplan: mode:replay runs unplanned: %s", why.c_str());
+void give_up(const char* why) {  // no allocation: also says "out of memory"
+  log_line("memoplan: mode:replay runs unplanned: %s", why);
   global().replay_pass_state.store(2, std::memory_order_release);
 }
+void give_up(const std::string& why) { give_up(why.c_str()); }
 
 }  // namespace
 
-void write_pass_trace(const ThreadState& t, const Trace& profiled) {
+namespace {
+
+void write_pass_trace_unguarded(const ThreadState& t, const Trace& profiled) {
   const Options& o = global().options;
   if (!strstr(o.trace_path, "%t") && traces_written.load() > 0) {
     log_line(
@@ -79,7 +82,7 @@ void write_pass_trace(const ThreadState& t, const Trace& profiled) {
            trace.allocations.size(), path.c_str());
 }
 
-void load_replay_pass() {
+void load_replay_pass_unguarded() {
   Global& g = global();
   if (g.options.mode != Mode::kReplay || g.mode_off) return;
   ReentryGuard guard;
@@ -126,7 +129,10 @@ void load_replay_pass() {
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t a, size_t b) { return rows[a].begin < rows[b].begin; });
   auto* slots = static_cast<PlannedSlot*>(fallback::malloc(rows.size() * sizeof(PlannedSlot)));
-  if (!slots) return give_up("out of memory");
+  if (!slots) {
+    stats().bookkeeping_failures.fetch_add(1, std::memory_order_relaxed);
+    return give_up("out of memory");
+  }
   for (size_t i = 0; i < order.size(); ++i) {
     const Allocation& a = rows[order[i]];
     slots[i] = {a.provenance.callsite, a.size, plan.offsets[order[i]], a.size > 0 && !a.escapes};
@@ -136,6 +142,28 @@ void load_replay_pass() {
   g.replay_pass_state.store(1, std::memory_order_release);
   log_line("memoplan: replaying %s (%zu allocations, %s plan, slab %llu bytes)", o.trace_path,
            rows.size(), plan.strategy.c_str(), static_cast<unsigned long long>(plan.slab_bytes));
+}
+
+}  // namespace
+
+// Both run where an exception must not escape (a malloc call, the library's constructor); the
+// trace and plan readers throw std::bad_alloc when memory runs out.
+void write_pass_trace(const ThreadState& t, const Trace& trace) {
+  try {
+    write_pass_trace_unguarded(t, trace);
+  } catch (...) {
+    stats().bookkeeping_failures.fetch_add(1, std::memory_order_relaxed);
+    log_line("memoplan: cannot write the profiled pass of thread %u: out of memory", t.index);
+  }
+}
+
+void load_replay_pass() {
+  try {
+    load_replay_pass_unguarded();
+  } catch (...) {
+    stats().bookkeeping_failures.fetch_add(1, std::memory_order_relaxed);
+    give_up("out of memory while reading the trace and plan");
+  }
 }
 
 bool start_loaded_replay(ThreadState& t) {

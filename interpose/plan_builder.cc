@@ -8,6 +8,7 @@
 
 #include "engine.h"
 #include "fallback.h"
+#include "fault_injection.h"
 #include "memoplan/planner/planner.h"
 #include "stats.h"
 
@@ -54,24 +55,35 @@ bool install_replay(ThreadState& t, const PlannedSlot* planned, uint32_t count, 
     log_line("memoplan: no slab left for thread %u (raise threads)", t.index);
     return false;
   }
-  if (!g.slabs.commit(slab_slot, slab_bytes ? slab_bytes : 1)) {
+  // A slab that cannot be mapped (the map count limit, overcommit refused) leaves this thread
+  // unplanned: every request of it goes to the fallback, as without memoplan.
+  if (fault::should_fail(fault::Site::kSlabCommit) ||
+      !g.slabs.commit(slab_slot, slab_bytes ? slab_bytes : 1)) {
+    g.slabs.decommit(slab_slot, slab_bytes);  // a partial mapping (or none) back to PROT_NONE
     g.slabs.release(slab_slot);
-    log_line("memoplan: cannot commit a %llu-byte slab",
+    stats().slab_map_failures.fetch_add(1, std::memory_order_relaxed);
+    log_line("memoplan: thread %u runs unplanned: cannot map its %llu-byte slab", t.index,
              static_cast<unsigned long long>(slab_bytes));
     return false;
   }
   const size_t sizes_bytes = ((slab_bytes / 64 + 1) * sizeof(uint64_t) + 4095) & ~size_t{4095};
-  void* sizes = mmap(nullptr, sizes_bytes, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  void* sizes = fault::should_fail(fault::Site::kSlabCommit)
+                    ? MAP_FAILED
+                    : mmap(nullptr, sizes_bytes, PROT_READ | PROT_WRITE,
+                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (sizes == MAP_FAILED) {
     g.slabs.decommit(slab_slot, slab_bytes);
     g.slabs.release(slab_slot);
+    stats().slab_map_failures.fetch_add(1, std::memory_order_relaxed);
+    log_line("memoplan: thread %u runs unplanned: cannot map its slab's size table", t.index);
     return false;
   }
   auto* slots = static_cast<PlannedSlot*>(fallback::malloc(count * sizeof(PlannedSlot)));
   auto* live = static_cast<runtime::ByteRange*>(
       fallback::malloc(kLiveRangeCapacity * sizeof(runtime::ByteRange)));
   if (!slots || !live) {
+    stats().bookkeeping_failures.fetch_add(1, std::memory_order_relaxed);
+    log_line("memoplan: thread %u runs unplanned: out of memory for its replay table", t.index);
     fallback::free(slots);
     fallback::free(live);
     munmap(sizes, sizes_bytes);
@@ -100,9 +112,10 @@ bool install_replay(ThreadState& t, const PlannedSlot* planned, uint32_t count, 
   return true;
 }
 
-bool finish_profile(ThreadState& t, uint64_t first, uint64_t count, uint64_t cut_tick,
-                    uint32_t cursor) {
-  if (count == 0 || count > (1u << 31)) return false;
+namespace {
+
+bool plan_profile(ThreadState& t, uint64_t first, uint64_t count, uint64_t cut_tick,
+                  uint32_t cursor) {
   Trace trace = profiled_trace(t, first, count, cut_tick);
   if (global().options.mode == Mode::kProfile) {
     // Measure only: the pass goes to a file and the thread runs unplanned from here on.
@@ -116,7 +129,10 @@ bool finish_profile(ThreadState& t, uint64_t first, uint64_t count, uint64_t cut
     return false;
   }
   auto* slots = static_cast<PlannedSlot*>(fallback::malloc(count * sizeof(PlannedSlot)));
-  if (!slots) return false;
+  if (!slots) {
+    stats().bookkeeping_failures.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
   for (uint64_t i = 0; i < count; ++i) {
     const Allocation& a = trace.allocations[i];
     slots[i] = {a.provenance.callsite, a.size, plan->offsets[i], !a.escapes};
@@ -125,6 +141,24 @@ bool finish_profile(ThreadState& t, uint64_t first, uint64_t count, uint64_t cut
                                  plan->lower_bound_bytes, cursor);
   fallback::free(slots);
   return ok;
+}
+
+}  // namespace
+
+bool finish_profile(ThreadState& t, uint64_t first, uint64_t count, uint64_t cut_tick,
+                    uint32_t cursor) {
+  if (count == 0 || count > (1u << 31)) return false;
+  // This runs inside a malloc call: an exception must not escape into the program's C frames.
+  // The planner's containers throw std::bad_alloc when the allocator behind us is exhausted.
+  try {
+    return plan_profile(t, first, count, cut_tick, cursor);
+  } catch (const std::bad_alloc&) {
+    stats().bookkeeping_failures.fetch_add(1, std::memory_order_relaxed);
+    log_line("memoplan: thread %u: out of memory while planning its pass", t.index);
+  } catch (...) {
+    log_line("memoplan: thread %u: planning its pass failed", t.index);
+  }
+  return false;
 }
 
 }  // namespace memoplan::shim

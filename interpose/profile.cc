@@ -5,6 +5,7 @@
 
 #include "engine.h"
 #include "fallback.h"
+#include "fault_injection.h"
 #include "period.h"
 #include "stats.h"
 
@@ -40,13 +41,20 @@ void* profile_alloc(ThreadState& t, size_t size, size_t alignment, uint64_t key)
     return nullptr;
   }
   if (!ensure_record_space(t)) {
-    give_up_profiling(t, "the profile outgrew its record space");
+    if (t.record_count / kRecordsPerChunk < kRecordChunks) {
+      stats().bookkeeping_failures.fetch_add(1, std::memory_order_relaxed);
+      give_up_profiling(t, "out of memory for its profile records");
+    } else {
+      give_up_profiling(t, "the profile outgrew its record space");
+    }
     return nullptr;
   }
   uint32_t slot;
   if (!g.tags.acquire(slot)) return nullptr;  // 65,536 tracked blocks alive: this one is not
-  if (!g.tags.commit(slot, size)) {
+  if (fault::should_fail(fault::Site::kTagCommit) || !g.tags.commit(slot, size)) {
+    // Untracked: the fallback serves it, and the plan will not know it (a not_planned fallback).
     g.tags.release(slot);
+    stats().tag_commit_failures.fetch_add(1, std::memory_order_relaxed);
     return nullptr;
   }
   Record& r = t.record(t.record_count);
@@ -117,7 +125,10 @@ void profile_maybe_detect(ThreadState& t) {
   const uint64_t n = history < span ? history : span;
   const uint64_t first = t.record_count - n;
   uint64_t* columns = static_cast<uint64_t*>(fallback::malloc(5 * n * sizeof(uint64_t)));
-  if (!columns) return;
+  if (!columns) {  // searched again at the next interval
+    stats().bookkeeping_failures.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
   uint64_t *keys = columns, *begins = columns + n, *ends = columns + 2 * n;
   for (uint64_t i = 0; i < n; ++i) {
     Record& r = t.record(first + i);

@@ -80,17 +80,22 @@ void drain_remote_frees(ThreadState& t) {
 
 void release_replay(ThreadState& t) {
   Global& g = global();
-  g.slab_owner[t.slab_index] = nullptr;
-  munmap(t.block_sizes, t.block_sizes_bytes);
-  g.slabs.decommit(t.slab_index, t.slab_bytes);
-  g.slabs.release(t.slab_index);
-  fallback::free(t.slots);
-  fallback::free(t.live_storage);
+  // Forget everything first, then give it back: a fork in the middle leaves the child a state
+  // that owns nothing rather than one that would give the same memory back twice.
+  PlannedSlot* slots = t.slots;
+  runtime::ByteRange* live_storage = t.live_storage;
+  std::atomic<uint64_t>* block_sizes = t.block_sizes;
   t.slots = nullptr;
   t.live_storage = nullptr;
   t.block_sizes = nullptr;
   t.slot_count = 0;
   t.phase = Phase::kDisabled;
+  g.slab_owner[t.slab_index] = nullptr;
+  munmap(block_sizes, t.block_sizes_bytes);
+  g.slabs.decommit(t.slab_index, t.slab_bytes);
+  g.slabs.release(t.slab_index);
+  fallback::free(slots);
+  fallback::free(live_storage);
 }
 
 bool retire_replay(ThreadState& t) {
@@ -175,7 +180,9 @@ void slab_free(void* p) {
     const int saved = errno;  // releasing the slab unmaps memory
     while (owner->exit_lock.test_and_set(std::memory_order_acquire)) {
     }
-    retire_replay(*owner);
+    if (owner->slots && retire_replay(*owner)) {
+      stats().late_slab_releases.fetch_add(1, std::memory_order_relaxed);
+    }
     owner->exit_lock.clear(std::memory_order_release);
     errno = saved;
   }

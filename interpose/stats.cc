@@ -78,6 +78,15 @@ void print_stats(int fd) {
                   get(s.slab_bytes), get(s.lower_bound_bytes), peak, get(s.remote_frees),
                   get(s.moved_by_realloc), outside);
   }
+  if (n > 0 && n < static_cast<int>(sizeof text)) {
+    n += snprintf(text + n, sizeof text - n,
+                  "memoplan: out of memory %llu, bookkeeping failures %llu, address space "
+                  "failures %llu, tag commit failures %llu, slab map failures %llu, late slab "
+                  "releases %llu, forks %llu\n",
+                  get(s.out_of_memory), get(s.bookkeeping_failures), get(s.address_space_failures),
+                  get(s.tag_commit_failures), get(s.slab_map_failures), get(s.late_slab_releases),
+                  get(s.forks));
+  }
   if (n > static_cast<int>(sizeof text)) n = sizeof text;
   if (n > 0) {
     ssize_t ignored = write(fd, text, static_cast<size_t>(n));

@@ -35,6 +35,16 @@ struct Stats {
   // Fallbacks of steady-state passes only: passes after the first replayed one.
   std::atomic<uint64_t> steady_hits{0};
   std::atomic<uint64_t> steady_fallbacks{0};
+  // Failures around the plan (docs/reliability_faults.md). None of them ever fails a request that
+  // the fallback allocator could serve.
+  std::atomic<uint64_t> out_of_memory{0};           // requests answered NULL: the fallback failed
+  std::atomic<uint64_t> bookkeeping_failures{0};    // the shim's own allocations that failed
+  std::atomic<uint64_t> address_space_failures{0};  // tag/slab regions not reserved: unplanned
+  std::atomic<uint64_t> tag_commit_failures{0};     // profiled blocks whose tag slot was not mapped
+  std::atomic<uint64_t> slab_map_failures{0};       // slabs not mapped: that thread runs unplanned
+  std::atomic<uint64_t> late_slab_releases{0};      // slabs of exited threads freed by their last
+                                                    // block's free on another thread
+  std::atomic<uint64_t> forks{0};                   // forks this process came out of (child side)
 
   void fallback(FallbackReason reason) {
     fallbacks[static_cast<int>(reason)].fetch_add(1, std::memory_order_relaxed);

@@ -133,6 +133,12 @@ class Heap {
   // Every live block still carries its pattern.
   void check_all() const;
 
+  // Fault tests: an allocation or realloc that returns NULL with errno ENOMEM is not a failure;
+  // the script goes on without that block (its later operations are skipped), a failed realloc
+  // leaves the block as it was. Counts such answers.
+  void tolerate_out_of_memory(bool on) { tolerate_out_of_memory_ = on; }
+  uint64_t out_of_memory_answers() const { return out_of_memory_answers_; }
+
  private:
   struct Block {
     char* p;
@@ -149,6 +155,9 @@ class Heap {
   std::map<uintptr_t, size_t> live_;  // address -> size, for the overlap check
   std::vector<Allocated> last_pass_;
   uint64_t next_seed_ = 1;
+  bool tolerate_out_of_memory_ = false;
+  uint64_t out_of_memory_answers_ = 0;
+  bool accept_null(size_t size);  // counts a tolerated NULL, or fails the test
 };
 
 }  // namespace memoplan::shim::testing

@@ -1,0 +1,141 @@
+// mmap fails: the tag region at initialization (the process runs unplanned and says why), one tag
+// slot while profiling (that block goes untracked), a thread's slab or its size table (that thread
+// runs unplanned). Every request is still served, no two live blocks overlap, and the statistics
+// count the failure.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "engine_harness.h"
+#include "fault_injection.h"
+#include "fault_test_support.h"
+#include "memoplan/pass.h"
+#include "state.h"
+
+namespace memoplan::shim::testing {
+namespace {
+
+using fault::Rule;
+using fault::Site;
+
+Rule fail_calls(uint64_t every_nth, uint64_t max_failures = ~uint64_t{0}, uint64_t skip = 0) {
+  Rule rule;
+  rule.every_nth = every_nth;
+  rule.max_failures = max_failures;
+  rule.skip = skip;
+  return rule;
+}
+
+#define CHILD_CHECK(cond)                                                      \
+  do {                                                                         \
+    if (!(cond)) {                                                             \
+      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
+      return 1;                                                                \
+    }                                                                          \
+  } while (0)
+
+// No engine call before expect_in_fresh_process: the child must initialize it under the rule.
+TEST(FaultTagRegion, FailureRunsTheProcessUnplannedAndSaysWhy) {
+  const std::string log = "/tmp/memoplan-fault-tag-region-" + std::to_string(getpid()) + ".log";
+  expect_in_fresh_process("log:" + log, [&] {
+    fault::set_rule(Site::kTagRegion, fail_calls(1));
+    int status = 0;
+    on_fresh_thread([&] {
+      Heap heap;
+      for (int pass = 0; pass < 8; ++pass) heap.pass(network_pass());
+      if (!heap.last_pass_all(Origin::kFallback)) status = 1;
+      if (::testing::Test::HasFailure()) status = 1;
+    });
+    CHILD_CHECK(status == 0);
+    CHILD_CHECK(global().mode_off);
+    const FaultCounters c = fault_counters();
+    CHILD_CHECK(c.address_space_failures == 1);
+    CHILD_CHECK(c.plans == 0 && c.planned_hits == 0);
+    const std::string text = read_text_file(log);
+    unlink(log.c_str());
+    CHILD_CHECK(text.find("cannot reserve address space for tags and slabs (Cannot allocate "
+                          "memory); running unplanned") != std::string::npos);
+    // The statistics carry the count.
+    FILE* out = tmpfile();
+    CHILD_CHECK(out != nullptr);
+    print_stats(fileno(out));
+    rewind(out);
+    char stats_text[4096] = {};
+    CHILD_CHECK(fread(stats_text, 1, sizeof stats_text - 1, out) > 0);
+    fclose(out);
+    CHILD_CHECK(strstr(stats_text, "address space failures 1,") != nullptr);
+    return 0;
+  });
+}
+
+class FaultMaps : public ::testing::Test {
+ protected:
+  void SetUp() override { SKIP_UNLESS_ENGINE_PLANS(); }
+  void TearDown() override { fault::clear_rules(); }
+  const Script script_ = network_pass();
+  const int steady_ = static_cast<int>(engine_options().passes) + 2;
+};
+
+// Every third tag slot of the profiled pass cannot be mapped: those blocks come from the fallback
+// and stay unknown to the plan, which serves the others.
+TEST_F(FaultMaps, TagCommitFailureLeavesThatBlockUntracked) {
+  on_fresh_thread([&] {
+    const FaultCounters before = fault_counters();
+    Heap heap;
+    fault::set_rule(Site::kTagCommit, fail_calls(3));
+    for (int pass = 0; pass < steady_ - 1; ++pass) heap.pass(script_);  // through the profile
+    fault::clear_rules();
+    for (int pass = 0; pass < 5; ++pass) heap.pass(script_);
+    const FaultCounters d = fault_counters() - before;
+    EXPECT_GT(d.tag_commit_failures, 0u);
+    EXPECT_EQ(d.plans, 1u);
+    EXPECT_GT(d.planned_hits, 0u);
+    EXPECT_GT(d.not_planned, 0u) << "the untracked blocks fall back";
+    size_t slab = 0;
+    for (const Allocated& a : heap.last_pass()) slab += a.origin == Origin::kSlab;
+    EXPECT_GT(slab, 0u) << heap.last_pass_origins();
+    EXPECT_LT(slab, heap.last_pass().size()) << heap.last_pass_origins();
+  });
+}
+
+// The slab cannot be mapped (the first call) or its size table cannot (the second): either way
+// the thread runs unplanned, gives the slab slot back, and the next thread plans normally.
+TEST_F(FaultMaps, SlabMapFailureLeavesThatThreadUnplanned) {
+  for (uint64_t failing_call : {1, 2}) {
+    for (bool marks : {true, false}) {
+      SCOPED_TRACE(std::string(failing_call == 1 ? "slab" : "size table") +
+                   (marks ? ", marked passes" : ", detected passes"));
+      const uint32_t slabs_before = slabs_in_use();
+      const FaultCounters before = fault_counters();
+      on_fresh_thread([&] {
+        Heap heap;
+        fault::set_rule(Site::kSlabCommit, fail_calls(failing_call, 1));
+        for (int pass = 0; pass < 12; ++pass) heap.pass(script_, marks);
+        EXPECT_TRUE(heap.last_pass_all(Origin::kFallback)) << heap.last_pass_origins();
+        EXPECT_EQ(slabs_in_use(), slabs_before);
+        fault::clear_rules();
+      });
+      const FaultCounters d = fault_counters() - before;
+      EXPECT_EQ(d.slab_map_failures, 1u);
+      EXPECT_EQ(d.plan_failures, 1u);
+      EXPECT_EQ(d.plans, 0u);
+      EXPECT_EQ(d.planned_hits, 0u);
+      const FaultCounters next_before = fault_counters();
+      on_fresh_thread([&] {  // the failure was this thread's alone
+        Heap heap;
+        for (int pass = 0; pass < 12; ++pass) heap.pass(script_, marks);
+        if (marks) {
+          EXPECT_TRUE(heap.last_pass_all(Origin::kSlab)) << heap.last_pass_origins();
+        }
+      });
+      EXPECT_EQ((fault_counters() - next_before).plans, 1u);
+      EXPECT_EQ(slabs_in_use(), slabs_before);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace memoplan::shim::testing

@@ -1,0 +1,31 @@
+// Shared by the fault-injection tests (interpose_fault_tests, linked with the engine built with
+// MEMOPLAN_FAULT_INJECTION): the statistics they look at, and a fresh process for the cases that
+// happen at the engine's initialization.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+namespace memoplan::shim::testing {
+
+struct FaultCounters {
+  uint64_t plans = 0, plan_failures = 0, planned_hits = 0, steady_fallbacks = 0;
+  uint64_t remote_frees = 0, out_of_memory = 0, bookkeeping_failures = 0;
+  uint64_t address_space_failures = 0, tag_commit_failures = 0, slab_map_failures = 0;
+  uint64_t late_slab_releases = 0, forks = 0, not_planned = 0;
+};
+FaultCounters fault_counters();
+FaultCounters operator-(const FaultCounters& after, const FaultCounters& before);
+
+uint32_t slabs_in_use();
+
+// Runs `body` in a process of its own whose engine is not initialized yet (GoogleTest's
+// "threadsafe" death test: the test binary run again for this test alone) and expects it to exit
+// with 0. `body` returns its exit status and says on stderr what went wrong. The child's
+// MEMOPLAN_CONF is the test's plus `extra_conf`. Callers must not use the engine before.
+void expect_in_fresh_process(const std::string& extra_conf, const std::function<int()>& body);
+
+std::string read_text_file(const std::string& path);
+
+}  // namespace memoplan::shim::testing
