@@ -11,6 +11,7 @@ PACKAGES=(
   libunwind-dev libjemalloc-dev libgoogle-perftools-dev libmimalloc-dev
   libtorch-dev python3-torch python3-torchvision libopenblas0-pthread
   libcpp-httplib-dev libsimdjson-dev gnuplot-nox wrk curl
+  clang libclang-rt-14-dev  # the fuzz targets: libFuzzer (scripts/run_fuzz.sh)
 )
 
 missing=()

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The README's test command: installs what is missing, builds, and runs every test with CTest —
 # the normal build, then the unit tests again under AddressSanitizer + UndefinedBehaviorSanitizer
-# and the shim's tests under ThreadSanitizer (set MEMOPLAN_SANITIZERS=0 to skip those two).
+# and the shim's tests under ThreadSanitizer (set MEMOPLAN_SANITIZERS=0 to skip those two), then
+# every fuzz target for MEMOPLAN_FUZZ_SECONDS (default 15; 0 skips) under libFuzzer with ASan +
+# UBSan when clang's libFuzzer is installed (docs/RELIABILITY.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install_deps.sh
@@ -19,4 +21,7 @@ if [ "${MEMOPLAN_SANITIZERS:-1}" != 0 ]; then
   fi
   cmake --build --preset tsan -j "$(nproc)" --target "${tsan_targets[@]}"
   ctest --preset tsan -j "$(nproc)" -L 'interpose|torch' -E '^(run|serve)\.'
+fi
+if [ "${MEMOPLAN_FUZZ_SECONDS:-15}" != 0 ]; then
+  scripts/run_fuzz.sh "${MEMOPLAN_FUZZ_SECONDS:-15}" --if-available
 fi

@@ -41,6 +41,9 @@ LiveIntervalIndex::LiveIntervalIndex(const std::vector<Block>& blocks) : blocks_
   while ((uint64_t{1} << width_shift_) < median && width_shift_ < 62) ++width_shift_;
   const uint64_t budget = 4 * static_cast<uint64_t>(blocks.size()) + 1024;
   while (width_shift_ < 62 && entries_for(blocks, origin_, width_shift_) > budget) ++width_shift_;
+  // The bucket array spans the whole horizon: a few long-lived blocks far apart on a sparse clock
+  // (timestamps in ns) would otherwise make it as long as the clock (found by fuzzing).
+  while (width_shift_ < 62 && ((horizon - 1 - origin_) >> width_shift_) >= budget) ++width_shift_;
   // All lifetimes are known: size every bucket up front and lay them out in one array.
   const size_t buckets = bucket_of(horizon - 1) + 1;
   bucket_start_.assign(buckets + 1, 0);

@@ -7,7 +7,8 @@ namespace memoplan::json_fields {
 std::optional<json> parse(const std::string& text, const std::string& origin, std::string& error) {
   try {
     return json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {
+    // parse_error, and out_of_range for a number beyond a double (1e400; found by fuzzing).
     // e.what() carries the byte offset; a truncated file ends in "unexpected end of input".
     error = origin + ": not valid JSON (" + e.what() + ")";
     return std::nullopt;
