@@ -9,7 +9,8 @@
 #
 # Environment: BUILD_DIR (build-bench), ITERS (30), THREADS (1), MODELS (bert_encoder gpt_decoder
 # transformer_encoder resnet18 mobilenet_v2), RESULTS_DIR (bench/results), NO_BUILD=1,
-# BASELINE_THREADS ("1 2": intra-op threads of the optimize_for_inference comparison),
+# BASELINE_THREADS ("1 2 2:1": intra-op threads of the optimize_for_inference comparison, T or
+# T:B with B OpenBLAS threads, default B = T),
 # BASELINE_ITERS (20).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,7 +19,7 @@ ITERS=${ITERS:-30}
 THREADS=${THREADS:-1}
 MODELS=${MODELS:-"bert_encoder gpt_decoder transformer_encoder resnet18 mobilenet_v2"}
 RESULTS_DIR=${RESULTS_DIR:-bench/results}
-BASELINE_THREADS=${BASELINE_THREADS:-"1 2"}
+BASELINE_THREADS=${BASELINE_THREADS:-"1 2 2:1"}
 BASELINE_ITERS=${BASELINE_ITERS:-20}
 STAMP=$(date -u +%Y%m%dT%H%M%SZ)
 OUT="$RESULTS_DIR/kernels_$STAMP.md"
@@ -110,26 +111,28 @@ PY
   done
   echo "## Against optimize_for_inference, one and more intra-op threads"
   echo
-  echo "Per thread count T: \`OPENBLAS_NUM_THREADS=T /usr/bin/python3 bench/tuned_baselines.py"
+  echo "Per thread count T (and B OpenBLAS threads): \`OPENBLAS_NUM_THREADS=B /usr/bin/python3 bench/tuned_baselines.py"
   echo "--lib $BUILD_DIR/torch_ext/libmemoplan_torch.so --threads T --iters $BASELINE_ITERS\`: five"
   echo "copies of each model in one process (stock; torch.jit.optimize_for_inference; memoplan's plan"
   echo "with stock kernels; with tuned kernels; tuned plan of the optimized module), one pass of each"
   echo "per iteration, the order rotated; medians."
   echo
-  echo "| model | threads | stock ms | optimize_for_inference ms | planned ms | tuned ms | optimized + tuned ms | tuned / stock | tuned / optimized | tuned max relative difference |"
-  echo "|---|---|---|---|---|---|---|---|---|---|"
-  for t in $BASELINE_THREADS; do
-    OPENBLAS_NUM_THREADS=$t /usr/bin/python3 bench/tuned_baselines.py \
+  echo "| model | threads | OpenBLAS threads | stock ms | optimize_for_inference ms | planned ms | tuned ms | optimized + tuned ms | tuned / stock | tuned / optimized | tuned max relative difference |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|"
+  for spec in $BASELINE_THREADS; do
+    t=${spec%%:*}
+    b=${spec#*:}
+    OPENBLAS_NUM_THREADS=$b /usr/bin/python3 bench/tuned_baselines.py \
       --lib "$BUILD_DIR/torch_ext/libmemoplan_torch.so" --threads "$t" --iters "$BASELINE_ITERS" \
       --models "$(echo $MODELS | tr ' ' ',')" \
-      --json "$RESULTS_DIR/kernels_${STAMP}_baselines_t$t.json" >/dev/null
-    /usr/bin/python3 - "$RESULTS_DIR/kernels_${STAMP}_baselines_t$t.json" <<'PY'
+      --json "$RESULTS_DIR/kernels_${STAMP}_baselines_t${t}_b$b.json" >/dev/null 2>&1
+    /usr/bin/python3 - "$RESULTS_DIR/kernels_${STAMP}_baselines_t${t}_b$b.json" "$b" <<'PY'
 import json, sys
 for r in json.load(open(sys.argv[1]))["results"]:
     ms = r["median_ms"]
     both = "%.2f" % ms["optimized+tuned"] if "optimized+tuned" in ms else "n/a"
-    print("| %s | %d | %.2f | %.2f | %.2f | %.2f | %s | %.3f | %.3f | %.1e |" % (
-        r["model"], r["threads"], ms["stock"], ms["optimized"], ms["planned"], ms["tuned"], both,
+    print("| %s | %d | %s | %.2f | %.2f | %.2f | %.2f | %s | %.3f | %.3f | %.1e |" % (
+        r["model"], r["threads"], sys.argv[2], ms["stock"], ms["optimized"], ms["planned"], ms["tuned"], both,
         ms["tuned"] / ms["stock"], ms["tuned"] / ms["optimized"],
         r["max_relative_difference"]["tuned"]))
 PY
