@@ -13,9 +13,10 @@ if [ "${MEMOPLAN_SANITIZERS:-1}" != 0 ]; then
   scripts/build.sh asan
   ctest --preset asan -j "$(nproc)"
   cmake --preset tsan >/dev/null
-  # ThreadSanitizer: the shim's engine and, when LibTorch is installed, the extension's tests
-  # (concurrent forward calls on one planned module).
-  tsan_targets=(interpose_tests)
+  # ThreadSanitizer: the shim's engine (its unit and fault tests and the deviation fuzzer's
+  # bounded slices) and, when LibTorch is installed, the extension's tests (concurrent forward
+  # calls on one planned module).
+  tsan_targets=(interpose_tests interpose_fault_tests deviation_fuzz)
   if cmake --build --preset tsan --target help | grep -c '^torch_ext_tests:' >/dev/null; then
     tsan_targets+=(torch_ext_tests)
   fi
