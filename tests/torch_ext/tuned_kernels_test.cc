@@ -10,6 +10,7 @@
 
 #include "memoplan/torch/plan.h"
 #include "tuned_ops.h"
+#include "tuned_test_support.h"
 
 namespace memoplan::torch_ext {
 namespace {
@@ -33,20 +34,9 @@ torch::jit::Module mlp() {
   return m;
 }
 
-double relative_difference(const at::Tensor& got, const at::Tensor& want) {
-  return ((got - want).abs().max() / want.abs().max()).item<double>();
-}
-
-struct ChoiceGuard {
-  explicit ChoiceGuard(KernelChoice c) { set_kernel_choice(c); }
-  ~ChoiceGuard() { set_kernel_choice(KernelChoice::kMeasure); }
-};
-
-PlanOptions tuned() {
-  PlanOptions o;
-  o.kernels = "tuned";
-  return o;
-}
+using testing::ChoiceGuard;
+using testing::relative_difference;
+using testing::tuned;
 
 TEST(TunedKernels, MemoplanGemmMatchesAtenAndIsPlanned) {
   ChoiceGuard always(KernelChoice::kAlwaysMemoplan);

@@ -8,24 +8,14 @@
 
 #include "memoplan/torch/plan.h"
 #include "tuned_ops.h"
+#include "tuned_test_support.h"
 
 namespace memoplan::torch_ext {
 namespace {
 
-double relative_difference(const at::Tensor& got, const at::Tensor& want) {
-  return ((got - want).abs().max() / want.abs().max()).item<double>();
-}
-
-struct ChoiceGuard {
-  explicit ChoiceGuard(KernelChoice c) { set_kernel_choice(c); }
-  ~ChoiceGuard() { set_kernel_choice(KernelChoice::kMeasure); }
-};
-
-PlanOptions tuned() {
-  PlanOptions o;
-  o.kernels = "tuned";
-  return o;
-}
+using testing::ChoiceGuard;
+using testing::relative_difference;
+using testing::tuned;
 
 // A small residual CNN: a 3x3 stem, pointwise convolutions with and without bias, an in-place
 // and an out-of-place residual add, a strided pointwise and a depthwise convolution, pooling and
