@@ -102,6 +102,13 @@ Counters counters() {
   }
   c.remote_frees = s.remote_frees.load();
   c.moved_by_realloc = s.moved_by_realloc.load();
+  c.out_of_memory = s.out_of_memory.load();
+  c.bookkeeping_failures = s.bookkeeping_failures.load();
+  c.address_space_failures = s.address_space_failures.load();
+  c.tag_commit_failures = s.tag_commit_failures.load();
+  c.slab_map_failures = s.slab_map_failures.load();
+  c.late_slab_releases = s.late_slab_releases.load();
+  c.forks = s.forks.load();
   return c;
 }
 
@@ -118,6 +125,13 @@ Counters operator-(const Counters& after, const Counters& before) {
   }
   d.remote_frees = after.remote_frees - before.remote_frees;
   d.moved_by_realloc = after.moved_by_realloc - before.moved_by_realloc;
+  d.out_of_memory = after.out_of_memory - before.out_of_memory;
+  d.bookkeeping_failures = after.bookkeeping_failures - before.bookkeeping_failures;
+  d.address_space_failures = after.address_space_failures - before.address_space_failures;
+  d.tag_commit_failures = after.tag_commit_failures - before.tag_commit_failures;
+  d.slab_map_failures = after.slab_map_failures - before.slab_map_failures;
+  d.late_slab_releases = after.late_slab_releases - before.late_slab_releases;
+  d.forks = after.forks - before.forks;
   return d;
 }
 

@@ -44,6 +44,9 @@ struct Counters {
   uint64_t redetections = 0;
   uint64_t fallbacks[static_cast<int>(FallbackReason::kCount)] = {};
   uint64_t remote_frees = 0, moved_by_realloc = 0;
+  // What failed (the fault tests): see the `out of memory ...` line of the statistics.
+  uint64_t out_of_memory = 0, bookkeeping_failures = 0, address_space_failures = 0;
+  uint64_t tag_commit_failures = 0, slab_map_failures = 0, late_slab_releases = 0, forks = 0;
   uint64_t fallback(FallbackReason reason) const { return fallbacks[static_cast<int>(reason)]; }
   uint64_t all_fallbacks() const;
 };

@@ -72,7 +72,7 @@ TEST(FaultFork, BothSidesKeepAllocatingAfterAForkMidPass) {
     ASSERT_TRUE(heap.last_pass_all(Origin::kSlab)) << heap.last_pass_origins();
     heap.begin_pass();
     heap.run(Script(script.begin(), script.begin() + script.size() / 2));
-    const FaultCounters before = fault_counters();
+    const Counters before = counters();
     const pid_t pid = fork();
     ASSERT_GE(pid, 0);
     // Both sides: finish the pass, then 300 deviating passes, then plain ones that must replay.
@@ -82,7 +82,7 @@ TEST(FaultFork, BothSidesKeepAllocatingAfterAForkMidPass) {
     heap.pass(script);
     heap.pass(script);
     EXPECT_TRUE(heap.last_pass_all(Origin::kSlab)) << heap.last_pass_origins();
-    EXPECT_EQ((fault_counters() - before).forks, pid == 0 ? 1u : 0u);
+    EXPECT_EQ((counters() - before).forks, pid == 0 ? 1u : 0u);
     if (pid == 0) _exit(::testing::Test::HasFailure() ? 1 : 0);
     EXPECT_EQ(child_status(pid), 0) << "the child found a lost or overlapping block";
   });
@@ -123,7 +123,7 @@ TEST(FaultFork, ChildReleasesTheSlabsOfThreadsThatDidNotFollow) {
   }
   ASSERT_EQ(origin_of(given.p), Origin::kSlab);
   EXPECT_EQ(slabs_in_use(), slabs_before + 4);
-  const FaultCounters before = fault_counters();
+  const Counters before = counters();
   const pid_t pid = fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
@@ -135,7 +135,7 @@ TEST(FaultFork, ChildReleasesTheSlabsOfThreadsThatDidNotFollow) {
     if (!intact(given)) status = 2;
     engine_free(given.p);
     if (slabs_in_use() != slabs_before + 1) status = 3;
-    if ((fault_counters() - before).forks != 1) status = 4;
+    if ((counters() - before).forks != 1) status = 4;
     _exit(status);
   }
   EXPECT_EQ(child_status(pid), 0);

@@ -51,7 +51,7 @@ TEST(FaultTagRegion, FailureRunsTheProcessUnplannedAndSaysWhy) {
     });
     CHILD_CHECK(status == 0);
     CHILD_CHECK(global().mode_off);
-    const FaultCounters c = fault_counters();
+    const Counters c = counters();
     CHILD_CHECK(c.address_space_failures == 1);
     CHILD_CHECK(c.plans == 0 && c.planned_hits == 0);
     const std::string text = read_text_file(log);
@@ -83,17 +83,17 @@ class FaultMaps : public ::testing::Test {
 // and stay unknown to the plan, which serves the others.
 TEST_F(FaultMaps, TagCommitFailureLeavesThatBlockUntracked) {
   on_fresh_thread([&] {
-    const FaultCounters before = fault_counters();
+    const Counters before = counters();
     Heap heap;
     fault::set_rule(Site::kTagCommit, fail_calls(3));
     for (int pass = 0; pass < steady_ - 1; ++pass) heap.pass(script_);  // through the profile
     fault::clear_rules();
     for (int pass = 0; pass < 5; ++pass) heap.pass(script_);
-    const FaultCounters d = fault_counters() - before;
+    const Counters d = counters() - before;
     EXPECT_GT(d.tag_commit_failures, 0u);
     EXPECT_EQ(d.plans, 1u);
     EXPECT_GT(d.planned_hits, 0u);
-    EXPECT_GT(d.not_planned, 0u) << "the untracked blocks fall back";
+    EXPECT_GT(d.fallback(FallbackReason::kNotPlanned), 0u) << "the untracked blocks fall back";
     size_t slab = 0;
     for (const Allocated& a : heap.last_pass()) slab += a.origin == Origin::kSlab;
     EXPECT_GT(slab, 0u) << heap.last_pass_origins();
@@ -109,7 +109,7 @@ TEST_F(FaultMaps, SlabMapFailureLeavesThatThreadUnplanned) {
       SCOPED_TRACE(std::string(failing_call == 1 ? "slab" : "size table") +
                    (marks ? ", marked passes" : ", detected passes"));
       const uint32_t slabs_before = slabs_in_use();
-      const FaultCounters before = fault_counters();
+      const Counters before = counters();
       on_fresh_thread([&] {
         Heap heap;
         fault::set_rule(Site::kSlabCommit, fail_calls(failing_call, 1));
@@ -118,12 +118,12 @@ TEST_F(FaultMaps, SlabMapFailureLeavesThatThreadUnplanned) {
         EXPECT_EQ(slabs_in_use(), slabs_before);
         fault::clear_rules();
       });
-      const FaultCounters d = fault_counters() - before;
+      const Counters d = counters() - before;
       EXPECT_EQ(d.slab_map_failures, 1u);
       EXPECT_EQ(d.plan_failures, 1u);
       EXPECT_EQ(d.plans, 0u);
       EXPECT_EQ(d.planned_hits, 0u);
-      const FaultCounters next_before = fault_counters();
+      const Counters next_before = counters();
       on_fresh_thread([&] {  // the failure was this thread's alone
         Heap heap;
         for (int pass = 0; pass < 12; ++pass) heap.pass(script_, marks);
@@ -131,7 +131,7 @@ TEST_F(FaultMaps, SlabMapFailureLeavesThatThreadUnplanned) {
           EXPECT_TRUE(heap.last_pass_all(Origin::kSlab)) << heap.last_pass_origins();
         }
       });
-      EXPECT_EQ((fault_counters() - next_before).plans, 1u);
+      EXPECT_EQ((counters() - next_before).plans, 1u);
       EXPECT_EQ(slabs_in_use(), slabs_before);
     }
   }

@@ -23,13 +23,13 @@ struct FaultRun {
   uint64_t nulls = 0;
   uint64_t calls = 0;
   uint64_t injected = 0;
-  FaultCounters counters;
+  Counters counters;
 };
 
 FaultRun run_with_failures(const Script& script, int passes, const Rule& rule, bool marks = true) {
   FaultRun result;
   on_fresh_thread([&] {
-    const FaultCounters before = fault_counters();
+    const Counters before = counters();
     Heap heap;
     heap.tolerate_out_of_memory(true);
     fault::set_rule(Site::kFallbackAlloc, rule);
@@ -38,7 +38,7 @@ FaultRun run_with_failures(const Script& script, int passes, const Rule& rule, b
     result.injected = fault::injected(Site::kFallbackAlloc);
     fault::clear_rules();
     result.nulls = heap.out_of_memory_answers();
-    result.counters = fault_counters() - before;
+    result.counters = counters() - before;
   });
   return result;
 }
@@ -114,7 +114,7 @@ TEST_F(FaultOutOfMemory, PlannedRequestsNeverFailInTheSteadyState) {
     Rule always;
     always.every_nth = 1;
     fault::set_rule(Site::kFallbackAlloc, always);
-    const FaultCounters before = fault_counters();
+    const Counters before = counters();
     for (int pass = 0; pass < 20; ++pass) heap.pass(script_);
     EXPECT_TRUE(heap.last_pass_all(Origin::kSlab)) << heap.last_pass_origins();
     EXPECT_EQ(heap.out_of_memory_answers(), 0u);
@@ -131,7 +131,7 @@ TEST_F(FaultOutOfMemory, PlannedRequestsNeverFailInTheSteadyState) {
     Script rest(script_.begin() + 1, script_.end());
     heap.run(rest);
     heap.end_pass();
-    const FaultCounters d = fault_counters() - before;
+    const Counters d = counters() - before;
     EXPECT_EQ(heap.out_of_memory_answers(), 2u);
     EXPECT_EQ(d.out_of_memory, 2u);
     EXPECT_EQ(d.bookkeeping_failures, 0u);

@@ -9,15 +9,6 @@
 
 namespace memoplan::shim::testing {
 
-struct FaultCounters {
-  uint64_t plans = 0, plan_failures = 0, planned_hits = 0, steady_fallbacks = 0;
-  uint64_t remote_frees = 0, out_of_memory = 0, bookkeeping_failures = 0;
-  uint64_t address_space_failures = 0, tag_commit_failures = 0, slab_map_failures = 0;
-  uint64_t late_slab_releases = 0, forks = 0, not_planned = 0;
-};
-FaultCounters fault_counters();
-FaultCounters operator-(const FaultCounters& after, const FaultCounters& before);
-
 uint32_t slabs_in_use();
 
 // Runs `body` in a process of its own whose engine is not initialized yet (GoogleTest's

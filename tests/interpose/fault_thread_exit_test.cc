@@ -55,7 +55,7 @@ class FaultThreadExit : public ::testing::Test {
 
 TEST_F(FaultThreadExit, PlannedBlocksOutliveTheirThreadAndAreFreedElsewhere) {
   const uint32_t slabs_before = slabs_in_use();
-  const FaultCounters before = fault_counters();
+  const Counters before = counters();
   const std::vector<GivenBlock> given = exit_mid_pass(script_, steady_);
   ASSERT_GE(given.size(), 2u);
   for (const GivenBlock& block : given) ASSERT_EQ(origin_of(block.p), Origin::kSlab);
@@ -80,7 +80,7 @@ TEST_F(FaultThreadExit, PlannedBlocksOutliveTheirThreadAndAreFreedElsewhere) {
   EXPECT_EQ(slabs_in_use(), slabs_before + 1);
   free_on_threads(given, 3);
   EXPECT_EQ(slabs_in_use(), slabs_before) << "the last free gives the slab back";
-  const FaultCounters d = fault_counters() - before;
+  const Counters d = counters() - before;
   EXPECT_EQ(d.remote_frees, given.size());
   EXPECT_EQ(d.late_slab_releases, 1u);
 }
@@ -110,7 +110,7 @@ TEST_F(FaultThreadExit, ProfiledBlocksOutliveTheirThread) {
 // slabs come back, and the live ones are never shared.
 TEST_F(FaultThreadExit, ManyThreadsExitMidPass) {
   const uint32_t slabs_before = slabs_in_use();
-  const FaultCounters before = fault_counters();
+  const Counters before = counters();
   std::vector<GivenBlock> all;
   for (int round = 0; round < 12; ++round) {
     std::vector<GivenBlock> given = exit_mid_pass(script_, steady_ + round % 3);
@@ -122,7 +122,7 @@ TEST_F(FaultThreadExit, ManyThreadsExitMidPass) {
   }
   free_on_threads(all, 4);
   EXPECT_EQ(slabs_in_use(), slabs_before);
-  EXPECT_EQ((fault_counters() - before).late_slab_releases, 12u);
+  EXPECT_EQ((counters() - before).late_slab_releases, 12u);
 }
 
 }  // namespace
