@@ -20,7 +20,6 @@ extern char** environ;
 
 namespace memoplan::shim {
 
-__thread ThreadState* tls_state __attribute__((tls_model("initial-exec"))) = nullptr;
 std::atomic<void* (*)(size_t)> passthrough_malloc{nullptr};
 std::atomic<void (*)(void*)> passthrough_free{nullptr};
 std::atomic<bool> passthrough_free_keeps_errno{false};
@@ -31,8 +30,6 @@ namespace {
 
 Global g;
 __thread int tls_reentry __attribute__((tls_model("initial-exec"))) = 0;
-__thread bool tls_dead __attribute__((tls_model("initial-exec"))) = false;
-pthread_key_t thread_exit_key;
 
 constexpr unsigned kTagShift = 28;  // 256 MiB per tag slot; 2^16 slots = 16 TiB reserved
 
@@ -47,93 +44,8 @@ const char* find_env(const char* name) {
   return nullptr;
 }
 
-void* map_zeroed(size_t bytes) {
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  return p == MAP_FAILED ? nullptr : p;
-}
-
-// fork: only the forking thread lives on in the child; its state and every slab are copied intact
-// and the bookkeeping is atomics. The prepare handler takes the registry lock, which a thread
-// holds through its whole exit: so at the fork every other thread is either running (on
-// Global::running) or retired with its exit_lock free, never half-way.
-void before_fork() {
-  while (g.registry_lock.test_and_set(std::memory_order_acquire)) {
-  }
-}
-void after_fork_in_parent() { g.registry_lock.clear(std::memory_order_release); }
-
-// In the child the other threads are gone, but their states stay reachable through the blocks
-// they owned. An exited thread's exit_lock may have been held by another thread's free at the
-// fork: released. Threads that were running are retired now as if they had exited: an empty slab
-// is given back at once (else a child of a server with `threads` inference threads would find no
-// slab left for its own), one with live blocks when the child frees the last of them.
-void after_fork_in_child() {
-  stats().forks.fetch_add(1, std::memory_order_relaxed);
-  for (ThreadState* t = g.retired.load(std::memory_order_relaxed); t; t = t->next_retired) {
-    t->exit_lock.clear(std::memory_order_relaxed);
-  }
-  ThreadState* self = tls_state;
-  ThreadState* t = g.running;
-  g.running = nullptr;
-  while (t) {
-    ThreadState* next = t->running_next;
-    t->running_prev = t->running_next = nullptr;
-    if (t == self) {
-      t->running_next = g.running;
-      g.running = t;
-    } else {
-      flush_counters_locked(*t);
-      t->exit_lock.clear(std::memory_order_relaxed);
-      t->exited.store(true, std::memory_order_seq_cst);
-      retire_replay(*t);
-      t->next_retired = g.retired.load(std::memory_order_relaxed);
-      g.retired.store(t, std::memory_order_relaxed);
-    }
-    t = next;
-  }
-  g.registry_lock.clear(std::memory_order_release);
-}
-
-// A thread that exits gives its slab back when none of its blocks is alive any more (servers
-// that start a thread per request would otherwise run out of slabs), and its records when no
-// profiled block is. Otherwise both stay: another thread may still free into them.
-void on_thread_exit(void* state) {
-  ThreadState* t = static_cast<ThreadState*>(state);
-  ReentryGuard guard;
-  bool keep = true;
-  {
-    RegistryLock lock;  // the whole exit: see before_fork
-    flush_counters_locked(*t);
-    (t->running_prev ? t->running_prev->running_next : g.running) = t->running_next;
-    if (t->running_next) t->running_next->running_prev = t->running_prev;
-    while (t->exit_lock.test_and_set(std::memory_order_acquire)) {
-    }
-    t->exited.store(true, std::memory_order_seq_cst);  // before the last drain: see slab_free
-    const bool slab_released = retire_replay(*t);
-    t->exit_lock.clear(std::memory_order_release);
-    // The state itself stays while anything may still reach it: a live slab block (whose last
-    // free releases the slab) or a profiled block in a tag slot.
-    keep = !slab_released || t->profiled_live.load(std::memory_order_acquire) != 0;
-    if (keep) {
-      t->next_retired = g.retired.load(std::memory_order_relaxed);
-      while (!g.retired.compare_exchange_weak(t->next_retired, t, std::memory_order_release,
-                                              std::memory_order_relaxed)) {
-      }
-    }
-  }
-  if (!keep) {
-    if (t->record_chunks) {
-      for (uint64_t c = 0; c < kRecordChunks && t->record_chunks[c]; ++c) {
-        fallback::free(t->record_chunks[c]);
-      }
-      fallback::free(t->record_chunks);
-    }
-    t->~ThreadState();
-    fallback::free(t);
-  }
-  tls_state = nullptr;
-  tls_dead = true;  // later allocations of this thread's own TLS destructors: fallback only
-}
+bool slab_map_fault() { return fault::should_fail(fault::Site::kSlabCommit); }
+bool tag_commit_fault() { return fault::should_fail(fault::Site::kTagCommit); }
 
 void initialize() {
   int expected = 0;
@@ -162,16 +74,19 @@ void initialize() {
     // slots (larger allocations then go untracked).
     bool ok = !fault::should_fail(fault::Site::kTagRegion);
     if (!ok) errno = ENOMEM;
-    for (unsigned shift = kTagShift; ok && !g.tags.reserved() && shift >= 20; shift -= 4) {
-      g.tags.reserve(shift, 1u << 16);
+    ok = ok && g.tags.reserve(kTagShift, 20, 4);
+    replay::ArenaRegion::Config slabs;
+    slabs.largest_shift = slabs.smallest_shift =
+        static_cast<unsigned>(__builtin_ctzll(g.options.slab_max));
+    slabs.arenas = static_cast<uint32_t>(g.options.threads);
+    slabs.track_sizes = true;  // malloc_usable_size and realloc of any slab block
+    ok = ok && g.slabs.reserve(slabs);
+    g.slabs.set_counters(&stats());
+    if (fault::kCompiledIn) {
+      g.slabs.set_map_fault(&slab_map_fault);
+      g.tags.set_commit_fault(&tag_commit_fault);
     }
-    unsigned slab_shift = static_cast<unsigned>(__builtin_ctzll(g.options.slab_max));
-    uint32_t slab_slots = 1;
-    while (slab_slots < g.options.threads) slab_slots *= 2;
-    ok = ok && g.tags.reserved() && g.slabs.reserve(slab_shift, slab_slots);
-    g.tag_owner = static_cast<Global::SlotOwner*>(map_zeroed(sizeof(Global::SlotOwner) << 16));
-    g.slab_owner = static_cast<ThreadState**>(map_zeroed(sizeof(ThreadState*) * slab_slots));
-    if (!ok || !g.tag_owner || !g.slab_owner) {
+    if (!ok) {
       log_line("memoplan: cannot reserve address space for tags and slabs (%s); running unplanned",
                strerror(errno));
       g.mode_off = true;
@@ -186,8 +101,10 @@ void initialize() {
     passthrough_free.store(fallback::next_free(), std::memory_order_relaxed);
     passthrough_malloc.store(fallback::next_malloc(), std::memory_order_relaxed);
   }
-  pthread_key_create(&thread_exit_key, on_thread_exit);
-  pthread_atfork(before_fork, after_fork_in_parent, after_fork_in_child);
+  if (!install_thread_hooks()) {
+    log_line("memoplan: cannot register thread-exit and fork handlers; running unplanned");
+    g.mode_off = true;
+  }
   g.init_state.store(2, std::memory_order_release);
 }
 
@@ -222,64 +139,6 @@ void log_line(const char* format, ...) {
   (void)ignored;
 }
 
-RegistryLock::RegistryLock() {
-  while (g.registry_lock.test_and_set(std::memory_order_acquire)) {
-  }
-}
-RegistryLock::~RegistryLock() { g.registry_lock.clear(std::memory_order_release); }
-
-void flush_counters(ThreadState& t) {
-  RegistryLock lock;
-  flush_counters_locked(t);
-}
-
-void flush_counters_locked(ThreadState& t) {
-  Stats& s = stats();
-  LocalCounters& c = t.counters;
-  s.planned_hits.fetch_add(c.planned_hits.get(), std::memory_order_relaxed);
-  s.steady_hits.fetch_add(c.steady_hits.get(), std::memory_order_relaxed);
-  s.passes.fetch_add(c.passes.get(), std::memory_order_relaxed);
-  s.outside_passes.fetch_add(c.outside_passes.get(), std::memory_order_relaxed);
-  for (OwnedCounter* counter : {&c.planned_hits, &c.steady_hits, &c.passes, &c.outside_passes}) {
-    counter->value.store(0, std::memory_order_relaxed);
-  }
-  const uint64_t thread_peak = t.peak_live_bytes.get();
-  uint64_t peak = s.peak_live_bytes.load(std::memory_order_relaxed);
-  while (thread_peak > peak &&
-         !s.peak_live_bytes.compare_exchange_weak(peak, thread_peak, std::memory_order_relaxed)) {
-  }
-}
-
-ThreadState* create_thread_state() {
-  if (tls_dead) return nullptr;
-  ReentryGuard guard;
-  void* memory = fallback::calloc(1, sizeof(ThreadState));
-  if (!memory) {  // this request goes to the fallback; the next one tries again
-    stats().bookkeeping_failures.fetch_add(1, std::memory_order_relaxed);
-    return nullptr;
-  }
-  ThreadState* t = new (memory) ThreadState();
-  t->index = g.next_thread_index.fetch_add(1, std::memory_order_relaxed);
-  // With detection on, record from the first allocation; explicit passes (if the program calls
-  // memoplan_pass_begin) take over and restart profiling after the warm-up passes.
-  if (!g.options.detect) {
-    t->phase = Phase::kWarmup;
-  } else {
-    t->phase = g.options.mode == Mode::kReplay ? Phase::kSeeking : Phase::kProfiling;
-  }
-  {
-    RegistryLock lock;
-    t->running_next = g.running;
-    if (g.running) g.running->running_prev = t;
-    g.running = t;
-  }
-  tls_state = t;
-  pthread_setspecific(thread_exit_key, t);
-  return t;
-}
-
-// mode:replay on a thread without pass marks: replay starts at the loaded pass's first
-// allocation (a wrong start costs one pass of fallbacks: the matcher finds the start again).
 static void seek_loaded_pass(ThreadState& t, uint64_t key) {
   const int state = g.replay_pass_state.load(std::memory_order_acquire);
   if (state == 2) {
@@ -319,7 +178,7 @@ void* engine_alloc(size_t size, size_t alignment, bool zero) {
   void* p = nullptr;
   if (t && t->explicit_passes && !t->in_pass) {
     // Marked passes: what happens between them is not part of the plan.
-    t->counters.outside_passes.bump();
+    replay::OwnedCounters::bump(t->counters.outside_passes);
   } else if (t && t->phase >= Phase::kProfiling && t->phase <= Phase::kSeeking) {
     ReentryGuard guard;
     char stack_marker;
@@ -334,7 +193,7 @@ void* engine_alloc(size_t size, size_t alignment, bool zero) {
       p = replay_alloc(*t, size, alignment, key);
       if (p && zero) memset(p, 0, size);
     } else if (t->phase == Phase::kProfiling && alignment <= g.tags.slot_bytes()) {
-      p = profile_alloc(*t, size, alignment, key);  // fresh pages: already zero
+      p = profile_alloc(*t, size, alignment, key, zero);
     }
   }
   if (p) return p;
@@ -343,7 +202,7 @@ void* engine_alloc(size_t size, size_t alignment, bool zero) {
 
 void engine_free(void* p) {
   if (!p) return;
-  if (__builtin_expect(g.slabs.contains(p), 0)) return slab_free(p);
+  if (__builtin_expect(g.slabs.contains(p), 0)) return g.slabs.free(p, tls_state);
   if (__builtin_expect(g.tags.contains(p), 0)) {
     const int saved = errno;  // decommitting can fail (ENOMEM at the map count limit)
     profile_free(p);
@@ -356,7 +215,7 @@ void engine_free(void* p) {
 
 size_t engine_usable_size(void* p) {
   if (!p) return 0;
-  if (g.slabs.contains(p)) return slab_usable_size(p);
+  if (g.slabs.contains(p)) return g.slabs.usable_size(p);
   if (g.tags.contains(p)) return profile_usable_size(p);
   if (bootstrap::owns(p)) return bootstrap::usable_size(p);
   return fallback::usable_size(p);
@@ -398,13 +257,13 @@ void engine_pass_begin() {
   t->explicit_passes = true;
   t->in_pass = true;
   ++t->passes_begun;
-  t->counters.passes.bump();
+  replay::OwnedCounters::bump(t->counters.passes);
   switch (t->phase) {
     case Phase::kWarmup:
       if (t->passes_begun <= g.options.passes) break;
       if (g.options.mode != Mode::kReplay) {
         t->phase = Phase::kProfiling;
-        t->pass_first_record = t->record_count;
+        t->pass_first_record = t->log.count();
       } else if (start_loaded_replay(*t)) {
         t->replayed_passes = 1;
       } else if (g.replay_pass_state.load(std::memory_order_acquire) != 0) {
@@ -413,10 +272,10 @@ void engine_pass_begin() {
       break;
     case Phase::kProfiling:
       // The previous profiled pass ended without memoplan_pass_end: profile this one instead.
-      t->pass_first_record = t->record_count;
+      t->pass_first_record = t->log.count();
       break;
     case Phase::kReplaying:
-      t->cursor = 0;
+      t->matcher.set_cursor(0);
       ++t->replayed_passes;
       break;
     case Phase::kSeeking:
@@ -433,15 +292,15 @@ void engine_pass_end() {
   flush_counters(*t);
   if (t->phase != Phase::kProfiling || !t->explicit_passes) return;
   ReentryGuard guard;
-  const uint64_t count = t->record_count - t->pass_first_record;
-  if (!finish_profile(*t, t->pass_first_record, count, t->tick, 0)) {
+  const uint64_t count = t->log.count() - t->pass_first_record;
+  if (!finish_profile(*t, t->pass_first_record, count, t->log.tick(), 0)) {
     t->phase = Phase::kDisabled;
     stats().plan_failures.fetch_add(1, std::memory_order_relaxed);
     log_line("memoplan: thread %u runs unplanned: its profiled pass could not be planned",
              t->index);
   }
   // The first replayed pass starts at the next memoplan_pass_begin.
-  t->cursor = 0;
+  t->matcher.set_cursor(0);
 }
 
 }  // namespace memoplan::shim

@@ -32,31 +32,27 @@ void engine_load_files();
 void engine_pass_end();
 
 // profile.cc
-void* profile_alloc(ThreadState& t, size_t size, size_t alignment, uint64_t key);
+void* profile_alloc(ThreadState& t, size_t size, size_t alignment, uint64_t key, bool zero);
 void profile_free(void* p);
 size_t profile_usable_size(void* p);
 void profile_maybe_detect(ThreadState& t);
 
-// replay.cc
+// replay.cc: serving from the thread's arena (the hit itself is replay::serve, inline).
 void* replay_alloc(ThreadState& t, size_t size, size_t alignment, uint64_t key);
-void slab_free(void* p);
-size_t slab_usable_size(void* p);
-void drain_remote_frees(ThreadState& t);
-// Gives the thread's slab and replay table back. Precondition: none of its blocks is alive and
-// the caller has the thread's replay state to itself.
-void release_replay(ThreadState& t);
-// Releases the thread's slab if it has one and none of its blocks is alive. True when the thread
-// holds no slab afterwards.
+// Gives the thread's arena and replay table back if none of its blocks is alive (true then, and
+// the thread holds no plan afterwards). Owner only.
 bool retire_replay(ThreadState& t);
+// At thread exit (or for a thread a fork left behind): the arena goes to the runtime, which gives
+// it back with its last block's free; the replay table is freed.
+void retire_replay_at_exit(ThreadState& t);
 
-// plan_builder.cc. profiled_trace: records [first, first + count) as a trace; lifetimes ending
-// after `cut_tick` escape. finish_profile: mode:profile writes that trace; the other modes plan it
-// and switch the thread to replay at pass position `cursor`. install_replay: gives the thread a
-// slab and a copy of `slots`.
-Trace profiled_trace(ThreadState& t, uint64_t first, uint64_t count, uint64_t cut_tick);
+// plan_builder.cc. finish_profile: records [first, first + count) as a trace (lifetimes ending
+// after `cut_tick` escape); mode:profile writes it, the other modes plan it and switch the thread
+// to replay at pass position `cursor`. install_replay: gives the thread an arena and a copy of
+// `slots`.
 bool finish_profile(ThreadState& t, uint64_t first, uint64_t count, uint64_t cut_tick,
                     uint32_t cursor);
-bool install_replay(ThreadState& t, const PlannedSlot* slots, uint32_t count, uint64_t slab_bytes,
+bool install_replay(ThreadState& t, const replay::Slot* slots, uint32_t count, uint64_t slab_bytes,
                     uint64_t lower_bound_bytes, uint32_t cursor);
 
 // pass_files.cc: mode:profile's trace files and mode:replay's loaded pass.

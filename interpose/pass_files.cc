@@ -118,9 +118,9 @@ void load_replay_pass_unguarded() {
     if (!planned) return give_up(planned.error());
     plan = std::move(*planned);
   }
-  if (plan.alignment > g.slabs.slot_bytes() || plan.slab_bytes > g.slabs.slot_bytes()) {
+  if (plan.alignment > g.slabs.arena_bytes() || plan.slab_bytes > g.slabs.arena_bytes()) {
     return give_up("the plan needs a " + std::to_string(plan.slab_bytes) +
-                   "-byte slab; slab_max is " + std::to_string(g.slabs.slot_bytes()));
+                   "-byte slab; slab_max is " + std::to_string(g.slabs.arena_bytes()));
   }
   // Replay matches in allocation order: rows sorted by the tick they were allocated at.
   const std::vector<Allocation>& rows = trace->allocations;
@@ -128,7 +128,7 @@ void load_replay_pass_unguarded() {
   std::iota(order.begin(), order.end(), size_t{0});
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t a, size_t b) { return rows[a].begin < rows[b].begin; });
-  auto* slots = static_cast<PlannedSlot*>(fallback::malloc(rows.size() * sizeof(PlannedSlot)));
+  auto* slots = static_cast<replay::Slot*>(fallback::malloc(rows.size() * sizeof(replay::Slot)));
   if (!slots) {
     stats().bookkeeping_failures.fetch_add(1, std::memory_order_relaxed);
     return give_up("out of memory");

@@ -14,24 +14,6 @@ Stats process_stats;  // constant-initialized: usable before any constructor run
 
 Stats& stats() { return process_stats; }
 
-const char* to_string(FallbackReason reason) {
-  switch (reason) {
-    case FallbackReason::kNotPlanned:
-      return "not_planned";
-    case FallbackReason::kEscaping:
-      return "escaping";
-    case FallbackReason::kOverlap:
-      return "overlap";
-    case FallbackReason::kAlignment:
-      return "alignment";
-    case FallbackReason::kGuardFull:
-      return "guard_full";
-    case FallbackReason::kCount:
-      break;
-  }
-  return "?";
-}
-
 void print_stats(int fd) {
   const Stats& s = stats();
   auto get = [](const std::atomic<uint64_t>& a) {
@@ -44,11 +26,13 @@ void print_stats(int fd) {
   {
     RegistryLock lock;
     for (const ThreadState* t = global().running; t; t = t->running_next) {
-      passes += t->counters.passes.get();
-      hits += t->counters.planned_hits.get();
-      steady += t->counters.steady_hits.get();
-      outside += t->counters.outside_passes.get();
-      if (t->peak_live_bytes.get() > peak) peak = t->peak_live_bytes.get();
+      const replay::Counters c = t->counters.load();
+      passes += c.passes;
+      hits += c.planned_hits;
+      steady += c.steady_hits;
+      outside += c.outside_passes;
+      const uint64_t thread_peak = t->peak_live_bytes.load(std::memory_order_relaxed);
+      if (thread_peak > peak) peak = thread_peak;
     }
   }
   char options[1536];

@@ -31,11 +31,11 @@ Result<CompiledPlan> compile_plan(const Trace& trace, const std::vector<int64_t>
   out.tensors.reserve(rows.size());
   for (size_t row : rows) {
     const Allocation& a = trace.allocations[row];
-    PlannedVisit& visit = out.visits[visit_of(row)];
+    replay::Visit& visit = out.visits[visit_of(row)];
     if (visit.slot_count == 0) visit.first_slot = static_cast<uint32_t>(out.tensors.size());
     ++visit.slot_count;
     const bool planned = a.size > 0 && !a.escapes;
-    out.tensors.push_back({a.size, plan->offsets[row], planned});
+    out.tensors.push_back({a.size, a.size, plan->offsets[row], planned});
     (planned ? out.planned_tensors : out.escaping_tensors) += 1;
   }
   out.detail = std::make_shared<const PlanDetail>(PlanDetail{trace, std::move(*plan)});

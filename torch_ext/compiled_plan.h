@@ -10,27 +10,18 @@
 #include <vector>
 
 #include "memoplan/planner/result.h"
+#include "memoplan/replay/matcher.h"
 #include "memoplan/planner/trace.h"
 #include "memoplan/torch/plan.h"  // PlanDetail
 
 namespace memoplan::torch_ext {
 
-struct PlannedVisit {
-  int64_t node = -1;  // graph node id of the AllocateTensor that starts it (-1: the pass start)
-  uint32_t first_slot = 0;
-  uint32_t slot_count = 0;
-};
-
-struct PlannedTensor {
-  uint64_t size = 0;     // bytes requested
-  uint64_t offset = 0;   // in the slab
-  bool planned = false;  // false: it escaped the profiled pass; always served by the fallback
-};
-
 struct CompiledPlan {
   std::string key;  // input shapes, dtypes, thread count, grad mode (see docs/TORCH_EXT.md)
-  std::vector<PlannedVisit> visits;
-  std::vector<PlannedTensor> tensors;  // grouped by visit
+  // The runtime's slot table (replay::Slot; the key is the size: the extension matches a request
+  // by size within its visit) and the visits that cut it.
+  std::vector<replay::Visit> visits;
+  std::vector<replay::Slot> tensors;  // grouped by visit
   uint64_t slab_bytes = 0;
   uint64_t lower_bound_bytes = 0;
   uint64_t planned_tensors = 0;

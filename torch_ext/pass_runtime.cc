@@ -10,11 +10,11 @@
 #include <unordered_set>
 #include <vector>
 
+#include "arena_region.h"
 #include "compiled_plan.h"
-#include "memoplan/torch/cpu_allocator_swap.h"
 #include "memoplan/torch/graph_node.h"
 #include "memoplan/torch/profiler.h"
-#include "slab.h"
+#include "thread_pass.h"
 
 namespace memoplan::torch_ext {
 namespace runtime_pass {
@@ -36,6 +36,9 @@ std::mutex registry_mutex;  // registration only
 std::atomic<ModuleState*> registry[kMaxModules];
 std::atomic<int64_t> registered{0};
 
+// How many visits on a graph that took another path finds its node's visit.
+constexpr uint32_t kVisitLookahead = 8;
+
 ModuleState& module_state(int64_t id) {
   ModuleState* m =
       id >= 0 && id < kMaxModules ? registry[id].load(std::memory_order_acquire) : nullptr;
@@ -44,123 +47,12 @@ ModuleState& module_state(int64_t id) {
   return *m;
 }
 
-struct Counters {
-  std::atomic<uint64_t> passes{0}, planned_passes{0}, profiled_passes{0}, unplanned_passes{0},
-      plans{0}, planned_hits{0}, not_planned{0}, escaping{0}, overlap{0}, slabs{0}, slab_bytes{0},
-      passed_on{0};
-};
-Counters counters;
+replay::SharedCounters counters;
 
-// Per-thread counters of the hot path, added to `counters` at each pass end.
-struct PassCounters {
-  uint64_t hits = 0, not_planned = 0, escaping = 0, overlap = 0;
-  uint64_t passed_on = 0;  // non-empty requests of the pass served by the previous allocator
-};
-
-// One thread's state: the pass it is in and the plans (with their slabs) it has used.
-struct ThreadPass {
-  enum class Mode { kIdle, kReplay, kProfile, kUnplanned };
-  struct CachedPlan {
-    int64_t module;
-    uint64_t generation;
-    std::string key;
-    std::shared_ptr<const CompiledPlan> plan;
-    Slab* slab;
-  };
-
-  Mode mode = Mode::kIdle;
-  // Replay.
-  const CompiledPlan* plan = nullptr;
-  Slab* slab = nullptr;
-  size_t visit = 0;
-  uint32_t cursor = 0, end = 0;
-  PassCounters pass_counters;
-  // Profile.
-  std::unique_ptr<ProfileSession> session;
-  std::vector<int64_t> visit_nodes;
-  int64_t module = -1;
-  std::string key;
-  std::string pass_key;  // the key of the pass the thread is in (the tuned ops' layout plans)
-  std::vector<CachedPlan> cache;
-
-  ~ThreadPass() {
-    for (CachedPlan& c : cache) c.slab->retire();
-  }
-};
-
-ThreadPass& thread_pass() {
-  static thread_local ThreadPass pass;
-  return pass;
-}
-
+// Adds the pass's counters to the process's.
 void flush(ThreadPass& t) {
-  counters.planned_hits += t.pass_counters.hits;
-  counters.not_planned += t.pass_counters.not_planned;
-  counters.escaping += t.pass_counters.escaping;
-  counters.overlap += t.pass_counters.overlap;
-  counters.passed_on += t.pass_counters.passed_on;
-  t.pass_counters = {};
-}
-
-// ---- The replay allocator: c10's CPU allocator once a module is planned. ----
-
-class ReplayAllocator final : public c10::Allocator {
- public:
-  explicit ReplayAllocator(c10::Allocator* next) : next_(next) {}
-
-  c10::DataPtr allocate(size_t bytes) const override {
-    ThreadPass& t = thread_pass();
-    if (t.mode == ThreadPass::Mode::kReplay && bytes != 0) {
-      if (void* p = serve(t, bytes)) {
-        return c10::DataPtr(p, p, &delete_block, c10::Device(c10::DeviceType::CPU));
-      }
-    }
-    if (t.mode != ThreadPass::Mode::kIdle && bytes != 0) ++t.pass_counters.passed_on;
-    return next_->allocate(bytes);
-  }
-  c10::DeleterFnPtr raw_deleter() const override { return &delete_block; }
-
-  static void delete_block(void* p) {
-    if (Slab::owns(p)) return Slab::free_block(p);
-    next_raw_deleter(p);
-  }
-  static c10::DeleterFnPtr next_raw_deleter;
-
- private:
-  // The next slot of the current visit with this size; nullptr (counted) when there is none or
-  // its memory is still in use.
-  static void* serve(ThreadPass& t, size_t bytes) {
-    const std::vector<PlannedTensor>& tensors = t.plan->tensors;
-    for (uint32_t i = t.cursor; i < t.end; ++i) {
-      if (tensors[i].size != bytes) continue;
-      t.cursor = i + 1;
-      if (!tensors[i].planned) {
-        ++t.pass_counters.escaping;
-        return nullptr;
-      }
-      void* p = t.slab->place(tensors[i].offset, bytes);
-      ++(p ? t.pass_counters.hits : t.pass_counters.overlap);
-      return p;
-    }
-    ++t.pass_counters.not_planned;
-    return nullptr;
-  }
-
-  c10::Allocator* next_;
-};
-c10::DeleterFnPtr ReplayAllocator::next_raw_deleter = nullptr;
-
-void install_replay_allocator() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    c10::Allocator* next = c10::GetAllocator(c10::DeviceType::CPU);
-    ReplayAllocator::next_raw_deleter = next->raw_deleter();
-    // Never uninstalled: tensors it served may outlive every planned module.
-    static ReplayAllocator* replay = new ReplayAllocator(next);
-    // Kept, never destroyed: its destructor would put the previous allocator back.
-    static CpuAllocatorSwap* installed = new CpuAllocatorSwap(replay);
-    (void)installed;
-  });
+  counters.add(t.counters);
+  t.counters = {};
 }
 
 // ---- Pass begin and end. ----
@@ -178,15 +70,21 @@ void abandon_profile(ThreadPass& t) {
 void start_replay(ThreadPass& t, ThreadPass::CachedPlan& cached) {
   t.mode = ThreadPass::Mode::kReplay;
   t.plan = cached.plan.get();
-  t.slab = cached.slab;
+  t.arena = cached.arena;
   t.visit = 0;
-  const PlannedVisit& first = t.plan->visits.front();
-  t.cursor = first.first_slot;
-  t.end = first.first_slot + first.slot_count;
-  ++counters.planned_passes;
+  const replay::Visit& first = t.plan->visits.front();
+  t.matcher.start_window(t.plan->tensors.data(), first.first_slot, first.slot_count);
+  ++t.counters.planned_passes;
 }
 
 }  // namespace
+
+ThreadPass& thread_pass() {
+  static thread_local ThreadPass pass;
+  return pass;
+}
+
+replay::SharedCounters& process_counters() { return counters; }
 
 int64_t register_module(const PlanOptions& options) {
   install_replay_allocator();
@@ -206,7 +104,7 @@ void allocate_slab(int64_t module, const std::string& key) {
   if (t.mode == ThreadPass::Mode::kProfile) abandon_profile(t);
   t.mode = ThreadPass::Mode::kIdle;
   t.pass_key = key;
-  ++counters.passes;
+  ++t.counters.passes;
   ModuleState& m = module_state(module);
   for (ThreadPass::CachedPlan& cached : t.cache) {
     if (cached.module == module && cached.generation == m.generation.load() && cached.key == key) {
@@ -218,15 +116,16 @@ void allocate_slab(int64_t module, const std::string& key) {
     std::shared_ptr<const CompiledPlan> plan = it->second;
     const uint64_t generation = m.generation.load();
     lock.unlock();
-    Slab* slab = Slab::create(plan->slab_bytes);
-    if (!slab) {  // out of slabs or memory: this thread runs the key unplanned
+    replay::ArenaRegion::Failure failure;
+    replay::Arena* arena = arena_region().create(plan->slab_bytes, thread_token(), &failure);
+    if (!arena) {  // out of arenas or memory: this thread runs the key unplanned
       t.mode = ThreadPass::Mode::kUnplanned;
-      ++counters.unplanned_passes;
+      ++t.counters.unplanned_passes;
       return;
     }
-    ++counters.slabs;
-    counters.slab_bytes += plan->slab_bytes;
-    t.cache.push_back({module, generation, key, std::move(plan), slab});
+    ++t.counters.slabs;
+    t.counters.slab_bytes += plan->slab_bytes;
+    t.cache.push_back({module, generation, key, std::move(plan), arena});
     return start_replay(t, t.cache.back());
   }
   const bool allowed = m.options.plan_new_keys || m.requested.count(key);
@@ -234,7 +133,7 @@ void allocate_slab(int64_t module, const std::string& key) {
       allowed && ++m.unplanned_passes[key] > m.options.warmup_passes && !m.profiling.count(key);
   if (!due) {
     t.mode = ThreadPass::Mode::kUnplanned;
-    ++counters.unplanned_passes;
+    ++t.counters.unplanned_passes;
     return;
   }
   m.profiling.insert(key);
@@ -249,7 +148,7 @@ void allocate_slab(int64_t module, const std::string& key) {
   t.module = module;
   t.key = key;
   t.mode = ThreadPass::Mode::kProfile;
-  ++counters.profiled_passes;
+  ++t.counters.profiled_passes;
 }
 
 const std::string& current_key() { return thread_pass().pass_key; }
@@ -266,20 +165,15 @@ void allocate_tensor(int64_t node) {
   if (t.mode == ThreadPass::Mode::kReplay) {
     // The next visit should be this node's; a graph that took another path (a different branch,
     // more loop iterations) finds it a few visits on, or gets no slots until it is back in step.
-    const std::vector<PlannedVisit>& visits = t.plan->visits;
-    size_t next = t.visit + 1;
-    for (size_t look = 0; look < 8 && next + look < visits.size(); ++look) {
-      if (visits[next + look].node == node) {
-        next += look;
-        break;
-      }
-    }
-    if (next < visits.size() && visits[next].node == node) {
+    const std::vector<replay::Visit>& visits = t.plan->visits;
+    const uint32_t next = replay::next_visit(visits.data(), static_cast<uint32_t>(visits.size()),
+                                             t.visit, node, kVisitLookahead);
+    if (next != replay::Matcher::kNone) {
       t.visit = next;
-      t.cursor = visits[next].first_slot;
-      t.end = t.cursor + visits[next].slot_count;
+      t.matcher.start_window(t.plan->tensors.data(), visits[next].first_slot,
+                             visits[next].slot_count);
     } else {
-      t.cursor = t.end;  // nothing planned until the graph is back in step
+      t.matcher.stop();  // nothing planned until the graph is back in step
     }
   } else if (t.mode == ThreadPass::Mode::kProfile) {
     t.visit_nodes.push_back(node);
@@ -309,7 +203,7 @@ void end_pass(int64_t module) {
   }
   plan->key = t.key;
   m.plans[t.key] = std::make_shared<const CompiledPlan>(std::move(*plan));
-  ++counters.plans;
+  replay::SharedCounters::bump(counters.plans);
 }
 
 bool has_plan(int64_t module, const std::string& key, PlanSummary* summary) {
@@ -353,51 +247,5 @@ void forget_plans(int64_t module) {
 }
 
 }  // namespace runtime_pass
-
-PlanStats plan_stats() {
-  const runtime_pass::Counters& c = runtime_pass::counters;
-  PlanStats s;
-  s.passes = c.passes;
-  s.planned_passes = c.planned_passes;
-  s.profiled_passes = c.profiled_passes;
-  s.unplanned_passes = c.unplanned_passes;
-  s.plans = c.plans;
-  s.planned_hits = c.planned_hits;
-  s.fallback_not_planned = c.not_planned;
-  s.fallback_escaping = c.escaping;
-  s.fallback_overlap = c.overlap;
-  s.slabs = c.slabs;
-  s.slab_bytes = c.slab_bytes;
-  s.tensor_mallocs = c.passed_on;
-  return s;
-}
-
-PlanStats operator-(const PlanStats& a, const PlanStats& b) {
-  PlanStats d;
-  d.passes = a.passes - b.passes;
-  d.planned_passes = a.planned_passes - b.planned_passes;
-  d.profiled_passes = a.profiled_passes - b.profiled_passes;
-  d.unplanned_passes = a.unplanned_passes - b.unplanned_passes;
-  d.plans = a.plans - b.plans;
-  d.planned_hits = a.planned_hits - b.planned_hits;
-  d.fallback_not_planned = a.fallback_not_planned - b.fallback_not_planned;
-  d.fallback_escaping = a.fallback_escaping - b.fallback_escaping;
-  d.fallback_overlap = a.fallback_overlap - b.fallback_overlap;
-  d.slabs = a.slabs - b.slabs;
-  d.slab_bytes = a.slab_bytes - b.slab_bytes;
-  d.tensor_mallocs = a.tensor_mallocs - b.tensor_mallocs;
-  return d;
-}
-
-std::string to_string(const PlanStats& s) {
-  return "passes " + std::to_string(s.passes) + " (planned " + std::to_string(s.planned_passes) +
-         ", profiled " + std::to_string(s.profiled_passes) + ", unplanned " +
-         std::to_string(s.unplanned_passes) + "), plans " + std::to_string(s.plans) +
-         ", planned hits " + std::to_string(s.planned_hits) + ", fallbacks not_planned " +
-         std::to_string(s.fallback_not_planned) + " escaping " +
-         std::to_string(s.fallback_escaping) + " overlap " + std::to_string(s.fallback_overlap) +
-         ", slabs " + std::to_string(s.slabs) + " (" + std::to_string(s.slab_bytes) +
-         " bytes), tensor mallocs " + std::to_string(s.tensor_mallocs);
-}
 
 }  // namespace memoplan::torch_ext

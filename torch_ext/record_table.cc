@@ -1,7 +1,10 @@
 #include "record_table.h"
 
 #include <algorithm>
+#include <new>
 #include <utility>
+
+#include "memoplan/record/trace_of.h"
 
 namespace memoplan::torch_ext {
 
@@ -18,9 +21,12 @@ void RecordTable::count_request(bool zero_byte) {
 }
 
 uint64_t RecordTable::add(uint64_t size, bool tagged, uint64_t thread, const OpContext& where) {
-  const uint64_t row = rows_.size();
-  rows_.push_back(Row{size, tick_++, 0, where.path_hash, where.node, thread_index(thread),
-                      intern(where.inner), intern(where.outer), true});
+  record::RecordLog::Full full = record::RecordLog::Full::kNo;
+  const uint64_t row = log_.append(where.path_hash, size, 64, thread_index(thread), &full);
+  if (row == record::RecordLog::kNone) {
+    throw std::bad_alloc();  // the session's 4M records, or memory for them, ran out
+  }
+  where_.push_back(Where{where.node, intern(where.inner), intern(where.outer)});
   ++counters_.recorded;
   counters_.untagged += !tagged;
   live_bytes_ += size;
@@ -29,35 +35,26 @@ uint64_t RecordTable::add(uint64_t size, bool tagged, uint64_t thread, const OpC
 }
 
 void RecordTable::remove(uint64_t row, uint64_t thread) {
-  if (row >= rows_.size() || !rows_[row].alive) return;
-  Row& r = rows_[row];
-  r.alive = false;
-  r.end = tick_++;
+  if (row >= log_.count()) return;
+  const record::Record& r = log_.at(row);
+  if (r.end.load(std::memory_order_relaxed) != record::kLive) return;
+  log_.close(row);
   live_bytes_ -= r.size;
   ++counters_.frees;
   counters_.cross_thread_frees += thread_index(thread) != r.thread;
 }
 
 Trace RecordTable::finish(TraceMeta meta) {
-  Trace trace;
+  Trace trace = record::trace_of(log_, 0, log_.count(), log_.tick());
   trace.meta = std::move(meta);
-  trace.allocations.reserve(rows_.size());
   counters_.escapes = 0;
-  for (size_t i = 0; i < rows_.size(); ++i) {
-    const Row& r = rows_[i];
-    Allocation a;
-    a.id = i;
-    a.size = r.size;
-    a.begin = r.begin;
-    a.end = r.alive ? tick_ : r.end;
-    a.escapes = r.alive;
-    a.provenance.op = names_[r.inner];
-    a.provenance.outer_op = names_[r.outer];
-    a.provenance.node = r.node;
-    a.provenance.callsite = r.path_hash;
-    a.provenance.thread = r.thread;
-    counters_.escapes += r.alive;
-    trace.allocations.push_back(std::move(a));
+  for (size_t i = 0; i < trace.allocations.size(); ++i) {
+    Allocation& a = trace.allocations[i];
+    a.align = 0;  // c10's 64 bytes: the trace's default
+    a.provenance.op = names_[where_[i].inner];
+    a.provenance.outer_op = names_[where_[i].outer];
+    a.provenance.node = where_[i].node;
+    counters_.escapes += a.escapes;
   }
   return trace;
 }

@@ -1,6 +1,7 @@
-// One profiling session's records: every allocation's size, lifetime on the session's event clock,
-// thread and provenance, and the counters. Pure bookkeeping, no torch and no locking: the tagged
-// allocator calls it under its own lock.
+// One profiling session's records: every allocation's size, lifetime on the session's event clock
+// and thread in a record::RecordLog (the runtime the shim records into too), its op provenance
+// beside it, and the counters. Pure bookkeeping, no torch and no locking: the tagged allocator
+// calls it under its own lock.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "memoplan/planner/trace.h"
+#include "memoplan/record/record_log.h"
 #include "memoplan/torch/profiler.h"
 
 namespace memoplan::torch_ext {
@@ -28,6 +30,8 @@ class RecordTable {
   explicit RecordTable(uint64_t first_thread);
 
   void count_request(bool zero_byte);
+  // The row id the next add() returns.
+  uint64_t next_row() const { return log_.count(); }
   // Records a new allocation made by `thread`; returns its row id.
   uint64_t add(uint64_t size, bool tagged, uint64_t thread, const OpContext& where);
   // The allocation with row id `row` is freed by `thread`.
@@ -38,24 +42,18 @@ class RecordTable {
   const ProfileCounters& counters() const { return counters_; }
 
  private:
-  struct Row {
-    uint64_t size;
-    uint64_t begin;
-    uint64_t end;
-    uint64_t path_hash;
+  struct Where {  // a record's provenance beyond its key (the op path hash)
     int64_t node;
-    uint32_t thread;
     uint32_t inner;  // index into names_
     uint32_t outer;
-    bool alive;
   };
 
   uint32_t intern(const char* name);
   uint32_t thread_index(uint64_t thread);
 
-  uint64_t tick_ = 0;  // every add and remove is one tick
+  record::RecordLog log_;
+  std::vector<Where> where_;  // by row
   uint64_t live_bytes_ = 0;
-  std::vector<Row> rows_;
   std::vector<std::string> names_;  // names_[0] is "" (outside every op)
   std::unordered_map<std::string, uint32_t> name_index_;
   std::string lookup_;             // reused key buffer: no allocation per lookup once warm

@@ -9,16 +9,12 @@ namespace memoplan::torch_ext {
 namespace {
 
 constexpr size_t kAlignment = 64;  // c10's CPU alignment (gAlignment)
-constexpr uint32_t kTagSlots = 1u << 16;
 // 256 MiB slots (16 TiB of address space, reserved, not committed), smaller when the address space
 // is short (sanitizers, ulimit -v). As in the shim.
 constexpr unsigned kLargestSlotShift = 28;
 constexpr unsigned kSmallestSlotShift = 20;
 // Freed slots keep their pages, up to this many bytes in all, while sessions run (see release()).
-constexpr size_t kRetainedBytes = size_t{64} << 20;
-constexpr size_t kPage = 4096;
-
-size_t round_to_pages(size_t bytes) { return (bytes + kPage - 1) & ~(kPage - 1); }
+constexpr uint64_t kRetainedBytes = uint64_t{64} << 20;
 
 // Session the calling thread records into (kCallingThread sessions); 0 when none. Checked
 // against the live sessions under the lock, so a session ended by another thread is never used.
@@ -40,12 +36,10 @@ uint64_t TaggedAllocator::thread_number() {
 
 void TaggedAllocator::prepare() {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (region_.reserved() || !slots_.empty()) return;
-  for (unsigned shift = kLargestSlotShift; shift >= kSmallestSlotShift; shift -= 2) {
-    if (region_.reserve(shift, kTagSlots)) break;
-  }
-  // Without a region every block is untagged; sessions still work. slots_ non-empty marks "tried".
-  slots_.resize(region_.reserved() ? kTagSlots : 1);
+  if (prepared_) return;
+  prepared_ = true;
+  // Without a region every block is untagged; sessions still work.
+  region_.reserve(kLargestSlotShift, kSmallestSlotShift, 2);
 }
 
 uint64_t TaggedAllocator::slot_bytes() const {
@@ -74,34 +68,19 @@ c10::DataPtr TaggedAllocator::make_block(size_t bytes) {
   if (table) table->count_request(bytes == 0);
   if (bytes == 0) return c10::DataPtr(nullptr, nullptr, &free_block, cpu);
 
-  uint32_t slot = 0;
-  const bool tagged = take_slot(bytes, slot);
   void* data = nullptr;
-  if (tagged) {
-    data = region_.slot_address(slot);
-  } else if (posix_memalign(&data, kAlignment, bytes) != 0) {
-    data = nullptr;
+  if (region_.reserved()) {
+    record::TagRegion::Miss miss;
+    data = region_.take(bytes, false, table ? session : 0, table ? table->next_row() : 0, &miss);
   }
+  const bool tagged = data != nullptr;
+  if (!tagged && posix_memalign(&data, kAlignment, bytes) != 0) data = nullptr;
   TORCH_CHECK(data, "memoplan: not enough memory: you tried to allocate ", bytes, " bytes");
-  Block& block = tagged ? slots_[slot] : untagged_[reinterpret_cast<uintptr_t>(data)];
-  block.session = table ? session : 0;  // no table: the session ended meanwhile
-  block.row = table ? table->add(bytes, tagged, thread, where) : 0;
-  block.bytes = bytes;
-  return c10::DataPtr(data, data, &free_block, cpu);
-}
-
-bool TaggedAllocator::take_slot(size_t bytes, uint32_t& slot) {
-  if (!region_.reserved() || bytes > region_.slot_bytes() || !region_.acquire(slot)) return false;
-  Block& block = slots_[slot];
-  retained_ -= block.committed;               // in use again
-  if (block.committed >= bytes) return true;  // a recycled slot: no system call, no page fault
-  if (!region_.commit(slot, bytes)) {         // e.g. vm.max_map_count reached
-    region_.release(slot);
-    retained_ += block.committed;
-    return false;
+  const uint64_t row = table ? table->add(bytes, tagged, thread, where) : 0;
+  if (!tagged) {
+    untagged_[reinterpret_cast<uintptr_t>(data)] = Block{table ? session : 0, row, bytes};
   }
-  block.committed = round_to_pages(bytes);
-  return true;
+  return c10::DataPtr(data, data, &free_block, cpu);
 }
 
 void TaggedAllocator::free_block(void* p) {
@@ -110,45 +89,23 @@ void TaggedAllocator::free_block(void* p) {
 
 void TaggedAllocator::release(void* p) {
   std::lock_guard<std::mutex> lock(mutex_);
-  Block block;
-  const bool tagged = region_.contains(p);
-  if (tagged) {
-    block = slots_[region_.slot_of(p)];
-  } else if (auto it = untagged_.find(reinterpret_cast<uintptr_t>(p)); it != untagged_.end()) {
-    block = it->second;
-    untagged_.erase(it);
-  }
-  if (RecordTable* table = live_table(block.session)) table->remove(block.row, thread_number());
-  if (!tagged) {
-    std::free(p);
+  if (region_.contains(p)) {
+    const record::TagRegion::Owner owner = region_.owner_of(p);
+    if (RecordTable* table = live_table(owner.owner)) table->remove(owner.record, thread_number());
+    // While sessions run, freed slots keep their pages for the next blocks (the region's retain
+    // budget, kRetainedBytes): that saves two mmap calls and the page faults of fresh pages per
+    // allocation (resnet18: a profiled pass took 67-73 ms without, 47.5 with; docs/TORCH_EXT.md).
+    // The last session's detach() returns them.
+    region_.give_back(p);
     return;
   }
-  const uint32_t slot = region_.slot_of(p);
-  Block& freed = slots_[slot];
-  // While sessions run, freed slots stay committed for the next blocks: that saves two mmap calls
-  // and the page faults of fresh pages per allocation (resnet18: a profiled pass took 67-73 ms
-  // without, 47.5 with; docs/TORCH_EXT.md). Bounded by kRetainedBytes; trim() returns them after
-  // the last session.
-  if (!sessions_.empty() && retained_ + freed.committed <= kRetainedBytes) {
-    retained_ += freed.committed;
-  } else {
-    region_.decommit(slot, freed.committed);
-    freed.committed = 0;
-  }
-  freed.session = 0;
-  freed.bytes = 0;
-  region_.release(slot);
-}
-
-void TaggedAllocator::trim() {
-  for (uint32_t slot = 0; slot < slots_.size() && region_.reserved(); ++slot) {
-    Block& block = slots_[slot];
-    if (block.bytes == 0 && block.committed > 0) {  // free but still committed
-      region_.decommit(slot, block.committed);
-      block.committed = 0;
+  if (auto it = untagged_.find(reinterpret_cast<uintptr_t>(p)); it != untagged_.end()) {
+    if (RecordTable* table = live_table(it->second.session)) {
+      table->remove(it->second.row, thread_number());
     }
+    untagged_.erase(it);
   }
-  retained_ = 0;
+  std::free(p);
 }
 
 uint64_t TaggedAllocator::attach(RecordTable* table, bool all_threads) {
@@ -156,6 +113,7 @@ uint64_t TaggedAllocator::attach(RecordTable* table, bool all_threads) {
   if (all_threads && all_threads_session_ != 0) return 0;
   const uint64_t id = next_session_++;
   sessions_.push_back(Session{id, table});
+  region_.set_retain_bytes(kRetainedBytes);
   if (all_threads) {
     all_threads_session_ = id;
     all_threads_.store(true, std::memory_order_release);
@@ -178,7 +136,10 @@ void TaggedAllocator::detach(uint64_t session) {
     all_threads_.store(false, std::memory_order_release);
   }
   if (t_session == session) t_session = 0;  // else the owning thread finds it gone
-  if (sessions_.empty()) trim();
+  if (sessions_.empty()) {
+    region_.set_retain_bytes(0);
+    region_.trim();
+  }
 }
 
 bool TaggedAllocator::thread_attached() const {
@@ -188,19 +149,23 @@ bool TaggedAllocator::thread_attached() const {
 
 std::optional<uint64_t> TaggedAllocator::find(uint64_t session, const void* p) const {
   std::lock_guard<std::mutex> lock(mutex_);
-  const Block* block = nullptr;
+  uint64_t block_session = 0, row = 0;
   if (region_.contains(p)) {
-    block = &slots_[region_.slot_of(p)];
+    const record::TagRegion::Owner owner = region_.owner_of(p);
+    if (owner.bytes == 0) return std::nullopt;  // a free slot
+    block_session = owner.owner;
+    row = owner.record;
   } else {
     const auto address = reinterpret_cast<uintptr_t>(p);
     auto after = untagged_.upper_bound(address);  // the first block starting past p
-    if (after != untagged_.begin()) {
-      const auto& [start, candidate] = *std::prev(after);
-      if (address - start < candidate.bytes) block = &candidate;
-    }
+    if (after == untagged_.begin()) return std::nullopt;
+    const auto& [start, candidate] = *std::prev(after);
+    if (address - start >= candidate.bytes) return std::nullopt;
+    block_session = candidate.session;
+    row = candidate.row;
   }
-  if (!block || block->session == 0 || block->session != session) return std::nullopt;
-  return block->row;
+  if (block_session == 0 || block_session != session) return std::nullopt;
+  return row;
 }
 
 RecordTable* TaggedAllocator::live_table(uint64_t session) const {

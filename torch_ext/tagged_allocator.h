@@ -1,6 +1,7 @@
 // The profiling allocator: a c10::Allocator that gives every allocation of a recorded thread its
-// own slot of a tag region (runtime::SlotRegion, 2^16 slots), so the slot index of any pointer into
-// the block, a view's or an interior one, is its tag: a subtraction and a shift. Requests larger
+// own slot of a tag region (record::TagRegion, 2^16 slots, the runtime the shim records with too),
+// so the slot index of any pointer into the block, a view's or an interior one, is its tag: a
+// subtraction and a shift. Requests larger
 // than a slot (or made when no slot is free) get 64-byte-aligned heap memory and are found through
 // an ordered map instead; both kinds are recorded. Zero-byte requests get a null DataPtr, as c10's
 // own allocator gives them, and are only counted.
@@ -22,7 +23,7 @@
 #include <optional>
 #include <vector>
 
-#include "memoplan/runtime/slot_region.h"
+#include "memoplan/record/tag_region.h"
 #include "record_table.h"
 
 namespace memoplan::torch_ext {
@@ -62,11 +63,10 @@ class TaggedAllocator final : public c10::Allocator {
   static uint64_t thread_number();  // process-wide, never reused
 
  private:
-  struct Block {
+  struct Block {  // an untagged block
     uint64_t session = 0;  // 0: no session records it
     uint64_t row = 0;
-    size_t bytes = 0;      // 0: a free slot
-    size_t committed = 0;  // slots only: bytes mapped read-write, possibly kept while free
+    size_t bytes = 0;
   };
   struct Session {
     uint64_t id;
@@ -75,21 +75,18 @@ class TaggedAllocator final : public c10::Allocator {
 
   TaggedAllocator() = default;
   c10::DataPtr make_block(size_t bytes);
-  bool take_slot(size_t bytes, uint32_t& slot);  // under mutex_
   static void free_block(void* p);
   void release(void* p);
-  void trim();  // under mutex_: decommits free slots' kept pages
   RecordTable* live_table(uint64_t session) const;  // under mutex_
   uint64_t recording_session() const;               // under mutex_; 0 when none
 
-  runtime::SlotRegion region_;
+  record::TagRegion region_;  // blocks' session and row are its slots' owner and record
   std::atomic<c10::Allocator*> fallback_{nullptr};
   std::atomic<bool> all_threads_{false};  // fast check for threads not attached themselves
 
   mutable std::mutex mutex_;  // everything below
-  std::vector<Block> slots_;  // by slot index
+  bool prepared_ = false;
   std::map<uintptr_t, Block> untagged_;
-  size_t retained_ = 0;  // bytes committed in free slots
   std::vector<Session> sessions_;
   uint64_t all_threads_session_ = 0;
   uint64_t next_session_ = 1;

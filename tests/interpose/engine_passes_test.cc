@@ -245,8 +245,10 @@ TEST(EngineExplicitPasses, AlignmentIsHonouredInEveryPhase) {
   script.push_back(free_op(id - 2));
   script.push_back(free_op(id - 1));
   on_fresh_thread([&] {
-    Heap heap;
+    Heap heap;  // checks every block's alignment, in every pass
     for (uint64_t pass = 0; pass < first_steady_pass() + 3; ++pass) heap.pass(script);
+    // ... and the aligned requests were planned, not handed to the fallback for their alignment.
+    EXPECT_TRUE(heap.last_pass_all(Origin::kSlab)) << heap.last_pass_origins();
   });
 }
 

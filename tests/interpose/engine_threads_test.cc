@@ -20,7 +20,7 @@ namespace {
 
 uint64_t first_steady_pass() { return engine_options().passes + 2; }
 
-uint32_t slabs_in_use() { return global().slabs.slots_in_use(); }
+uint32_t slabs_in_use() { return global().slabs.arenas_in_use(); }
 
 // A thread that reaches the steady state and runs `extra` more passes, then exits.
 void planned_thread(const Script& script, int extra = 1) {
@@ -153,7 +153,7 @@ TEST(EngineThreadExit, ThreadPerRequestNeverRunsOutOfSlabs) {
   SKIP_UNLESS_ENGINE_PLANS();
   const Script script = network_pass(4);
   engine_options();  // reserves the slabs
-  const uint32_t slabs = global().slabs.slot_count();
+  const uint32_t slabs = global().slabs.arena_count();
   ASSERT_GT(slabs, 0u);
   const Counters before = counters();
   for (uint32_t request = 0; request < slabs + 8; ++request) {
@@ -229,7 +229,7 @@ TEST(EngineThreadExitWithLiveBlocks, ThreadPerRequestHandingOutItsResultNeverRun
   SKIP_UNLESS_ENGINE_PLANS();
   const Script script = network_pass(4);
   engine_options();  // reserves the slabs
-  const uint32_t slabs = global().slabs.slot_count();
+  const uint32_t slabs = global().slabs.arena_count();
   const Counters before = counters();
   for (uint32_t request = 0; request < slabs + 8; ++request) {
     GivenBlock result;

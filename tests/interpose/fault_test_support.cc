@@ -13,7 +13,7 @@
 
 namespace memoplan::shim::testing {
 
-uint32_t slabs_in_use() { return global().slabs.slots_in_use(); }
+uint32_t slabs_in_use() { return global().slabs.arenas_in_use(); }
 
 void expect_in_fresh_process(const std::string& extra_conf, const std::function<int()>& body) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");

@@ -41,7 +41,7 @@ History repeat(const std::vector<BlockShape>& shape, uint64_t passes, uint64_t n
     for (uint64_t i = 0; i < shape.size(); ++i) {
       h.keys.push_back(shape[i].key);
       h.begins.push_back(tick++);
-      h.ends.push_back(kLive);
+      h.ends.push_back(record::kLive);
       for (uint64_t record : frees_after[i]) h.ends[record] = tick++;
     }
   }
@@ -53,7 +53,7 @@ History repeat(const std::vector<BlockShape>& shape, uint64_t passes, uint64_t n
     const uint64_t now = h.begins[n - 1];
     h.ends.resize(n);
     for (uint64_t& end : h.ends) {
-      if (end != kLive && end > now) end = kLive;
+      if (end != record::kLive && end > now) end = record::kLive;
     }
   }
   return h;

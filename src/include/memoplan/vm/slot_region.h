@@ -12,7 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace memoplan::runtime {
+namespace memoplan::vm {
 
 class SlotRegion {
  public:
@@ -40,6 +40,8 @@ class SlotRegion {
 
   // Hands out a free slot (false when all are taken) and takes one back. Lock-free.
   bool acquire(uint32_t& slot);
+  // Takes that one slot if it is free (false when it is in use).
+  bool try_acquire(uint32_t slot);
   void release(uint32_t slot);
   uint32_t slots_in_use() const { return in_use_.load(std::memory_order_relaxed); }
 
@@ -54,4 +56,4 @@ class SlotRegion {
   std::atomic<uint32_t> in_use_{0};
 };
 
-}  // namespace memoplan::runtime
+}  // namespace memoplan::vm

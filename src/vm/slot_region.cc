@@ -1,10 +1,10 @@
-#include "memoplan/runtime/slot_region.h"
+#include "memoplan/vm/slot_region.h"
 
 #include <sys/mman.h>
 
 #include <cerrno>
 
-namespace memoplan::runtime {
+namespace memoplan::vm {
 namespace {
 
 constexpr size_t kPage = 4096;
@@ -93,9 +93,17 @@ bool SlotRegion::acquire(uint32_t& slot) {
   return false;
 }
 
+bool SlotRegion::try_acquire(uint32_t slot) {
+  if (slot >= count_) return false;
+  const uint64_t bit = uint64_t{1} << (slot % 64);
+  if (!(free_bits_[slot / 64].fetch_and(~bit, std::memory_order_acquire) & bit)) return false;
+  in_use_.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
 void SlotRegion::release(uint32_t slot) {
   free_bits_[slot / 64].fetch_or(uint64_t{1} << (slot % 64), std::memory_order_release);
   in_use_.fetch_sub(1, std::memory_order_relaxed);
 }
 
-}  // namespace memoplan::runtime
+}  // namespace memoplan::vm

@@ -5,9 +5,9 @@
 #include <random>
 #include <vector>
 
-#include "memoplan/runtime/live_ranges.h"
+#include "memoplan/replay/live_ranges.h"
 
-namespace memoplan::runtime {
+namespace memoplan::replay {
 namespace {
 
 class LiveRangesTest : public ::testing::Test {
@@ -131,4 +131,4 @@ TEST_F(LiveRangesTest, AgreesWithABruteForceModel) {
 }
 
 }  // namespace
-}  // namespace memoplan::runtime
+}  // namespace memoplan::replay

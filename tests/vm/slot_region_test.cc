@@ -10,9 +10,9 @@
 #include <thread>
 #include <vector>
 
-#include "memoplan/runtime/slot_region.h"
+#include "memoplan/vm/slot_region.h"
 
-namespace memoplan::runtime {
+namespace memoplan::vm {
 namespace {
 
 // True when the page at p can be read and written (probing with mincore would not tell
@@ -176,4 +176,4 @@ TEST_F(SlotRegionTest, ConcurrentAcquireAndReleaseNeverShareASlot) {
 }
 
 }  // namespace
-}  // namespace memoplan::runtime
+}  // namespace memoplan::vm

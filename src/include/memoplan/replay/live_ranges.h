@@ -7,7 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace memoplan::runtime {
+namespace memoplan::replay {
 
 struct ByteRange {
   uint64_t lo;  // first byte offset
@@ -77,4 +77,4 @@ class LiveRanges {
   uint32_t count_ = 0;
 };
 
-}  // namespace memoplan::runtime
+}  // namespace memoplan::replay

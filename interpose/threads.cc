@@ -1,0 +1,155 @@
+// Threads: each thread's state from its first tracked request to its exit, the registry of
+// running threads (the statistics at exit read their counters), and fork.
+#include <pthread.h>
+
+#include <new>
+
+#include "engine.h"
+#include "fallback.h"
+#include "stats.h"
+
+namespace memoplan::shim {
+
+__thread ThreadState* tls_state __attribute__((tls_model("initial-exec"))) = nullptr;
+
+namespace {
+
+__thread bool tls_dead __attribute__((tls_model("initial-exec"))) = false;
+pthread_key_t thread_exit_key;
+
+// fork: only the forking thread lives on in the child; its state and every slab are copied intact
+// and the bookkeeping is atomics. The prepare handler takes the registry lock, which a thread
+// holds through its whole exit: so at the fork every other thread is either running (on
+// Global::running) or fully exited.
+void before_fork() {
+  while (global().registry_lock.test_and_set(std::memory_order_acquire)) {
+  }
+}
+void after_fork_in_parent() { global().registry_lock.clear(std::memory_order_release); }
+
+// In the child the other threads are gone, but their arenas stay reachable through the blocks
+// they owned. An arena lock held by another thread's free at the fork is released. Threads that
+// were running are retired now as if they had exited: an empty arena is given back at once (else
+// a child of a server with `threads` inference threads would find no slab left for its own), one
+// with live blocks when the child frees the last of them.
+void after_fork_in_child() {
+  stats().forks.fetch_add(1, std::memory_order_relaxed);
+  global().slabs.after_fork_in_child();
+  ThreadState* self = tls_state;
+  ThreadState* t = global().running;
+  global().running = nullptr;
+  while (t) {
+    ThreadState* next = t->running_next;
+    t->running_prev = t->running_next = nullptr;
+    if (t == self) {
+      t->running_next = global().running;
+      global().running = t;
+    } else {
+      flush_counters_locked(*t);
+      retire_replay_at_exit(*t);
+      t->next_retired = global().retired.load(std::memory_order_relaxed);
+      global().retired.store(t, std::memory_order_relaxed);
+    }
+    t = next;
+  }
+  global().registry_lock.clear(std::memory_order_release);
+}
+
+// A thread that exits hands its arena to the runtime (given back now if empty, else with the free
+// of its last block, on whichever thread), and frees its state unless a profiled block still
+// refers to its records.
+void on_thread_exit(void* state) {
+  ThreadState* t = static_cast<ThreadState*>(state);
+  ReentryGuard guard;
+  bool keep = true;
+  {
+    RegistryLock lock;  // the whole exit: see before_fork
+    flush_counters_locked(*t);
+    (t->running_prev ? t->running_prev->running_next : global().running) = t->running_next;
+    if (t->running_next) t->running_next->running_prev = t->running_prev;
+    retire_replay_at_exit(*t);
+    keep = t->profiled_live.load(std::memory_order_acquire) != 0;
+    if (keep) {
+      t->next_retired = global().retired.load(std::memory_order_relaxed);
+      while (!global().retired.compare_exchange_weak(t->next_retired, t, std::memory_order_release,
+                                              std::memory_order_relaxed)) {
+      }
+    }
+  }
+  if (!keep) {
+    t->~ThreadState();  // gives the records back
+    fallback::free(t);
+  }
+  tls_state = nullptr;
+  tls_dead = true;  // later allocations of this thread's own TLS destructors: fallback only
+}
+
+// The profile records' memory: the fallback allocator (the fault tests make it fail).
+void* records_allocate(size_t bytes) { return fallback::calloc(1, bytes); }
+void records_release(void* p, size_t) { fallback::free(p); }
+}  // namespace
+
+bool install_thread_hooks() {
+  return pthread_key_create(&thread_exit_key, on_thread_exit) == 0 &&
+         pthread_atfork(before_fork, after_fork_in_parent, after_fork_in_child) == 0;
+}
+
+RegistryLock::RegistryLock() {
+  while (global().registry_lock.test_and_set(std::memory_order_acquire)) {
+  }
+}
+RegistryLock::~RegistryLock() { global().registry_lock.clear(std::memory_order_release); }
+
+void flush_counters(ThreadState& t) {
+  RegistryLock lock;
+  flush_counters_locked(t);
+}
+
+void flush_counters_locked(ThreadState& t) {
+  Stats& s = stats();
+  s.add(t.counters.take());
+  if (t.arena) {
+    const uint64_t arena_peak = t.arena->peak_live_bytes();
+    if (arena_peak > t.peak_live_bytes.load(std::memory_order_relaxed)) {
+      t.peak_live_bytes.store(arena_peak, std::memory_order_relaxed);
+    }
+  }
+  const uint64_t thread_peak = t.peak_live_bytes.load(std::memory_order_relaxed);
+  uint64_t peak = s.peak_live_bytes.load(std::memory_order_relaxed);
+  while (thread_peak > peak &&
+         !s.peak_live_bytes.compare_exchange_weak(peak, thread_peak, std::memory_order_relaxed)) {
+  }
+}
+
+ThreadState* create_thread_state() {
+  if (tls_dead) return nullptr;
+  ReentryGuard guard;
+  void* memory = fallback::calloc(1, sizeof(ThreadState));
+  if (!memory) {  // this request goes to the fallback; the next one tries again
+    stats().bookkeeping_failures.fetch_add(1, std::memory_order_relaxed);
+    return nullptr;
+  }
+  ThreadState* t =
+      new (memory) ThreadState(record::MemorySource{&records_allocate, &records_release});
+  t->index = global().next_thread_index.fetch_add(1, std::memory_order_relaxed);
+  // With detection on, record from the first allocation; explicit passes (if the program calls
+  // memoplan_pass_begin) take over and restart profiling after the warm-up passes.
+  if (!global().options.detect) {
+    t->phase = Phase::kWarmup;
+  } else {
+    t->phase = global().options.mode == Mode::kReplay ? Phase::kSeeking : Phase::kProfiling;
+  }
+  {
+    RegistryLock lock;
+    t->running_next = global().running;
+    if (global().running) global().running->running_prev = t;
+    global().running = t;
+  }
+  tls_state = t;
+  pthread_setspecific(thread_exit_key, t);
+  return t;
+}
+
+// mode:replay on a thread without pass marks: replay starts at the loaded pass's first
+// allocation (a wrong start costs one pass of fallbacks: the matcher finds the start again).
+}  // namespace memoplan::shim

@@ -1,0 +1,144 @@
+// The arena: one thread's slab for one plan. A planned block lives at base + its offset, handed out
+// only when it overlaps no block alive in the arena (the live-range guard), so a program that
+// deviates from its plan gets fallback memory, never memory still in use. Both ways in replay
+// through it: the shim (one arena per inference thread) and the LibTorch extension (one per thread
+// and plan).
+//
+// Arenas live in one ArenaRegion: a reserved vm::SlotRegion (one slot per arena, so "is this an
+// arena block, and whose" is a range check and a shift) and a table of Arena objects by slot that
+// is mapped once and never freed, so a free on another thread can always reach the arena state
+// even while its owner exits.
+//
+// Threads. The owner places and frees its blocks without a lock. Another thread's free pushes the
+// block on the arena's lock-free stack, which the owner drains at its next placement. When the
+// owner exits (retire()) with blocks still alive, the arena goes back with the free of its last
+// block, on whichever thread: the pusher's push and its reading of `exited`, and the owner's
+// setting of `exited` and its last drain, are sequentially consistent, so one of them always sees
+// the other; the arena's small spin lock orders the release. Never calls malloc.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "memoplan/replay/counters.h"
+#include "memoplan/replay/live_ranges.h"
+#include "memoplan/vm/slot_region.h"
+
+namespace memoplan::replay {
+
+class ArenaRegion;
+
+class Arena {
+ public:
+  // Owner only, every replayed request: the block [offset, offset + size), or nullptr and why
+  // (kOverlap: memory still in use; kGuardFull: too many live blocks to track).
+  void* place(uint64_t offset, uint64_t size, Fallback* why) {
+    if (remote_frees_.load(std::memory_order_relaxed)) drain_remote_frees();
+    const uint64_t hi = offset + (size ? size : 1);
+    if (live_.overlaps(offset, hi)) {
+      *why = Fallback::kOverlap;
+      return nullptr;
+    }
+    if (!live_.insert(offset, hi)) {
+      *why = Fallback::kGuardFull;
+      return nullptr;
+    }
+    if (sizes_) sizes_[offset >> 6].store(size, std::memory_order_relaxed);
+    live_bytes_ += size;
+    if (live_bytes_ > peak_live_bytes_.load(std::memory_order_relaxed)) {
+      peak_live_bytes_.store(live_bytes_, std::memory_order_relaxed);
+    }
+    return base_ + offset;
+  }
+
+  // Owner only: applies the frees other threads made.
+  void drain_remote_frees();
+  // Owner only: gives the arena back if none of its blocks is alive (true then), e.g. to switch
+  // plans. The Arena must not be used after it returned true.
+  bool release_if_empty();
+  // The owner is done with it (thread exit, or a thread a fork left behind): back now if empty,
+  // else with its last block's free. The Arena must not be used by the caller afterwards.
+  void retire();
+
+  char* base() const { return base_; }
+  uint64_t bytes() const { return bytes_; }
+  uint64_t live_bytes() const { return live_bytes_; }  // owner only
+  uint32_t live_blocks() const { return live_.count(); }
+  uint64_t peak_live_bytes() const { return peak_live_bytes_.load(std::memory_order_relaxed); }
+
+ private:
+  friend class ArenaRegion;
+  void free_local(void* p) {
+    live_bytes_ -= live_.erase(static_cast<uint64_t>(static_cast<char*>(p) - base_));
+  }
+  void release();  // under lock_ or by the owner: unmaps and frees the slot
+
+  ArenaRegion* region_ = nullptr;
+  uint32_t index_ = 0;
+  char* base_ = nullptr;
+  uint64_t bytes_ = 0;
+  std::atomic<const void*> owner_{nullptr};  // the owning thread's token; null once retired
+  LiveRanges live_;
+  ByteRange* live_storage_ = nullptr;
+  size_t live_storage_bytes_ = 0;
+  std::atomic<uint64_t>* sizes_ = nullptr;  // block size by 64-byte offset (track_sizes only)
+  size_t sizes_bytes_ = 0;
+  uint64_t live_bytes_ = 0;
+  std::atomic<uint64_t> peak_live_bytes_{0};
+  std::atomic<void*> remote_frees_{nullptr};  // intrusive stack through the freed blocks
+  std::atomic<bool> exited_{false};
+  std::atomic_flag lock_ = ATOMIC_FLAG_INIT;  // orders a retired arena's release
+};
+
+class ArenaRegion {
+ public:
+  struct Config {
+    unsigned largest_shift = 32;  // arena size 2^shift, tried from largest to smallest
+    unsigned smallest_shift = 24;
+    unsigned shift_step = 2;
+    uint32_t arenas = 1024;             // alive at once; rounded up to a power of two
+    uint32_t guard_capacity = 1 << 14;  // live blocks per arena
+    bool track_sizes = false;           // usable_size() of any block (malloc_usable_size, realloc)
+  };
+  // Reserves the address space. False (errno set) when it cannot be had.
+  bool reserve(const Config& config);
+  bool reserved() const { return slots_.reserved(); }
+  bool contains(const void* p) const { return slots_.contains(p); }
+  uint64_t arena_bytes() const { return slots_.slot_bytes(); }  // the largest arena
+  uint32_t arenas_in_use() const { return slots_.slots_in_use(); }
+  uint32_t arena_count() const { return slots_.slot_count(); }
+
+  enum class Failure : uint8_t { kNone, kTooLarge, kNoArena, kMapFailed };
+  // An arena of `bytes` owned by the thread whose token is `owner`; nullptr and why when the
+  // region is full or its memory cannot be mapped (a map failure is counted).
+  Arena* create(uint64_t bytes, const void* owner, Failure* why);
+  // The arena holding p. Precondition: contains(p).
+  Arena& arena_of(const void* p) { return arenas_[slots_.slot_of(p)]; }
+  // Frees an arena block from any thread; `caller` is the calling thread's token.
+  void free(void* p, const void* caller);
+  // The size the block at p was placed with (track_sizes only).
+  uint64_t usable_size(const void* p) const;
+
+  // Where the region counts remote frees, late releases and map failures (may stay null).
+  void set_counters(SharedCounters* counters) { counters_ = counters; }
+  // For the fault tests: called before each mapping an arena makes; true makes it fail.
+  void set_map_fault(bool (*should_fail)()) { map_fault_ = should_fail; }
+  // In a forked child: every arena lock goes free (its holder did not come along).
+  void after_fork_in_child();
+
+ private:
+  friend class Arena;
+  void count(std::atomic<uint64_t> SharedCounters::*counter) {
+    if (counters_) SharedCounters::bump(counters_->*counter);
+  }
+
+  vm::SlotRegion slots_;
+  Arena* arenas_ = nullptr;  // by slot; mapped once, never freed
+  size_t arenas_bytes_ = 0;
+  Config config_;
+  SharedCounters* counters_ = nullptr;
+  bool (*map_fault_)() = nullptr;
+};
+
+}  // namespace memoplan::replay

@@ -1,0 +1,32 @@
+// The replay hit, for both ways in: match the request at the cursor, check the slot, place it in
+// the arena. One small inline function; every miss returns nullptr with its reason, and the
+// caller's named slow path (counting, re-detection, the fallback allocator) takes it from there.
+#pragma once
+
+#include <cstdint>
+
+#include "memoplan/replay/arena.h"
+#include "memoplan/replay/matcher.h"
+
+namespace memoplan::replay {
+
+inline void* serve(Matcher& matcher, const Slot* slots, Arena& arena, uint64_t key, uint64_t size,
+                   uint64_t alignment, Fallback* why) {
+  const uint32_t index = matcher.match(key);
+  if (__builtin_expect(index == Matcher::kNone, 0)) {
+    *why = Fallback::kNotPlanned;
+    return nullptr;
+  }
+  const Slot& slot = slots[index];
+  if (__builtin_expect(!slot.planned, 0)) {
+    *why = Fallback::kEscaping;
+    return nullptr;
+  }
+  if (__builtin_expect(slot.offset & (alignment - 1), 0)) {
+    *why = Fallback::kAlignment;
+    return nullptr;
+  }
+  return arena.place(slot.offset, size, why);
+}
+
+}  // namespace memoplan::replay

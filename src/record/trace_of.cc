@@ -1,0 +1,24 @@
+#include "memoplan/record/trace_of.h"
+
+namespace memoplan::record {
+
+Trace trace_of(const RecordLog& log, uint64_t first, uint64_t count, uint64_t cut_tick) {
+  Trace trace;
+  trace.allocations.resize(count);
+  for (uint64_t i = 0; i < count; ++i) {
+    const Record& r = log.at(first + i);
+    const uint64_t end = r.end.load(std::memory_order_relaxed);
+    Allocation& a = trace.allocations[i];
+    a.id = i;
+    a.size = r.size;
+    a.begin = r.begin;
+    a.escapes = end == kLive || end == kForeign || end > cut_tick;
+    a.end = a.escapes ? cut_tick : end;
+    a.align = r.align > trace.default_align ? r.align : 0;
+    a.provenance.callsite = r.key;
+    a.provenance.thread = r.thread;
+  }
+  return trace;
+}
+
+}  // namespace memoplan::record

@@ -1,0 +1,129 @@
+// record::RecordLog, record::TagRegion and record::trace_of: records and their clock, closing from
+// the owner and from elsewhere, capacity and memory failures, tag slots found from interior
+// pointers, kept pages and trim(), and the trace a stretch of records becomes.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <thread>
+
+#include "memoplan/record/record_log.h"
+#include "memoplan/record/tag_region.h"
+#include "memoplan/record/trace_of.h"
+
+namespace memoplan::record {
+namespace {
+
+TEST(RecordLog, AppendsAndClosesOnItsClock) {
+  RecordLog log;
+  RecordLog::Full full;
+  EXPECT_EQ(log.append(11, 100, 16, 0, &full), 0u);
+  EXPECT_EQ(log.append(12, 200, 64, 0, &full), 1u);
+  log.close(0);
+  log.close_foreign(1);
+  EXPECT_EQ(log.count(), 2u);
+  EXPECT_EQ(log.tick(), 3u);
+  EXPECT_EQ(log.at(0).begin, 0u);
+  EXPECT_EQ(log.at(0).end.load(), 2u);
+  EXPECT_EQ(log.at(1).end.load(), kForeign);
+  EXPECT_GT(log.footprint_bytes(), 0u);
+  log.clear();
+  EXPECT_EQ(log.count(), 0u);
+  EXPECT_EQ(log.footprint_bytes(), 0u);
+}
+
+TEST(RecordLog, SpansChunks) {
+  RecordLog log;
+  RecordLog::Full full;
+  const uint64_t n = RecordLog::kPerChunk * 2 + 5;
+  for (uint64_t i = 0; i < n; ++i) ASSERT_EQ(log.append(i, i + 1, 16, 0, &full), i);
+  for (uint64_t i = 0; i < n; ++i) ASSERT_EQ(log.at(i).key, i);
+}
+
+void* no_memory(size_t) { return nullptr; }
+void no_release(void*, size_t) {}
+
+TEST(RecordLog, SaysWhenOutOfMemory) {
+  RecordLog log(MemorySource{&no_memory, &no_release});
+  RecordLog::Full full = RecordLog::Full::kNo;
+  EXPECT_EQ(log.append(1, 1, 16, 0, &full), RecordLog::kNone);
+  EXPECT_EQ(full, RecordLog::Full::kOutOfMemory);
+}
+
+TEST(TraceOf, EscapesWhatOutlivesTheCut) {
+  RecordLog log;
+  RecordLog::Full full;
+  log.append(1, 100, 16, 3, &full);    // 0: freed at 2
+  log.append(2, 200, 256, 3, &full);   // 1: freed after the cut
+  log.close(0);                        // tick 2
+  log.append(3, 300, 16, 3, &full);    // 2: alive
+  log.append(4, 400, 16, 3, &full);    // 3: freed elsewhere
+  log.close(1);                        // tick 5
+  log.close_foreign(3);
+  const Trace trace = trace_of(log, 0, 4, 4);
+  ASSERT_EQ(trace.allocations.size(), 4u);
+  EXPECT_FALSE(trace.allocations[0].escapes);
+  EXPECT_EQ(trace.allocations[0].end, 2u);
+  EXPECT_TRUE(trace.allocations[1].escapes);
+  EXPECT_EQ(trace.allocations[1].end, 4u);
+  EXPECT_EQ(trace.allocations[1].align, 256u) << "stricter than the default: said";
+  EXPECT_EQ(trace.allocations[0].align, 0u);
+  EXPECT_TRUE(trace.allocations[2].escapes);
+  EXPECT_TRUE(trace.allocations[3].escapes);
+  EXPECT_EQ(trace.allocations[2].provenance.callsite, 3u);
+  EXPECT_EQ(trace.allocations[2].provenance.thread, 3u);
+}
+
+class TagRegionTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_TRUE(tags_.reserve(20, 16, 4)); }
+  void TearDown() override { tags_.release_all(); }
+  TagRegion tags_;
+};
+
+TEST_F(TagRegionTest, InteriorPointersFindTheirRecord) {
+  TagRegion::Miss miss;
+  char* p = static_cast<char*>(tags_.take(5000, false, 0x1234, 77, &miss));
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 64, 0u);
+  memset(p, 7, 5000);
+  const TagRegion::Owner o = tags_.owner_of(p + 4999);
+  EXPECT_EQ(o.owner, 0x1234u);
+  EXPECT_EQ(o.record, 77u);
+  EXPECT_EQ(o.bytes, 5000u);
+  EXPECT_EQ(tags_.slots_in_use(), 1u);
+  std::thread([&] { tags_.give_back(p); }).join();
+  EXPECT_EQ(tags_.slots_in_use(), 0u);
+  EXPECT_EQ(tags_.take(tags_.slot_bytes() + 1, false, 1, 1, &miss), nullptr);
+  EXPECT_EQ(miss, TagRegion::Miss::kTooLarge);
+}
+
+TEST_F(TagRegionTest, KeptPagesAreReusedZeroedAndTrimmed) {
+  tags_.set_retain_bytes(1 << 20);
+  TagRegion::Miss miss;
+  char* p = static_cast<char*>(tags_.take(8192, false, 1, 0, &miss));
+  ASSERT_NE(p, nullptr);
+  memset(p, 0xab, 8192);
+  tags_.give_back(p);
+  EXPECT_EQ(tags_.retained_bytes(), 8192u);
+  char* q = static_cast<char*>(tags_.take(4096, true, 1, 1, &miss));
+  ASSERT_NE(q, nullptr);
+  for (int i = 0; i < 4096; ++i) ASSERT_EQ(q[i], 0) << "zero asked: cleared";
+  tags_.give_back(q);
+  EXPECT_GT(tags_.retained_bytes(), 0u);
+  tags_.trim();
+  EXPECT_EQ(tags_.retained_bytes(), 0u);
+  EXPECT_EQ(tags_.slots_in_use(), 0u);
+}
+
+bool fail_always() { return true; }
+
+TEST_F(TagRegionTest, CommitFailureGivesTheSlotBack) {
+  tags_.set_commit_fault(&fail_always);
+  TagRegion::Miss miss;
+  EXPECT_EQ(tags_.take(4096, false, 1, 0, &miss), nullptr);
+  EXPECT_EQ(miss, TagRegion::Miss::kCommitFailed);
+  EXPECT_EQ(tags_.slots_in_use(), 0u);
+}
+
+}  // namespace
+}  // namespace memoplan::record

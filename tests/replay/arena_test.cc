@@ -1,0 +1,190 @@
+// replay::ArenaRegion and Arena: placement under the live-range guard, frees from the owner and
+// from other threads, retirement with blocks alive (the last free on another thread gives the
+// arena back), usable sizes, map failures and the region running out of arenas.
+#include "memoplan/replay/arena.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+namespace memoplan::replay {
+namespace {
+
+const void* token() {
+  static thread_local char t;
+  return &t;
+}
+
+class ArenaTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ArenaRegion::Config config;
+    config.largest_shift = 24;  // 16 MiB arenas
+    config.smallest_shift = 20;
+    config.arenas = 4;
+    config.guard_capacity = 64;
+    config.track_sizes = true;
+    ASSERT_TRUE(region_.reserve(config));
+    region_.set_counters(&counters_);
+  }
+
+  Arena* create(uint64_t bytes) {
+    ArenaRegion::Failure why;
+    Arena* a = region_.create(bytes, token(), &why);
+    EXPECT_EQ(a != nullptr, why == ArenaRegion::Failure::kNone);
+    return a;
+  }
+
+  // Regions are never unmapped (their Arena table must outlive every free): one per test process
+  // is what production has; the tests take a fresh one each, which the address space allows.
+  ArenaRegion& region_ = *new ArenaRegion();
+  SharedCounters counters_;
+};
+
+TEST_F(ArenaTest, PlacesAtOffsetsAndRefusesOverlaps) {
+  Arena* a = create(1 << 20);
+  ASSERT_NE(a, nullptr);
+  Fallback why;
+  char* p = static_cast<char*>(a->place(0, 4096, &why));
+  ASSERT_EQ(p, a->base());
+  EXPECT_TRUE(region_.contains(p));
+  EXPECT_EQ(&region_.arena_of(p + 100), a);
+  EXPECT_EQ(a->place(2048, 4096, &why), nullptr) << "overlaps the live block at 0";
+  EXPECT_EQ(why, Fallback::kOverlap);
+  char* q = static_cast<char*>(a->place(4096, 8192, &why));
+  ASSERT_EQ(q, a->base() + 4096);
+  EXPECT_EQ(region_.usable_size(p), 4096u);
+  EXPECT_EQ(region_.usable_size(q), 8192u);
+  EXPECT_EQ(a->live_bytes(), 4096u + 8192u);
+  memset(p, 1, 4096);  // mapped read-write
+  region_.free(p, token());
+  EXPECT_EQ(a->live_blocks(), 1u);
+  EXPECT_NE(a->place(2048, 1024, &why), nullptr) << "free again";
+  EXPECT_EQ(a->peak_live_bytes(), 4096u + 8192u);
+  EXPECT_EQ(counters_.remote_frees.load(), 0u);
+}
+
+TEST_F(ArenaTest, GuardFullFallsBack) {
+  Arena* a = create(1 << 20);
+  ASSERT_NE(a, nullptr);
+  Fallback why;
+  for (uint64_t i = 0; i < 64; ++i) ASSERT_NE(a->place(i * 64, 64, &why), nullptr);
+  EXPECT_EQ(a->place(64 * 64, 64, &why), nullptr);
+  EXPECT_EQ(why, Fallback::kGuardFull);
+}
+
+TEST_F(ArenaTest, RemoteFreesAreDrainedByTheOwner) {
+  Arena* a = create(1 << 20);
+  ASSERT_NE(a, nullptr);
+  Fallback why;
+  void* p = a->place(0, 4096, &why);
+  std::thread([&] { region_.free(p, token()); }).join();
+  EXPECT_EQ(counters_.remote_frees.load(), 1u);
+  EXPECT_EQ(a->live_blocks(), 1u) << "not drained yet";
+  EXPECT_EQ(a->place(0, 4096, &why), p) << "the next placement drains it";
+}
+
+TEST_F(ArenaTest, ReleaseIfEmptyGivesTheArenaBackOnlyWhenEmpty) {
+  Arena* a = create(1 << 20);
+  ASSERT_NE(a, nullptr);
+  Fallback why;
+  void* p = a->place(0, 64, &why);
+  EXPECT_FALSE(a->release_if_empty());
+  region_.free(p, token());
+  const uint32_t in_use = region_.arenas_in_use();
+  EXPECT_TRUE(a->release_if_empty());
+  EXPECT_EQ(region_.arenas_in_use(), in_use - 1);
+}
+
+TEST_F(ArenaTest, RetiredArenaGoesBackWithItsLastBlockFreedElsewhere) {
+  void* blocks[3];
+  const uint32_t before = region_.arenas_in_use();
+  std::thread([&] {  // the owner: places three blocks and exits
+    Arena* a = create(1 << 20);
+    ASSERT_NE(a, nullptr);
+    Fallback why;
+    for (int i = 0; i < 3; ++i) blocks[i] = a->place(static_cast<uint64_t>(i) * 4096, 4096, &why);
+    a->retire();
+  }).join();
+  EXPECT_EQ(region_.arenas_in_use(), before + 1) << "blocks alive: kept";
+  region_.free(blocks[0], token());
+  region_.free(blocks[1], token());
+  EXPECT_EQ(region_.arenas_in_use(), before + 1);
+  region_.free(blocks[2], token());
+  EXPECT_EQ(region_.arenas_in_use(), before) << "the last free gave it back";
+  EXPECT_EQ(counters_.late_slab_releases.load(), 1u);
+}
+
+TEST_F(ArenaTest, RetiredArenaGoesBackAtOnceWhenEmpty) {
+  const uint32_t before = region_.arenas_in_use();
+  Arena* a = create(1 << 20);
+  ASSERT_NE(a, nullptr);
+  a->retire();
+  EXPECT_EQ(region_.arenas_in_use(), before);
+}
+
+// Many threads free one exiting owner's blocks at once: exactly one release, every block once.
+TEST_F(ArenaTest, ConcurrentFreesOfAnExitingOwnersBlocks) {
+  for (int round = 0; round < 50; ++round) {
+    std::vector<void*> blocks;
+    std::atomic<bool> go{false};
+    Arena* a = nullptr;
+    std::thread owner([&] {
+      a = create(1 << 20);
+      ASSERT_NE(a, nullptr);
+      Fallback why;
+      for (uint64_t i = 0; i < 32; ++i) blocks.push_back(a->place(i * 256, 256, &why));
+    });
+    owner.join();
+    const uint32_t before = region_.arenas_in_use();
+    std::vector<std::thread> freers;
+    for (int f = 0; f < 4; ++f) {
+      freers.emplace_back([&, f] {
+        while (!go.load()) {
+        }
+        for (size_t i = static_cast<size_t>(f); i < blocks.size(); i += 4) {
+          region_.free(blocks[i], token());
+        }
+      });
+    }
+    std::thread exiting([&] {
+      while (!go.load()) {
+      }
+      a->retire();  // on behalf of the owner, racing the frees
+    });
+    go = true;
+    for (std::thread& t : freers) t.join();
+    exiting.join();
+    EXPECT_EQ(region_.arenas_in_use(), before - 1) << "round " << round;
+  }
+}
+
+TEST_F(ArenaTest, RunsOutOfArenasAndSaysSo) {
+  std::vector<Arena*> arenas;
+  ArenaRegion::Failure why = ArenaRegion::Failure::kNone;
+  while (Arena* a = region_.create(4096, token(), &why)) arenas.push_back(a);
+  EXPECT_EQ(why, ArenaRegion::Failure::kNoArena);
+  EXPECT_EQ(arenas.size(), region_.arena_count());
+  EXPECT_EQ(region_.create(uint64_t{1} << 40, token(), &why), nullptr);
+  EXPECT_EQ(why, ArenaRegion::Failure::kTooLarge);
+  for (Arena* a : arenas) EXPECT_TRUE(a->release_if_empty());
+  EXPECT_EQ(region_.arenas_in_use(), 0u);
+}
+
+bool fail_always() { return true; }
+
+TEST_F(ArenaTest, MapFailureIsCountedAndTheArenaSlotGoesBack) {
+  region_.set_map_fault(&fail_always);
+  ArenaRegion::Failure why;
+  EXPECT_EQ(region_.create(4096, token(), &why), nullptr);
+  EXPECT_EQ(why, ArenaRegion::Failure::kMapFailed);
+  EXPECT_EQ(counters_.slab_map_failures.load(), 1u);
+  EXPECT_EQ(region_.arenas_in_use(), 0u);
+  region_.set_map_fault(nullptr);
+  EXPECT_NE(create(4096), nullptr);
+}
+
+}  // namespace
+}  // namespace memoplan::replay

@@ -1,0 +1,56 @@
+// One thread's replay state for the graph pass: the pass it is in, the plan and arena it replays,
+// the matcher's cursor, and the plans (with their arenas) it has used. Shared by pass_runtime.cc
+// (the graph operators) and replay_allocator.cc (c10's CPU allocator while a module is planned).
+// No torch headers.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "compiled_plan.h"
+#include "memoplan/replay/arena.h"
+#include "memoplan/replay/counters.h"
+#include "memoplan/replay/matcher.h"
+#include "memoplan/torch/profiler.h"
+
+namespace memoplan::torch_ext::runtime_pass {
+
+struct ThreadPass {
+  enum class Mode { kIdle, kReplay, kProfile, kUnplanned };
+  struct CachedPlan {
+    int64_t module;
+    uint64_t generation;
+    std::string key;
+    std::shared_ptr<const CompiledPlan> plan;
+    replay::Arena* arena;
+  };
+
+  Mode mode = Mode::kIdle;
+  // Replay: the plan, its arena, the visit the graph is in and the matcher over that visit's slots.
+  const CompiledPlan* plan = nullptr;
+  replay::Arena* arena = nullptr;
+  uint32_t visit = 0;
+  replay::Matcher matcher;
+  replay::Counters counters;  // this pass's, added to the process's at its end
+  // Profile.
+  std::unique_ptr<ProfileSession> session;
+  std::vector<int64_t> visit_nodes;
+  int64_t module = -1;
+  std::string key;
+  std::string pass_key;  // the key of the pass the thread is in (the tuned ops' layout plans)
+  std::vector<CachedPlan> cache;
+
+  ~ThreadPass() {
+    for (CachedPlan& c : cache) c.arena->retire();
+  }
+};
+
+ThreadPass& thread_pass();
+// The process's counters (passes, hits, fallbacks, arenas, ...).
+replay::SharedCounters& process_counters();
+// Makes the replay allocator c10's CPU allocator (once; never uninstalled).
+void install_replay_allocator();
+
+}  // namespace memoplan::torch_ext::runtime_pass
