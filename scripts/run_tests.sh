@@ -15,15 +15,15 @@ if [ "${MEMOPLAN_SANITIZERS:-1}" != 0 ]; then
   scripts/build.sh asan
   ctest --preset asan -j "$(nproc)"
   cmake --preset tsan >/dev/null
-  # ThreadSanitizer: the shim's engine (its unit and fault tests and the deviation fuzzer's
-  # bounded slices) and, when LibTorch is installed, the extension's tests (concurrent forward
+  # ThreadSanitizer: the shared record/replay runtime, the shim's engine (its unit and fault tests
+  # and the deviation fuzzer's bounded slices) and, when LibTorch is installed, the extension's tests (concurrent forward
   # calls on one planned module).
-  tsan_targets=(interpose_tests interpose_fault_tests deviation_fuzz)
+  tsan_targets=(runtime_tests interpose_tests interpose_fault_tests deviation_fuzz)
   if cmake --build --preset tsan --target help | grep -c '^torch_ext_tests:' >/dev/null; then
     tsan_targets+=(torch_ext_tests)
   fi
   cmake --build --preset tsan -j "$(nproc)" --target "${tsan_targets[@]}"
-  ctest --preset tsan -j "$(nproc)" -L 'interpose|torch' -E '^(run|serve)\.'
+  ctest --preset tsan -j "$(nproc)" -L 'runtime|interpose|torch' -E '^(run|serve)\.'
 fi
 if [ "${MEMOPLAN_FUZZ_SECONDS:-15}" != 0 ]; then
   scripts/run_fuzz.sh "${MEMOPLAN_FUZZ_SECONDS:-15}" --if-available

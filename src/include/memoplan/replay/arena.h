@@ -58,7 +58,9 @@ class Arena {
   // plans. The Arena must not be used after it returned true.
   bool release_if_empty();
   // The owner is done with it (thread exit, or a thread a fork left behind): back now if empty,
-  // else with its last block's free. The Arena must not be used by the caller afterwards.
+  // else with its last block's free. The Arena must not be used by the caller afterwards. Called
+  // by the owner itself, or once the owner's token can no longer be taken by another thread (a
+  // thread's token must not match a retired arena's until retire() has forgotten it).
   void retire();
 
   char* base() const { return base_; }
