@@ -1,22 +1,6 @@
 #include "memoplan/replay/counters.h"
 
 namespace memoplan::replay {
-namespace {
-
-template <typename Cells>
-Counters load_cells(const Cells& cells) {
-  Counters c;
-#define MEMOPLAN_COUNTER_FIELD(name) c.name = cells.name.load(std::memory_order_relaxed);
-  MEMOPLAN_COUNTERS(MEMOPLAN_COUNTER_FIELD)
-#undef MEMOPLAN_COUNTER_FIELD
-  for (int r = 0; r < kFallbackKinds; ++r) {
-    c.fallbacks[r] = cells.fallbacks[r].load(std::memory_order_relaxed);
-  }
-  return c;
-}
-
-}  // namespace
-
 const char* to_string(Fallback reason) {
   switch (reason) {
     case Fallback::kNotPlanned:
@@ -68,8 +52,16 @@ void SharedCounters::add(const Counters& c) {
   }
 }
 
-Counters SharedCounters::load() const { return load_cells(*this); }
-Counters OwnedCounters::load() const { return load_cells(*this); }
+Counters CounterCells::load() const {
+  Counters c;
+#define MEMOPLAN_COUNTER_FIELD(name) c.name = name.load(std::memory_order_relaxed);
+  MEMOPLAN_COUNTERS(MEMOPLAN_COUNTER_FIELD)
+#undef MEMOPLAN_COUNTER_FIELD
+  for (int r = 0; r < kFallbackKinds; ++r) {
+    c.fallbacks[r] = fallbacks[r].load(std::memory_order_relaxed);
+  }
+  return c;
+}
 
 Counters OwnedCounters::take() {
   Counters c = load();

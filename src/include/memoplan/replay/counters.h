@@ -63,35 +63,33 @@ struct Counters {
 };
 Counters operator-(const Counters& after, const Counters& before);
 
-// Process-wide: relaxed atomics (statistics, not synchronization); constant-initialized, so usable
-// before any constructor runs.
-struct SharedCounters {
+// The counters as atomic cells, readable from any thread.
+struct CounterCells {
 #define MEMOPLAN_COUNTER_FIELD(name) std::atomic<uint64_t> name{0};
   MEMOPLAN_COUNTERS(MEMOPLAN_COUNTER_FIELD)
 #undef MEMOPLAN_COUNTER_FIELD
   std::atomic<uint64_t> fallbacks[kFallbackKinds] = {};
 
+  Counters load() const;
+};
+
+// Process-wide: relaxed atomics (statistics, not synchronization); constant-initialized, so usable
+// before any constructor runs.
+struct SharedCounters : CounterCells {
   static void bump(std::atomic<uint64_t>& counter, uint64_t n = 1) {
     counter.fetch_add(n, std::memory_order_relaxed);
   }
   void fallback(Fallback reason) { bump(fallbacks[static_cast<int>(reason)]); }
   void add(const Counters& c);
-  Counters load() const;
 };
 
 // One thread's: only that thread writes (a relaxed load and store, a plain increment on x86, where
 // a shared atomic on every hit cost as much as the rest of the hit), any thread may read.
-struct OwnedCounters {
-#define MEMOPLAN_COUNTER_FIELD(name) std::atomic<uint64_t> name{0};
-  MEMOPLAN_COUNTERS(MEMOPLAN_COUNTER_FIELD)
-#undef MEMOPLAN_COUNTER_FIELD
-  std::atomic<uint64_t> fallbacks[kFallbackKinds] = {};
-
+struct OwnedCounters : CounterCells {
   static void bump(std::atomic<uint64_t>& counter, uint64_t n = 1) {
     counter.store(counter.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
   }
   void fallback(Fallback reason) { bump(fallbacks[static_cast<int>(reason)]); }
-  Counters load() const;
   Counters take();  // load, then zero (owner only)
 };
 
