@@ -6,9 +6,6 @@
 namespace memoplan::run {
 namespace {
 
-constexpr size_t kMaxDims = 8;
-constexpr int64_t kMaxElements = int64_t{1} << 31;
-
 const char* const kDtypes[] = {"float32", "float64", "float16", "bfloat16", "int64",
                                "int32",   "int16",   "int8",    "uint8",    "bool"};
 
@@ -19,33 +16,6 @@ bool parse_int(const std::string& text, int64_t& value) {
 }
 
 }  // namespace
-
-Result<std::vector<int64_t>> parse_shape(const std::string& text) {
-  const std::string usage =
-      "bad input shape '" + text + "': expected sizes joined by x, e.g. 1x3x224x224";
-  std::vector<int64_t> shape;
-  int64_t elements = 1;
-  size_t start = 0;
-  while (start <= text.size()) {
-    const size_t x = std::min(text.find('x', start), text.size());
-    int64_t size = 0;
-    if (!parse_int(text.substr(start, x - start), size) || size <= 0) return Error{usage};
-    shape.push_back(size);
-    if (shape.size() > kMaxDims) return Error{usage + " (at most 8 sizes)"};
-    if (size > kMaxElements / elements) {
-      return Error{"input shape '" + text + "' is too large (over 2^31 elements)"};
-    }
-    elements *= size;
-    start = x + 1;
-  }
-  return shape;
-}
-
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string s;
-  for (int64_t d : shape) s += (s.empty() ? "" : "x") + std::to_string(d);
-  return s;
-}
 
 bool known_dtype(const std::string& dtype) {
   return std::find(std::begin(kDtypes), std::end(kDtypes), dtype) != std::end(kDtypes);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "memoplan/planner/result.h"
+#include "memoplan/shape.h"
 
 namespace memoplan::run {
 
@@ -18,9 +19,9 @@ struct InputSpec {
   int64_t high = 2;  // integer inputs are drawn from [0, high)
 };
 
-// "1x3x224x224" -> {1, 3, 224, 224}: 1 to 8 positive sizes, at most 2^31 elements in all.
-Result<std::vector<int64_t>> parse_shape(const std::string& text);
-std::string shape_text(const std::vector<int64_t>& shape);
+// Shapes: memoplan::parse_shape (1 to 8 positive sizes, at most 2^31 elements in all).
+using memoplan::parse_shape;
+using memoplan::shape_text;
 
 // The dtypes an input can have.
 inline constexpr const char* kDtypeList =

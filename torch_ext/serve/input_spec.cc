@@ -1,8 +1,10 @@
 #include "input_spec.h"
 
-#include <charconv>
+#include <cstdint>
 #include <stdexcept>
 #include <utility>
+
+#include "memoplan/shape.h"
 
 namespace memoplan::serve {
 
@@ -19,20 +21,12 @@ InputDefault parse_input_default(std::string_view text) {
     input.datatype = *type;
     text = text.substr(0, colon);
   }
-  while (!text.empty()) {
-    const size_t x = text.find('x');
-    const std::string_view dim = text.substr(0, x);
-    int64_t value = 0;
-    const auto result = std::from_chars(dim.data(), dim.data() + dim.size(), value);
-    if (result.ec != std::errc() || result.ptr != dim.data() + dim.size() || value < 0) {
-      throw fail("dimensions must be non-negative integers separated by 'x'");
-    }
-    input.shape.push_back(value);
-    if (x == std::string_view::npos) break;
-    text = text.substr(x + 1);
-    if (text.empty()) throw fail("trailing 'x'");
-  }
-  if (input.shape.empty()) throw fail("no dimensions");
+  ShapeRules rules;
+  rules.allow_zero = true;  // an empty batch is a shape the protocol can carry
+  rules.max_elements = INT64_MAX;
+  Result<std::vector<int64_t>> shape = parse_shape(text, rules);
+  if (!shape) throw fail(shape.error());
+  input.shape = std::move(*shape);
   return input;
 }
 
@@ -50,11 +44,7 @@ std::optional<DataType> datatype_of_torch_name(std::string_view name) {
 }
 
 std::string to_string(const InputDefault& input) {
-  std::string text;
-  for (size_t i = 0; i < input.shape.size(); ++i) {
-    text += (i ? "x" : "") + std::to_string(input.shape[i]);
-  }
-  return text + ":" + datatype_name(input.datatype);
+  return shape_text(input.shape) + ":" + datatype_name(input.datatype);
 }
 
 }  // namespace memoplan::serve
