@@ -53,8 +53,8 @@ void keep_peak(ThreadState& t) {
   }
 }
 
-// A detected pass ends with its last planned allocation.
-__attribute__((noinline)) void detected_pass_completed(ThreadState& t) {
+// A detected pass ends with its last planned allocation (every allocation, for a pass of one).
+inline void detected_pass_completed(ThreadState& t) {
   ++t.replayed_passes;
   keep_peak(t);
   // Publish now and then: a detected pass can be a single allocation long.

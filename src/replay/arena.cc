@@ -102,9 +102,7 @@ Arena* ArenaRegion::create(uint64_t bytes, const void* owner, Failure* why) {
   return &a;
 }
 
-void ArenaRegion::free(void* p, const void* caller) {
-  Arena& a = arena_of(p);
-  if (caller && a.owner_.load(std::memory_order_relaxed) == caller) return a.free_local(p);
+void ArenaRegion::free_remote(Arena& a, void* p) {
   // Another thread's arena: hand the block back through its lock-free stack; the owner removes
   // it from its live ranges at its next placement. Planned sizes are multiples of 64 bytes (and
   // at least 8), so the link fits.

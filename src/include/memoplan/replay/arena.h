@@ -33,7 +33,7 @@ class Arena {
  public:
   // Owner only, every replayed request: the block [offset, offset + size), or nullptr and why
   // (kOverlap: memory still in use; kGuardFull: too many live blocks to track).
-  void* place(uint64_t offset, uint64_t size, Fallback* why) {
+  __attribute__((always_inline)) void* place(uint64_t offset, uint64_t size, Fallback* why) {
     if (remote_frees_.load(std::memory_order_relaxed)) drain_remote_frees();
     const uint64_t hi = offset + (size ? size : 1);
     if (live_.overlaps(offset, hi)) {
@@ -117,8 +117,13 @@ class ArenaRegion {
   Arena* create(uint64_t bytes, const void* owner, Failure* why);
   // The arena holding p. Precondition: contains(p).
   Arena& arena_of(const void* p) { return arenas_[slots_.slot_of(p)]; }
-  // Frees an arena block from any thread; `caller` is the calling thread's token.
-  void free(void* p, const void* caller);
+  // Frees an arena block from any thread; `caller` is the calling thread's token. The owner's own
+  // block is one erase here; another thread's goes through free_remote.
+  void free(void* p, const void* caller) {
+    Arena& a = arena_of(p);
+    if (caller && a.owner_.load(std::memory_order_relaxed) == caller) return a.free_local(p);
+    free_remote(a, p);
+  }
   // The size the block at p was placed with (track_sizes only).
   uint64_t usable_size(const void* p) const;
 
@@ -131,6 +136,7 @@ class ArenaRegion {
 
  private:
   friend class Arena;
+  void free_remote(Arena& a, void* p);
   void count(std::atomic<uint64_t> SharedCounters::*counter) {
     if (counters_) SharedCounters::bump(counters_->*counter);
   }

@@ -10,7 +10,7 @@
 
 namespace memoplan::replay {
 
-inline void* serve(Matcher& matcher, const Slot* slots, Arena& arena, uint64_t key, uint64_t size,
+__attribute__((always_inline)) inline void* serve(Matcher& matcher, const Slot* slots, Arena& arena, uint64_t key, uint64_t size,
                    uint64_t alignment, Fallback* why) {
   const uint32_t index = matcher.match(key);
   if (__builtin_expect(index == Matcher::kNone, 0)) {
