@@ -90,7 +90,7 @@ void free_slots(ThreadState& t) {
 void* replay_alloc(ThreadState& t, size_t size, size_t alignment, uint64_t key) {
   if (__builtin_expect(++t.recheck.requests == t.recheck.window, 0)) close_recheck_window(t);
   const uint64_t cycles = t.matcher.cycles();
-  replay::Fallback why;
+  replay::Fallback why = replay::Fallback::kNotPlanned;
   void* p = replay::serve(t.matcher, t.slots, *t.arena, key, size, alignment, &why);
   if (__builtin_expect(t.matcher.cycles() != cycles, 0) && !t.explicit_passes) {
     detected_pass_completed(t);

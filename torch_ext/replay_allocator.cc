@@ -23,7 +23,7 @@ class ReplayAllocator final : public c10::Allocator {
   c10::DataPtr allocate(size_t bytes) const override {
     ThreadPass& t = thread_pass();
     if (t.mode == ThreadPass::Mode::kReplay && bytes != 0) {
-      replay::Fallback why;
+      replay::Fallback why = replay::Fallback::kNotPlanned;
       if (void* p = replay::serve(t.matcher, t.plan->tensors.data(), *t.arena, bytes, bytes,
                                   kAlignment, &why)) {
         ++t.counters.planned_hits;
