@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "memoplan/kernels/gemm.h"
-#include "memoplan/planner/layout.h"
+#include "memoplan/layout/layout.h"
 
 namespace {
 

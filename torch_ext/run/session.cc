@@ -10,7 +10,7 @@
 #include <chrono>
 #include <optional>
 
-#include "../tuned_ops.h"
+#include "memoplan/torch/kernels.h"
 #include "input_spec.h"
 #include "measure.h"
 #include "memoplan/heapmap.h"

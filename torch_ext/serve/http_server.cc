@@ -155,7 +155,9 @@ void HttpServer::add_routes() {
     g.workers = pool_.workers();
     g.busy_workers = pool_.busy();
     g.ready = ready_.load(std::memory_order_acquire);
-    res.set_content(metrics_.render(g, torch_ext::plan_stats()),
+    const torch_ext::PlanStats plan =
+        options_.plan_stats ? options_.plan_stats() : torch_ext::PlanStats{};
+    res.set_content(metrics_.render(g, plan),
                     "text/plain; version=0.0.4; charset=utf-8");
   });
 

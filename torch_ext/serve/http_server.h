@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -26,6 +27,9 @@ struct HttpOptions {
   // while it is open (keep-alive included), others wait for a free one.
   int threads = 8;
   std::string version;  // reported by GET /v2
+  // The planning runtime's counters for /metrics (main.cc passes torch_ext::plan_stats; this half
+  // of the server does not link the extension). Empty: all zero.
+  std::function<torch_ext::PlanStats()> plan_stats;
 };
 
 class HttpServer {

@@ -13,6 +13,7 @@
 
 #include "http_server.h"
 #include "memoplan/planner/strategy.h"
+#include "memoplan/torch/plan.h"
 #include "model.h"
 #include "shutdown.h"
 #include "worker_pool.h"
@@ -90,6 +91,7 @@ int serve(const Options& o) {
   http.threads =
       o.http_threads > 0 ? o.http_threads : std::max(64, o.workers + static_cast<int>(o.queue) + 4);
   http.version = kVersion;
+  http.plan_stats = &memoplan::torch_ext::plan_stats;
   HttpServer server(http, *model, pool, metrics);
   const int port = server.bind(o.host, o.port);
   if (port < 0) {

@@ -22,6 +22,7 @@
 #include "layout_plan.h"
 #include "memoplan/kernels/gemm.h"
 #include "memoplan/kernels/tune.h"
+#include "planning/planning.h"
 #include "tuned_support.h"
 
 namespace memoplan::torch_ext {
@@ -354,6 +355,11 @@ int replace_hot_ops(torch::jit::Graph& graph) {
   return replaced + replace_encoder_layers(graph) + replace_matmul_ops(graph) +
          replace_convolutions(graph);
 }
+
+namespace {
+// The planning runtime runs this rewrite for PlanOptions::kernels == "tuned".
+const bool registered = (register_kernels("tuned", &replace_hot_ops), true);
+}  // namespace
 
 void set_kernel_choice(KernelChoice choice) { forced_choice.store(choice); }
 

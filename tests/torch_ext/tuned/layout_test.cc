@@ -8,7 +8,7 @@
 #include <random>
 #include <set>
 
-#include "memoplan/planner/layout.h"
+#include "memoplan/layout/layout.h"
 
 namespace memoplan::layout {
 namespace {

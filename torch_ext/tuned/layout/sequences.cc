@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <numeric>
 
-#include "memoplan/planner/layout.h"
+#include "memoplan/layout/layout.h"
 
 namespace memoplan::layout {
 namespace {

@@ -1,5 +1,5 @@
 // The layout plan's state per (graph, input key): the convolutions' measurements and the
-// conversions' sizes from the first pass, then FluidML's plan over them (planner/layout.h).
+// conversions' sizes from the first pass, then FluidML's plan over them (tuned/layout/).
 #include "layout_plan.h"
 
 #include <algorithm>
@@ -9,8 +9,8 @@
 #include <sstream>
 #include <utility>
 
-#include "memoplan/planner/layout.h"
-#include "pass_runtime.h"
+#include "memoplan/layout/layout.h"
+#include "planning/planning.h"
 
 namespace memoplan::torch_ext::layouts {
 namespace {

@@ -1,7 +1,7 @@
 // The graph itself: building it, checking it, and the cost of an assignment.
 #include <algorithm>
 
-#include "memoplan/planner/layout.h"
+#include "memoplan/layout/layout.h"
 
 namespace memoplan::layout {
 

@@ -7,7 +7,7 @@
 #include <map>
 #include <mutex>
 
-#include "pass_runtime.h"
+#include "planning/planning.h"
 
 namespace memoplan::torch_ext::conv {
 namespace {

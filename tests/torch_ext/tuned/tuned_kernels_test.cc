@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "memoplan/torch/plan.h"
-#include "tuned_ops.h"
+#include "memoplan/torch/kernels.h"
 #include "tuned_test_support.h"
 
 namespace memoplan::torch_ext {

@@ -8,7 +8,7 @@
 #include <limits>
 #include <map>
 
-#include "memoplan/planner/layout.h"
+#include "memoplan/layout/layout.h"
 
 namespace memoplan::layout {
 namespace {

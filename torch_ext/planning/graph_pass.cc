@@ -1,6 +1,7 @@
-// The TorchScript side: the memoplan::AllocateSlab / AllocateTensor / EndPass operators, the
-// graph pass that inserts them into a module's forward, and plan(). The one translation unit of
-// the extension that includes the JIT's headers.
+// The TorchScript side of the planning runtime: the memoplan::AllocateSlab / AllocateTensor /
+// EndPass operators, the graph pass that inserts them into a module's forward, and plan(). The
+// planning runtime's one translation unit that includes the JIT's headers (the tuned ops in
+// torch_ext/tuned/ include them too, for their own rewrites).
 #include <ATen/Parallel.h>
 #include <ATen/core/ivalue.h>
 #include <c10/core/GradMode.h>
@@ -17,7 +18,7 @@
 
 #include "memoplan/torch/plan.h"
 #include "pass_runtime.h"
-#include "tuned_ops.h"
+#include "planning.h"
 
 namespace memoplan::torch_ext {
 namespace {
@@ -196,7 +197,7 @@ int64_t rewrite_forward(torch::jit::Module& module, const PlanOptions& options) 
   const int64_t id = runtime_pass::register_module(options);
   torch::jit::Inline(*graph);
   // Before the allocation marks: a replacement op's output is planned like any other tensor.
-  if (options.kernels == "tuned") replace_hot_ops(*graph);
+  if (KernelRewrite rewrite = registered_kernels(options.kernels)) rewrite(*graph);
   int64_t next_node = 1;
   mark_block(*graph, graph->block(), id, next_node);
   {
@@ -234,9 +235,9 @@ PlanSummary plan(torch::jit::Module& module, const std::vector<c10::IValue>& inp
                  const PlanOptions& options) {
   if (!module.find_method("forward"))
     throw std::runtime_error("memoplan: the module has no forward");
-  if (options.kernels != "stock" && options.kernels != "tuned") {
-    throw std::runtime_error("memoplan: unknown kernels '" + options.kernels +
-                             "' (stock or tuned)");
+  if (options.kernels != "stock" && !registered_kernels(options.kernels)) {
+    throw std::runtime_error("memoplan: unknown kernels '" + options.kernels + "' (" +
+                             kernel_names() + ")");
   }
   const int64_t id = rewrite_forward(module, options);
   // The graph sees every argument, defaults filled in (TransformerEncoder's mask=None, ...): so

@@ -1,10 +1,17 @@
-// memoplan's tuned kernels inside a TorchScript graph: the graph pass that replaces hot ops with
-// memoplan::linear (aten::linear, with a following relu or gelu fused), and the counters of
-// what ran. No torch headers.
+// torch_ext/tuned/: memoplan's tuned kernels inside a TorchScript graph. The rewrites that replace
+// hot ops (linear, products, the transformer encoder layer, convolutions) with memoplan's own,
+// each measured against aten per shape during plan()'s warm-up; FluidML's layout plan over the
+// convolutions' activations (layout_pass.cc, layout_plan.cc, the DP in layout/). Depends on the
+// planning runtime (torch_ext/planning/planning.h: registers itself as PlanOptions::kernels ==
+// "tuned", reads the pass key, makes persistent weights off the plan) and on kernels/ (the GEMM);
+// neither depends on it. The public face (statistics, report, choice) is
+// memoplan/torch/kernels.h. No torch headers here.
 #pragma once
 
 #include <cstdint>
 #include <string>
+
+#include "memoplan/torch/kernels.h"
 
 namespace torch::jit {
 struct Graph;
@@ -30,20 +37,5 @@ std::string matmul_report();
 // becomes memoplan::conv2d, measured in both activation layouts (NCHW, NHWC) and, when pointwise,
 // on memoplan's GEMM; FluidML's layout plan then picks each activation's layout.
 int replace_convolutions(torch::jit::Graph& graph);
-
-struct KernelStats {
-  uint64_t tuned_calls = 0;   // memoplan::linear calls run by memoplan's GEMM
-  uint64_t stock_calls = 0;   // calls where aten's op was measured faster, or could not be replaced
-  uint64_t shapes_tuned = 0;  // distinct (M, K, N, activation, bias, threads) measured
-  uint64_t weights_packed = 0;
-};
-KernelStats kernel_stats();
-
-// How a shape picks between memoplan's GEMM and aten's op. kMeasure (the default) times both;
-// the other two skip the timing: for tests and for benchmarks that must run one side only.
-enum class KernelChoice { kMeasure, kAlwaysMemoplan, kAlwaysAten };
-void set_kernel_choice(KernelChoice choice);
-// One line per tuned shape: its measurements (stock vs best memoplan configuration).
-std::string kernel_report();
 
 }  // namespace memoplan::torch_ext

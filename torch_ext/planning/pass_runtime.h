@@ -9,6 +9,7 @@
 #include <string>
 
 #include "memoplan/torch/plan.h"
+#include "planning.h"  // current_key, OffPlan
 
 namespace memoplan::torch_ext::runtime_pass {
 
@@ -19,23 +20,6 @@ int64_t register_module(const PlanOptions& options);
 void allocate_slab(int64_t module, const std::string& key);
 void allocate_tensor(int64_t node);
 void end_pass(int64_t module);
-// The key of the calling thread's latest pass (empty before its first).
-const std::string& current_key();
-
-// While one is alive, the calling thread's allocations bypass its slab: for memory that outlives
-// the pass it is made in (weights an op re-lays-out when they changed), which would otherwise take
-// a slot another tensor of the plan needs.
-class OffPlan {
- public:
-  OffPlan();
-  ~OffPlan();
-  OffPlan(const OffPlan&) = delete;
-  OffPlan& operator=(const OffPlan&) = delete;
-
- private:
-  int saved_mode_;
-};
-
 // Whether `module` has a plan for `key` (plan() waits for it).
 bool has_plan(int64_t module, const std::string& key, PlanSummary* summary);
 // The profiled trace and plan behind `module`'s plan for `key`; null when there is none.

@@ -1,0 +1,26 @@
+// memoplan's tuned kernels as a user sees them: plan(..., kernels = "tuned") (memoplan/torch/plan.h)
+// replaces hot ops with memoplan's own where they measure faster; these say what ran and let tests
+// and benchmarks pin the choice. No torch headers.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace memoplan::torch_ext {
+
+struct KernelStats {
+  uint64_t tuned_calls = 0;   // memoplan::linear calls run by memoplan's GEMM
+  uint64_t stock_calls = 0;   // calls where aten's op was measured faster, or could not be replaced
+  uint64_t shapes_tuned = 0;  // distinct (M, K, N, activation, bias, threads) measured
+  uint64_t weights_packed = 0;
+};
+KernelStats kernel_stats();
+
+// How a shape picks between memoplan's GEMM and aten's op. kMeasure (the default) times both;
+// the other two skip the timing: for tests and for benchmarks that must run one side only.
+enum class KernelChoice { kMeasure, kAlwaysMemoplan, kAlwaysAten };
+void set_kernel_choice(KernelChoice choice);
+// One line per tuned shape: its measurements (stock vs best memoplan configuration).
+std::string kernel_report();
+
+}  // namespace memoplan::torch_ext

@@ -1,0 +1,55 @@
+// torch_ext/planning/: the planning runtime of the LibTorch extension, what the rest of the
+// extension may use of it. The folder records a module's pass (the tagged c10 allocator, the aten
+// shadow stack, ProfileSession), rewrites its forward with memoplan::AllocateSlab /
+// AllocateTensor / EndPass (graph_pass.cc) and replays the plan through the shared runtime
+// (src/replay: one arena per thread and plan). It knows nothing of the tuned kernels: they hook
+// in through register_kernels below (torch_ext/tuned/ registers "tuned"). No torch headers here.
+//
+// When its files run: at plan time graph_pass.cc (the rewrite), profiler.cc, tagged_allocator.cc,
+// record_table.cc, shadow_stack.cc (the profiled pass) and compiled_plan.cc (planning); on every
+// pass pass_runtime.cc (the three graph operators); on every tensor request replay_allocator.cc
+// (the fast path: replay::serve).
+#pragma once
+
+#include <string>
+
+namespace torch::jit {
+struct Graph;
+}
+
+namespace memoplan::torch_ext {
+
+// A graph rewrite that replaces ops with faster kernels, run on the inlined forward before the
+// allocation marks go in (a replacement's outputs are planned like any other tensor). Returns how
+// many ops it replaced.
+using KernelRewrite = int (*)(torch::jit::Graph& graph);
+// Makes `rewrite` what PlanOptions::kernels == name selects ("stock" selects none). Called at load
+// time by the library that provides the kernels.
+void register_kernels(const std::string& name, KernelRewrite rewrite);
+// The rewrite registered as `name`; nullptr when none is.
+KernelRewrite registered_kernels(const std::string& name);
+// The registered names, "stock" first, for messages.
+std::string kernel_names();
+
+namespace runtime_pass {
+
+// The key of the calling thread's latest pass (empty before its first): the tuned ops keep their
+// layout plans per graph and key.
+const std::string& current_key();
+
+// While one is alive, the calling thread's allocations bypass its slab: for memory that outlives
+// the pass it is made in (weights an op re-lays-out when they changed), which would otherwise take
+// a slot another tensor of the plan needs.
+class OffPlan {
+ public:
+  OffPlan();
+  ~OffPlan();
+  OffPlan(const OffPlan&) = delete;
+  OffPlan& operator=(const OffPlan&) = delete;
+
+ private:
+  int saved_mode_;
+};
+
+}  // namespace runtime_pass
+}  // namespace memoplan::torch_ext
