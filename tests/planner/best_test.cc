@@ -13,6 +13,7 @@
 #include "offset_placer.h"
 #include "order_search.h"
 #include "random_traces.h"
+#include "trace_rows.h"
 
 namespace memoplan {
 namespace {
@@ -65,17 +66,8 @@ TEST(BestTest, ValidAndNoWorseThanAnyFastStrategy) {
 // it at 4, D at 0 (B is dead by then), and C, live alongside B at [4,8) and D at [0,4), on top:
 // 10 KiB.
 Trace greedy_trap() {
-  Trace trace;
-  for (auto [size, begin, end] : std::vector<std::tuple<uint64_t, uint64_t, uint64_t>>{
-           {4 * KiB, 0, 2}, {4 * KiB, 1, 4}, {2 * KiB, 3, 6}, {4 * KiB, 4, 6}}) {
-    Allocation a;
-    a.id = trace.allocations.size();
-    a.size = size;
-    a.begin = begin;
-    a.end = end;
-    trace.allocations.push_back(a);
-  }
-  return trace;
+  return testing::trace_from_rows(
+      {{4 * KiB, 0, 2}, {4 * KiB, 1, 4}, {2 * KiB, 3, 6}, {4 * KiB, 4, 6}});
 }
 
 TEST(BestTest, FindsTheOptimumWhereGreedyBySizeDoesNot) {

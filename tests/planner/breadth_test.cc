@@ -14,6 +14,7 @@
 #include "operator_profiles.h"
 #include "random_traces.h"
 #include "strategies/strategies.h"
+#include "trace_rows.h"
 
 namespace memoplan::planner {
 namespace {
@@ -206,24 +207,12 @@ TEST(GreedyByBreadth, WidestOperatorIsPackedBeforeTheLargestBlock) {
   EXPECT_EQ(slab_size(problem, solve_greedy_by_size(problem, {}).offsets), 200u);
 }
 
-Trace trace_of(const std::vector<Block>& blocks) {
-  Trace trace;
-  for (size_t i = 0; i < blocks.size(); ++i) {
-    Allocation a;
-    a.id = i;
-    a.size = blocks[i].size;
-    a.begin = blocks[i].begin;
-    a.end = blocks[i].end;
-    trace.allocations.push_back(a);
-  }
-  return trace;
-}
 
 TEST(GreedyByBreadth, ChainOfEqualSizesReachesTheLowerBound) {
   // Each block overlaps only its successor: two slots alternate, the optimum is 2 * size.
   std::vector<Block> chain;
   for (uint64_t i = 0; i < 50; ++i) chain.push_back({4096, 2 * i, 2 * i + 3});
-  Result<Plan> plan = plan_trace(trace_of(chain), with_strategy("greedy_by_breadth"));
+  Result<Plan> plan = plan_trace(testing::trace_from(chain), with_strategy("greedy_by_breadth"));
   ASSERT_TRUE(plan.ok()) << plan.error();
   EXPECT_EQ(plan->slab_bytes, 2u * 4096);
   EXPECT_EQ(plan->status, SolveStatus::kOptimal);
@@ -232,7 +221,7 @@ TEST(GreedyByBreadth, ChainOfEqualSizesReachesTheLowerBound) {
 TEST(GreedyByBreadth, DisjointLifetimesShareOneRange) {
   std::vector<Block> disjoint;
   for (uint64_t i = 0; i < 10; ++i) disjoint.push_back({64 * (i + 1), i, i + 1});
-  Result<Plan> plan = plan_trace(trace_of(disjoint), with_strategy("greedy_by_breadth"));
+  Result<Plan> plan = plan_trace(testing::trace_from(disjoint), with_strategy("greedy_by_breadth"));
   ASSERT_TRUE(plan.ok()) << plan.error();
   EXPECT_EQ(plan->slab_bytes, 640u);
 }

@@ -5,24 +5,13 @@
 #include "memoplan/planner/lower_bound.h"
 #include "memoplan/planner/planner.h"
 #include "memoplan/planner/validator.h"
+#include "trace_rows.h"
 
 namespace memoplan {
 namespace {
 
 constexpr uint64_t KiB = 1024;
 
-Trace make_trace(std::vector<std::tuple<uint64_t, uint64_t, uint64_t>> rows) {
-  Trace trace;
-  for (auto [size, begin, end] : rows) {
-    Allocation a;
-    a.id = trace.allocations.size();
-    a.size = size;
-    a.begin = begin;
-    a.end = end;
-    trace.allocations.push_back(a);
-  }
-  return trace;
-}
 
 uint64_t planned_slab(const Trace& trace, const std::string& strategy) {
   PlanOptions options;
@@ -34,18 +23,18 @@ uint64_t planned_slab(const Trace& trace, const std::string& strategy) {
 
 // A chain: each layer's output is the next layer's input, then dies. Two buffers suffice.
 Trace chain() {
-  return make_trace(
+  return testing::trace_from_rows(
       {{64 * KiB, 0, 2}, {32 * KiB, 1, 3}, {64 * KiB, 2, 4}, {32 * KiB, 3, 5}, {64 * KiB, 4, 6}});
 }
 
 // A diamond: one input feeds two branches that are joined.
 Trace diamond() {
-  return make_trace({{16 * KiB, 0, 3}, {8 * KiB, 1, 4}, {8 * KiB, 2, 4}, {16 * KiB, 4, 5}});
+  return testing::trace_from_rows({{16 * KiB, 0, 3}, {8 * KiB, 1, 4}, {8 * KiB, 2, 4}, {16 * KiB, 4, 5}});
 }
 
 // A residual block: the skip connection lives across the whole block.
 Trace residual() {
-  return make_trace({{32 * KiB, 0, 5}, {32 * KiB, 1, 3}, {32 * KiB, 2, 4}, {32 * KiB, 4, 6}});
+  return testing::trace_from_rows({{32 * KiB, 0, 5}, {32 * KiB, 1, 3}, {32 * KiB, 2, 4}, {32 * KiB, 4, 6}});
 }
 
 TEST(LowerBound, IsTheMostBytesLiveAtOnce) {
@@ -59,14 +48,14 @@ TEST(LowerBound, IsTheMostBytesLiveAtOnce) {
 }
 
 TEST(LowerBound, HalfOpenLifetimesDoNotOverlapAtTheBoundary) {
-  Result<planner::Problem> p = planner::make_problem(make_trace({{100, 0, 1}, {100, 1, 2}}));
+  Result<planner::Problem> p = planner::make_problem(testing::trace_from_rows({{100, 0, 1}, {100, 1, 2}}));
   ASSERT_TRUE(p.ok());
   EXPECT_EQ(planner::offset_lower_bound(*p), 128u);  // sizes round up to 64-byte alignment
 }
 
 TEST(LowerBound, SharedObjectsSumPositionalMaxima) {
   // Profiles {8,2} at tick 0 and {5,4} at tick 2: positional maxima 8 and 4 -> 12 units.
-  Trace t = make_trace({{8 * 64, 0, 1}, {2 * 64, 0, 1}, {5 * 64, 2, 3}, {4 * 64, 2, 3}});
+  Trace t = testing::trace_from_rows({{8 * 64, 0, 1}, {2 * 64, 0, 1}, {5 * 64, 2, 3}, {4 * 64, 2, 3}});
   Result<planner::Problem> p = planner::make_problem(t);
   ASSERT_TRUE(p.ok());
   EXPECT_EQ(planner::shared_objects_lower_bound(*p), 12u * 64);
@@ -89,13 +78,13 @@ TEST(KnownOptimum, NaiveIsTheSumAndBumpReusesOnlyTheTop) {
   EXPECT_GE(planned_slab(t, "bump"), planned_slab(t, "greedy_by_size"));
   // Stack-like lifetimes are bump's best case: it reaches the bound.
   Trace nested =
-      make_trace({{64 * KiB, 0, 10}, {32 * KiB, 1, 5}, {16 * KiB, 2, 3}, {32 * KiB, 6, 9}});
+      testing::trace_from_rows({{64 * KiB, 0, 10}, {32 * KiB, 1, 5}, {16 * KiB, 2, 3}, {32 * KiB, 6, 9}});
   EXPECT_EQ(planned_slab(nested, "bump"), 112 * KiB);
 }
 
 TEST(KnownOptimum, GreedyBySizePlacesLargestFirstIntoTheSmallestGap) {
   // Pisarchyk & Lee, Fig. 6 style: the big blocks define the gaps the small ones drop into.
-  Trace t = make_trace({{32 * KiB, 0, 2},
+  Trace t = testing::trace_from_rows({{32 * KiB, 0, 2},
                         {28 * KiB, 1, 4},
                         {36 * KiB, 3, 5},
                         {16 * KiB, 5, 7},
@@ -108,7 +97,7 @@ TEST(KnownOptimum, GreedyBySizePlacesLargestFirstIntoTheSmallestGap) {
 }
 
 TEST(Validator, CatchesOverlapMisalignmentAndSlabOverrun) {
-  Trace t = make_trace({{128, 0, 2}, {128, 1, 3}});
+  Trace t = testing::trace_from_rows({{128, 0, 2}, {128, 1, 3}});
   Plan plan;
   plan.alignment = 64;
   plan.slab_bytes = 256;
@@ -130,7 +119,7 @@ TEST(Validator, CatchesOverlapMisalignmentAndSlabOverrun) {
 }
 
 TEST(Validator, DisjointLifetimesMayShareAddresses) {
-  Trace t = make_trace({{128, 0, 2}, {128, 2, 4}, {0, 0, 4}});
+  Trace t = testing::trace_from_rows({{128, 0, 2}, {128, 2, 4}, {0, 0, 4}});
   Plan plan;
   plan.slab_bytes = 128;
   plan.offsets = {0, 0, 4096};  // a zero-byte row is never checked
@@ -138,7 +127,7 @@ TEST(Validator, DisjointLifetimesMayShareAddresses) {
 }
 
 TEST(Validator, InstantaneousAllocationsStillNeedSpace) {
-  Trace t = make_trace({{128, 3, 3}, {128, 0, 5}});
+  Trace t = testing::trace_from_rows({{128, 3, 3}, {128, 0, 5}});
   Plan plan;
   plan.slab_bytes = 256;
   plan.offsets = {0, 0};

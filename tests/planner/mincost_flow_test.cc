@@ -14,6 +14,7 @@
 #include "memoplan/planner/validator.h"
 #include "min_cost_flow.h"
 #include "random_traces.h"
+#include "trace_rows.h"
 
 namespace memoplan {
 namespace {
@@ -184,23 +185,12 @@ TEST(MinCostFlowSolver, MatchesBruteForceOnRandomAssignments) {
 
 // ---- the strategy ---------------------------------------------------------------------------
 
-struct Row {
-  uint64_t size, begin, end;
-};
+using testing::Row;
 
-Trace trace_of(const std::vector<Row>& rows) {
-  Trace trace;
-  trace.meta.name = "hand_built";
-  for (size_t i = 0; i < rows.size(); ++i) {
-    Allocation a;
-    a.id = i;
-    a.size = rows[i].size;
-    a.begin = rows[i].begin;
-    a.end = rows[i].end;
-    trace.allocations.push_back(a);
-  }
-  return trace;
+Trace hand_built(const std::vector<Row>& rows) {
+  return testing::trace_from_rows(rows, "hand_built");
 }
+
 
 Plan plan_with_flow(const Trace& trace) {
   PlanOptions options;
@@ -244,7 +234,7 @@ TEST(MincostFlowStrategy, SameSeedSamePlan) {
 
 TEST(MincostFlowStrategy, AlternatingChainNeedsTwoObjects) {
   // A [0,2), B [1,3), C [2,4): C reuses A. Objects {A, C}, {B}.
-  const Trace trace = trace_of({{4096, 0, 2}, {4096, 1, 3}, {4096, 2, 4}});
+  const Trace trace = hand_built({{4096, 0, 2}, {4096, 1, 3}, {4096, 2, 4}});
   const Plan plan = plan_with_flow(trace);
   EXPECT_EQ(plan.slab_bytes, 8192u);
   EXPECT_EQ(plan.slab_bytes, plan.lower_bound_bytes);
@@ -253,7 +243,7 @@ TEST(MincostFlowStrategy, AlternatingChainNeedsTwoObjects) {
 
 TEST(MincostFlowStrategy, DiamondJoinReusesTheInput) {
   // X [0,2) forks into L and R [1,3), which join into J [2,4): J reuses X.
-  const Trace trace = trace_of({{4096, 0, 2}, {2048, 1, 3}, {2048, 1, 3}, {4096, 2, 4}});
+  const Trace trace = hand_built({{4096, 0, 2}, {2048, 1, 3}, {2048, 1, 3}, {4096, 2, 4}});
   const Plan plan = plan_with_flow(trace);
   EXPECT_EQ(plan.slab_bytes, 8192u);
   EXPECT_EQ(plan.slab_bytes, shared_lower_bound(trace));
@@ -262,7 +252,7 @@ TEST(MincostFlowStrategy, DiamondJoinReusesTheInput) {
 
 TEST(MincostFlowStrategy, ResidualBlockOutputReusesTheFirstConv) {
   // Skip input I [0,4), conv A [1,3), conv B [2,4), sum O [3,5): O reuses A.
-  const Trace trace = trace_of({{4096, 0, 4}, {4096, 1, 3}, {4096, 2, 4}, {4096, 3, 5}});
+  const Trace trace = hand_built({{4096, 0, 4}, {4096, 1, 3}, {4096, 2, 4}, {4096, 3, 5}});
   const Plan plan = plan_with_flow(trace);
   EXPECT_EQ(plan.slab_bytes, 3 * 4096u);
   EXPECT_EQ(plan.slab_bytes, plan.lower_bound_bytes);
@@ -271,7 +261,7 @@ TEST(MincostFlowStrategy, ResidualBlockOutputReusesTheFirstConv) {
 
 TEST(MincostFlowStrategy, GrowingIntoAnObjectBeatsANewOne) {
   // B (8 KiB) may take over A's 4 KiB object for a growth of 4 KiB instead of 8 KiB new.
-  const Trace trace = trace_of({{4096, 0, 1}, {8192, 1, 2}});
+  const Trace trace = hand_built({{4096, 0, 1}, {8192, 1, 2}});
   const Plan plan = plan_with_flow(trace);
   EXPECT_EQ(plan.slab_bytes, 8192u);
   EXPECT_EQ(plan.offsets[0], plan.offsets[1]);
@@ -282,7 +272,7 @@ TEST(MincostFlowStrategy, LongAlternatingChainStillNeedsOnlyTwoObjects) {
   // chain. Two new objects cost 2 * size; any third would cost more, so the flow cannot open one.
   std::vector<Row> rows;
   for (uint64_t i = 0; i < 3000; ++i) rows.push_back({65536, i, i + 2});
-  const Trace trace = trace_of(rows);
+  const Trace trace = hand_built(rows);
   const Plan plan = plan_with_flow(trace);
   EXPECT_EQ(plan.slab_bytes, 2 * 65536u);
   EXPECT_EQ(plan.status, SolveStatus::kOptimal);

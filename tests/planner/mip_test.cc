@@ -19,6 +19,7 @@
 #include "mip_support.h"
 #include "random_traces.h"
 #include "strategies/strategies.h"
+#include "trace_rows.h"
 
 namespace memoplan {
 namespace {
@@ -27,18 +28,6 @@ using testing::TraceShape;
 
 constexpr uint64_t KiB = 1024;
 
-Trace make_trace(const std::vector<std::tuple<uint64_t, uint64_t, uint64_t>>& rows) {
-  Trace trace;
-  for (const auto& [size, begin, end] : rows) {
-    Allocation a;
-    a.id = trace.allocations.size();
-    a.size = size;
-    a.begin = begin;
-    a.end = end;
-    trace.allocations.push_back(a);
-  }
-  return trace;
-}
 
 planner::Problem problem_of(const Trace& trace) {
   Result<planner::Problem> problem = planner::make_problem(trace);
@@ -105,7 +94,7 @@ uint64_t brute_force_optimum(const planner::Problem& problem) {
 // D (live with B and C) must go above B at 7, and E, live with all four, lands on top at 9:
 // greedy_by_size needs 10 units where the 9 units live at tick 3 suffice.
 Trace greedy_trap(uint64_t unit = KiB) {
-  return make_trace(
+  return testing::trace_from_rows(
       {{3 * unit, 2, 4}, {2 * unit, 3, 6}, {3 * unit, 3, 5}, {4 * unit, 1, 3}, {1 * unit, 2, 5}});
 }
 
@@ -113,12 +102,12 @@ Trace greedy_trap(uint64_t unit = KiB) {
 // (random_traces' tiny traces almost never catch it out).
 Trace small_grid_trace(size_t blocks, uint64_t seed) {
   std::mt19937_64 rng(seed);
-  std::vector<std::tuple<uint64_t, uint64_t, uint64_t>> rows;
+  std::vector<testing::Row> rows;
   for (size_t i = 0; i < blocks; ++i) {
     const uint64_t begin = rng() % 5;
-    rows.emplace_back((1 + rng() % 4) * KiB, begin, begin + 1 + rng() % 3);
+    rows.push_back({(1 + rng() % 4) * KiB, begin, begin + 1 + rng() % 3});
   }
-  return make_trace(rows);
+  return testing::trace_from_rows(rows);
 }
 
 // Tiny traces with a known answer: hand-built ones, small-grid ones, and random_traces of every
@@ -127,9 +116,9 @@ std::vector<std::pair<std::string, Trace>> tiny_traces() {
   std::vector<std::pair<std::string, Trace>> traces = {
       {"greedy_trap", greedy_trap()},
       // Disjoint lifetimes: everything at 0, the slab is the largest block.
-      {"disjoint", make_trace({{8 * KiB, 0, 1}, {2 * KiB, 1, 2}, {5 * KiB, 2, 3}})},
+      {"disjoint", testing::trace_from_rows({{8 * KiB, 0, 1}, {2 * KiB, 1, 2}, {5 * KiB, 2, 3}})},
       // Nested lifetimes plus identical twins (the pairs the model fixes by symmetry).
-      {"twins", make_trace({{4 * KiB, 0, 6},
+      {"twins", testing::trace_from_rows({{4 * KiB, 0, 6},
                             {2 * KiB, 1, 3},
                             {2 * KiB, 1, 3},
                             {3 * KiB, 2, 5},
@@ -337,7 +326,7 @@ TEST(MipSupportTest, RelayingAPlanByItsOwnOrderNeverRaisesABlock) {
 
 TEST(MipSupportTest, CyclicOrderIsRejected) {
   const planner::Problem problem =
-      problem_of(make_trace({{64, 0, 3}, {64, 0, 3}, {128, 1, 2}}));  // all three overlap
+      problem_of(testing::trace_from_rows({{64, 0, 3}, {64, 0, 3}, {128, 1, 2}}));  // all three overlap
   const std::vector<planner::mip::BlockPair> pairs = {{0, 1}, {0, 2}, {1, 2}};
   // 0 below 1, 1 below 2, 2 below 0.
   EXPECT_TRUE(planner::mip::offsets_from_order(problem, pairs, {true, false, true}).empty());
@@ -348,7 +337,7 @@ TEST(MipSupportTest, CyclicOrderIsRejected) {
 
 TEST(MipSupportTest, SymmetryFixesOnlyIdenticalTwins) {
   const planner::Problem problem =
-      problem_of(make_trace({{64, 0, 3}, {64, 0, 3}, {64, 0, 4}, {128, 0, 3}, {64, 0, 3}}));
+      problem_of(testing::trace_from_rows({{64, 0, 3}, {64, 0, 3}, {64, 0, 4}, {128, 0, 3}, {64, 0, 3}}));
   const auto pairs = planner::mip::lifetime_overlapping_pairs(problem, SIZE_MAX);
   ASSERT_TRUE(pairs.has_value());
   std::set<std::pair<size_t, size_t>> fixed;

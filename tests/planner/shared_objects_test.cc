@@ -16,6 +16,7 @@
 #include "random_traces.h"
 #include "shared_objects.h"
 #include "strategies/strategies.h"
+#include "trace_rows.h"
 
 namespace memoplan::planner {
 namespace {
@@ -127,25 +128,13 @@ TEST(SharedGreedyBySizeImproved, CountsTheGapAfterTheBlockToo) {
   EXPECT_EQ(result.offsets, (std::vector<uint64_t>{0, 0, 100, 0}));
 }
 
-Trace trace_of(const std::vector<Block>& blocks) {
-  Trace trace;
-  for (size_t i = 0; i < blocks.size(); ++i) {
-    Allocation a;
-    a.id = i;
-    a.size = blocks[i].size;
-    a.begin = blocks[i].begin;
-    a.end = blocks[i].end;
-    trace.allocations.push_back(a);
-  }
-  return trace;
-}
 
 TEST(SharedObjects, ChainOfEqualSizesReachesTheLowerBound) {
   // Each block overlaps only its successor: two objects alternate.
   std::vector<Block> chain;
   for (uint64_t i = 0; i < 40; ++i) chain.push_back({4096, 2 * i, 2 * i + 3});
   for (const char* strategy : kSharedStrategies) {
-    Result<Plan> plan = plan_trace(trace_of(chain), with_strategy(strategy));
+    Result<Plan> plan = plan_trace(testing::trace_from(chain), with_strategy(strategy));
     ASSERT_TRUE(plan.ok()) << plan.error();
     EXPECT_EQ(plan->slab_bytes, 2u * 4096) << strategy;
     EXPECT_EQ(plan->status, SolveStatus::kOptimal) << strategy;
@@ -155,7 +144,7 @@ TEST(SharedObjects, ChainOfEqualSizesReachesTheLowerBound) {
 TEST(SharedObjects, AllLiveTogetherNeedTheirSum) {
   const std::vector<Block> together = {{64, 0, 9}, {640, 1, 5}, {128, 2, 3}, {192, 2, 4}};
   for (const char* strategy : kSharedStrategies) {
-    Result<Plan> plan = plan_trace(trace_of(together), with_strategy(strategy));
+    Result<Plan> plan = plan_trace(testing::trace_from(together), with_strategy(strategy));
     ASSERT_TRUE(plan.ok()) << plan.error();
     EXPECT_EQ(plan->slab_bytes, 64u + 640 + 128 + 192) << strategy;
   }
@@ -165,7 +154,7 @@ TEST(SharedObjects, DisjointLifetimesShareOneObject) {
   std::vector<Block> disjoint;
   for (uint64_t i = 0; i < 12; ++i) disjoint.push_back({64 * ((i * 7) % 12 + 1), i, i + 1});
   for (const char* strategy : kSharedStrategies) {
-    Result<Plan> plan = plan_trace(trace_of(disjoint), with_strategy(strategy));
+    Result<Plan> plan = plan_trace(testing::trace_from(disjoint), with_strategy(strategy));
     ASSERT_TRUE(plan.ok()) << plan.error();
     EXPECT_EQ(plan->slab_bytes, 64u * 12) << strategy;
   }
