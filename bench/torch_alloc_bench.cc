@@ -41,113 +41,13 @@
 #include "memoplan/torch/plan.h"
 #include "memory_sampler.h"
 #include "process_stats.h"
+#include "torch_alloc_options.h"
 
 namespace {
 
 using namespace memoplan::bench;
-
-struct Options {
-  std::string model;
-  std::string name;    // the model's name in the CSV; default: the file's stem
-  std::string config;  // the allocator configuration's label, echoed into the CSV
-  std::string input;   // e.g. 1x3x224x224; default: the file's "input_shape" extra file
-  int batch = 0;       // > 0: replaces the input's first size
-  int size = 0;        // > 0: image height and width (4-D inputs) or sequence length (2-D, 3-D)
-  std::vector<int> threads{1};
-  int warmup = 5;       // the profiling executor re-optimizes the graph during the first 2-3 passes
-  int passes = 20;      // timed passes per thread
-  int timed_total = 0;  // > 0: timed passes per phase, split over its threads (at least 1 each)
-  int sample_ms = 10;   // memory sampling period; 0: off
-  std::string memory_trace;  // every memory sample of every phase, CSV
-  bool marks = true;
-  std::string plan;  // --plan STRATEGY: plan the module with memoplan's LibTorch graph pass
-};
-
-constexpr const char* kCsvHeader =
-    "config,model,input,threads,warmup,passes,median_ms,p90_ms,min_ms,mean_ms,max_ms,"
-    "passes_per_s,minor_faults_per_pass,preempted_per_pass,allocs_per_pass,frees_per_pass,reallocs_"
-    "per_pass,zero_size_per_pass,"
-    "bytes_per_pass,maxrss_kib,rss_after_load_kib,hwm_passes_kib,rss_end_kib,output_fnv1a,"
-    "malloc_chain,avg_rss_kib,je_mapped_avg_kib,je_active_avg_kib,memory_samples,je_mutex_ops,"
-    "je_mutex_waits,je_mutex_wait_ms,je_mutex_max_wait_us,graph_hits,graph_fallbacks,"
-    "graph_escaping,graph_slab_bytes,graph_lower_bound_bytes";
-
-[[noreturn]] void usage(const std::string& message) {
-  std::fprintf(stderr,
-               "torch_alloc_bench: %s\nusage: torch_alloc_bench --model FILE.pt [--name NAME] "
-               "[--config LABEL] [--input 1x3x224x224] [--batch B] [--size S] [--threads T[,T...]] "
-               "[--warmup W] [--passes N] [--timed-total N] [--sample-ms MS] [--memory-trace FILE] "
-               "[--marks 0|1] [--plan STRATEGY]\n       torch_alloc_bench --header\n",
-               message.c_str());
-  std::exit(2);
-}
-
-int to_int(const std::string& flag, const char* text) {
-  char* end = nullptr;
-  const long value = std::strtol(text, &end, 10);
-  if (end == text || *end != '\0' || value < 0 || value > 1 << 20) {
-    usage(flag + " needs a non-negative integer, got '" + text + "'");
-  }
-  return static_cast<int>(value);
-}
-
-Options parse(int argc, char** argv) {
-  Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    if (flag == "--header") {
-      std::printf("%s\n", kCsvHeader);
-      std::exit(0);
-    }
-    if (i + 1 >= argc) usage("missing value for " + flag);
-    const char* value = argv[++i];
-    if (flag == "--model") {
-      o.model = value;
-    } else if (flag == "--name") {
-      o.name = value;
-    } else if (flag == "--config") {
-      o.config = value;
-    } else if (flag == "--input") {
-      o.input = value;
-    } else if (flag == "--batch") {
-      o.batch = to_int(flag, value);
-    } else if (flag == "--size") {
-      o.size = to_int(flag, value);
-    } else if (flag == "--threads") {
-      o.threads.clear();
-      std::stringstream in(value);
-      for (std::string t; std::getline(in, t, ',');) o.threads.push_back(to_int(flag, t.c_str()));
-    } else if (flag == "--warmup") {
-      o.warmup = to_int(flag, value);
-    } else if (flag == "--passes") {
-      o.passes = to_int(flag, value);
-    } else if (flag == "--timed-total") {
-      o.timed_total = to_int(flag, value);
-    } else if (flag == "--sample-ms") {
-      o.sample_ms = to_int(flag, value);
-    } else if (flag == "--memory-trace") {
-      o.memory_trace = value;
-    } else if (flag == "--plan") {
-      o.plan = value;
-    } else if (flag == "--marks") {
-      o.marks = std::string(value) != "0";
-    } else {
-      usage("unknown option " + flag);
-    }
-  }
-  if (o.model.empty()) usage("--model is required");
-  if (o.passes < 1) usage("need passes >= 1");
-  if (o.threads.empty() ||
-      std::any_of(o.threads.begin(), o.threads.end(), [](int t) { return t < 1; })) {
-    usage("need threads >= 1");
-  }
-  if (o.name.empty()) {
-    const size_t slash = o.model.find_last_of('/');
-    o.name = o.model.substr(slash == std::string::npos ? 0 : slash + 1);
-    o.name = o.name.substr(0, o.name.find('.'));
-  }
-  return o;
-}
+using memoplan::bench::torch_alloc::Options;
+using memoplan::bench::torch_alloc::usage;
 
 // --batch replaces the first size; --size the height and width of an image (N, C, H, W with H and
 // W > 1: a 1x1 latent like DCGAN's keeps its shape) or the sequence length of tokens (N, L) and
@@ -418,7 +318,7 @@ void run_phase(const Options& o, Loaded& loaded, int threads, const JemallocStat
 }  // namespace
 
 int main(int argc, char** argv) {
-  const Options o = parse(argc, argv);
+  const Options o = memoplan::bench::torch_alloc::parse(argc, argv);
   Loaded loaded;
   loaded.blas_threads = limit_blas_threads();
   at::set_num_threads(1);
@@ -438,15 +338,15 @@ int main(int argc, char** argv) {
     loaded.planned = memoplan::torch_ext::plan(loaded.module, {loaded.inputs[0]}, options);
   }
   loaded.rss_after_load_kib = status_kib("VmRSS");
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  loaded.maxrss_load_kib = usage.ru_maxrss;  // resetting VmHWM lowers ru_maxrss too
+  rusage self_usage{};
+  getrusage(RUSAGE_SELF, &self_usage);
+  loaded.maxrss_load_kib = self_usage.ru_maxrss;  // resetting VmHWM lowers ru_maxrss too
 
   const JemallocStats jemalloc;
   std::FILE* memory_trace = nullptr;
   if (!o.memory_trace.empty()) {
     memory_trace = std::fopen(o.memory_trace.c_str(), "a");
-    if (!memory_trace) ::usage("cannot write " + o.memory_trace);
+    if (!memory_trace) usage("cannot write " + o.memory_trace);
   }
   for (int threads : o.threads) run_phase(o, loaded, threads, jemalloc, memory_trace);
   if (memory_trace) std::fclose(memory_trace);
