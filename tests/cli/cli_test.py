@@ -1,0 +1,159 @@
+#!/usr/bin/python3
+"""The memoplan command as a user runs it: info, plan (--json), validate, compare (--csv,
+--markdown), heapmap, plan --list, and the exit codes (0 fine, 1 an invalid plan, 2 bad input with
+a message naming the file).
+
+    /usr/bin/python3 tests/cli/cli_test.py build/src/memoplan tests/data/traces
+"""
+import csv
+import gzip
+import io
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import xml.etree.ElementTree as ET
+
+FAILURES = []
+
+
+def check(condition, what):
+    if not condition:
+        FAILURES.append(what)
+        print(f"FAIL: {what}")
+
+
+def run(memoplan, *args):
+    p = subprocess.run([memoplan, *args], capture_output=True, text=True, timeout=120)
+    return p.returncode, p.stdout, p.stderr
+
+
+def write(path, text):
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+def test_info_and_plan(memoplan, tmp):
+    trace = write(os.path.join(tmp, "small.csv"), "size,begin,end\n100,0,2\n200,1,3\n50,2,4\n")
+    rc, out, err = run(memoplan, "info", trace)
+    check(rc == 0 and "lower" in out.lower(), f"info: rc {rc}, {out!r} {err!r}")
+
+    plan = os.path.join(tmp, "small.plan.json")
+    rc, out, err = run(memoplan, "plan", trace, "-o", plan, "--json")
+    check(rc == 0, f"plan --json: rc {rc}, {err!r}")
+    report = json.loads(out)
+    for field in ("trace", "strategy", "status", "slab_bytes", "lower_bound_bytes", "ratio",
+                  "planning_ms", "valid", "allocations", "note", "output"):
+        check(field in report, f"plan --json has {field}: {report}")
+    check(report["valid"] is True and report["allocations"] == 3, f"plan --json: {report}")
+    check(report["slab_bytes"] >= report["lower_bound_bytes"] == 384, f"plan --json: {report}")
+
+    rc, out, err = run(memoplan, "plan", "--list")
+    check(rc == 0 and "greedy_by_size" in out and "mip" in out, f"plan --list: {out!r}")
+    return trace, plan
+
+
+def test_validate(memoplan, tmp, trace, plan):
+    rc, out, err = run(memoplan, "validate", trace, plan)
+    check(rc == 0 and "valid" in out, f"validate of a good plan: rc {rc}, {out!r} {err!r}")
+
+    with open(plan) as f:
+        bad = json.load(f)
+    # Rows 0 and 1 are alive together ([0,2) and [1,3)): the same offset makes them overlap.
+    bad["offsets"][1] = bad["offsets"][0]
+    tampered = write(os.path.join(tmp, "tampered.json"), json.dumps(bad))
+    rc, out, err = run(memoplan, "validate", trace, tampered)
+    check(rc == 1, f"validate of an overlapping plan exits 1: rc {rc}, {out!r} {err!r}")
+    check("overlap" in (out + err).lower(), f"validate says why: {out!r} {err!r}")
+
+    other = write(os.path.join(tmp, "other.csv"), "size,begin,end\n100,0,2\n")
+    rc, out, err = run(memoplan, "validate", other, plan)
+    check(rc != 0, f"a plan for another trace is refused: rc {rc}, {out!r} {err!r}")
+
+
+def test_bad_input(memoplan, tmp):
+    missing = os.path.join(tmp, "missing.csv")
+    cases = {
+        "missing file": ["info", missing],
+        "malformed csv": ["info", write(os.path.join(tmp, "bad.csv"), "size,begin,end\n1,x,2\n")],
+        "malformed json": ["plan", write(os.path.join(tmp, "bad.json"), "{\"allocations\": ["),
+                           "-o", os.path.join(tmp, "never.json")],
+        "unknown strategy": ["plan", write(os.path.join(tmp, "ok.csv"), "size,begin,end\n8,0,1\n"),
+                             "-s", "no_such_strategy", "-o", os.path.join(tmp, "never.json")],
+    }
+    for name, args in cases.items():
+        rc, out, err = run(memoplan, *args)
+        check(rc == 2, f"{name}: exit 2, got {rc} ({err!r})")
+        check(os.path.basename(args[1]) in err, f"{name}: the message names the file: {err!r}")
+    check(not os.path.exists(os.path.join(tmp, "never.json")), "bad input writes no plan")
+
+    garbage_plan = write(os.path.join(tmp, "garbage.plan.json"), "not json at all")
+    rc, out, err = run(memoplan, "validate", os.path.join(tmp, "ok.csv"), garbage_plan)
+    check(rc == 2 and "garbage.plan.json" in err, f"garbage plan: exit 2 naming it: {rc} {err!r}")
+
+    for args in (["no_such_command"], ["plan"], ["info", "a.csv", "--no-such-option"], []):
+        rc, out, err = run(memoplan, *args)
+        check(rc != 0, f"usage error {args}: non-zero exit, got {rc}")
+
+
+def test_compare(memoplan, data):
+    traces = [os.path.join(data, "resnet18.json.gz"), os.path.join(data, "squeezenet1_0.json.gz")]
+    rc, out, err = run(memoplan, "compare", *traces, "--csv", "-s", "greedy_by_size,naive")
+    check(rc == 0, f"compare --csv: rc {rc}, {err!r}")
+    rows = list(csv.DictReader(io.StringIO(out)))
+    check(len(rows) == 4, f"compare --csv: 2 traces x 2 strategies, got {len(rows)}")
+    for row in rows:
+        check(float(row["ratio"]) >= 1.0, f"ratio >= 1: {row}")
+        check(int(row["slab_bytes"]) >= int(row["lower_bound_bytes"]) > 0, f"slab >= bound: {row}")
+    greedy = {r["trace"]: r for r in rows if r["strategy"] == "greedy_by_size"}
+    naive = {r["trace"]: r for r in rows if r["strategy"] == "naive"}
+    for name in greedy:
+        check(int(greedy[name]["slab_bytes"]) <= int(naive[name]["slab_bytes"]),
+              f"greedy_by_size no worse than naive on {name}")
+
+    rc, out, err = run(memoplan, "compare", *traces, "--markdown", "-s", "greedy_by_size")
+    lines = [line for line in out.splitlines() if line.startswith("|")]
+    check(rc == 0 and len(lines) >= 4, f"compare --markdown: rc {rc}, {out!r}")
+    check("resnet18" in lines[0] and "squeezenet1_0" in lines[0], f"markdown header: {lines[:1]}")
+    check(set(lines[1].replace("|", "").replace(" ", "")) <= set("-:"), f"separator: {lines[1:2]}")
+
+
+def test_heapmap(memoplan, tmp, data, trace, plan):
+    for args, name in ((["heapmap", trace, plan], "given plan"),
+                       (["heapmap", os.path.join(data, "resnet18.json.gz"), "-s", "greedy_by_size"],
+                        "planned now")):
+        svg = os.path.join(tmp, name.replace(" ", "_") + ".svg")
+        rc, out, err = run(memoplan, *args, "-o", svg)
+        check(rc == 0 and os.path.exists(svg), f"heapmap ({name}): rc {rc}, {err!r}")
+        if not os.path.exists(svg):
+            continue
+        root = ET.parse(svg).getroot()  # raises on a document that is not well-formed
+        check(root.tag.endswith("svg"), f"heapmap ({name}): root is <svg>, got {root.tag}")
+        rects = [e for e in root.iter() if e.tag.endswith("rect")]
+        check(len(rects) >= 3, f"heapmap ({name}): rectangles drawn, got {len(rects)}")
+    rc, out, err = run(memoplan, "heapmap", trace, "-o", os.path.join(tmp, "x.svg"),
+                       "--width", "10")
+    check(rc != 0, f"heapmap with a width out of range fails: rc {rc}")
+
+
+def main():
+    if len(sys.argv) != 3:
+        print(__doc__)
+        return 2
+    memoplan, data = sys.argv[1], sys.argv[2]
+    with gzip.open(os.path.join(data, "resnet18.json.gz")):
+        pass  # the committed traces are there
+    with tempfile.TemporaryDirectory() as tmp:
+        trace, plan = test_info_and_plan(memoplan, tmp)
+        test_validate(memoplan, tmp, trace, plan)
+        test_bad_input(memoplan, tmp)
+        test_compare(memoplan, data)
+        test_heapmap(memoplan, tmp, data, trace, plan)
+    print(f"{'FAILED' if FAILURES else 'passed'}: {len(FAILURES)} failure(s)")
+    return 1 if FAILURES else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
