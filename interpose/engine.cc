@@ -223,6 +223,16 @@ size_t engine_usable_size(void* p) {
 
 void* engine_realloc(void* p, size_t size) {
   if (!p) return engine_alloc(size, 16, false);
+  if (__builtin_expect(!ready(), 0)) {
+    // During initialization (dlsym reallocating its own buffers) there is no fallback yet: the
+    // block moves within the bootstrap pool, whose blocks are never freed.
+    void* q = bootstrap::allocate(size ? size : 1, 16);
+    if (q && bootstrap::owns(p)) {
+      const size_t old_size = bootstrap::usable_size(p);
+      memcpy(q, p, old_size < size ? old_size : size);
+    }
+    return q;
+  }
   const bool ours = g.slabs.contains(p) || g.tags.contains(p) || bootstrap::owns(p);
   if (!ours) {
     void* q = fallback::realloc(p, size);
@@ -241,6 +251,23 @@ void* engine_realloc(void* p, size_t size) {
   if (g.slabs.contains(p)) stats().moved_by_realloc.fetch_add(1, std::memory_order_relaxed);
   engine_free(p);
   return q;
+}
+
+int engine_trim(size_t pad) {
+  if (!ready()) return 0;
+  uint64_t released = 0;
+  if (!g.mode_off && tls_state && !ReentryGuard::active()) {
+    ThreadState& t = *tls_state;
+    ReentryGuard guard;
+    if (t.arena) released += t.arena->discard_pages();
+    // Records matter only while profiling, and only while a profiled block may still close one.
+    if (t.phase != Phase::kProfiling && t.profiled_live.load(std::memory_order_acquire) == 0) {
+      released += t.log.footprint_bytes();
+      t.log.clear();
+    }
+    stats().released_bytes.fetch_add(released, std::memory_order_relaxed);
+  }
+  return fallback::trim(pad) || released ? 1 : 0;
 }
 
 void engine_pass_begin() {
@@ -276,6 +303,11 @@ void engine_pass_begin() {
       break;
     case Phase::kReplaying:
       t->matcher.set_cursor(0);
+      // The profile's records, once no profiled block can close one any more.
+      if (t->log.count() && t->profiled_live.load(std::memory_order_acquire) == 0) {
+        stats().released_bytes.fetch_add(t->log.footprint_bytes(), std::memory_order_relaxed);
+        t->log.clear();
+      }
       ++t->replayed_passes;
       break;
     case Phase::kSeeking:

@@ -30,6 +30,10 @@ void engine_pass_begin();
 // Initializes the engine and reads mode:replay's files (the preloaded library's constructor).
 void engine_load_files();
 void engine_pass_end();
+// malloc_trim: gives back what the calling thread holds idle (its arena's pages when none of its
+// blocks is alive, its profile records when it no longer profiles) and trims the fallback.
+// Returns 1 when memory went back to the OS, as glibc's does.
+int engine_trim(size_t pad);
 
 // profile.cc
 void* profile_alloc(ThreadState& t, size_t size, size_t alignment, uint64_t key, bool zero);

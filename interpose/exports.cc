@@ -5,10 +5,12 @@
 #include <cstdint>
 #include <new>
 
+#include <malloc.h>
 #include <unistd.h>
 
 #include "bootstrap.h"
 #include "engine.h"
+#include "fallback.h"
 #include "memoplan/pass.h"
 
 using namespace memoplan::shim;
@@ -145,12 +147,27 @@ __attribute__((visibility("default"))) void* valloc(size_t size) {
 }
 
 __attribute__((visibility("default"))) void* pvalloc(size_t size) {
+  if (size > SIZE_MAX - page_size()) {  // rounding up to a page would wrap to 0
+    errno = ENOMEM;
+    return nullptr;
+  }
   const size_t rounded = (size + page_size() - 1) & ~(page_size() - 1);
   return engine_alloc(rounded ? rounded : page_size(), page_size(), false);
 }
 
 __attribute__((visibility("default"))) size_t malloc_usable_size(void* p) {
   return engine_usable_size(p);
+}
+
+// glibc's tuning and statistics calls: malloc_trim also gives back what memoplan holds idle for
+// the calling thread (engine_trim); mallopt and mallinfo2 are the fallback's (glibc's where it is
+// the next malloc; memoplan's own arenas are not in mallinfo2).
+__attribute__((visibility("default"))) int malloc_trim(size_t pad) { return engine_trim(pad); }
+__attribute__((visibility("default"))) int mallopt(int param, int value) {
+  return fallback::mallopt(param, value);
+}
+__attribute__((visibility("default"))) struct mallinfo2 mallinfo2(void) {
+  return fallback::mallinfo2();
 }
 
 __attribute__((visibility("default"))) void memoplan_pass_begin(void) { engine_pass_begin(); }

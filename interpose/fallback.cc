@@ -21,6 +21,9 @@ using MallocxFn = void* (*)(size_t, int);
 using RallocxFn = void* (*)(void*, size_t, int);
 using DallocxFn = void (*)(void*, int);
 using SallocxFn = size_t (*)(const void*, int);
+using TrimFn = int (*)(size_t);
+using MalloptFn = int (*)(int, int);
+using Mallinfo2Fn = struct mallinfo2 (*)();
 
 struct Functions {
   MallocFn malloc = nullptr;
@@ -34,6 +37,10 @@ struct Functions {
   RallocxFn rallocx = nullptr;
   DallocxFn dallocx = nullptr;
   SallocxFn sallocx = nullptr;
+  // glibc's tuning and statistics calls, forwarded
+  TrimFn trim = nullptr;
+  MalloptFn mallopt = nullptr;
+  Mallinfo2Fn mallinfo2 = nullptr;
 };
 
 Functions fn;
@@ -71,6 +78,9 @@ inline int jemalloc_align_flag(size_t alignment) { return __builtin_ctzll(alignm
 }  // namespace
 
 bool init(FallbackKind kind, const char** error) {
+  fn.trim = reinterpret_cast<TrimFn>(dlsym(RTLD_NEXT, "malloc_trim"));
+  fn.mallopt = reinterpret_cast<MalloptFn>(dlsym(RTLD_NEXT, "mallopt"));
+  fn.mallinfo2 = reinterpret_cast<Mallinfo2Fn>(dlsym(RTLD_NEXT, "mallinfo2"));
   if (kind == FallbackKind::kJemalloc) {
     void* handle = dlopen("libjemalloc.so.2", RTLD_NOW | RTLD_LOCAL);
     if (handle) {
@@ -160,6 +170,14 @@ void free(void* p) {
     return;
   }
   fn.free(p);
+}
+
+int trim(size_t pad) { return fn.trim ? fn.trim(pad) : 0; }
+int mallopt(int param, int value) { return fn.mallopt ? fn.mallopt(param, value) : 0; }
+struct mallinfo2 mallinfo2() {
+  if (fn.mallinfo2) return fn.mallinfo2();
+  struct mallinfo2 none {};
+  return none;
 }
 
 void* (*next_malloc())(size_t) { return fn.mallocx ? nullptr : fn.malloc; }

@@ -2,6 +2,8 @@
 // preloaded jemalloc/tcmalloc after us), or jemalloc's mallocx API loaded with dlopen.
 #pragma once
 
+#include <malloc.h>
+
 #include <cstddef>
 
 #include "options.h"
@@ -22,6 +24,12 @@ size_t usable_size(void* p);
 // True when the fallback's free is known to keep errno (glibc's since 2.33), so ours need not
 // save and restore it around the call.
 bool free_keeps_errno();
+
+// The next allocator's malloc_trim, mallopt and mallinfo2 (glibc's, where the chain has them):
+// 0 / a zeroed struct when it has none.
+int trim(size_t pad);
+int mallopt(int param, int value);
+struct mallinfo2 mallinfo2();
 
 // The next allocator's malloc and free, when that is the fallback (nullptr with fallback:jemalloc).
 void* (*next_malloc())(size_t);

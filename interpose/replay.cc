@@ -53,9 +53,18 @@ void keep_peak(ThreadState& t) {
   }
 }
 
+// The profile's records once nothing can close one any more: the plan is made, and no profiled
+// block is alive.
+__attribute__((noinline)) void release_records(ThreadState& t) {
+  if (t.profiled_live.load(std::memory_order_acquire) != 0) return;
+  stats().released_bytes.fetch_add(t.log.footprint_bytes(), std::memory_order_relaxed);
+  t.log.clear();
+}
+
 // A detected pass ends with its last planned allocation (every allocation, for a pass of one).
 inline void detected_pass_completed(ThreadState& t) {
   ++t.replayed_passes;
+  if (__builtin_expect(t.log.count() != 0, 0)) release_records(t);
   keep_peak(t);
   // Publish now and then: a detected pass can be a single allocation long.
   replay::OwnedCounters::bump(t.counters.passes);

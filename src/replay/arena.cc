@@ -2,7 +2,11 @@
 #include "memoplan/replay/arena.h"
 
 #include <sys/mman.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <new>
 
 namespace memoplan::replay {
@@ -135,6 +139,29 @@ uint64_t ArenaRegion::usable_size(const void* p) const {
 void ArenaRegion::after_fork_in_child() {
   if (!arenas_) return;
   for (uint32_t i = 0; i < slots_.slot_count(); ++i) arenas_[i].lock_.clear();
+}
+
+void Arena::invalid_free(void* p) {
+  if (region_->invalid_free_) return region_->invalid_free_(p);
+  char line[160];
+  const int n = snprintf(line, sizeof line,
+                         "memoplan: free(%p): not a live block of its arena (double free or "
+                         "invalid pointer); aborting\n",
+                         p);
+  if (n > 0) {
+    const ssize_t written = write(2, line, static_cast<size_t>(n));
+    (void)written;
+  }
+  abort();
+}
+
+uint64_t Arena::discard_pages() {
+  drain_remote_frees();
+  if (live_.count() != 0 || !base_) return 0;
+  const int saved = errno;
+  const bool ok = madvise(base_, bytes_ ? bytes_ : 1, MADV_DONTNEED) == 0;
+  errno = saved;
+  return ok ? bytes_ : 0;
 }
 
 void Arena::drain_remote_frees() {

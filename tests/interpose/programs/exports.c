@@ -37,6 +37,9 @@ static void check_symbols(void) {
                                          "pvalloc",
                                          "malloc_usable_size",
                                          "cfree",
+                                         "malloc_trim",
+                                         "mallopt",
+                                         "mallinfo2",
                                          "memoplan_pass_begin",
                                          "memoplan_pass_end"};
   for (size_t i = 0; i < sizeof kSymbols / sizeof kSymbols[0]; ++i) {
@@ -134,6 +137,17 @@ static void check_small_blocks_and_edges(void) {
   CHECK(p != NULL && (uintptr_t)p % 8 == 0);
   free(p);
 
+  /* Sizes whose rounding to pages or alignment would wrap around: NULL and ENOMEM, never a page. */
+  errno = 0;
+  CHECK(pvalloc(huge - 100) == NULL && errno == ENOMEM);
+  errno = 0;
+  CHECK(valloc(huge - 100) == NULL && errno == ENOMEM);
+  errno = 0;
+  CHECK(memalign(4096, huge - 100) == NULL && errno == ENOMEM);
+  errno = 0;
+  CHECK(aligned_alloc(4096, huge - 100) == NULL && errno == ENOMEM);
+  CHECK(posix_memalign(&p, 4096, huge - 100) == ENOMEM);
+
   p = pvalloc(1);
   CHECK(p != NULL && (uintptr_t)p % 4096 == 0 && malloc_usable_size(p) >= 4096);
   free(p);
@@ -146,6 +160,18 @@ static void check_small_blocks_and_edges(void) {
   CHECK(realloc(p, 0) == NULL);
   p = malloc(100);
   CHECK(realloc(p, 0) == NULL);
+}
+
+/* glibc's tuning and statistics calls reach the fallback (and malloc_trim memoplan's idle memory). */
+static void check_tuning_calls(void) {
+  CHECK(mallopt(M_ARENA_MAX, 8) == 1);
+  void* blocks[64];
+  for (int i = 0; i < 64; ++i) blocks[i] = malloc(1000);
+  struct mallinfo2 info = mallinfo2();
+  CHECK(info.uordblks >= 64 * 1000);
+  for (int i = 0; i < 64; ++i) free(blocks[i]);
+  const int trimmed = malloc_trim(0);
+  CHECK(trimmed == 0 || trimmed == 1);
 }
 
 static void check_free_keeps_errno(void) {
@@ -163,6 +189,7 @@ int main(void) {
   check_symbols();
   check_large_blocks();
   check_small_blocks_and_edges();
+  check_tuning_calls();
   check_free_keeps_errno();
   return 0;
 }

@@ -54,6 +54,9 @@ class Arena {
 
   // Owner only: applies the frees other threads made.
   void drain_remote_frees();
+  // Owner only, with no block alive: gives the pages back to the OS (MADV_DONTNEED; the arena stays
+  // mapped and reads as zeros). Returns the bytes given back (0 when a block is alive).
+  uint64_t discard_pages();
   // Owner only: gives the arena back if none of its blocks is alive (true then), e.g. to switch
   // plans. The Arena must not be used after it returned true.
   bool release_if_empty();
@@ -71,9 +74,15 @@ class Arena {
 
  private:
   friend class ArenaRegion;
+  // A block that is not alive here (a double free, an interior pointer, a block of an arena given
+  // back) goes to the region's invalid-free handler: the guard would otherwise forget the range of
+  // whichever block lives there now and hand its memory out again.
   void free_local(void* p) {
-    live_bytes_ -= live_.erase(static_cast<uint64_t>(static_cast<char*>(p) - base_));
+    const uint64_t length = live_.erase(static_cast<uint64_t>(static_cast<char*>(p) - base_));
+    if (__builtin_expect(length == 0, 0)) return invalid_free(p);
+    live_bytes_ -= length;
   }
+  void invalid_free(void* p);
   void release();  // under lock_ or by the owner: unmaps and frees the slot
 
   ArenaRegion* region_ = nullptr;
@@ -133,6 +142,10 @@ class ArenaRegion {
   void set_map_fault(bool (*should_fail)()) { map_fault_ = should_fail; }
   // In a forked child: every arena lock goes free (its holder did not come along).
   void after_fork_in_child();
+  // Called with a pointer freed into an arena where no block starts (a double free or an invalid
+  // pointer). The default writes one line to stderr and aborts, as glibc does: going on would let
+  // the guard hand out the memory of the block that lives there now.
+  void set_invalid_free_handler(void (*handler)(void* p)) { invalid_free_ = handler; }
 
  private:
   friend class Arena;
@@ -147,6 +160,7 @@ class ArenaRegion {
   Config config_;
   SharedCounters* counters_ = nullptr;
   bool (*map_fault_)() = nullptr;
+  void (*invalid_free_)(void* p) = nullptr;
 };
 
 }  // namespace memoplan::replay

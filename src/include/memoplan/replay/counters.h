@@ -48,7 +48,8 @@ const char* to_string(Fallback reason);
   X(tag_commit_failures)    /* profiled blocks whose tag slot was not mapped */                \
   X(slab_map_failures)      /* arenas not mapped: that thread runs unplanned */                \
   X(late_slab_releases)     /* arenas of exited threads released by their last block's free */ \
-  X(forks)                  /* forks this process came out of (child side) */
+  X(forks)                  /* forks this process came out of (child side) */                  \
+  X(released_bytes)         /* given back while running: profile records, idle arena pages */
 
 // A snapshot: plain numbers.
 struct Counters {

@@ -18,6 +18,10 @@ __attribute__((always_inline)) inline void* serve(Matcher& matcher, const Slot* 
     return nullptr;
   }
   const Slot& slot = slots[index];
+  if (__builtin_expect(size > slot.size, 0)) {  // keys collide: never serve past a planned slot
+    *why = Fallback::kNotPlanned;
+    return nullptr;
+  }
   if (__builtin_expect(!slot.planned, 0)) {
     *why = Fallback::kEscaping;
     return nullptr;

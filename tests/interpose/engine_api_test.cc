@@ -1,0 +1,91 @@
+// The engine at the edges of the malloc API: a double free of a slab block, realloc while the
+// engine initializes, malloc_trim, and what profiling leaves behind once the plan runs.
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "bootstrap.h"
+#include "engine_harness.h"
+#include "state.h"
+
+namespace memoplan::shim::testing {
+namespace {
+
+uint64_t first_steady_pass() { return engine_options().passes + 2; }
+
+// Pages of [p, p + bytes) resident now.
+size_t resident_pages(const void* p, size_t bytes) {
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t start = reinterpret_cast<uintptr_t>(p) & ~(page - 1);
+  const size_t pages = (reinterpret_cast<uintptr_t>(p) + bytes - start + page - 1) / page;
+  std::vector<unsigned char> in_core(pages);
+  if (mincore(reinterpret_cast<void*>(start), pages * page, in_core.data()) != 0) return 0;
+  size_t resident = 0;
+  for (unsigned char c : in_core) resident += c & 1;
+  return resident;
+}
+
+TEST(EngineApi, DoubleFreeOfASlabBlockAbortsSayingSo) {
+  SKIP_UNLESS_ENGINE_PLANS();
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        on_fresh_thread([] {
+          Heap heap;
+          const Script script = network_pass();
+          for (uint64_t pass = 0; pass < first_steady_pass(); ++pass) heap.pass(script);
+          heap.begin_pass();
+          heap.run({script[0]});  // the plan's first block, from the slab
+          void* p = heap.pointer(script[0].id);
+          if (origin_of(p) != Origin::kSlab) _exit(3);  // not the case under test
+          engine_free(p);
+          engine_free(p);  // the guard would forget whichever block lives there next
+        });
+      },
+      "double free");
+}
+
+TEST(EngineApi, ReallocWhileTheEngineInitializesStaysInTheBootstrapPool) {
+  // What dlsym does when it reallocates its own buffers during initialization: there is no
+  // fallback yet (before the fix: a call through a null function pointer).
+  Global& g = global();
+  const int state = g.init_state.exchange(1);  // "initialization under way"
+  char* p = static_cast<char*>(bootstrap::allocate(100, 16));
+  ASSERT_NE(p, nullptr);
+  memset(p, 0x5a, 100);
+  char* q = static_cast<char*>(engine_realloc(p, 300));
+  g.init_state.store(state);
+  ASSERT_NE(q, nullptr);
+  EXPECT_TRUE(bootstrap::owns(q));
+  for (int i = 0; i < 100; ++i) ASSERT_EQ(q[i], 0x5a) << i;
+  engine_free(q);  // a bootstrap block: nothing to do, no crash
+}
+
+TEST(EngineApi, TrimGivesTheIdleSlabAndTheProfileBack) {
+  SKIP_UNLESS_ENGINE_PLANS();
+  const Script script = network_pass();
+  const Counters before = counters();
+  on_fresh_thread([&] {
+    Heap heap;
+    for (uint64_t pass = 0; pass < first_steady_pass() + 1; ++pass) heap.pass(script);
+    ThreadState* t = tls_state;
+    ASSERT_NE(t, nullptr);
+    ASSERT_NE(t->arena, nullptr);
+    EXPECT_EQ(t->log.count(), 0u) << "records released once the plan runs";
+    char* base = t->arena->base();
+    const uint64_t bytes = t->arena->bytes();
+    ASSERT_GT(resident_pages(base, bytes), 0u);
+    EXPECT_EQ(engine_trim(0), 1);
+    EXPECT_EQ(resident_pages(base, bytes), 0u) << "the idle slab went back to the OS";
+    heap.pass(script);  // still planned after the trim
+    EXPECT_TRUE(heap.last_pass_all(Origin::kSlab)) << heap.last_pass_origins();
+  });
+  EXPECT_GT((counters() - before).released_bytes, 0u);
+}
+
+}  // namespace
+}  // namespace memoplan::shim::testing
