@@ -35,6 +35,26 @@ constexpr unsigned kTagShift = 28;  // 256 MiB per tag slot; 2^16 slots = 16 TiB
 
 void warn_line(const char* message) { log_line("%s", message); }
 
+// Live profiled blocks allowed at once: each is a mapping of its own (about two VMAs), and a
+// process past vm.max_map_count cannot mmap anything — thread stacks, dlopen, glibc's large
+// blocks. An eighth of the limit leaves the host the rest. Read without malloc.
+uint32_t tag_budget() {
+  uint64_t max_map_count = 65530;  // the kernel's default
+  const int fd = open("/proc/sys/vm/max_map_count", O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    char text[32];
+    const ssize_t n = read(fd, text, sizeof text - 1);
+    close(fd);
+    uint64_t value = 0;
+    for (ssize_t i = 0; i < n && text[i] >= '0' && text[i] <= '9'; ++i) {
+      value = value * 10 + static_cast<uint64_t>(text[i] - '0');
+    }
+    if (value > 0) max_map_count = value;
+  }
+  const uint64_t budget = max_map_count / 8;
+  return static_cast<uint32_t>(budget < 256 ? 256 : budget > 65536 ? 65536 : budget);
+}
+
 // getenv is not safe this early in a preloaded library; walk the environment ourselves.
 const char* find_env(const char* name) {
   const size_t n = strlen(name);
@@ -75,6 +95,7 @@ void initialize() {
     bool ok = !fault::should_fail(fault::Site::kTagRegion);
     if (!ok) errno = ENOMEM;
     ok = ok && g.tags.reserve(kTagShift, 20, 4);
+    g.tags.set_live_limit(tag_budget());
     replay::ArenaRegion::Config slabs;
     slabs.largest_shift = slabs.smallest_shift =
         static_cast<unsigned>(__builtin_ctzll(g.options.slab_max));

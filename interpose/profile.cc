@@ -17,7 +17,15 @@ void give_up_profiling(ThreadState& t, const char* why) {
   t.phase = Phase::kDisabled;
   stats().plan_failures.fetch_add(1, std::memory_order_relaxed);
   log_line("memoplan: thread %u runs unplanned: %s", t.index, why);
+  // Its records are of no use any more; they go now unless a profiled block may still close one
+  // (then at the thread's exit, or at malloc_trim).
+  if (t.profiled_live.load(std::memory_order_acquire) == 0) {
+    stats().released_bytes.fetch_add(t.log.footprint_bytes(), std::memory_order_relaxed);
+    t.log.clear();
+  }
 }
+
+std::atomic<bool> budget_reported{false};
 
 }  // namespace
 
@@ -34,6 +42,13 @@ void* profile_alloc(ThreadState& t, size_t size, size_t alignment, uint64_t key,
     // No free slot: 65,536 tracked blocks are alive.
     if (miss == record::TagRegion::Miss::kCommitFailed) {
       stats().tag_commit_failures.fetch_add(1, std::memory_order_relaxed);
+    } else if (miss == record::TagRegion::Miss::kOverLimit) {
+      stats().untracked_budget.fetch_add(1, std::memory_order_relaxed);
+      if (!budget_reported.exchange(true, std::memory_order_relaxed)) {
+        log_line("memoplan: %u profiled blocks alive, the tag budget (vm.max_map_count / 8): "
+                 "more go untracked, unplanned",
+                 g.tags.live_limit());
+      }
     }
     return nullptr;
   }

@@ -37,6 +37,11 @@ void* TagRegion::take(uint64_t bytes, bool zero, uintptr_t owner, uint64_t recor
     *why = Miss::kTooLarge;
     return nullptr;
   }
+  const uint32_t limit = live_limit_.load(std::memory_order_relaxed);
+  if (limit && slots_.slots_in_use() >= limit) {  // approximate under races: a budget, not a wall
+    *why = Miss::kOverLimit;
+    return nullptr;
+  }
   uint32_t index = 0;
   if (!slots_.acquire(index)) {
     *why = Miss::kNoSlot;

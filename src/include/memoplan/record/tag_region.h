@@ -29,10 +29,15 @@ class TagRegion {
   uint64_t slot_bytes() const { return slots_.slot_bytes(); }
   uint32_t slots_in_use() const { return slots_.slots_in_use(); }
 
+  // At most this many blocks tagged at once (0: every slot). Each tagged block is a mapping of its
+  // own (about two VMAs): a host near vm.max_map_count would see its own mmap calls fail.
+  void set_live_limit(uint32_t blocks) { live_limit_.store(blocks, std::memory_order_relaxed); }
+  uint32_t live_limit() const { return live_limit_.load(std::memory_order_relaxed); }
+
   // Freed slots keep up to this many bytes mapped in all (0: every free unmaps, the default).
   void set_retain_bytes(uint64_t bytes) { retain_limit_.store(bytes, std::memory_order_relaxed); }
 
-  enum class Miss : uint8_t { kNone, kTooLarge, kNoSlot, kCommitFailed };
+  enum class Miss : uint8_t { kNone, kTooLarge, kNoSlot, kOverLimit, kCommitFailed };
   // A block of `bytes` recorded by (owner, record); nullptr and why when there is none. `zero`:
   // the block must read as zeros (fresh pages are; a slot that kept its pages is cleared).
   void* take(uint64_t bytes, bool zero, uintptr_t owner, uint64_t record, Miss* why);
@@ -70,6 +75,7 @@ class TagRegion {
   Slot* table_ = nullptr;  // kSlots entries, mapped at reserve()
   std::atomic<uint64_t> retain_limit_{0};
   std::atomic<uint64_t> retained_{0};
+  std::atomic<uint32_t> live_limit_{0};
   bool (*commit_fault_)() = nullptr;
 };
 

@@ -32,6 +32,7 @@ const char* to_string(Fallback reason);
   X(redetections)      /* detected plans found wrong and detected again (shim) */              \
   X(profiled)          /* allocations recorded while profiling (shim) */                       \
   X(untracked_large)   /* too large for a tag slot while profiling (shim) */                   \
+  X(untracked_budget)  /* not tagged: the live tag budget (vm.max_map_count) was reached (shim) */ \
   X(planned_hits)      /* requests served from an arena */                                     \
   X(steady_hits)       /* ... of them in steady-state passes (shim) */                         \
   X(steady_fallbacks)  /* fallbacks other than escaping in steady-state passes (shim) */       \
