@@ -282,9 +282,9 @@ int engine_trim(size_t pad) {
     ReentryGuard guard;
     if (t.arena) released += t.arena->discard_pages();
     // Records matter only while profiling, and only while a profiled block may still close one.
-    if (t.phase != Phase::kProfiling && t.profiled_live.load(std::memory_order_acquire) == 0) {
-      released += t.log.footprint_bytes();
-      t.log.clear();
+    if (t.phase != Phase::kProfiling && t.profile->live_blocks() == 0) {
+      released += t.profile->log.footprint_bytes();
+      t.profile->log.clear();
     }
     stats().released_bytes.fetch_add(released, std::memory_order_relaxed);
   }
@@ -311,7 +311,7 @@ void engine_pass_begin() {
       if (t->passes_begun <= g.options.passes) break;
       if (g.options.mode != Mode::kReplay) {
         t->phase = Phase::kProfiling;
-        t->pass_first_record = t->log.count();
+        t->pass_first_record = t->profile->log.count();
       } else if (start_loaded_replay(*t)) {
         t->replayed_passes = 1;
       } else if (g.replay_pass_state.load(std::memory_order_acquire) != 0) {
@@ -320,14 +320,14 @@ void engine_pass_begin() {
       break;
     case Phase::kProfiling:
       // The previous profiled pass ended without memoplan_pass_end: profile this one instead.
-      t->pass_first_record = t->log.count();
+      t->pass_first_record = t->profile->log.count();
       break;
     case Phase::kReplaying:
       t->matcher.set_cursor(0);
       // The profile's records, once no profiled block can close one any more.
-      if (t->log.count() && t->profiled_live.load(std::memory_order_acquire) == 0) {
-        stats().released_bytes.fetch_add(t->log.footprint_bytes(), std::memory_order_relaxed);
-        t->log.clear();
+      if (t->profile->log.count() && t->profile->live_blocks() == 0) {
+        stats().released_bytes.fetch_add(t->profile->log.footprint_bytes(), std::memory_order_relaxed);
+        t->profile->log.clear();
       }
       ++t->replayed_passes;
       break;
@@ -345,8 +345,8 @@ void engine_pass_end() {
   flush_counters(*t);
   if (t->phase != Phase::kProfiling || !t->explicit_passes) return;
   ReentryGuard guard;
-  const uint64_t count = t->log.count() - t->pass_first_record;
-  if (!finish_profile(*t, t->pass_first_record, count, t->log.tick(), 0)) {
+  const uint64_t count = t->profile->log.count() - t->pass_first_record;
+  if (!finish_profile(*t, t->pass_first_record, count, t->profile->log.tick(), 0)) {
     t->phase = Phase::kDisabled;
     stats().plan_failures.fetch_add(1, std::memory_order_relaxed);
     log_line("memoplan: thread %u runs unplanned: its profiled pass could not be planned",

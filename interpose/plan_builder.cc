@@ -66,7 +66,7 @@ namespace {
 
 bool plan_profile(ThreadState& t, uint64_t first, uint64_t count, uint64_t cut_tick,
                   uint32_t cursor) {
-  Trace trace = record::trace_of(t.log, first, count, cut_tick);
+  Trace trace = record::trace_of(t.profile->log, first, count, cut_tick);
   if (global().options.mode == Mode::kProfile) {
     // Measure only: the pass goes to a file and the thread runs unplanned from here on.
     write_pass_trace(t, trace);

@@ -19,9 +19,9 @@ void give_up_profiling(ThreadState& t, const char* why) {
   log_line("memoplan: thread %u runs unplanned: %s", t.index, why);
   // Its records are of no use any more; they go now unless a profiled block may still close one
   // (then at the thread's exit, or at malloc_trim).
-  if (t.profiled_live.load(std::memory_order_acquire) == 0) {
-    stats().released_bytes.fetch_add(t.log.footprint_bytes(), std::memory_order_relaxed);
-    t.log.clear();
+  if (t.profile->live_blocks() == 0) {
+    stats().released_bytes.fetch_add(t.profile->log.footprint_bytes(), std::memory_order_relaxed);
+    t.profile->log.clear();
   }
 }
 
@@ -36,7 +36,8 @@ void* profile_alloc(ThreadState& t, size_t size, size_t alignment, uint64_t key,
     return nullptr;
   }
   record::TagRegion::Miss miss;
-  void* p = g.tags.take(size, zero, reinterpret_cast<uintptr_t>(&t), t.log.count(), &miss);
+  void* p = g.tags.take(size, zero, reinterpret_cast<uintptr_t>(t.profile), t.profile->log.count(),
+                        &miss);
   if (!p) {
     // Untracked: the fallback serves it, and the plan will not know it (a not_planned fallback).
     // No free slot: 65,536 tracked blocks are alive.
@@ -53,7 +54,7 @@ void* profile_alloc(ThreadState& t, size_t size, size_t alignment, uint64_t key,
     return nullptr;
   }
   record::RecordLog::Full full = record::RecordLog::Full::kNo;
-  if (t.log.append(key, size, alignment, t.index, &full) == record::RecordLog::kNone) {
+  if (t.profile->log.append(key, size, alignment, t.index, &full) == record::RecordLog::kNone) {
     g.tags.give_back(p);
     if (full == record::RecordLog::Full::kOutOfMemory) {
       stats().bookkeeping_failures.fetch_add(1, std::memory_order_relaxed);
@@ -63,7 +64,7 @@ void* profile_alloc(ThreadState& t, size_t size, size_t alignment, uint64_t key,
     }
     return nullptr;
   }
-  t.profiled_live.fetch_add(1, std::memory_order_relaxed);
+  t.profile->refs.fetch_add(1, std::memory_order_relaxed);  // the block's: its free drops it
   stats().profiled.fetch_add(1, std::memory_order_relaxed);
   profile_maybe_detect(t);
   return p;
@@ -72,27 +73,33 @@ void* profile_alloc(ThreadState& t, size_t size, size_t alignment, uint64_t key,
 void profile_free(void* p) {
   Global& g = global();
   const record::TagRegion::Owner owner = g.tags.owner_of(p);
-  ThreadState* recorder = reinterpret_cast<ThreadState*>(owner.owner);
-  if (recorder == tls_state) {
-    recorder->log.close(owner.record);
+  Profile* profile = reinterpret_cast<Profile*>(owner.owner);
+  if (tls_state && profile->recorder.load(std::memory_order_relaxed) == tls_state) {
+    profile->log.close(owner.record);
   } else {
-    recorder->log.close_foreign(owner.record);  // not on the recorder's clock: never planned
+    profile->log.close_foreign(owner.record);  // not on the recorder's clock: never planned
   }
   g.tags.give_back(p);
-  recorder->profiled_live.fetch_sub(1, std::memory_order_release);
+  release_profile(profile);  // the block's reference
+}
+
+void release_profile(Profile* profile) {
+  if (profile->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  profile->~Profile();  // gives the records back
+  fallback::free(profile);
 }
 
 size_t profile_usable_size(void* p) { return global().tags.owner_of(p).bytes; }
 
 void profile_maybe_detect(ThreadState& t) {
   Global& g = global();
-  if (t.explicit_passes || !g.options.detect || t.log.count() < t.next_detection) return;
+  if (t.explicit_passes || !g.options.detect || t.profile->log.count() < t.next_detection) return;
   const uint64_t span = 3 * g.options.max_period;
   // Search often while the history is short, at most every 2,048 allocations once it is long.
-  uint64_t interval = t.log.count() / 4;
+  uint64_t interval = t.profile->log.count() / 4;
   interval = interval < 64 ? 64 : interval > 2048 ? 2048 : interval;
-  t.next_detection = t.log.count() + interval;
-  const uint64_t records = t.log.count();
+  t.next_detection = t.profile->log.count() + interval;
+  const uint64_t records = t.profile->log.count();
   if (records > 8 * g.options.max_period ||
       records + record::RecordLog::kPerChunk >=
           record::RecordLog::kPerChunk * record::RecordLog::kChunks) {
@@ -101,14 +108,14 @@ void profile_maybe_detect(ThreadState& t) {
                       "memoplan_pass_begin/end)");
     return;
   }
-  const uint64_t history = t.log.count() - t.detect_first_record;
+  const uint64_t history = t.profile->log.count() - t.detect_first_record;
   if ((t.required_key || t.redetect_relaxed) && history > t.redetect_budget) {
     // The request the old plan missed never recurred inside a repeating pass (a one-off): search
     // without it once more, then stop profiling rather than profile (and fault) forever.
     if (!t.redetect_relaxed) {
       t.required_key = 0;
       t.redetect_relaxed = true;
-      t.detect_first_record = t.log.count();
+      t.detect_first_record = t.profile->log.count();
     } else {
       give_up_profiling(t, "re-detection found no repeating pass");
     }
@@ -116,7 +123,7 @@ void profile_maybe_detect(ThreadState& t) {
   }
   // Copy the newest records into columns for the search.
   const uint64_t n = history < span ? history : span;
-  const uint64_t first = t.log.count() - n;
+  const uint64_t first = t.profile->log.count() - n;
   uint64_t* columns = static_cast<uint64_t*>(fallback::malloc(5 * n * sizeof(uint64_t)));
   if (!columns) {  // searched again at the next interval
     stats().bookkeeping_failures.fetch_add(1, std::memory_order_relaxed);
@@ -124,7 +131,7 @@ void profile_maybe_detect(ThreadState& t) {
   }
   uint64_t *keys = columns, *begins = columns + n, *ends = columns + 2 * n;
   for (uint64_t i = 0; i < n; ++i) {
-    const record::Record& r = t.log.at(first + i);
+    const record::Record& r = t.profile->log.at(first + i);
     keys[i] = r.key;
     begins[i] = r.begin;
     const uint64_t end = r.end.load(std::memory_order_relaxed);
@@ -139,8 +146,8 @@ void profile_maybe_detect(ThreadState& t) {
   t.phase = Phase::kProfiling;
   stats().passes.fetch_add(3, std::memory_order_relaxed);  // the three passes the search saw
   const uint64_t start = first + found.start;
-  const uint64_t cut_tick = t.log.at(start + found.period).begin;
-  const uint32_t cursor = static_cast<uint32_t>((t.log.count() - start) % found.period);
+  const uint64_t cut_tick = t.profile->log.at(start + found.period).begin;
+  const uint32_t cursor = static_cast<uint32_t>((t.profile->log.count() - start) % found.period);
   if (!finish_profile(t, start, found.period, cut_tick, cursor)) {
     give_up_profiling(t, "the detected pass could not be planned");
   }

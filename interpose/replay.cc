@@ -38,8 +38,8 @@ __attribute__((noinline)) void close_recheck_window(ThreadState& t) {
   stats().redetections.fetch_add(1, std::memory_order_relaxed);
   // Profile afresh; the old arena stays until its last block is freed (see retire_replay).
   t.phase = Phase::kProfiling;
-  t.detect_first_record = t.log.count();
-  t.next_detection = t.log.count() + 64;
+  t.detect_first_record = t.profile->log.count();
+  t.next_detection = t.profile->log.count() + 64;
   t.required_key = r.unexplained_key;
   t.redetect_budget = t.slot_count * 16 > 4096 ? t.slot_count * 16 : 4096;
   t.redetect_relaxed = false;
@@ -56,15 +56,15 @@ void keep_peak(ThreadState& t) {
 // The profile's records once nothing can close one any more: the plan is made, and no profiled
 // block is alive.
 __attribute__((noinline)) void release_records(ThreadState& t) {
-  if (t.profiled_live.load(std::memory_order_acquire) != 0) return;
-  stats().released_bytes.fetch_add(t.log.footprint_bytes(), std::memory_order_relaxed);
-  t.log.clear();
+  if (t.profile->live_blocks() != 0) return;
+  stats().released_bytes.fetch_add(t.profile->log.footprint_bytes(), std::memory_order_relaxed);
+  t.profile->log.clear();
 }
 
 // A detected pass ends with its last planned allocation (every allocation, for a pass of one).
 inline void detected_pass_completed(ThreadState& t) {
   ++t.replayed_passes;
-  if (__builtin_expect(t.log.count() != 0, 0)) release_records(t);
+  if (__builtin_expect(t.profile->log.count() != 0, 0)) release_records(t);
   keep_peak(t);
   // Publish now and then: a detected pass can be a single allocation long.
   replay::OwnedCounters::bump(t.counters.passes);

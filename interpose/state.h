@@ -43,6 +43,23 @@ struct ReplayRecheck {
   uint64_t unexplained_key = 0;  // the newest request the plan did not know
 };
 
+// A thread's profile: its records (record::RecordLog, on the thread's event clock; memory from the
+// fallback allocator) and the references that keep them: the thread while it runs, and each
+// profiled block still alive (its free, on any thread, closes its record). Whoever drops the last
+// reference frees it, so neither an exiting thread nor a late free touches freed memory.
+struct ThreadState;
+struct Profile {
+  record::RecordLog log;
+  std::atomic<uint64_t> refs{1};                    // the thread's own + live profiled blocks
+  std::atomic<const ThreadState*> recorder{nullptr};  // null once the thread has exited
+
+  explicit Profile(record::MemorySource memory) : log(memory) {}
+  // Profiled blocks alive now (while the thread holds its reference).
+  uint64_t live_blocks() const { return refs.load(std::memory_order_acquire) - 1; }
+};
+// Drops one reference; the last one frees the profile.
+void release_profile(Profile* profile);
+
 struct ThreadState {
   uint32_t index = 0;
   // Counters of the hot paths, kept per thread (a shared atomic on every hit cost as much as the
@@ -55,16 +72,14 @@ struct ThreadState {
   bool in_pass = false;          // between memoplan_pass_begin and memoplan_pass_end
   uint64_t passes_begun = 0;
 
-  // Profiling: the records of this thread's tracked allocations (record::RecordLog; its clock is
-  // the thread's event clock). Memory from the fallback allocator.
-  record::RecordLog log;
+  // Profiling: the records of this thread's tracked allocations.
+  Profile* profile = nullptr;
   uint64_t pass_first_record = 0;    // explicit passes: first record of the profiled pass
   uint64_t next_detection = 64;      // automatic passes: record count of the next period search
   uint64_t detect_first_record = 0;  // detection searches records from here on
   uint64_t required_key = 0;         // re-detection: the pass must contain this key (0: none)
   uint64_t redetect_budget = 0;      // re-detection: records to find the pass in, then relax / stop
   bool redetect_relaxed = false;     // re-detection: already searching without required_key
-  std::atomic<uint64_t> profiled_live{0};  // tag slots still held by this thread's records
 
   // Replay: the plan's slots in pass order, the matcher's cursor over them and this thread's arena.
   replay::Slot* slots = nullptr;
@@ -74,11 +89,9 @@ struct ThreadState {
   uint64_t replayed_passes = 0;
   ReplayRecheck recheck;
   std::atomic<uint64_t> peak_live_bytes{0};  // the arenas' peaks, as of the last flush
-  ThreadState* next_retired = nullptr;  // Global::retired list
   ThreadState* running_prev = nullptr;  // Global::running list, under Global::registry_lock
   ThreadState* running_next = nullptr;
 
-  explicit ThreadState(record::MemorySource memory) : log(memory) {}
 };
 
 struct Global {
@@ -88,8 +101,6 @@ struct Global {
   record::TagRegion tags;     // profiling: one slot per tracked allocation
   replay::ArenaRegion slabs;  // replay: one arena per thread
   std::atomic<uint32_t> next_thread_index{0};
-  // States of exited threads that something may still reach (a profiled block in a tag slot). Kept on a list, not forgotten: they are retained on purpose, not leaked.
-  std::atomic<ThreadState*> retired{nullptr};
   // Threads that have not exited, for the statistics at exit. The lock also orders a thread's
   // flush of its counters against their reading.
   ThreadState* running = nullptr;

@@ -17,6 +17,21 @@ namespace {
 __thread bool tls_dead __attribute__((tls_model("initial-exec"))) = false;
 pthread_key_t thread_exit_key;
 
+// A thread that is gone (exited, or left behind by a fork): its arena to the runtime, its profile
+// reference dropped (the profile lives on while a profiled block is alive), its state freed.
+void retire_thread(ThreadState& t) {
+  retire_replay_at_exit(t);
+  if (t.profile) {
+    t.profile->recorder.store(nullptr, std::memory_order_relaxed);
+    release_profile(t.profile);
+  }
+  t.~ThreadState();
+  fallback::free(&t);
+}
+
+// The profile records' memory: the fallback allocator (the fault tests make it fail).
+void* records_allocate(size_t bytes) { return fallback::calloc(1, bytes); }
+void records_release(void* p, size_t) { fallback::free(p); }
 // fork: only the forking thread lives on in the child; its state and every slab are copied intact
 // and the bookkeeping is atomics. The prepare handler takes the registry lock, which a thread
 // holds through its whole exit: so at the fork every other thread is either running (on
@@ -27,11 +42,12 @@ void before_fork() {
 }
 void after_fork_in_parent() { global().registry_lock.clear(std::memory_order_release); }
 
-// In the child the other threads are gone, but their arenas stay reachable through the blocks
-// they owned. An arena lock held by another thread's free at the fork is released. Threads that
-// were running are retired now as if they had exited: an empty arena is given back at once (else
-// a child of a server with `threads` inference threads would find no slab left for its own), one
-// with live blocks when the child frees the last of them.
+// In the child the other threads are gone, but their arenas and profiles stay reachable through
+// the blocks they owned. An arena lock held by another thread's free at the fork is released.
+// Threads that were running are retired now as if they had exited: an empty arena is given back
+// at once (else a child of a server with `threads` inference threads would find no slab left for
+// its own), one with live blocks when the child frees the last of them; their profiles lose the
+// thread's reference.
 void after_fork_in_child() {
   stats().forks.fetch_add(1, std::memory_order_relaxed);
   global().slabs.after_fork_in_child();
@@ -46,9 +62,7 @@ void after_fork_in_child() {
       global().running = t;
     } else {
       flush_counters_locked(*t);
-      retire_replay_at_exit(*t);
-      t->next_retired = global().retired.load(std::memory_order_relaxed);
-      global().retired.store(t, std::memory_order_relaxed);
+      retire_thread(*t);
     }
     t = next;
   }
@@ -56,37 +70,21 @@ void after_fork_in_child() {
 }
 
 // A thread that exits hands its arena to the runtime (given back now if empty, else with the free
-// of its last block, on whichever thread), and frees its state unless a profiled block still
-// refers to its records.
+// of its last block, on whichever thread) and drops its reference to its profile; its state goes.
 void on_thread_exit(void* state) {
   ThreadState* t = static_cast<ThreadState*>(state);
   ReentryGuard guard;
-  bool keep = true;
   {
     RegistryLock lock;  // the whole exit: see before_fork
     flush_counters_locked(*t);
     (t->running_prev ? t->running_prev->running_next : global().running) = t->running_next;
     if (t->running_next) t->running_next->running_prev = t->running_prev;
-    retire_replay_at_exit(*t);
-    keep = t->profiled_live.load(std::memory_order_acquire) != 0;
-    if (keep) {
-      t->next_retired = global().retired.load(std::memory_order_relaxed);
-      while (!global().retired.compare_exchange_weak(t->next_retired, t, std::memory_order_release,
-                                              std::memory_order_relaxed)) {
-      }
-    }
-  }
-  if (!keep) {
-    t->~ThreadState();  // gives the records back
-    fallback::free(t);
+    retire_thread(*t);
   }
   tls_state = nullptr;
   tls_dead = true;  // later allocations of this thread's own TLS destructors: fallback only
 }
 
-// The profile records' memory: the fallback allocator (the fault tests make it fail).
-void* records_allocate(size_t bytes) { return fallback::calloc(1, bytes); }
-void records_release(void* p, size_t) { fallback::free(p); }
 }  // namespace
 
 bool install_thread_hooks() {
@@ -129,8 +127,16 @@ ThreadState* create_thread_state() {
     stats().bookkeeping_failures.fetch_add(1, std::memory_order_relaxed);
     return nullptr;
   }
-  ThreadState* t =
-      new (memory) ThreadState(record::MemorySource{&records_allocate, &records_release});
+  void* profile_memory = fallback::calloc(1, sizeof(Profile));
+  if (!profile_memory) {
+    fallback::free(memory);
+    stats().bookkeeping_failures.fetch_add(1, std::memory_order_relaxed);
+    return nullptr;
+  }
+  ThreadState* t = new (memory) ThreadState();
+  t->profile =
+      new (profile_memory) Profile(record::MemorySource{&records_allocate, &records_release});
+  t->profile->recorder.store(t, std::memory_order_relaxed);
   t->index = global().next_thread_index.fetch_add(1, std::memory_order_relaxed);
   // With detection on, record from the first allocation; explicit passes (if the program calls
   // memoplan_pass_begin) take over and restart profiling after the warm-up passes.

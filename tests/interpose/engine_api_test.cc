@@ -75,7 +75,7 @@ TEST(EngineApi, TrimGivesTheIdleSlabAndTheProfileBack) {
     ThreadState* t = tls_state;
     ASSERT_NE(t, nullptr);
     ASSERT_NE(t->arena, nullptr);
-    EXPECT_EQ(t->log.count(), 0u) << "records released once the plan runs";
+    EXPECT_EQ(t->profile->log.count(), 0u) << "records released once the plan runs";
     char* base = t->arena->base();
     const uint64_t bytes = t->arena->bytes();
     ASSERT_GT(resident_pages(base, bytes), 0u);
