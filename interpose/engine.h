@@ -46,9 +46,9 @@ void* replay_alloc(ThreadState& t, size_t size, size_t alignment, uint64_t key);
 // Gives the thread's arena and replay table back if none of its blocks is alive (true then, and
 // the thread holds no plan afterwards). Owner only.
 bool retire_replay(ThreadState& t);
-// At thread exit (or for a thread a fork left behind): the arena goes to the runtime, which gives
-// it back with its last block's free; the replay table is freed.
-void retire_replay_at_exit(ThreadState& t);
+// At thread exit (or, `after_fork`, for a thread a fork left behind): the arena goes to the
+// runtime, which gives it back with its last block's free; the replay table is freed.
+void retire_replay_at_exit(ThreadState& t, bool after_fork);
 
 // plan_builder.cc. finish_profile: records [first, first + count) as a trace (lifetimes ending
 // after `cut_tick` escape); mode:profile writes it, the other modes plan it and switch the thread

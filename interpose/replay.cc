@@ -126,10 +126,14 @@ bool retire_replay(ThreadState& t) {
   return true;
 }
 
-void retire_replay_at_exit(ThreadState& t) {
+void retire_replay_at_exit(ThreadState& t, bool after_fork) {
   if (t.arena) {
     keep_peak(t);
-    t.arena->retire();
+    if (after_fork) {
+      t.arena->retire_after_fork();
+    } else {
+      t.arena->retire();
+    }
     t.arena = nullptr;
   }
   if (t.slots) free_slots(t);

@@ -19,8 +19,8 @@ pthread_key_t thread_exit_key;
 
 // A thread that is gone (exited, or left behind by a fork): its arena to the runtime, its profile
 // reference dropped (the profile lives on while a profiled block is alive), its state freed.
-void retire_thread(ThreadState& t) {
-  retire_replay_at_exit(t);
+void retire_thread(ThreadState& t, bool after_fork) {
+  retire_replay_at_exit(t, after_fork);
   if (t.profile) {
     t.profile->recorder.store(nullptr, std::memory_order_relaxed);
     release_profile(t.profile);
@@ -62,7 +62,7 @@ void after_fork_in_child() {
       global().running = t;
     } else {
       flush_counters_locked(*t);
-      retire_thread(*t);
+      retire_thread(*t, /*after_fork=*/true);
     }
     t = next;
   }
@@ -79,7 +79,7 @@ void on_thread_exit(void* state) {
     flush_counters_locked(*t);
     (t->running_prev ? t->running_prev->running_next : global().running) = t->running_next;
     if (t->running_next) t->running_next->running_prev = t->running_prev;
-    retire_thread(*t);
+    retire_thread(*t, /*after_fork=*/false);
   }
   tls_state = nullptr;
   tls_dead = true;  // later allocations of this thread's own TLS destructors: fallback only

@@ -142,6 +142,7 @@ void ArenaRegion::after_fork_in_child() {
 }
 
 void Arena::invalid_free(void* p) {
+  if (lenient_) return;
   if (region_->invalid_free_) return region_->invalid_free_(p);
   char line[160];
   const int n = snprintf(line, sizeof line,
@@ -198,6 +199,7 @@ void Arena::release() {
   live_.init(nullptr, 0);
   owner_.store(nullptr, std::memory_order_relaxed);
   exited_.store(false, std::memory_order_relaxed);
+  lenient_ = false;
   char* base = base_;
   base_ = nullptr;
   munmap(live, live_storage_bytes_);

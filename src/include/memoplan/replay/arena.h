@@ -65,6 +65,13 @@ class Arena {
   // by the owner itself, or once the owner's token can no longer be taken by another thread (a
   // thread's token must not match a retired arena's until retire() has forgotten it).
   void retire();
+  // In a forked child, for an arena whose owner did not come along: retire() that trusts the
+  // bookkeeping less. The owner may have been in the middle of an update at the fork, so a free
+  // that matches no live block here is ignored instead of reported.
+  void retire_after_fork() {
+    lenient_ = true;
+    retire();
+  }
 
   char* base() const { return base_; }
   uint64_t bytes() const { return bytes_; }
@@ -99,6 +106,7 @@ class Arena {
   std::atomic<uint64_t> peak_live_bytes_{0};
   std::atomic<void*> remote_frees_{nullptr};  // intrusive stack through the freed blocks
   std::atomic<bool> exited_{false};
+  bool lenient_ = false;  // retired in a fork child: see retire_after_fork
   std::atomic_flag lock_ = ATOMIC_FLAG_INIT;  // orders a retired arena's release
 };
 
