@@ -136,6 +136,13 @@ uint64_t ArenaRegion::usable_size(const void* p) const {
   return a.sizes_[offset >> 6].load(std::memory_order_relaxed);
 }
 
+void ArenaRegion::release_all() {
+  slots_.release_all();
+  if (arenas_) munmap(arenas_, arenas_bytes_);
+  arenas_ = nullptr;
+  arenas_bytes_ = 0;
+}
+
 void ArenaRegion::after_fork_in_child() {
   if (!arenas_) return;
   for (uint32_t i = 0; i < slots_.slot_count(); ++i) arenas_[i].lock_.clear();

@@ -37,9 +37,11 @@ class ArenaTest : public ::testing::Test {
     return a;
   }
 
-  // Regions are never unmapped (their Arena table must outlive every free): one per test process
-  // is what production has; the tests take a fresh one each, which the address space allows.
-  ArenaRegion& region_ = *new ArenaRegion();
+  // Production never unmaps a region (its Arena table must outlive every free); a test's region
+  // goes once the test has freed everything.
+  void TearDown() override { region_.release_all(); }
+
+  ArenaRegion region_;
   SharedCounters counters_;
 };
 

@@ -77,7 +77,7 @@ TEST(Matcher, NextVisitLooksAFewVisitsOn) {
 }
 
 TEST(Serve, GivesEachReason) {
-  ArenaRegion& region = *new ArenaRegion();  // kept: see ArenaTest
+  ArenaRegion region;
   ArenaRegion::Config config;
   config.largest_shift = config.smallest_shift = 20;
   config.arenas = 1;
@@ -102,6 +102,10 @@ TEST(Serve, GivesEachReason) {
   EXPECT_EQ(why, Fallback::kOverlap) << "block 1 is still alive at offset 0";
   EXPECT_EQ(serve(m, slots.data(), *arena, 77, 64, 16, &why), nullptr);
   EXPECT_EQ(why, Fallback::kNotPlanned);
+  m.set_cursor(0);
+  EXPECT_EQ(serve(m, slots.data(), *arena, 1, 256, 16, &why), nullptr) << "larger than its slot";
+  EXPECT_EQ(why, Fallback::kNotPlanned);
+  region.release_all();
 }
 
 }  // namespace

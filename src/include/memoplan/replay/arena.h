@@ -150,6 +150,8 @@ class ArenaRegion {
   void set_map_fault(bool (*should_fail)()) { map_fault_ = should_fail; }
   // In a forked child: every arena lock goes free (its holder did not come along).
   void after_fork_in_child();
+  // Unmaps everything, the Arena table included; for tests, once no block can be freed any more.
+  void release_all();
   // Called with a pointer freed into an arena where no block starts (a double free or an invalid
   // pointer). The default writes one line to stderr and aborts, as glibc does: going on would let
   // the guard hand out the memory of the block that lives there now.
