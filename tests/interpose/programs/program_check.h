@@ -49,8 +49,8 @@ static inline int resolves_to_shim(const char* symbol) {
 }
 
 /* In mode:auto a thread profiles from its first allocation, and every profiled block gets its own
- * 256 MiB tag slot (src/include/memoplan/runtime/slot_region.h): a large block at a 256 MiB
- * boundary shows the request reached the shim's engine. */
+ * 256 MiB tag slot (record::TagRegion, src/include/memoplan/record/tag_region.h): a large block
+ * at a 256 MiB boundary shows the request reached the shim's engine. */
 static inline int in_tag_slot(const void* p) { return ((uintptr_t)p & ((1u << 28) - 1)) == 0; }
 
 /* A byte pattern that differs for every seed, so one block overwriting another shows. */
