@@ -326,7 +326,8 @@ void engine_pass_begin() {
       t->matcher.set_cursor(0);
       // The profile's records, once no profiled block can close one any more.
       if (t->profile->log.count() && t->profile->live_blocks() == 0) {
-        stats().released_bytes.fetch_add(t->profile->log.footprint_bytes(), std::memory_order_relaxed);
+        stats().released_bytes.fetch_add(t->profile->log.footprint_bytes(),
+                                         std::memory_order_relaxed);
         t->profile->log.clear();
       }
       ++t->replayed_passes;

@@ -46,9 +46,10 @@ void* profile_alloc(ThreadState& t, size_t size, size_t alignment, uint64_t key,
     } else if (miss == record::TagRegion::Miss::kOverLimit) {
       stats().untracked_budget.fetch_add(1, std::memory_order_relaxed);
       if (!budget_reported.exchange(true, std::memory_order_relaxed)) {
-        log_line("memoplan: %u profiled blocks alive, the tag budget (vm.max_map_count / 8): "
-                 "more go untracked, unplanned",
-                 g.tags.live_limit());
+        log_line(
+            "memoplan: %u profiled blocks alive, the tag budget (vm.max_map_count / 8): "
+            "more go untracked, unplanned",
+            g.tags.live_limit());
       }
     }
     return nullptr;

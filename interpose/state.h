@@ -50,7 +50,7 @@ struct ReplayRecheck {
 struct ThreadState;
 struct Profile {
   record::RecordLog log;
-  std::atomic<uint64_t> refs{1};                    // the thread's own + live profiled blocks
+  std::atomic<uint64_t> refs{1};                      // the thread's own + live profiled blocks
   std::atomic<const ThreadState*> recorder{nullptr};  // null once the thread has exited
 
   explicit Profile(record::MemorySource memory) : log(memory) {}
@@ -89,9 +89,8 @@ struct ThreadState {
   uint64_t replayed_passes = 0;
   ReplayRecheck recheck;
   std::atomic<uint64_t> peak_live_bytes{0};  // the arenas' peaks, as of the last flush
-  ThreadState* running_prev = nullptr;  // Global::running list, under Global::registry_lock
+  ThreadState* running_prev = nullptr;       // Global::running list, under Global::registry_lock
   ThreadState* running_next = nullptr;
-
 };
 
 struct Global {

@@ -38,18 +38,17 @@ void print_stats(int fd) {
   char options[1536];
   describe_options(global().options, options, sizeof options);
   char text[3072];
-  int n =
-      snprintf(text, sizeof text,
-               "memoplan: options %s\n"
-               "memoplan: passes %llu, plans %llu, plan failures %llu, redetections %llu, profiled "
-               "allocations "
-               "%llu (%llu too large to tag, %llu over the tag budget)\n"
-               "memoplan: planned hits %llu, steady-state hits %llu, steady-state fallbacks "
-               "%llu\n"
-               "memoplan: fallbacks",
-               options, passes, get(s.plans), get(s.plan_failures), get(s.redetections),
-               get(s.profiled), get(s.untracked_large), get(s.untracked_budget), hits, steady,
-               get(s.steady_fallbacks));
+  int n = snprintf(
+      text, sizeof text,
+      "memoplan: options %s\n"
+      "memoplan: passes %llu, plans %llu, plan failures %llu, redetections %llu, profiled "
+      "allocations "
+      "%llu (%llu too large to tag, %llu over the tag budget)\n"
+      "memoplan: planned hits %llu, steady-state hits %llu, steady-state fallbacks "
+      "%llu\n"
+      "memoplan: fallbacks",
+      options, passes, get(s.plans), get(s.plan_failures), get(s.redetections), get(s.profiled),
+      get(s.untracked_large), get(s.untracked_budget), hits, steady, get(s.steady_fallbacks));
   for (int r = 0;
        r < static_cast<int>(FallbackReason::kCount) && n > 0 && n < static_cast<int>(sizeof text);
        ++r) {

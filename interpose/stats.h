@@ -1,6 +1,6 @@
 // Process-wide counters, printed at exit with stats_print:true: the runtime's one counter list
-// (replay::SharedCounters, memoplan/replay/counters.h) plus the largest live slab bytes of a thread.
-// Relaxed atomics: statistics, not synchronization.
+// (replay::SharedCounters, memoplan/replay/counters.h) plus the largest live slab bytes of a
+// thread. Relaxed atomics: statistics, not synchronization.
 #pragma once
 
 #include <atomic>

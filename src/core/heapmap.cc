@@ -24,13 +24,13 @@ namespace memoplan {
 namespace {
 
 using heapmap_detail::Axes;
+using heapmap_detail::Box;
 using heapmap_detail::draw_axes;
 using heapmap_detail::draw_legend;
 using heapmap_detail::draw_level;
 using heapmap_detail::kHalo;
-using heapmap_detail::LegendEntry;
-using heapmap_detail::Box;
 using heapmap_detail::kOccupancyLevels;
+using heapmap_detail::LegendEntry;
 using svg_text::append_escaped;
 using svg_text::append_px;
 using svg_text::escaped;

@@ -5,8 +5,8 @@
 namespace memoplan {
 
 Result<std::vector<int64_t>> parse_shape(std::string_view text, const ShapeRules& rules) {
-  const std::string usage = "bad input shape '" + std::string(text) +
-                            "': expected sizes joined by x, e.g. 1x3x224x224";
+  const std::string usage =
+      "bad input shape '" + std::string(text) + "': expected sizes joined by x, e.g. 1x3x224x224";
   std::vector<int64_t> shape;
   int64_t elements = 1;
   size_t start = 0;

@@ -58,7 +58,8 @@ void* TagRegion::take(uint64_t bytes, bool zero, uintptr_t owner, uint64_t recor
       slots_.decommit(index, s.committed);
       s.committed = 0;
     }
-    if ((commit_fault_ && commit_fault_()) || !slots_.commit(index, bytes)) {  // e.g. vm.max_map_count reached
+    if ((commit_fault_ && commit_fault_()) ||
+        !slots_.commit(index, bytes)) {  // e.g. vm.max_map_count reached
       slots_.release(index);
       *why = Miss::kCommitFailed;
       return nullptr;
@@ -92,7 +93,7 @@ void TagRegion::trim() {
   if (!reserved()) return;
   for (uint32_t index = 0; index < kSlots; ++index) {
     if (!slots_.try_acquire(index)) continue;  // in use
-    Slot& s = table_[index];                    // a free slot, ours until released
+    Slot& s = table_[index];                   // a free slot, ours until released
     if (s.committed) {
       retained_.fetch_sub(s.committed, std::memory_order_relaxed);
       slots_.decommit(index, s.committed);

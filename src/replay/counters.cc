@@ -38,7 +38,8 @@ Counters operator-(const Counters& after, const Counters& before) {
 #define MEMOPLAN_COUNTER_FIELD(name) d.name = after.name - before.name;
   MEMOPLAN_COUNTERS(MEMOPLAN_COUNTER_FIELD)
 #undef MEMOPLAN_COUNTER_FIELD
-  for (int r = 0; r < kFallbackKinds; ++r) d.fallbacks[r] = after.fallbacks[r] - before.fallbacks[r];
+  for (int r = 0; r < kFallbackKinds; ++r)
+    d.fallbacks[r] = after.fallbacks[r] - before.fallbacks[r];
   return d;
 }
 

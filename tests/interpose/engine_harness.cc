@@ -87,8 +87,9 @@ bool engine_plans() {
 bool engine_may_skip() {
   const bool required = getenv("CI") || getenv("MEMOPLAN_REQUIRE_PLANS");
   if (!required) {
-    fprintf(stderr, "WARNING: memoplan's engine runs unplanned in this process: the engine "
-                    "tests skip (set MEMOPLAN_REQUIRE_PLANS=1 to make that a failure)\n");
+    fprintf(stderr,
+            "WARNING: memoplan's engine runs unplanned in this process: the engine "
+            "tests skip (set MEMOPLAN_REQUIRE_PLANS=1 to make that a failure)\n");
   }
   return !required;
 }

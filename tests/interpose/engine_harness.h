@@ -34,15 +34,15 @@ bool engine_plans();
 // the environment) they fail instead: a skipped engine suite must never pass CI quietly.
 // EngineSetup.ReservesItsAddressSpace says why once.
 bool engine_may_skip();
-#define SKIP_UNLESS_ENGINE_PLANS()                                                       \
-  do {                                                                                   \
-    if (!::memoplan::shim::testing::engine_plans()) {                                    \
-      if (!::memoplan::shim::testing::engine_may_skip()) {                               \
-        FAIL() << "the engine runs unplanned in this process (see EngineSetup); in CI "  \
-                  "that is a failure, not a skip";                                       \
-      }                                                                                  \
-      GTEST_SKIP() << "the engine runs unplanned in this process (see EngineSetup)";     \
-    }                                                                                    \
+#define SKIP_UNLESS_ENGINE_PLANS()                                                      \
+  do {                                                                                  \
+    if (!::memoplan::shim::testing::engine_plans()) {                                   \
+      if (!::memoplan::shim::testing::engine_may_skip()) {                              \
+        FAIL() << "the engine runs unplanned in this process (see EngineSetup); in CI " \
+                  "that is a failure, not a skip";                                      \
+      }                                                                                 \
+      GTEST_SKIP() << "the engine runs unplanned in this process (see EngineSetup)";    \
+    }                                                                                   \
   } while (0)
 
 // A copy of the process counters (the runtime's one counter list), for before/after differences.

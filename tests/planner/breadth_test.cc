@@ -207,7 +207,6 @@ TEST(GreedyByBreadth, WidestOperatorIsPackedBeforeTheLargestBlock) {
   EXPECT_EQ(slab_size(problem, solve_greedy_by_size(problem, {}).offsets), 200u);
 }
 
-
 TEST(GreedyByBreadth, ChainOfEqualSizesReachesTheLowerBound) {
   // Each block overlaps only its successor: two slots alternate, the optimum is 2 * size.
   std::vector<Block> chain;

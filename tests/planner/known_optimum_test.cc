@@ -12,7 +12,6 @@ namespace {
 
 constexpr uint64_t KiB = 1024;
 
-
 uint64_t planned_slab(const Trace& trace, const std::string& strategy) {
   PlanOptions options;
   options.strategy = strategy;
@@ -29,12 +28,14 @@ Trace chain() {
 
 // A diamond: one input feeds two branches that are joined.
 Trace diamond() {
-  return testing::trace_from_rows({{16 * KiB, 0, 3}, {8 * KiB, 1, 4}, {8 * KiB, 2, 4}, {16 * KiB, 4, 5}});
+  return testing::trace_from_rows(
+      {{16 * KiB, 0, 3}, {8 * KiB, 1, 4}, {8 * KiB, 2, 4}, {16 * KiB, 4, 5}});
 }
 
 // A residual block: the skip connection lives across the whole block.
 Trace residual() {
-  return testing::trace_from_rows({{32 * KiB, 0, 5}, {32 * KiB, 1, 3}, {32 * KiB, 2, 4}, {32 * KiB, 4, 6}});
+  return testing::trace_from_rows(
+      {{32 * KiB, 0, 5}, {32 * KiB, 1, 3}, {32 * KiB, 2, 4}, {32 * KiB, 4, 6}});
 }
 
 TEST(LowerBound, IsTheMostBytesLiveAtOnce) {
@@ -48,14 +49,16 @@ TEST(LowerBound, IsTheMostBytesLiveAtOnce) {
 }
 
 TEST(LowerBound, HalfOpenLifetimesDoNotOverlapAtTheBoundary) {
-  Result<planner::Problem> p = planner::make_problem(testing::trace_from_rows({{100, 0, 1}, {100, 1, 2}}));
+  Result<planner::Problem> p =
+      planner::make_problem(testing::trace_from_rows({{100, 0, 1}, {100, 1, 2}}));
   ASSERT_TRUE(p.ok());
   EXPECT_EQ(planner::offset_lower_bound(*p), 128u);  // sizes round up to 64-byte alignment
 }
 
 TEST(LowerBound, SharedObjectsSumPositionalMaxima) {
   // Profiles {8,2} at tick 0 and {5,4} at tick 2: positional maxima 8 and 4 -> 12 units.
-  Trace t = testing::trace_from_rows({{8 * 64, 0, 1}, {2 * 64, 0, 1}, {5 * 64, 2, 3}, {4 * 64, 2, 3}});
+  Trace t =
+      testing::trace_from_rows({{8 * 64, 0, 1}, {2 * 64, 0, 1}, {5 * 64, 2, 3}, {4 * 64, 2, 3}});
   Result<planner::Problem> p = planner::make_problem(t);
   ASSERT_TRUE(p.ok());
   EXPECT_EQ(planner::shared_objects_lower_bound(*p), 12u * 64);
@@ -77,19 +80,19 @@ TEST(KnownOptimum, NaiveIsTheSumAndBumpReusesOnlyTheTop) {
   // Bump: the top block dies last in a chain, so nothing below is reclaimed until the end.
   EXPECT_GE(planned_slab(t, "bump"), planned_slab(t, "greedy_by_size"));
   // Stack-like lifetimes are bump's best case: it reaches the bound.
-  Trace nested =
-      testing::trace_from_rows({{64 * KiB, 0, 10}, {32 * KiB, 1, 5}, {16 * KiB, 2, 3}, {32 * KiB, 6, 9}});
+  Trace nested = testing::trace_from_rows(
+      {{64 * KiB, 0, 10}, {32 * KiB, 1, 5}, {16 * KiB, 2, 3}, {32 * KiB, 6, 9}});
   EXPECT_EQ(planned_slab(nested, "bump"), 112 * KiB);
 }
 
 TEST(KnownOptimum, GreedyBySizePlacesLargestFirstIntoTheSmallestGap) {
   // Pisarchyk & Lee, Fig. 6 style: the big blocks define the gaps the small ones drop into.
   Trace t = testing::trace_from_rows({{32 * KiB, 0, 2},
-                        {28 * KiB, 1, 4},
-                        {36 * KiB, 3, 5},
-                        {16 * KiB, 5, 7},
-                        {8 * KiB, 6, 8},
-                        {64 * KiB, 7, 8}});
+                                      {28 * KiB, 1, 4},
+                                      {36 * KiB, 3, 5},
+                                      {16 * KiB, 5, 7},
+                                      {8 * KiB, 6, 8},
+                                      {64 * KiB, 7, 8}});
   Result<Plan> plan = plan_trace(t);
   ASSERT_TRUE(plan.ok());
   EXPECT_EQ(plan->offsets[5], 0u);  // the largest goes first, at 0

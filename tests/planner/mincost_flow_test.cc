@@ -191,7 +191,6 @@ Trace hand_built(const std::vector<Row>& rows) {
   return testing::trace_from_rows(rows, "hand_built");
 }
 
-
 Plan plan_with_flow(const Trace& trace) {
   PlanOptions options;
   options.strategy = "mincost_flow";

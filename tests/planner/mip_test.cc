@@ -28,7 +28,6 @@ using testing::TraceShape;
 
 constexpr uint64_t KiB = 1024;
 
-
 planner::Problem problem_of(const Trace& trace) {
   Result<planner::Problem> problem = planner::make_problem(trace);
   EXPECT_TRUE(problem.ok()) << problem.error();
@@ -119,11 +118,11 @@ std::vector<std::pair<std::string, Trace>> tiny_traces() {
       {"disjoint", testing::trace_from_rows({{8 * KiB, 0, 1}, {2 * KiB, 1, 2}, {5 * KiB, 2, 3}})},
       // Nested lifetimes plus identical twins (the pairs the model fixes by symmetry).
       {"twins", testing::trace_from_rows({{4 * KiB, 0, 6},
-                            {2 * KiB, 1, 3},
-                            {2 * KiB, 1, 3},
-                            {3 * KiB, 2, 5},
-                            {3 * KiB, 2, 5},
-                            {1 * KiB, 4, 6}})},
+                                          {2 * KiB, 1, 3},
+                                          {2 * KiB, 1, 3},
+                                          {3 * KiB, 2, 5},
+                                          {3 * KiB, 2, 5},
+                                          {1 * KiB, 4, 6}})},
   };
   for (uint64_t seed = 1; seed <= 150; ++seed) {
     traces.emplace_back("small_grid seed " + std::to_string(seed),
@@ -325,8 +324,8 @@ TEST(MipSupportTest, RelayingAPlanByItsOwnOrderNeverRaisesABlock) {
 }
 
 TEST(MipSupportTest, CyclicOrderIsRejected) {
-  const planner::Problem problem =
-      problem_of(testing::trace_from_rows({{64, 0, 3}, {64, 0, 3}, {128, 1, 2}}));  // all three overlap
+  const planner::Problem problem = problem_of(
+      testing::trace_from_rows({{64, 0, 3}, {64, 0, 3}, {128, 1, 2}}));  // all three overlap
   const std::vector<planner::mip::BlockPair> pairs = {{0, 1}, {0, 2}, {1, 2}};
   // 0 below 1, 1 below 2, 2 below 0.
   EXPECT_TRUE(planner::mip::offsets_from_order(problem, pairs, {true, false, true}).empty());
@@ -336,8 +335,8 @@ TEST(MipSupportTest, CyclicOrderIsRejected) {
 }
 
 TEST(MipSupportTest, SymmetryFixesOnlyIdenticalTwins) {
-  const planner::Problem problem =
-      problem_of(testing::trace_from_rows({{64, 0, 3}, {64, 0, 3}, {64, 0, 4}, {128, 0, 3}, {64, 0, 3}}));
+  const planner::Problem problem = problem_of(
+      testing::trace_from_rows({{64, 0, 3}, {64, 0, 3}, {64, 0, 4}, {128, 0, 3}, {64, 0, 3}}));
   const auto pairs = planner::mip::lifetime_overlapping_pairs(problem, SIZE_MAX);
   ASSERT_TRUE(pairs.has_value());
   std::set<std::pair<size_t, size_t>> fixed;

@@ -128,7 +128,6 @@ TEST(SharedGreedyBySizeImproved, CountsTheGapAfterTheBlockToo) {
   EXPECT_EQ(result.offsets, (std::vector<uint64_t>{0, 0, 100, 0}));
 }
 
-
 TEST(SharedObjects, ChainOfEqualSizesReachesTheLowerBound) {
   // Each block overlaps only its successor: two objects alternate.
   std::vector<Block> chain;

@@ -87,7 +87,6 @@ Trace hand_built(const std::vector<Row>& rows) {
   return testing::trace_from_rows(rows, "hand_built");
 }
 
-
 Plan plan_with_strip_packing(const Trace& trace) {
   PlanOptions options;
   options.strategy = "strip_packing_best_fit";

@@ -52,12 +52,12 @@ TEST(RecordLog, SaysWhenOutOfMemory) {
 TEST(TraceOf, EscapesWhatOutlivesTheCut) {
   RecordLog log;
   RecordLog::Full full;
-  log.append(1, 100, 16, 3, &full);    // 0: freed at 2
-  log.append(2, 200, 256, 3, &full);   // 1: freed after the cut
-  log.close(0);                        // tick 2
-  log.append(3, 300, 16, 3, &full);    // 2: alive
-  log.append(4, 400, 16, 3, &full);    // 3: freed elsewhere
-  log.close(1);                        // tick 5
+  log.append(1, 100, 16, 3, &full);   // 0: freed at 2
+  log.append(2, 200, 256, 3, &full);  // 1: freed after the cut
+  log.close(0);                       // tick 2
+  log.append(3, 300, 16, 3, &full);   // 2: alive
+  log.append(4, 400, 16, 3, &full);   // 3: freed elsewhere
+  log.close(1);                       // tick 5
   log.close_foreign(3);
   const Trace trace = trace_of(log, 0, 4, 4);
   ASSERT_EQ(trace.allocations.size(), 4u);

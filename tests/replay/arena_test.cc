@@ -109,7 +109,8 @@ TEST_F(ArenaTest, RetiredArenaGoesBackWithItsLastBlockFreedElsewhere) {
     Fallback why;
     for (int i = 0; i < 3; ++i) blocks[i] = a->place(static_cast<uint64_t>(i) * 4096, 4096, &why);
     a->retire();
-  }).join();
+  })
+      .join();
   EXPECT_EQ(region_.arenas_in_use(), before + 1) << "blocks alive: kept";
   region_.free(blocks[0], token());
   region_.free(blocks[1], token());

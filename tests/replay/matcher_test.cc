@@ -87,8 +87,8 @@ TEST(Serve, GivesEachReason) {
   Arena* arena = region.create(1 << 16, &owner, &failure);
   ASSERT_NE(arena, nullptr);
   // Slots: key 1 at 0; key 2 escaping; key 3 at offset 64 (not 4 KiB aligned); key 4 at 0 again.
-  const std::vector<Slot> slots = {{1, 128, 0, true}, {2, 64, 128, false},
-                                   {3, 64, 64, true},  {4, 64, 0, true}};
+  const std::vector<Slot> slots = {
+      {1, 128, 0, true}, {2, 64, 128, false}, {3, 64, 64, true}, {4, 64, 0, true}};
   Matcher m;
   m.start_cyclic(slots.data(), 4, 8, 0);
   Fallback why;

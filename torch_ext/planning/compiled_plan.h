@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "memoplan/planner/result.h"
-#include "memoplan/replay/matcher.h"
 #include "memoplan/planner/trace.h"
+#include "memoplan/replay/matcher.h"
 #include "memoplan/torch/plan.h"  // PlanDetail
 
 namespace memoplan::torch_ext {

@@ -9,10 +9,18 @@ namespace {
 
 // PlanStats's fields, once: differences follow this list.
 constexpr uint64_t PlanStats::*kFields[] = {
-    &PlanStats::passes,       &PlanStats::planned_passes,       &PlanStats::profiled_passes,
-    &PlanStats::unplanned_passes, &PlanStats::plans,            &PlanStats::planned_hits,
-    &PlanStats::fallback_not_planned, &PlanStats::fallback_escaping, &PlanStats::fallback_overlap,
-    &PlanStats::slabs,        &PlanStats::slab_bytes,           &PlanStats::tensor_mallocs,
+    &PlanStats::passes,
+    &PlanStats::planned_passes,
+    &PlanStats::profiled_passes,
+    &PlanStats::unplanned_passes,
+    &PlanStats::plans,
+    &PlanStats::planned_hits,
+    &PlanStats::fallback_not_planned,
+    &PlanStats::fallback_escaping,
+    &PlanStats::fallback_overlap,
+    &PlanStats::slabs,
+    &PlanStats::slab_bytes,
+    &PlanStats::tensor_mallocs,
 };
 
 }  // namespace

@@ -63,7 +63,7 @@ class TaggedAllocator final : public c10::Allocator {
   static uint64_t thread_number();  // process-wide, never reused
 
  private:
-  struct Block {  // an untagged block
+  struct Block {           // an untagged block
     uint64_t session = 0;  // 0: no session records it
     uint64_t row = 0;
     size_t bytes = 0;

@@ -10,10 +10,10 @@
 #include <chrono>
 #include <optional>
 
-#include "memoplan/torch/kernels.h"
 #include "input_spec.h"
 #include "measure.h"
 #include "memoplan/heapmap.h"
+#include "memoplan/torch/kernels.h"
 #include "memoplan/torch/plan.h"
 #include "memoplan/trace_io.h"
 #include "progress.h"

@@ -157,8 +157,7 @@ void HttpServer::add_routes() {
     g.ready = ready_.load(std::memory_order_acquire);
     const torch_ext::PlanStats plan =
         options_.plan_stats ? options_.plan_stats() : torch_ext::PlanStats{};
-    res.set_content(metrics_.render(g, plan),
-                    "text/plain; version=0.0.4; charset=utf-8");
+    res.set_content(metrics_.render(g, plan), "text/plain; version=0.0.4; charset=utf-8");
   });
 
   // Bodies sent to any other path are read under the same limit (a chunked upload would

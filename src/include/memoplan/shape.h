@@ -12,8 +12,8 @@
 namespace memoplan {
 
 struct ShapeRules {
-  bool allow_zero = false;                   // a 0-sized dimension (an empty batch)
-  size_t max_dims = 8;                       // at most this many sizes
+  bool allow_zero = false;                  // a 0-sized dimension (an empty batch)
+  size_t max_dims = 8;                      // at most this many sizes
   int64_t max_elements = int64_t{1} << 31;  // their product at most this
 };
 

@@ -162,7 +162,8 @@ static void check_small_blocks_and_edges(void) {
   CHECK(realloc(p, 0) == NULL);
 }
 
-/* glibc's tuning and statistics calls reach the fallback (and malloc_trim memoplan's idle memory). */
+/* glibc's tuning and statistics calls reach the fallback (and malloc_trim memoplan's idle memory).
+ */
 static void check_tuning_calls(void) {
   CHECK(mallopt(M_ARENA_MAX, 8) == 1);
   void* blocks[64];

@@ -17,9 +17,9 @@
 
 namespace {
 
-constexpr int kChain = 8;     // allocations per pass
-constexpr int kPasses = 12;   // per thread: warm-up, profile, replay
-constexpr int kHanded = 4;    // blocks of the last pass handed on
+constexpr int kChain = 8;    // allocations per pass
+constexpr int kPasses = 12;  // per thread: warm-up, profile, replay
+constexpr int kHanded = 4;   // blocks of the last pass handed on
 
 struct Handed {
   char* p;

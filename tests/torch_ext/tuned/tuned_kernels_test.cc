@@ -8,8 +8,8 @@
 #include <thread>
 #include <vector>
 
-#include "memoplan/torch/plan.h"
 #include "memoplan/torch/kernels.h"
+#include "memoplan/torch/plan.h"
 #include "tuned_test_support.h"
 
 namespace memoplan::torch_ext {

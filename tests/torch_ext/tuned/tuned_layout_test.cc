@@ -6,8 +6,8 @@
 #include <gtest/gtest.h>
 #include <torch/script.h>
 
-#include "memoplan/torch/plan.h"
 #include "memoplan/torch/kernels.h"
+#include "memoplan/torch/plan.h"
 #include "tuned_test_support.h"
 
 namespace memoplan::torch_ext {

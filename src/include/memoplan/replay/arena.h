@@ -106,7 +106,7 @@ class Arena {
   std::atomic<uint64_t> peak_live_bytes_{0};
   std::atomic<void*> remote_frees_{nullptr};  // intrusive stack through the freed blocks
   std::atomic<bool> exited_{false};
-  bool lenient_ = false;  // retired in a fork child: see retire_after_fork
+  bool lenient_ = false;                      // retired in a fork child: see retire_after_fork
   std::atomic_flag lock_ = ATOMIC_FLAG_INIT;  // orders a retired arena's release
 };
 

@@ -45,7 +45,10 @@ class Matcher {
     cyclic_ = false;
   }
   // Nothing matches until the next start_*.
-  void stop() { pos_ = end_; cyclic_ = false; }
+  void stop() {
+    pos_ = end_;
+    cyclic_ = false;
+  }
 
   // The index of the slot serving `key`, the cursor moved past it; kNone when no slot near the
   // cursor matches (the cursor stays).

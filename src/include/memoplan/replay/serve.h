@@ -10,8 +10,9 @@
 
 namespace memoplan::replay {
 
-__attribute__((always_inline)) inline void* serve(Matcher& matcher, const Slot* slots, Arena& arena, uint64_t key, uint64_t size,
-                   uint64_t alignment, Fallback* why) {
+__attribute__((always_inline)) inline void* serve(Matcher& matcher, const Slot* slots, Arena& arena,
+                                                  uint64_t key, uint64_t size, uint64_t alignment,
+                                                  Fallback* why) {
   const uint32_t index = matcher.match(key);
   if (__builtin_expect(index == Matcher::kNone, 0)) {
     *why = Fallback::kNotPlanned;

@@ -1,6 +1,6 @@
-// memoplan's tuned kernels as a user sees them: plan(..., kernels = "tuned") (memoplan/torch/plan.h)
-// replaces hot ops with memoplan's own where they measure faster; these say what ran and let tests
-// and benchmarks pin the choice. No torch headers.
+// memoplan's tuned kernels as a user sees them: plan(..., kernels = "tuned")
+// (memoplan/torch/plan.h) replaces hot ops with memoplan's own where they measure faster; these say
+// what ran and let tests and benchmarks pin the choice. No torch headers.
 #pragma once
 
 #include <cstdint>
