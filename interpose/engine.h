@@ -46,8 +46,9 @@ void* replay_alloc(ThreadState& t, size_t size, size_t alignment, uint64_t key);
 // Gives the thread's arena and replay table back if none of its blocks is alive (true then, and
 // the thread holds no plan afterwards). Owner only.
 bool retire_replay(ThreadState& t);
-// At thread exit (or, `after_fork`, for a thread a fork left behind): the arena goes to the
-// runtime, which gives it back with its last block's free; the replay table is freed.
+// At thread exit: the arena goes to the runtime, which gives it back with its last block's free;
+// the replay table is freed. `after_fork`, for a thread a fork left behind: only forgets the arena
+// (ArenaRegion::after_fork_in_child retired it) and frees the table.
 void retire_replay_at_exit(ThreadState& t, bool after_fork);
 
 // plan_builder.cc. finish_profile: records [first, first + count) as a trace (lifetimes ending

@@ -29,6 +29,8 @@ uint64_t mix(uint64_t x) {  // splitmix64
 
 SiteState& state(Site site) { return sites[static_cast<int>(site)]; }
 
+std::atomic<void (*)(Point)> pause_hook{nullptr};
+
 }  // namespace
 
 const char* to_string(Site site) {
@@ -86,6 +88,12 @@ uint64_t injected(Site site) {
   const uint64_t failures = s.failures.load(std::memory_order_relaxed);
   const uint64_t most = s.max_failures.load(std::memory_order_relaxed);
   return failures < most ? failures : most;
+}
+
+void set_pause_hook(void (*hook)(Point)) { pause_hook.store(hook, std::memory_order_release); }
+
+void pause_at(Point point) {
+  if (void (*hook)(Point) = pause_hook.load(std::memory_order_acquire)) hook(point);
 }
 
 void parse_rules(const char* text) {

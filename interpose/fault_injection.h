@@ -21,6 +21,14 @@ enum class Site : int {
 };
 const char* to_string(Site site);
 
+// Places where a test can stop a thread half-way through a multi-step update, to fork while it is
+// there (the child must cope with whatever the stopped thread left half-done).
+enum class Point : int {
+  kRecordsChunkFreed,  // a profile's records are being given back: one chunk is, the rest not yet
+  kSlabReleased,       // a thread gave its empty slab back and has not forgotten it yet
+  kCount,
+};
+
 // When a site fails: calls are numbered from 0; the first `skip` never fail, then every
 // `every_nth`-th call fails and, independently, each call with probability per_million / 10^6
 // (decided by a hash of `seed` and the call's number, so a run is reproducible for one thread and
@@ -47,12 +55,16 @@ uint64_t injected(Site site);
 // other way in): "site:key=value;key=value,site:..." with the sites fallback_alloc, tag_region,
 // tag_commit, slab_commit and the keys every, ppm, seed, skip, max. No malloc.
 void parse_rules(const char* text);
+// The test's hook, called on whichever thread reaches a Point (nullptr: none).
+void set_pause_hook(void (*hook)(Point));
+void pause_at(Point point);
 
 #else
 
 inline constexpr bool kCompiledIn = false;
 constexpr bool should_fail(Site) { return false; }
 inline void parse_rules(const char*) {}
+inline void pause_at(Point) {}
 
 #endif
 

@@ -6,6 +6,7 @@
 
 #include "engine.h"
 #include "fallback.h"
+#include "fault_injection.h"
 #include "memoplan/replay/serve.h"
 #include "stats.h"
 
@@ -117,6 +118,7 @@ bool retire_replay(ThreadState& t) {
     const bool released = t.arena->release_if_empty();
     errno = saved;
     if (!released) return false;
+    fault::pause_at(fault::Point::kSlabReleased);  // the fault tests fork here
     t.arena = nullptr;
   }
   if (t.slots) {
@@ -129,11 +131,9 @@ bool retire_replay(ThreadState& t) {
 void retire_replay_at_exit(ThreadState& t, bool after_fork) {
   if (t.arena) {
     keep_peak(t);
-    if (after_fork) {
-      t.arena->retire_after_fork();
-    } else {
-      t.arena->retire();
-    }
+    // After a fork the region has retired every arena this thread still owned, going by the
+    // arena table alone: t.arena may be one it had given back (or one now another thread's).
+    if (!after_fork) t.arena->retire();
     t.arena = nullptr;
   }
   if (t.slots) free_slots(t);

@@ -6,6 +6,7 @@
 
 #include "engine.h"
 #include "fallback.h"
+#include "fault_injection.h"
 #include "stats.h"
 
 namespace memoplan::shim {
@@ -31,11 +32,17 @@ void retire_thread(ThreadState& t, bool after_fork) {
 
 // The profile records' memory: the fallback allocator (the fault tests make it fail).
 void* records_allocate(size_t bytes) { return fallback::calloc(1, bytes); }
-void records_release(void* p, size_t) { fallback::free(p); }
-// fork: only the forking thread lives on in the child; its state and every slab are copied intact
-// and the bookkeeping is atomics. The prepare handler takes the registry lock, which a thread
-// holds through its whole exit: so at the fork every other thread is either running (on
-// Global::running) or fully exited.
+void records_release(void* p, size_t) {
+  fallback::free(p);
+  fault::pause_at(fault::Point::kRecordsChunkFreed);  // the fault tests fork here
+}
+// fork: only the forking thread lives on in the child. The prepare handler takes the registry
+// lock, which a thread holds through its whole start and exit: so at the fork every other thread
+// is either running (on Global::running) or fully exited. A running thread is not stopped: the
+// fork may catch it half-way through any update of its own state, so the child's recovery never
+// relies on that state being whole (docs/SHIM.md, "fork"): arenas are retired from the arena
+// table, records are forgotten before they are given back, and a half-done step leaves a leak
+// in the child, never a double release (tests/interpose/fault_fork_halfway_test.cc).
 void before_fork() {
   while (global().registry_lock.test_and_set(std::memory_order_acquire)) {
   }
@@ -44,14 +51,14 @@ void after_fork_in_parent() { global().registry_lock.clear(std::memory_order_rel
 
 // In the child the other threads are gone, but their arenas and profiles stay reachable through
 // the blocks they owned. An arena lock held by another thread's free at the fork is released.
-// Threads that were running are retired now as if they had exited: an empty arena is given back
-// at once (else a child of a server with `threads` inference threads would find no slab left for
-// its own), one with live blocks when the child frees the last of them; their profiles lose the
-// thread's reference.
+// Threads that were running are retired now as if they had exited: every arena they owned (by the
+// arena table) is given back at once if empty (else a child of a server with `threads` inference
+// threads would find no slab left for its own), else when the child frees its last block; their
+// profiles lose the thread's reference.
 void after_fork_in_child() {
   stats().forks.fetch_add(1, std::memory_order_relaxed);
-  global().slabs.after_fork_in_child();
   ThreadState* self = tls_state;
+  global().slabs.after_fork_in_child(self);
   ThreadState* t = global().running;
   global().running = nullptr;
   while (t) {

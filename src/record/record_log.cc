@@ -51,13 +51,19 @@ uint64_t RecordLog::footprint_bytes() const {
 }
 
 void RecordLog::clear() {
-  if (chunks_) {
-    for (uint64_t c = 0; c < kChunks && chunks_[c]; ++c) memory_.release(chunks_[c], kChunkBytes);
-    memory_.release(chunks_, kIndexBytes);
-  }
+  // Forget the records first, then give their memory back: a fork in the middle leaves the child
+  // a log that owns less than it had (a leak), never one that gives a chunk back twice.
+  Record** chunks = chunks_;
   chunks_ = nullptr;
   count_ = 0;
   tick_ = 0;
+  if (!chunks) return;
+  for (uint64_t c = 0; c < kChunks && chunks[c]; ++c) {
+    Record* chunk = chunks[c];
+    chunks[c] = nullptr;
+    memory_.release(chunk, kChunkBytes);
+  }
+  memory_.release(chunks, kIndexBytes);
 }
 
 }  // namespace memoplan::record

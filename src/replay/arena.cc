@@ -143,9 +143,13 @@ void ArenaRegion::release_all() {
   arenas_bytes_ = 0;
 }
 
-void ArenaRegion::after_fork_in_child() {
+void ArenaRegion::after_fork_in_child(const void* survivor) {
   if (!arenas_) return;
   for (uint32_t i = 0; i < slots_.slot_count(); ++i) arenas_[i].lock_.clear();
+  for (uint32_t i = 0; i < slots_.slot_count(); ++i) {
+    const void* owner = arenas_[i].owner_.load(std::memory_order_relaxed);
+    if (owner && owner != survivor) arenas_[i].retire_after_fork();
+  }
 }
 
 void Arena::invalid_free(void* p) {

@@ -175,6 +175,34 @@ TEST_F(ArenaTest, RunsOutOfArenasAndSaysSo) {
   EXPECT_EQ(region_.arenas_in_use(), 0u);
 }
 
+// A fork child: only `survivor` came along. The others' arenas are retired going by the table
+// alone; an arena a thread had already given back (but not yet forgotten in its own state when
+// the fork came) is not given back a second time.
+TEST_F(ArenaTest, AfterForkRetiresTheArenasOthersStillOwnGoingByTheTable) {
+  static const char survivor = 0, busy = 0, gone = 0, idle = 0;
+  ArenaRegion::Failure why;
+  Arena* mine = region_.create(1 << 20, &survivor, &why);
+  Arena* with_block = region_.create(1 << 20, &busy, &why);
+  Arena* given_back = region_.create(1 << 20, &gone, &why);
+  ASSERT_NE(region_.create(1 << 20, &idle, &why), nullptr);
+  ASSERT_TRUE(mine && with_block && given_back);
+  Fallback f;
+  void* p = with_block->place(0, 4096, &f);
+  void* q = mine->place(0, 4096, &f);
+  ASSERT_TRUE(p && q);
+  ASSERT_TRUE(given_back->release_if_empty());
+  EXPECT_EQ(region_.arenas_in_use(), 3u);
+  region_.after_fork_in_child(&survivor);
+  EXPECT_EQ(region_.arenas_in_use(), 2u) << "the idle arena goes at once, nothing twice";
+  region_.free(p, &survivor);  // the dead thread's last block: its arena goes with it
+  EXPECT_EQ(region_.arenas_in_use(), 1u);
+  EXPECT_NE(mine->place(8192, 4096, &f), nullptr) << "the survivor's arena is its own still";
+  region_.free(q, &survivor);
+  region_.free(static_cast<char*>(mine->base()) + 8192, &survivor);
+  EXPECT_TRUE(mine->release_if_empty());
+  EXPECT_EQ(region_.arenas_in_use(), 0u);
+}
+
 bool fail_always() { return true; }
 
 TEST_F(ArenaTest, MapFailureIsCountedAndTheArenaSlotGoesBack) {

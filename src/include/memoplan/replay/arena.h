@@ -65,14 +65,6 @@ class Arena {
   // by the owner itself, or once the owner's token can no longer be taken by another thread (a
   // thread's token must not match a retired arena's until retire() has forgotten it).
   void retire();
-  // In a forked child, for an arena whose owner did not come along: retire() that trusts the
-  // bookkeeping less. The owner may have been in the middle of an update at the fork, so a free
-  // that matches no live block here is ignored instead of reported.
-  void retire_after_fork() {
-    lenient_ = true;
-    retire();
-  }
-
   char* base() const { return base_; }
   uint64_t bytes() const { return bytes_; }
   uint64_t live_bytes() const { return live_bytes_; }  // owner only
@@ -90,6 +82,15 @@ class Arena {
     live_bytes_ -= length;
   }
   void invalid_free(void* p);
+  // In a forked child, for an arena whose owner did not come along: retire() that trusts the
+  // bookkeeping less. The owner may have been in the middle of an update at the fork (a live
+  // range half shifted, a drained remote free not yet applied), so a free that matches no live
+  // block here is ignored instead of reported. Such an update can only leave the arena holding
+  // more than it should (it is then never given back): never an early release.
+  void retire_after_fork() {
+    lenient_ = true;
+    retire();
+  }
   void release();  // under lock_ or by the owner: unmaps and frees the slot
 
   ArenaRegion* region_ = nullptr;
@@ -148,8 +149,13 @@ class ArenaRegion {
   void set_counters(SharedCounters* counters) { counters_ = counters; }
   // For the fault tests: called before each mapping an arena makes; true makes it fail.
   void set_map_fault(bool (*should_fail)()) { map_fault_ = should_fail; }
-  // In a forked child: every arena lock goes free (its holder did not come along).
-  void after_fork_in_child();
+  // In a forked child, where only the thread whose token is `survivor` came along: every arena
+  // lock goes free (its holder did not come along), and every arena another thread still owned
+  // is retired as its owner's exit would (given back now if empty, else with its last block's
+  // free). Reads only this region's table, never the other threads' own state, which the fork
+  // may have caught half-way through an update (an arena given back but not yet forgotten, one
+  // made but not yet recorded): an arena they no longer own is theirs no more.
+  void after_fork_in_child(const void* survivor);
   // Unmaps everything, the Arena table included; for tests, once no block can be freed any more.
   void release_all();
   // Called with a pointer freed into an arena where no block starts (a double free or an invalid
