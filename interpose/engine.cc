@@ -281,11 +281,8 @@ int engine_trim(size_t pad) {
     ThreadState& t = *tls_state;
     ReentryGuard guard;
     if (t.arena) released += t.arena->discard_pages();
-    // Records matter only while profiling, and only while a profiled block may still close one.
-    if (t.phase != Phase::kProfiling && t.profile->live_blocks() == 0) {
-      released += t.profile->log.footprint_bytes();
-      t.profile->log.clear();
-    }
+    // Records matter only while profiling.
+    if (t.phase != Phase::kProfiling) released += give_back_records(*t.profile);
     stats().released_bytes.fetch_add(released, std::memory_order_relaxed);
   }
   return fallback::trim(pad) || released ? 1 : 0;
@@ -324,11 +321,9 @@ void engine_pass_begin() {
       break;
     case Phase::kReplaying:
       t->matcher.set_cursor(0);
-      // The profile's records, once no profiled block can close one any more.
-      if (t->profile->log.count() && t->profile->live_blocks() == 0) {
-        stats().released_bytes.fetch_add(t->profile->log.footprint_bytes(),
-                                         std::memory_order_relaxed);
-        t->profile->log.clear();
+      // The profile's records: the plan is made.
+      if (t->profile->log.count()) {
+        stats().released_bytes.fetch_add(give_back_records(*t->profile), std::memory_order_relaxed);
       }
       ++t->replayed_passes;
       break;

@@ -17,12 +17,8 @@ void give_up_profiling(ThreadState& t, const char* why) {
   t.phase = Phase::kDisabled;
   stats().plan_failures.fetch_add(1, std::memory_order_relaxed);
   log_line("memoplan: thread %u runs unplanned: %s", t.index, why);
-  // Its records are of no use any more; they go now unless a profiled block may still close one
-  // (then at the thread's exit, or at malloc_trim).
-  if (t.profile->live_blocks() == 0) {
-    stats().released_bytes.fetch_add(t.profile->log.footprint_bytes(), std::memory_order_relaxed);
-    t.profile->log.clear();
-  }
+  // Its records are of no use any more.
+  stats().released_bytes.fetch_add(give_back_records(*t.profile), std::memory_order_relaxed);
 }
 
 std::atomic<bool> budget_reported{false};
@@ -36,8 +32,8 @@ void* profile_alloc(ThreadState& t, size_t size, size_t alignment, uint64_t key,
     return nullptr;
   }
   record::TagRegion::Miss miss;
-  void* p = g.tags.take(size, zero, reinterpret_cast<uintptr_t>(t.profile), t.profile->log.count(),
-                        &miss);
+  void* p = g.tags.take(size, zero, reinterpret_cast<uintptr_t>(t.profile),
+                        t.profile->record_tag(t.profile->log.count()), &miss);
   if (!p) {
     // Untracked: the fallback serves it, and the plan will not know it (a not_planned fallback).
     // No free slot: 65,536 tracked blocks are alive.
@@ -75,13 +71,35 @@ void profile_free(void* p) {
   Global& g = global();
   const record::TagRegion::Owner owner = g.tags.owner_of(p);
   Profile* profile = reinterpret_cast<Profile*>(owner.owner);
+  const uint32_t generation = static_cast<uint32_t>(owner.record >> 32);
+  const uint64_t index = owner.record & 0xffffffffu;
   if (tls_state && profile->recorder.load(std::memory_order_relaxed) == tls_state) {
-    profile->log.close(owner.record);
+    // The recorder itself: nobody else gives its records back.
+    if (generation == profile->generation.load(std::memory_order_relaxed)) {
+      profile->log.close(index);
+    }
   } else {
-    profile->log.close_foreign(owner.record);  // not on the recorder's clock: never planned
+    // Either this free sees the new generation (and writes nothing), or give_back_records sees
+    // it closing (and waits): both sides are sequentially consistent.
+    profile->closing.fetch_add(1, std::memory_order_seq_cst);
+    if (generation == profile->generation.load(std::memory_order_seq_cst)) {
+      profile->log.close_foreign(index);  // not on the recorder's clock: never planned
+    }
+    profile->closing.fetch_sub(1, std::memory_order_release);
   }
   g.tags.give_back(p);
   release_profile(profile);  // the block's reference
+}
+
+uint64_t give_back_records(Profile& profile) {
+  if (profile.log.count() == 0 && profile.log.footprint_bytes() == 0) return 0;
+  profile.generation.fetch_add(1, std::memory_order_seq_cst);
+  while (profile.closing.load(std::memory_order_seq_cst) != 0) {  // a few instructions each
+  }
+  std::atomic_thread_fence(std::memory_order_acquire);  // after the closers' last writes
+  const uint64_t bytes = profile.log.footprint_bytes();
+  profile.log.clear();
+  return bytes;
 }
 
 void release_profile(Profile* profile) {

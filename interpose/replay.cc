@@ -54,12 +54,9 @@ void keep_peak(ThreadState& t) {
   }
 }
 
-// The profile's records once nothing can close one any more: the plan is made, and no profiled
-// block is alive.
+// The profile's records, once the plan is made (profiled blocks still alive close nothing then).
 __attribute__((noinline)) void release_records(ThreadState& t) {
-  if (t.profile->live_blocks() != 0) return;
-  stats().released_bytes.fetch_add(t.profile->log.footprint_bytes(), std::memory_order_relaxed);
-  t.profile->log.clear();
+  stats().released_bytes.fetch_add(give_back_records(*t.profile), std::memory_order_relaxed);
 }
 
 // A detected pass ends with its last planned allocation (every allocation, for a pass of one).

@@ -44,21 +44,37 @@ struct ReplayRecheck {
 };
 
 // A thread's profile: its records (record::RecordLog, on the thread's event clock; memory from the
-// fallback allocator) and the references that keep them: the thread while it runs, and each
-// profiled block still alive (its free, on any thread, closes its record). Whoever drops the last
-// reference frees it, so neither an exiting thread nor a late free touches freed memory.
+// fallback allocator) and the references that keep the profile: the thread while it runs, and
+// each profiled block still alive (its free, on any thread, closes its record). Whoever drops the
+// last reference frees it, so neither an exiting thread nor a late free touches freed memory.
+//
+// The records themselves go as soon as they are of no use (the plan is made, profiling gave up,
+// the thread exited), even while profiled blocks live on (weights made during the profiled pass
+// stay alive for the whole run): giving them back starts a new generation, and the free of a
+// block tagged in an older one closes nothing. A free on another thread counts itself in
+// `closing` while it may write a record, and the records wait for those (see give_back_records).
 struct ThreadState;
 struct Profile {
   record::RecordLog log;
   std::atomic<uint64_t> refs{1};                      // the thread's own + live profiled blocks
   std::atomic<const ThreadState*> recorder{nullptr};  // null once the thread has exited
+  std::atomic<uint32_t> generation{0};                // of the records in the log now
+  std::atomic<uint32_t> closing{0};                   // other threads' frees closing a record now
 
   explicit Profile(record::MemorySource memory) : log(memory) {}
   // Profiled blocks alive now (while the thread holds its reference).
   uint64_t live_blocks() const { return refs.load(std::memory_order_acquire) - 1; }
+  // What a profiled block's tag slot keeps: the record's generation and index.
+  uint64_t record_tag(uint64_t index) const {
+    return uint64_t{generation.load(std::memory_order_relaxed)} << 32 | index;
+  }
 };
 // Drops one reference; the last one frees the profile.
 void release_profile(Profile* profile);
+// The recorder thread (or its exit): forgets the records and gives their memory back; returns the
+// bytes. Waits for other threads' frees that are closing a record right now (a fork child first
+// sets `closing` to 0 in the profiles of the threads it knows: their closers did not come along).
+uint64_t give_back_records(Profile& profile);
 
 struct ThreadState {
   uint32_t index = 0;

@@ -23,6 +23,8 @@ pthread_key_t thread_exit_key;
 void retire_thread(ThreadState& t, bool after_fork) {
   retire_replay_at_exit(t, after_fork);
   if (t.profile) {
+    // The records go now even if profiled blocks live on (they close nothing afterwards).
+    stats().released_bytes.fetch_add(give_back_records(*t.profile), std::memory_order_relaxed);
     t.profile->recorder.store(nullptr, std::memory_order_relaxed);
     release_profile(t.profile);
   }
@@ -64,6 +66,8 @@ void after_fork_in_child() {
   while (t) {
     ThreadState* next = t->running_next;
     t->running_prev = t->running_next = nullptr;
+    // A free that was closing one of its records at the fork did not come along.
+    if (t->profile) t->profile->closing.store(0, std::memory_order_relaxed);
     if (t == self) {
       t->running_next = global().running;
       global().running = t;

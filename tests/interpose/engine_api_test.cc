@@ -4,8 +4,10 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "bootstrap.h"
@@ -85,6 +87,77 @@ TEST(EngineApi, TrimGivesTheIdleSlabAndTheProfileBack) {
     EXPECT_TRUE(heap.last_pass_all(Origin::kSlab)) << heap.last_pass_origins();
   });
   EXPECT_GT((counters() - before).released_bytes, 0u);
+}
+
+// Blocks made while the thread profiled that stay alive for the whole run (a model's weights, made
+// during the profiled pass) must not keep the profile's records: they go once the plan runs, and
+// the late free of such a block (here on another thread) closes nothing.
+TEST(EngineApi, RecordsGoOnceThePlanRunsEvenWhileProfiledBlocksLive) {
+  SKIP_UNLESS_ENGINE_PLANS();
+  const Script script = network_pass();
+  Script keeps_one = script;  // block 1 is never freed in the profiled pass
+  for (size_t i = 0; i < keeps_one.size(); ++i) {
+    if (keeps_one[i].kind == Op::kFree && keeps_one[i].id == 1) {
+      keeps_one.erase(keeps_one.begin() + static_cast<ptrdiff_t>(i));
+      break;
+    }
+  }
+  on_fresh_thread([&] {
+    Heap heap;
+    for (uint64_t pass = 0; pass < engine_options().passes; ++pass) heap.pass(script);
+    heap.pass(keeps_one);  // the profiled pass
+    ASSERT_EQ(origin_of(heap.pointer(1)), Origin::kTag);
+    heap.hold(1);
+    // Block 1 escaped the profiled pass, so the plan leaves it to the fallback.
+    const auto planned = [&heap] {
+      size_t slab = 0;
+      for (const Allocated& a : heap.last_pass()) slab += a.origin == Origin::kSlab;
+      return slab;
+    };
+    for (int pass = 0; pass < 3; ++pass) heap.pass(script);
+    EXPECT_EQ(planned(), allocations_in(script) - 1) << heap.last_pass_origins();
+    ThreadState* t = tls_state;
+    ASSERT_NE(t, nullptr);
+    EXPECT_EQ(t->profile->live_blocks(), 1u);
+    EXPECT_EQ(t->profile->log.count(), 0u) << "a live profiled block kept the records";
+    EXPECT_EQ(t->profile->log.footprint_bytes(), 0u);
+    heap.release_held(/*elsewhere=*/true);
+    EXPECT_EQ(t->profile->live_blocks(), 0u);
+    heap.pass(script);
+    EXPECT_EQ(planned(), allocations_in(script) - 1) << heap.last_pass_origins();
+  });
+}
+
+// The records go while other threads free the profiled blocks they were handed (ThreadSanitizer
+// checks that no free writes a record the recorder is giving back).
+TEST(EngineApi, RecordsGoWhileOtherThreadsFreeProfiledBlocks) {
+  SKIP_UNLESS_ENGINE_PLANS();
+  const Script script = network_pass();
+  for (int round = 0; round < 8; ++round) {
+    on_fresh_thread([&] {
+      Heap heap;
+      for (uint64_t pass = 0; pass < engine_options().passes; ++pass) heap.pass(script);
+      std::vector<void*> handed;
+      heap.begin_pass();  // the profiled pass makes 64 more blocks, for other threads
+      heap.run(script);
+      for (int i = 0; i < 64; ++i) handed.push_back(engine_alloc(8192 + 64 * i, 16, false));
+      heap.end_pass();
+      std::atomic<bool> go{false};
+      std::vector<std::thread> freers;
+      for (int k = 0; k < 2; ++k) {
+        freers.emplace_back([&, k] {
+          while (!go.load()) std::this_thread::yield();
+          for (size_t i = k; i < handed.size(); i += 2) engine_free(handed[i]);
+        });
+      }
+      go.store(true);
+      for (int pass = 0; pass < 3; ++pass) heap.pass(script);  // the records go meanwhile
+      for (std::thread& f : freers) f.join();
+      EXPECT_EQ(tls_state->profile->live_blocks(), 0u);
+      EXPECT_EQ(tls_state->profile->log.count(), 0u);
+      EXPECT_TRUE(heap.last_pass_all(Origin::kSlab)) << heap.last_pass_origins();
+    });
+  }
 }
 
 }  // namespace
