@@ -68,6 +68,11 @@ void load_replay_pass();
 // mode:replay: gives the thread the loaded pass (false while it is not loaded or unusable).
 bool start_loaded_replay(ThreadState& t);
 
+// reaper.cc: the idle-slab reaper thread (option idle_release). start_reaper is cheap once it
+// runs: called with every plan and at pass ends (a fork child's reaper did not come along).
+void start_reaper();
+void reaper_after_fork_in_child();
+
 // callsite.cc: size and a hash of `depth` return addresses above the allocator; `portable`
 // hashes each as (module name, offset), the same in every process. `return_address` and `stack`
 // identify the call path for the per-thread cache (see CallsiteCacheEntry).

@@ -48,7 +48,7 @@ __attribute__((noinline)) void call_keeping_errno(void (*release)(void*), void* 
 }
 
 inline size_t page_size() {
-  static const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   return page;
 }
 

@@ -25,6 +25,8 @@ const OptionInfo kOptionTable[] = {
     {"callsite_depth", Kind::kCount, MEMOPLAN_FIELD(callsite_depth), "frames in the key"},
     {"slab_max", Kind::kSize, MEMOPLAN_FIELD(slab_max), "largest slab per thread (bytes)"},
     {"max_period", Kind::kCount, MEMOPLAN_FIELD(max_period), "longest detectable pass"},
+    {"idle_release", Kind::kCount, MEMOPLAN_FIELD(idle_release),
+     "ms a slab may sit idle before its pages go back (0: never)"},
     {"detect", Kind::kBool, MEMOPLAN_FIELD(detect), "find passes automatically"},
     {"stats_print", Kind::kBool, MEMOPLAN_FIELD(stats_print), "print statistics at exit"},
     {"log", Kind::kPath, MEMOPLAN_FIELD(log_path), "log file instead of stderr"},
@@ -199,12 +201,13 @@ size_t describe_options(const Options& o, char* buf, size_t size) {
   const int n = snprintf(
       buf, size,
       "mode:%s,fallback:%s,min_size:%llu,passes:%llu,threads:%llu,callsite_depth:%llu,"
-      "slab_max:%llu,max_period:%llu,detect:%s,stats_print:%s",
+      "slab_max:%llu,max_period:%llu,idle_release:%llu,detect:%s,stats_print:%s",
       to_string(o.mode), o.fallback == FallbackKind::kJemalloc ? "jemalloc" : "next",
       static_cast<unsigned long long>(o.min_size), static_cast<unsigned long long>(o.passes),
       static_cast<unsigned long long>(o.threads), static_cast<unsigned long long>(o.callsite_depth),
       static_cast<unsigned long long>(o.slab_max), static_cast<unsigned long long>(o.max_period),
-      o.detect ? "true" : "false", o.stats_print ? "true" : "false");
+      static_cast<unsigned long long>(o.idle_release), o.detect ? "true" : "false",
+      o.stats_print ? "true" : "false");
   if (n < 0) return 0;
   size_t written = static_cast<size_t>(n) < size ? static_cast<size_t>(n) : size - 1;
   if (o.mode == Mode::kProfile || o.mode == Mode::kReplay) {

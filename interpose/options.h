@@ -26,8 +26,9 @@ struct Options {
                                    // N >= 2: N frames from libunwind (cached per thread)
   uint64_t slab_max = 1ull << 30;  // largest slab per thread, bytes (power of two)
   uint64_t max_period = 1 << 16;   // longest pass (allocations) automatic detection looks for
-  bool detect = true;              // find passes automatically when the program does not mark them
-  bool stats_print = false;        // print statistics at exit
+  uint64_t idle_release = 10000;  // ms without a placement after which a slab's pages go (0: never)
+  bool detect = true;             // find passes automatically when the program does not mark them
+  bool stats_print = false;       // print statistics at exit
   char log_path[kPathCapacity] = "";  // messages go here instead of stderr
   // mode:profile writes here (%p: process id, %t: thread index); mode:replay reads from here.
   char trace_path[kPathCapacity] = "memoplan-%p-%t.trace.json.gz";

@@ -59,6 +59,7 @@ bool install_replay(ThreadState& t, const replay::Slot* planned, uint32_t count,
   stats().plans.fetch_add(1, std::memory_order_relaxed);
   stats().slab_bytes.fetch_add(slab_bytes, std::memory_order_relaxed);
   stats().lower_bound_bytes.fetch_add(lower_bound_bytes, std::memory_order_relaxed);
+  start_reaper();
   return true;
 }
 

@@ -66,10 +66,10 @@ void print_stats(int fd) {
     n += snprintf(text + n, sizeof text - n,
                   "memoplan: out of memory %llu, bookkeeping failures %llu, address space "
                   "failures %llu, tag commit failures %llu, slab map failures %llu, late slab "
-                  "releases %llu, forks %llu, released bytes %llu\n",
+                  "releases %llu, forks %llu, released bytes %llu, idle slabs discarded %llu\n",
                   get(s.out_of_memory), get(s.bookkeeping_failures), get(s.address_space_failures),
                   get(s.tag_commit_failures), get(s.slab_map_failures), get(s.late_slab_releases),
-                  get(s.forks), get(s.released_bytes));
+                  get(s.forks), get(s.released_bytes), get(s.idle_discards));
   }
   if (n > static_cast<int>(sizeof text)) n = sizeof text;
   if (n > 0) {

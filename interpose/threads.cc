@@ -59,6 +59,7 @@ void after_fork_in_parent() { global().registry_lock.clear(std::memory_order_rel
 // profiles lose the thread's reference.
 void after_fork_in_child() {
   stats().forks.fetch_add(1, std::memory_order_relaxed);
+  reaper_after_fork_in_child();
   ThreadState* self = tls_state;
   global().slabs.after_fork_in_child(self);
   ThreadState* t = global().running;
@@ -110,6 +111,7 @@ RegistryLock::RegistryLock() {
 RegistryLock::~RegistryLock() { global().registry_lock.clear(std::memory_order_release); }
 
 void flush_counters(ThreadState& t) {
+  if (t.arena) start_reaper();  // a no-op once it runs (a fork child's did not come along)
   RegistryLock lock;
   flush_counters_locked(t);
 }

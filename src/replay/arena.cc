@@ -1,7 +1,10 @@
 // The arena's slow paths: making and releasing arenas, remote frees, retirement.
 #include "memoplan/replay/arena.h"
 
+#include <linux/membarrier.h>
+#include <sched.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -101,6 +104,8 @@ Arena* ArenaRegion::create(uint64_t bytes, const void* owner, Failure* why) {
   a.peak_live_bytes_.store(0, std::memory_order_relaxed);
   a.remote_frees_.store(nullptr, std::memory_order_relaxed);
   a.exited_.store(false, std::memory_order_relaxed);
+  a.reaping_.store(Arena::kNoReaper, std::memory_order_relaxed);
+  a.incarnation_.fetch_add(1, std::memory_order_relaxed);
   a.owner_.store(owner, std::memory_order_release);
   *why = Failure::kNone;
   return &a;
@@ -138,6 +143,8 @@ uint64_t ArenaRegion::usable_size(const void* p) const {
 
 void ArenaRegion::release_all() {
   slots_.release_all();
+  if (idle_samples_) munmap(idle_samples_, idle_samples_bytes_);
+  idle_samples_ = nullptr;
   if (arenas_) munmap(arenas_, arenas_bytes_);
   arenas_ = nullptr;
   arenas_bytes_ = 0;
@@ -145,7 +152,12 @@ void ArenaRegion::release_all() {
 
 void ArenaRegion::after_fork_in_child(const void* survivor) {
   if (!arenas_) return;
-  for (uint32_t i = 0; i < slots_.slot_count(); ++i) arenas_[i].lock_.clear();
+  for (uint32_t i = 0; i < slots_.slot_count(); ++i) {
+    arenas_[i].lock_.clear();
+    // The reaper did not come along: a discard it was making is over (the arena had no block).
+    uint8_t reaping = Arena::kReaping;
+    arenas_[i].reaping_.compare_exchange_strong(reaping, Arena::kNoReaper);
+  }
   for (uint32_t i = 0; i < slots_.slot_count(); ++i) {
     const void* owner = arenas_[i].owner_.load(std::memory_order_relaxed);
     if (owner && owner != survivor) arenas_[i].retire_after_fork();
@@ -168,12 +180,104 @@ void Arena::invalid_free(void* p) {
 }
 
 uint64_t Arena::discard_pages() {
+  close_to_reaper();
   drain_remote_frees();
-  if (live_.count() != 0 || !base_) return 0;
-  const int saved = errno;
-  const bool ok = madvise(base_, bytes_ ? bytes_ : 1, MADV_DONTNEED) == 0;
-  errno = saved;
+  bool ok = false;
+  if (live_.count() == 0 && base_) {
+    const int saved = errno;
+    ok = madvise(base_, bytes_ ? bytes_ : 1, MADV_DONTNEED) == 0;
+    errno = saved;
+  }
+  open_to_reaper();
   return ok ? bytes_ : 0;
+}
+
+void Arena::wait_for_reaper() {
+  for (;;) {
+    uint8_t state = reaping_.load(std::memory_order_acquire);
+    if (state == kReaping) {  // madvise of an idle arena: rare, and short
+      sched_yield();
+      continue;
+    }
+    if (state == kNoReaper || reaping_.compare_exchange_weak(state, kNoReaper)) return;
+  }
+}
+
+void Arena::close_to_reaper() {
+  for (;;) {
+    uint8_t state = reaping_.load(std::memory_order_acquire);
+    if (state == kReaping) {
+      sched_yield();
+      continue;
+    }
+    if (reaping_.compare_exchange_weak(state, kClosed)) return;
+  }
+}
+
+namespace {
+
+// The asymmetric barrier: every running thread of the process executes a full memory barrier.
+long membarrier(int command) { return syscall(__NR_membarrier, command, 0, 0); }
+
+// Registering twice is harmless, so no lock (a function-local static's guard, held by another
+// thread at a fork, would hang the child forever).
+std::atomic<int> membarrier_state{0};  // 0 not asked yet, 1 registered, 2 unsupported
+bool register_membarrier() {
+  int state = membarrier_state.load(std::memory_order_acquire);
+  if (state == 0) {
+    state = membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0 ? 1 : 2;  // Linux 4.14
+    membarrier_state.store(state, std::memory_order_release);
+  }
+  return state == 1;
+}
+
+}  // namespace
+
+bool ArenaRegion::idle_discard_supported() { return register_membarrier(); }
+
+uint64_t ArenaRegion::discard_idle(uint64_t now_ns, uint64_t idle_ns) {
+  if (!arenas_ || !register_membarrier()) return 0;
+  const uint32_t arenas = slots_.slot_count();
+  if (!idle_samples_) {
+    idle_samples_bytes_ = round_to_pages(sizeof(IdleSample) * arenas);
+    idle_samples_ = static_cast<IdleSample*>(map(idle_samples_bytes_, nullptr));
+    if (!idle_samples_) return 0;
+  }
+  uint64_t discarded = 0;
+  for (uint32_t i = 0; i < arenas; ++i) {
+    Arena& a = arenas_[i];
+    IdleSample& sample = idle_samples_[i];
+    if (!a.owner_.load(std::memory_order_acquire)) {  // free, or retired
+      sample.known = false;
+      continue;
+    }
+    const uint64_t placements = a.placements_.load(std::memory_order_relaxed);
+    const uint32_t incarnation = a.incarnation_.load(std::memory_order_relaxed);
+    if (!sample.known || sample.placements != placements || sample.incarnation != incarnation) {
+      sample = IdleSample{placements, now_ns, incarnation, true};
+      continue;
+    }
+    if (now_ns - sample.since_ns < idle_ns || a.live_.count() != 0) continue;
+    uint8_t state = Arena::kNoReaper;  // kDiscarded: done already; kClosed: the owner's
+    if (!a.reaping_.compare_exchange_strong(state, Arena::kReaping)) continue;
+    // The owner announces a placement before it reads reaping_; this reads the placements after
+    // claiming. The barrier orders the owner's side too: one of the two sees the other.
+    membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED);
+    if (a.placements_.load(std::memory_order_relaxed) != placements || a.live_.count() != 0) {
+      a.reaping_.store(Arena::kNoReaper, std::memory_order_release);
+      sample.known = false;
+      continue;
+    }
+    const int saved = errno;
+    if (madvise(a.base_, a.bytes_ ? a.bytes_ : 1, MADV_DONTNEED) == 0) {
+      discarded += a.bytes_;
+      count(&SharedCounters::idle_discards);
+    }
+    errno = saved;
+    a.reaping_.store(Arena::kDiscarded, std::memory_order_release);
+  }
+  if (discarded) count(&SharedCounters::released_bytes, discarded);
+  return discarded;
 }
 
 void Arena::drain_remote_frees() {
@@ -186,13 +290,18 @@ void Arena::drain_remote_frees() {
 }
 
 bool Arena::release_if_empty() {
+  close_to_reaper();
   drain_remote_frees();
-  if (live_.count() != 0) return false;
+  if (live_.count() != 0) {
+    open_to_reaper();
+    return false;
+  }
   release();
   return true;
 }
 
 void Arena::retire() {
+  close_to_reaper();
   SpinLock lock(lock_);
   owner_.store(nullptr, std::memory_order_relaxed);  // a later thread with the same token is not it
   exited_.store(true, std::memory_order_seq_cst);    // before the last drain: see ArenaRegion::free

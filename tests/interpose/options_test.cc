@@ -213,11 +213,14 @@ TEST(Options, DescribeListsEveryValue) {
   EXPECT_EQ(n, std::string(text).size());
   EXPECT_STREQ(text,
                "mode:off,fallback:next,min_size:65536,passes:3,threads:8,callsite_depth:4,"
-               "slab_max:1073741824,max_period:65536,detect:false,stats_print:false");
+               "slab_max:1073741824,max_period:65536,idle_release:10000,detect:false,"
+               "stats_print:false");
   // A description parses back to the same options.
   const Options again = parse(text);
   EXPECT_TRUE(warnings().empty());
   EXPECT_EQ(again.min_size, o.min_size);
+  EXPECT_EQ(parse("idle_release:250").idle_release, 250u);
+  EXPECT_EQ(parse("idle_release:0").idle_release, 0u);
   EXPECT_EQ(again.passes, o.passes);
   EXPECT_EQ(again.detect, o.detect);
   EXPECT_EQ(again.mode, o.mode);

@@ -4,8 +4,12 @@
 #include "memoplan/replay/arena.h"
 
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
+#include <cstring>
 #include <thread>
 #include <vector>
 
@@ -201,6 +205,84 @@ TEST_F(ArenaTest, AfterForkRetiresTheArenasOthersStillOwnGoingByTheTable) {
   region_.free(static_cast<char*>(mine->base()) + 8192, &survivor);
   EXPECT_TRUE(mine->release_if_empty());
   EXPECT_EQ(region_.arenas_in_use(), 0u);
+}
+
+size_t resident_pages(const void* p, size_t bytes) {
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  std::vector<unsigned char> in_core((bytes + page - 1) / page);
+  if (mincore(const_cast<void*>(p), bytes, in_core.data()) != 0) return 0;
+  size_t resident = 0;
+  for (unsigned char c : in_core) resident += c & 1;
+  return resident;
+}
+
+// An idle arena (no block alive, no placement between two looks `idle` apart) gives its pages
+// back; its owner places again and finds zeros. Busy arenas and arenas with a live block keep
+// theirs.
+TEST_F(ArenaTest, IdleArenaGivesItsPagesBackAndPlacesAgain) {
+  if (!ArenaRegion::idle_discard_supported()) GTEST_SKIP() << "no membarrier in this kernel";
+  Arena* idle = create(1 << 20);
+  Arena* holding = create(1 << 20);
+  Fallback f;
+  char* p = static_cast<char*>(idle->place(0, 65536, &f));
+  memset(p, 0x5a, 65536);
+  region_.free(p, token());
+  char* kept = static_cast<char*>(holding->place(0, 65536, &f));
+  memset(kept, 0x6b, 65536);
+  ASSERT_GT(resident_pages(idle->base(), 65536), 0u);
+  EXPECT_EQ(region_.discard_idle(1000, 500), 0u) << "the first look only samples";
+  EXPECT_EQ(region_.discard_idle(1200, 500), 0u) << "not idle long enough yet";
+  EXPECT_EQ(region_.discard_idle(1600, 500), idle->bytes());
+  EXPECT_EQ(resident_pages(idle->base(), 65536), 0u);
+  EXPECT_GT(resident_pages(holding->base(), 65536), 0u) << "a live block keeps its arena";
+  EXPECT_EQ(counters_.idle_discards.load(), 1u);
+  EXPECT_EQ(region_.discard_idle(5000, 500), 0u) << "discarded once, not again";
+  p = static_cast<char*>(idle->place(0, 65536, &f));
+  ASSERT_NE(p, nullptr);
+  for (int i = 0; i < 65536; i += 4096) EXPECT_EQ(p[i], 0) << i;
+  memset(p, 0x7c, 65536);
+  EXPECT_EQ(region_.discard_idle(6000, 500), 0u) << "placed since: busy again";
+  region_.free(p, token());
+  region_.free(kept, token());
+  EXPECT_TRUE(idle->release_if_empty());
+  EXPECT_TRUE(holding->release_if_empty());
+}
+
+// The reaper runs flat out (idle period 0) while the owner places, fills, checks and frees
+// blocks, pausing now and then: a discard must never hit a block that is alive.
+TEST_F(ArenaTest, ReaperNeverDiscardsUnderALiveBlock) {
+  if (!ArenaRegion::idle_discard_supported()) GTEST_SKIP() << "no membarrier in this kernel";
+  std::atomic<bool> done{false};
+  std::atomic<uint64_t> corrupted{0};
+  std::thread owner([&] {
+    Arena* a = create(1 << 20);
+    ASSERT_NE(a, nullptr);
+    Fallback f;
+    for (int round = 0; round < 4000; ++round) {
+      char* blocks[4];
+      for (int b = 0; b < 4; ++b) {
+        blocks[b] = static_cast<char*>(a->place(static_cast<uint64_t>(b) * 16384, 16384, &f));
+        ASSERT_NE(blocks[b], nullptr);
+        memset(blocks[b], round + b + 1, 16384);
+      }
+      if (round % 16 == 0) std::this_thread::yield();  // an idle moment for the reaper
+      for (int b = 0; b < 4; ++b) {
+        for (int i = 0; i < 16384; i += 512) {
+          if (blocks[b][i] != static_cast<char>(round + b + 1)) corrupted.fetch_add(1);
+        }
+        region_.free(blocks[b], token());
+      }
+      if (round % 8 == 0) std::this_thread::yield();
+    }
+    EXPECT_TRUE(a->release_if_empty());
+    done.store(true);
+  });
+  uint64_t now = 0, discarded = 0;
+  while (!done.load()) discarded += region_.discard_idle(++now, 0) != 0;
+  owner.join();
+  EXPECT_EQ(corrupted.load(), 0u);
+  std::printf("idle discards while the owner ran: %llu\n",
+              static_cast<unsigned long long>(discarded));
 }
 
 bool fail_always() { return true; }

@@ -15,6 +15,16 @@
 // block, on whichever thread: the pusher's push and its reading of `exited`, and the owner's
 // setting of `exited` and its last drain, are sequentially consistent, so one of them always sees
 // the other; the arena's small spin lock orders the release. Never calls malloc.
+//
+// Idle arenas. An inference thread that stops getting requests keeps its slab's pages resident.
+// ArenaRegion::discard_idle (run now and then by one thread: the shim's reaper) gives back the
+// pages of an arena with no block alive and no placement for a while. The owner pays nothing for
+// this but a counter store and one more load per placement: it announces each placement before it
+// looks at `reaping_`, the reaper claims the arena before it looks at the placements, and an
+// asymmetric barrier (membarrier) between the reaper's two steps makes sure one of them sees the
+// other. A claimed arena's owner waits out the madvise at its next placement (rare: the arena was
+// idle) and finds its pages as fresh zeros; the owner's own slow paths that give the arena or its
+// pages back claim it from the reaper first.
 #pragma once
 
 #include <atomic>
@@ -34,6 +44,12 @@ class Arena {
   // Owner only, every replayed request: the block [offset, offset + size), or nullptr and why
   // (kOverlap: memory still in use; kGuardFull: too many live blocks to track).
   __attribute__((always_inline)) void* place(uint64_t offset, uint64_t size, Fallback* why) {
+    // Announce the placement, then look for the reaper (see "Idle arenas" above).
+    placements_.store(placements_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    if (__builtin_expect(reaping_.load(std::memory_order_relaxed) != kNoReaper, 0)) {
+      wait_for_reaper();
+    }
     if (remote_frees_.load(std::memory_order_relaxed)) drain_remote_frees();
     const uint64_t hi = offset + (size ? size : 1);
     if (live_.overlaps(offset, hi)) {
@@ -82,6 +98,12 @@ class Arena {
     live_bytes_ -= length;
   }
   void invalid_free(void* p);
+  // The reaper's claim on the arena (reaping_): none, discarding now, pages discarded (the owner
+  // clears it at its next placement), or closed (the owner gives the arena or its pages back).
+  static constexpr uint8_t kNoReaper = 0, kReaping = 1, kDiscarded = 2, kClosed = 3;
+  void wait_for_reaper();  // owner, placing: waits out a discard, then clears the claim
+  void close_to_reaper();  // owner, before giving pages or the arena back
+  void open_to_reaper() { reaping_.store(kNoReaper, std::memory_order_release); }
   // In a forked child, for an arena whose owner did not come along: retire() that trusts the
   // bookkeeping less. The owner may have been in the middle of an update at the fork (a live
   // range half shifted, a drained remote free not yet applied), so a free that matches no live
@@ -106,6 +128,9 @@ class Arena {
   uint64_t live_bytes_ = 0;
   std::atomic<uint64_t> peak_live_bytes_{0};
   std::atomic<void*> remote_frees_{nullptr};  // intrusive stack through the freed blocks
+  std::atomic<uint64_t> placements_{0};       // owner-written; read by the reaper
+  std::atomic<uint8_t> reaping_{kNoReaper};
+  std::atomic<uint32_t> incarnation_{0};  // bumped by create(): the reaper's samples go stale
   std::atomic<bool> exited_{false};
   bool lenient_ = false;                      // retired in a fork child: see retire_after_fork
   std::atomic_flag lock_ = ATOMIC_FLAG_INIT;  // orders a retired arena's release
@@ -158,6 +183,14 @@ class ArenaRegion {
   void after_fork_in_child(const void* survivor);
   // Unmaps everything, the Arena table included; for tests, once no block can be freed any more.
   void release_all();
+
+  // Gives back (MADV_DONTNEED) the pages of every owned arena that had no block alive and made no
+  // placement between two calls at least `idle_ns` apart by `now_ns`; returns the arena bytes
+  // given back. One caller at a time (the shim's reaper thread); the owners never wait for it
+  // except when they place into an arena it is discarding right now. False from
+  // idle_discard_supported() when the kernel has no membarrier: then this does nothing.
+  uint64_t discard_idle(uint64_t now_ns, uint64_t idle_ns);
+  static bool idle_discard_supported();
   // Called with a pointer freed into an arena where no block starts (a double free or an invalid
   // pointer). The default writes one line to stderr and aborts, as glibc does: going on would let
   // the guard hand out the memory of the block that lives there now.
@@ -166,13 +199,22 @@ class ArenaRegion {
  private:
   friend class Arena;
   void free_remote(Arena& a, void* p);
-  void count(std::atomic<uint64_t> SharedCounters::*counter) {
-    if (counters_) SharedCounters::bump(counters_->*counter);
+  void count(std::atomic<uint64_t> SharedCounters::*counter, uint64_t n = 1) {
+    if (counters_) SharedCounters::bump(counters_->*counter, n);
   }
 
   vm::SlotRegion slots_;
   Arena* arenas_ = nullptr;  // by slot; mapped once, never freed
   size_t arenas_bytes_ = 0;
+  // discard_idle's view of each arena at its last call: placements, since when, which incarnation.
+  struct IdleSample {
+    uint64_t placements;
+    uint64_t since_ns;
+    uint32_t incarnation;
+    bool known;
+  };
+  IdleSample* idle_samples_ = nullptr;  // by slot; mapped at the first discard_idle
+  size_t idle_samples_bytes_ = 0;
   Config config_;
   SharedCounters* counters_ = nullptr;
   bool (*map_fault_)() = nullptr;

@@ -50,7 +50,8 @@ const char* to_string(Fallback reason);
   X(slab_map_failures)      /* arenas not mapped: that thread runs unplanned */                    \
   X(late_slab_releases)     /* arenas of exited threads released by their last block's free */     \
   X(forks)                  /* forks this process came out of (child side) */                      \
-  X(released_bytes)         /* given back while running: profile records, idle arena pages */
+  X(released_bytes)         /* given back while running: profile records, idle arena pages */      \
+  X(idle_discards)          /* idle arenas whose pages the reaper gave back */
 
 // A snapshot: plain numbers.
 struct Counters {

@@ -1,0 +1,85 @@
+// The idle-slab reaper: one background thread that gives back the pages of slabs nobody placed
+// into for `idle_release` ms (an inference thread that gets no requests), through
+// replay::ArenaRegion::discard_idle. Started with the first plan; a fork child starts its own at
+// its next pass end. Like jemalloc's background threads it is created from inside the allocator,
+// under the reentry guard, with every signal blocked (the program's signals never land on it),
+// and it never allocates.
+#include <pthread.h>
+#include <signal.h>
+#include <time.h>
+
+#include <atomic>
+#include <cstring>
+
+#include "engine.h"
+#include "stats.h"
+
+namespace memoplan::shim {
+namespace {
+
+enum : int { kNotStarted, kRunning, kUnavailable };
+std::atomic<int> reaper_state{kNotStarted};
+
+uint64_t now_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+void* reaper_main(void*) {
+  const uint64_t idle_ns = global().options.idle_release * 1000000ull;
+  // Look four times per period (a slab goes between 1 and 1.25 periods after its last use), at
+  // most once per second and at least once per millisecond.
+  uint64_t interval_ns = idle_ns / 4;
+  interval_ns = interval_ns < 1000000      ? 1000000
+                : interval_ns > 1000000000 ? 1000000000
+                                           : interval_ns;
+  const timespec interval{static_cast<time_t>(interval_ns / 1000000000),
+                          static_cast<long>(interval_ns % 1000000000)};
+  for (;;) {
+    nanosleep(&interval, nullptr);
+    global().slabs.discard_idle(now_ns(), idle_ns);
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+void start_reaper() {
+  if (reaper_state.load(std::memory_order_relaxed) != kNotStarted) return;
+  if (global().options.idle_release == 0 || global().mode_off) return;
+  int expected = kNotStarted;
+  if (!reaper_state.compare_exchange_strong(expected, kRunning)) return;
+  if (!replay::ArenaRegion::idle_discard_supported()) {
+    reaper_state.store(kUnavailable);
+    log_line("memoplan: the kernel has no membarrier: idle slabs stay resident");
+    return;
+  }
+  ReentryGuard guard;  // pthread_create's own allocations go to the fallback
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  pthread_attr_setstacksize(&attr, 64 * 1024);
+  pthread_t thread;
+  const int rc = pthread_create(&thread, &attr, &reaper_main, nullptr);
+  pthread_attr_destroy(&attr);
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  if (rc != 0) {
+    reaper_state.store(kUnavailable);
+    log_line("memoplan: cannot start the idle-slab reaper (%s): idle slabs stay resident",
+             strerror(rc));
+    return;
+  }
+  pthread_setname_np(thread, "memoplan-reaper");
+}
+
+void reaper_after_fork_in_child() {
+  if (reaper_state.load(std::memory_order_relaxed) == kRunning) {
+    reaper_state.store(kNotStarted, std::memory_order_relaxed);
+  }
+}
+
+}  // namespace memoplan::shim

@@ -1,0 +1,61 @@
+/* An inference thread that stops getting requests: after `idle_release` ms without a placement its
+ * slab's pages go back to the OS (the reaper thread), and the next pass finds the slab again,
+ * planned, its pages fresh zeros. Run with idle_release:100. */
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "program_check.h"
+
+enum { kBlocks = 6, kBlockBytes = 512 << 10 };
+
+static char* last[kBlocks];
+
+/* A pass: a chain of blocks, each alive while the next is made, every byte written and read. */
+static void pass(int round) {
+  pass_begin();
+  char* blocks[kBlocks];
+  for (int i = 0; i < kBlocks; ++i) {
+    blocks[i] = malloc(kBlockBytes + (size_t)i * 4096);
+    CHECK(blocks[i] != NULL);
+    memset(blocks[i], (round + i) & 0x7f, kBlockBytes);
+    if (i > 0) {
+      CHECK(blocks[i - 1][kBlockBytes - 1] == (char)((round + i - 1) & 0x7f));
+      free(blocks[i - 1]);
+    }
+    last[i] = blocks[i];
+  }
+  free(blocks[kBlocks - 1]);
+  pass_end();
+}
+
+static size_t resident(const void* p, size_t bytes) {
+  const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  const uintptr_t start = (uintptr_t)p & ~(page - 1);
+  const size_t pages = ((uintptr_t)p + bytes - start + page - 1) / page;
+  unsigned char in_core[1024];
+  CHECK(pages <= sizeof in_core);
+  if (mincore((void*)start, pages * page, in_core) != 0) return 0;
+  size_t n = 0;
+  for (size_t i = 0; i < pages; ++i) n += in_core[i] & 1;
+  return n;
+}
+
+int main(void) {
+  CHECK(shim_loaded());
+  for (int round = 0; round < 8; ++round) pass(round);
+  const char* conf = getenv("MEMOPLAN_CONF");
+  const int reaping = shim_planning() && conf && strstr(conf, "idle_release:100");
+  char* first = last[0];
+  if (reaping) CHECK(resident(first, kBlockBytes) > 0); /* the slab's pages, after the pass */
+  const struct timespec idle = {0, 600 * 1000 * 1000};
+  nanosleep(&idle, NULL); /* six idle periods */
+  if (reaping) CHECK(resident(first, kBlockBytes) == 0);
+  for (int round = 8; round < 12; ++round) pass(round);
+  if (reaping) CHECK(last[0] == first); /* planned again, at the same place */
+  puts(reaping ? "idle slab: pages given back while idle, planned again after" : "idle slab: ran");
+  return 0;
+}
