@@ -14,6 +14,7 @@
 #include "compiled_plan.h"
 #include "memoplan/torch/graph_node.h"
 #include "memoplan/torch/profiler.h"
+#include "tagged_allocator.h"
 #include "thread_pass.h"
 
 namespace memoplan::torch_ext {
@@ -88,6 +89,7 @@ replay::SharedCounters& process_counters() { return counters; }
 
 int64_t register_module(const PlanOptions& options) {
   install_replay_allocator();
+  TaggedAllocator::instance().prepare();  // the warm-up's exact blocks need the tag region
   std::lock_guard<std::mutex> lock(registry_mutex);
   const int64_t id = registered.load();
   TORCH_CHECK(id < kMaxModules, "memoplan: more than ", kMaxModules, " planned modules");
@@ -103,6 +105,7 @@ void allocate_slab(int64_t module, const std::string& key) {
   // A previous pass that never reached its end (an exception in forward): close it first.
   if (t.mode == ThreadPass::Mode::kProfile) abandon_profile(t);
   t.mode = ThreadPass::Mode::kIdle;
+  t.warming = false;
   t.pass_key = key;
   ++t.counters.passes;
   ModuleState& m = module_state(module);
@@ -133,6 +136,7 @@ void allocate_slab(int64_t module, const std::string& key) {
       allowed && ++m.unplanned_passes[key] > m.options.warmup_passes && !m.profiling.count(key);
   if (!due) {
     t.mode = ThreadPass::Mode::kUnplanned;
+    t.warming = allowed && !m.profiling.count(key);  // planned once its warm-up is done
     ++t.counters.unplanned_passes;
     return;
   }
@@ -184,6 +188,7 @@ void allocate_tensor(int64_t node) {
 void end_pass(int64_t module) {
   ThreadPass& t = thread_pass();
   flush(t);
+  t.warming = false;
   if (t.mode != ThreadPass::Mode::kProfile || t.module != module) {
     t.mode = ThreadPass::Mode::kIdle;
     return;

@@ -21,6 +21,7 @@ constexpr uint64_t PlanStats::*kFields[] = {
     &PlanStats::slabs,
     &PlanStats::slab_bytes,
     &PlanStats::tensor_mallocs,
+    &PlanStats::warmup_exact_blocks,
 };
 
 }  // namespace
@@ -43,6 +44,7 @@ PlanStats plan_stats() {
   s.slabs = c.slabs;
   s.slab_bytes = c.slab_bytes;
   s.tensor_mallocs = c.passed_on;
+  s.warmup_exact_blocks = c.exact_blocks;
   return s;
 }
 
@@ -60,7 +62,8 @@ std::string to_string(const PlanStats& s) {
          std::to_string(s.fallback_not_planned) + " escaping " +
          std::to_string(s.fallback_escaping) + " overlap " + std::to_string(s.fallback_overlap) +
          ", slabs " + std::to_string(s.slabs) + " (" + std::to_string(s.slab_bytes) +
-         " bytes), tensor mallocs " + std::to_string(s.tensor_mallocs);
+         " bytes), tensor mallocs " + std::to_string(s.tensor_mallocs) + ", warm-up exact blocks " +
+         std::to_string(s.warmup_exact_blocks);
 }
 
 }  // namespace memoplan::torch_ext

@@ -9,12 +9,16 @@
 #include "arena_region.h"
 #include "memoplan/replay/serve.h"
 #include "memoplan/torch/cpu_allocator_swap.h"
+#include "tagged_allocator.h"
 #include "thread_pass.h"
 
 namespace memoplan::torch_ext::runtime_pass {
 namespace {
 
 constexpr uint64_t kAlignment = 64;  // c10's; every planned offset is a multiple of it
+// Warm-up passes: tensors this large get exact blocks (a mapping each, given back at their free);
+// smaller ones stay with the allocator behind (whatever it keeps of them is small).
+constexpr size_t kExactBytes = 16 << 10;
 
 class ReplayAllocator final : public c10::Allocator {
  public:
@@ -32,6 +36,12 @@ class ReplayAllocator final : public c10::Allocator {
       ++t.counters.fallbacks[static_cast<int>(why)];
     }
     if (t.mode != ThreadPass::Mode::kIdle && bytes != 0) ++t.counters.passed_on;
+    if (t.warming && bytes >= kExactBytes) {
+      if (c10::DataPtr exact = TaggedAllocator::instance().allocate_exact(bytes)) {
+        ++t.counters.exact_blocks;
+        return exact;
+      }
+    }
     return next_->allocate(bytes);
   }
   c10::DeleterFnPtr raw_deleter() const override { return &delete_block; }
@@ -39,6 +49,8 @@ class ReplayAllocator final : public c10::Allocator {
   static void delete_block(void* p) {
     replay::ArenaRegion& arenas = arena_region();
     if (arenas.contains(p)) return arenas.free(p, thread_token());
+    TaggedAllocator& tagged = TaggedAllocator::instance();
+    if (tagged.owns(p)) return TaggedAllocator::free_raw(p);  // a warm-up pass's exact block
     next_raw_deleter(p);
   }
   static c10::DeleterFnPtr next_raw_deleter;

@@ -13,8 +13,6 @@ constexpr size_t kAlignment = 64;  // c10's CPU alignment (gAlignment)
 // is short (sanitizers, ulimit -v). As in the shim.
 constexpr unsigned kLargestSlotShift = 28;
 constexpr unsigned kSmallestSlotShift = 20;
-// Freed slots keep their pages, up to this many bytes in all, while sessions run (see release()).
-constexpr uint64_t kRetainedBytes = uint64_t{64} << 20;
 
 // Session the calling thread records into (kCallingThread sessions); 0 when none. Checked
 // against the live sessions under the lock, so a session ended by another thread is never used.
@@ -45,6 +43,16 @@ void TaggedAllocator::prepare() {
 uint64_t TaggedAllocator::slot_bytes() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return region_.reserved() ? region_.slot_bytes() : 0;
+}
+
+c10::DataPtr TaggedAllocator::allocate_exact(size_t bytes) {
+  const c10::Device cpu(c10::DeviceType::CPU);
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!region_.reserved() || bytes == 0) return c10::DataPtr(nullptr, cpu);
+  record::TagRegion::Miss miss;
+  void* data = region_.take(bytes, false, 0, 0, &miss);
+  if (!data) return c10::DataPtr(nullptr, cpu);
+  return c10::DataPtr(data, data, &free_block, cpu);
 }
 
 c10::DataPtr TaggedAllocator::allocate(size_t bytes) const {
@@ -92,10 +100,9 @@ void TaggedAllocator::release(void* p) {
   if (region_.contains(p)) {
     const record::TagRegion::Owner owner = region_.owner_of(p);
     if (RecordTable* table = live_table(owner.owner)) table->remove(owner.record, thread_number());
-    // While sessions run, freed slots keep their pages for the next blocks (the region's retain
-    // budget, kRetainedBytes): that saves two mmap calls and the page faults of fresh pages per
-    // allocation (resnet18: a profiled pass took 67-73 ms without, 47.5 with; docs/TORCH_EXT.md).
-    // The last session's detach() returns them.
+    // The pages go back at once: a profiled pass's memory is then its live blocks, never more
+    // (keeping freed slots' pages saved a profiled resnet18 pass 20 ms but added up to 64 MiB to
+    // the process's peak RSS; docs/TORCH_EXT.md).
     region_.give_back(p);
     return;
   }
@@ -113,7 +120,6 @@ uint64_t TaggedAllocator::attach(RecordTable* table, bool all_threads) {
   if (all_threads && all_threads_session_ != 0) return 0;
   const uint64_t id = next_session_++;
   sessions_.push_back(Session{id, table});
-  region_.set_retain_bytes(kRetainedBytes);
   if (all_threads) {
     all_threads_session_ = id;
     all_threads_.store(true, std::memory_order_release);
@@ -136,10 +142,6 @@ void TaggedAllocator::detach(uint64_t session) {
     all_threads_.store(false, std::memory_order_release);
   }
   if (t_session == session) t_session = 0;  // else the owning thread finds it gone
-  if (sessions_.empty()) {
-    region_.set_retain_bytes(0);
-    region_.trim();
-  }
 }
 
 bool TaggedAllocator::thread_attached() const {

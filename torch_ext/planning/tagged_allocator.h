@@ -37,6 +37,14 @@ class TaggedAllocator final : public c10::Allocator {
 
   // Reserves the tag region (first call only; the largest slot size the address space allows).
   void prepare();
+  // A block no session records, in a tag slot of its own, whose pages go back to the OS at its
+  // free: the warm-up passes of a module being planned (so what they allocated is not kept next to
+  // the slab). An empty DataPtr when there is no region or slot (the caller asks another).
+  c10::DataPtr allocate_exact(size_t bytes);
+  // Whether p is in the tag region (a block of this allocator); for raw deleters that must route
+  // a bare pointer (oneDNN frees through c10's raw_deleter). The region never moves once reserved.
+  bool owns(const void* p) const { return region_.contains(p); }
+  static void free_raw(void* p) { free_block(p); }
   uint64_t slot_bytes() const;
 
   // Where requests go that no session records (set while the allocator is installed).

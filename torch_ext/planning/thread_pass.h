@@ -28,6 +28,10 @@ struct ThreadPass {
   };
 
   Mode mode = Mode::kIdle;
+  // An unplanned pass of a key that will be planned after its warm-up: its tensors go to exact
+  // blocks (TaggedAllocator::allocate_exact) whose pages go back at their free, so the warm-up
+  // leaves no allocator-retained memory beside the slab.
+  bool warming = false;
   // Replay: the plan, its arena, the visit the graph is in and the matcher over that visit's slots.
   const CompiledPlan* plan = nullptr;
   replay::Arena* arena = nullptr;

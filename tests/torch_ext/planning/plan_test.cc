@@ -62,6 +62,27 @@ TEST(Plan, OutputsAreIdenticalAndEveryPlannedTensorComesFromTheSlab) {
   EXPECT_EQ(d.tensor_mallocs, 10 * summary.escaping_tensors) << to_string(plan_stats());
 }
 
+// The warm-up passes before a key's plan give their tensors exact blocks (pages back at the
+// free), so what they allocated is not kept by the allocator next to the slab; the profiled and
+// planned passes do not.
+TEST(Plan, WarmUpPassesUseExactBlocksOnly) {
+  at::set_num_threads(1);
+  c10::InferenceMode guard;
+  torch::jit::Module planned = small_cnn();
+  const at::Tensor x = torch::randn({2, 3, 32, 32});  // activations of 128 KiB: exact
+  const PlanStats before = plan_stats();
+  PlanOptions options;
+  options.warmup_passes = 2;
+  const PlanSummary summary = plan(planned, {x}, options);
+  const PlanStats warm = plan_stats() - before;
+  EXPECT_EQ(warm.unplanned_passes, 2u);
+  EXPECT_GE(warm.warmup_exact_blocks, 2 * 4u) << to_string(warm);
+  const PlanStats after_plan = plan_stats();
+  for (int pass = 0; pass < 3; ++pass) run(planned, x);
+  EXPECT_EQ((plan_stats() - after_plan).warmup_exact_blocks, 0u);
+  EXPECT_GT(summary.planned_tensors, 3u);
+}
+
 TEST(Plan, ANewInputShapeIsPlannedOnFirstUseAndBothKeysReplay) {
   at::set_num_threads(1);
   c10::InferenceMode guard;

@@ -43,6 +43,7 @@ const char* to_string(Fallback reason);
   X(moved_by_realloc)  /* arena blocks realloc moved to the fallback (shim) */                     \
   X(outside_passes)    /* requests between marked passes (shim) */                                 \
   X(passed_on)         /* requests of a pass served by the allocator behind (extension) */         \
+  X(exact_blocks)      /* warm-up tensors given blocks whose pages go back at free (extension) */  \
   X(out_of_memory)     /* requests answered NULL: the fallback failed (shim) */                    \
   X(bookkeeping_failures)   /* the runtime's own allocations that failed */                        \
   X(address_space_failures) /* tag/arena regions not reserved: unplanned */                        \

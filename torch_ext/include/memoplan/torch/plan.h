@@ -72,6 +72,9 @@ struct PlanStats {
   // Non-empty tensor requests made during passes (unplanned ones included) that the slab did not
   // serve: they went to the allocator installed before (c10's, i.e. the system malloc).
   uint64_t tensor_mallocs = 0;
+  // Tensors of warm-up passes (before a key's plan) given exact blocks, whose pages go back at
+  // their free: the warm-up leaves no allocator-retained memory beside the slab.
+  uint64_t warmup_exact_blocks = 0;
 };
 PlanStats plan_stats();
 // Field by field: the counts between two snapshots (slabs and slab_bytes too).
