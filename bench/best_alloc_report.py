@@ -23,7 +23,9 @@ import os
 import re
 import statistics
 
-GRAPH = "graph-pass"
+GRAPHS = {"graph-pass-tcmalloc": "the graph pass paired with tcmalloc (memoplan's default "
+                                   "pairing: the plan serves the tensors, tcmalloc the rest)",
+          "graph-pass": "the graph pass alone (glibc serves everything but the planned tensors)"}
 
 
 def quartiles(values):
@@ -54,7 +56,7 @@ def load(run_dir):
     return rows, loads
 
 
-def analyze(rows):
+def analyze(rows, graph):
     cells = sorted({k[:3] for k in rows})
     results = []
     for cell in cells:
@@ -64,13 +66,13 @@ def analyze(rows):
                                     if cell + (c, r) in rows) for c in configs}
         rss = {c: statistics.median(rows[cell + (c, r)]["rss_kib"] for r in rounds
                                     if cell + (c, r) in rows) for c in configs}
-        allocators = [c for c in configs if c != GRAPH]
-        if GRAPH not in configs or not allocators:
+        allocators = [c for c in configs if not c.startswith("graph-pass")]
+        if graph not in configs or not allocators:
             continue
         best = min(allocators, key=lambda c: med[c])
         lowest = min(allocators, key=lambda c: rss[c])
-        ratios = [rows[cell + (best, r)]["ms"] / rows[cell + (GRAPH, r)]["ms"] for r in rounds
-                  if cell + (best, r) in rows and cell + (GRAPH, r) in rows]
+        ratios = [rows[cell + (best, r)]["ms"] / rows[cell + (graph, r)]["ms"] for r in rounds
+                  if cell + (best, r) in rows and cell + (graph, r) in rows]
         q1, q3 = quartiles(ratios)
         verdict = "won" if q1 > 1 else "lost" if q3 < 1 else "tied"
         results.append(dict(cell=cell, med=med, rss=rss, best=best, lowest=lowest,
@@ -80,31 +82,41 @@ def analyze(rows):
     return results
 
 
-def markdown(results, loads, run_dir):
+def summary(results, graph):
     out = []
     geo = math.exp(statistics.mean(math.log(r["ratio"]) for r in results))
     counts = {v: sum(r["verdict"] == v for r in results) for v in ("won", "tied", "lost")}
-    rss_below = sum(r["rss"][GRAPH] < r["rss"][r["lowest"]] for r in results)
-    out.append(f"- raw: `{os.path.relpath(run_dir)}/` (settings.json, machine.json, one "
-               "`raw/<round>_<cell>_<config>.out/.err/.meta` per process)")
-    out.append(f"- load average at the start of each process: {min(loads):.2f} to {max(loads):.2f}")
-    out.append(f"- speed-up of the graph pass over each cell's best allocator: geomean "
+    rss_below = sum(r["rss"][graph] < r["rss"][r["lowest"]] for r in results)
+    out.append(f"**`{graph}`**, {GRAPHS[graph]}:")
+    out.append("")
+    out.append(f"- speed-up over each cell's best allocator: geomean "
                f"**{geo:.3f}** over {len(results)} cells; won {counts['won']}, tied "
                f"{counts['tied']}, lost {counts['lost']} (won: the rounds' lower quartile above "
                "1; lost: their upper quartile below 1)")
     out.append(f"- peak RSS below the lowest allocator's in {rss_below} of {len(results)} cells")
     out.append("")
-    out.append("| model | batch | threads | best allocator | its ms | graph pass ms | speed-up "
-               "(IQR) | verdict | lowest-RSS allocator | its MiB | graph pass MiB | max load |")
+    out.append(f"| model | batch | threads | best allocator | its ms | {graph} ms | speed-up "
+               f"(IQR) | verdict | lowest-RSS allocator | its MiB | {graph} MiB | max load |")
     out.append("|---|---:|---:|---|---:|---:|---|---|---|---:|---:|---:|")
     for r in results:
         model, batch, threads = r["cell"]
         out.append(
             f"| {model} | {batch} | {threads} | {r['best']} | {r['med'][r['best']]:.2f} | "
-            f"{r['med'][GRAPH]:.2f} | {r['ratio']:.3f} ({r['q1']:.3f}-{r['q3']:.3f}) | "
+            f"{r['med'][graph]:.2f} | {r['ratio']:.3f} ({r['q1']:.3f}-{r['q3']:.3f}) | "
             f"{r['verdict']} | {r['lowest']} | {r['rss'][r['lowest']] / 1024:.1f} | "
-            f"{r['rss'][GRAPH] / 1024:.1f} | {r['max_load']:.2f} |")
+            f"{r['rss'][graph] / 1024:.1f} | {r['max_load']:.2f} |")
     out.append("")
+    return out
+
+
+def markdown(by_graph, loads, run_dir):
+    out = [f"- raw: `{os.path.relpath(run_dir)}/` (settings.json, machine.json, one "
+           "`raw/<round>_<cell>_<config>.out/.err/.meta` per process)",
+           f"- load average at the start of each process: {min(loads):.2f} to {max(loads):.2f}",
+           ""]
+    for graph, results in by_graph.items():
+        out += summary(results, graph)
+    results = next(iter(by_graph.values()))
     configs = sorted({c for r in results for c in r["med"]})
     out.append("Median pass time (ms) of every configuration:")
     out.append("")
@@ -134,10 +146,11 @@ def main():
     p.add_argument("--doc", help="a markdown file with the best-alloc markers to fill in")
     args = p.parse_args()
     rows, loads = load(args.run_dir)
-    results = analyze(rows)
-    if not results:
+    by_graph = {g: analyze(rows, g) for g in GRAPHS}
+    by_graph = {g: r for g, r in by_graph.items() if r}
+    if not by_graph:
         raise SystemExit("best_alloc_report: no cell has both an allocator and the graph pass")
-    text = markdown(results, loads, args.run_dir)
+    text = markdown(by_graph, loads, args.run_dir)
     if not args.doc:
         print(text, end="")
         return

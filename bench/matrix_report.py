@@ -260,7 +260,7 @@ def serve_section(run_dir):
     if not mds:
         return "No serving stage in this run."
     text = re.sub(r"^# .*\n", "", open(mds[-1]).read())  # its own title goes
-    return re.sub(r"^## ", "### ", text, flags=re.M)  # under this document's "## Serving"
+    return re.sub(r"^## ", "#### ", text, flags=re.M)  # under this document's "### Serving"
 
 
 def machine_text(run_dir, settings):

@@ -40,7 +40,8 @@ def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     for key, value in DEFAULTS.items():
         p.add_argument("--" + key.replace("_", "-"), type=type(value), default=value)
-    p.add_argument("--configs", default=",".join(ALLOCATORS + ["graph-pass"]))
+    p.add_argument("--configs",
+                   default=",".join(ALLOCATORS + ["graph-pass", "graph-pass-tcmalloc"]))
     p.add_argument("--max-load", type=float, default=float(os.cpu_count()))
     p.add_argument("--wait-s", type=float, default=300.0)
     p.add_argument("--build-dir", default="build")
@@ -109,7 +110,7 @@ def main():
                         "--name", model, "--config", config, "--batch", str(batch),
                         "--threads", str(count), "--warmup", str(warmup), "--timed-total",
                         str(timed), "--marks", "0"]
-                if config == "graph-pass":
+                if config.startswith("graph-pass"):
                     argv += ["--plan", "greedy_by_size"]
                 lines = runner.run(tag, config, argv, timeout=1800)
                 row = lines[-1] if lines else ""

@@ -11,6 +11,7 @@
 #include "input_spec.h"
 #include "memoplan/planner/planner.h"
 #include "report.h"
+#include "rss_probe.h"
 #include "run_options.h"
 #include "session.h"
 
@@ -83,6 +84,12 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"stock", "tuned"}));
   app.add_flag("--json", options.json, "Print one JSON object instead of the report");
   app.add_flag("-q,--quiet", quiet, "No progress on stderr");
+  bool no_rss = false;
+  app.add_flag("--no-rss", no_rss,
+               "Skip the peak-RSS probes (each copy's peak in a process of its own)");
+  app.add_option("--rss-probe", options.rss_probe)
+      ->check(CLI::IsMember({"unplanned", "planned"}))
+      ->group("");  // internal: the probe process itself
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -94,6 +101,7 @@ int main(int argc, char** argv) {
     return fail(kExitBadInput, std::string(e.what()) + " (memoplan run --help)");
   }
   options.progress = !quiet;
+  options.measure_rss = !no_rss;
   // The flags are checked before LibTorch loads anything: a typo fails at once.
   if (!options.input.empty()) {
     if (auto shape = memoplan::run::parse_shape(options.input); !shape) {
@@ -117,7 +125,20 @@ int main(int argc, char** argv) {
     }
   }
   try {
-    const memoplan::run::RunReport report = memoplan::run::run_session(options);
+    if (!options.rss_probe.empty()) {
+      memoplan::run::run_rss_probe(options);
+      return 0;
+    }
+    memoplan::run::RunReport report = memoplan::run::run_session(options);
+    if (options.measure_rss) {
+      if (options.progress) fmt::print(stderr, "measuring peak RSS in two fresh processes\n");
+      report.peak_rss_bytes_unplanned =
+          memoplan::run::measure_peak_rss(options, "unplanned", &report.rss_error);
+      if (report.rss_error.empty()) {
+        report.peak_rss_bytes_planned =
+            memoplan::run::measure_peak_rss(options, "planned", &report.rss_error);
+      }
+    }
     if (options.json) {
       fmt::print("{}\n", memoplan::run::format_json(report));
     } else {

@@ -75,6 +75,14 @@ std::string format_text(const RunReport& r) {
       "  planning {:.2f} ms, plan() {:.0f} ms (warm-up, profiled pass, planning), "
       "loading {:.0f} ms\n",
       r.planning_ms, r.plan_call_ms, r.load_ms);
+  if (r.peak_rss_bytes_unplanned && r.peak_rss_bytes_planned) {
+    s += fmt::format("  {:<36}{:>12}{:>12}   planned/unplanned {}\n",
+                     "peak RSS, a process of its own", format_bytes(r.peak_rss_bytes_unplanned),
+                     format_bytes(r.peak_rss_bytes_planned),
+                     ratio(r.peak_rss_bytes_planned, r.peak_rss_bytes_unplanned));
+  } else if (!r.rss_error.empty()) {
+    s += fmt::format("  peak RSS not measured: {}\n", r.rss_error);
+  }
   if (r.passes_differing == 0) {
     s += fmt::format("  outputs bit-identical in all {} passes\n", r.passes_compared);
   } else {
@@ -128,6 +136,12 @@ std::string format_json(const RunReport& r) {
   j["planning_ms"] = round_to(r.planning_ms, 4);
   j["plan_call_ms"] = round_to(r.plan_call_ms, 2);
   j["load_ms"] = round_to(r.load_ms, 2);
+  // Each in a fresh process of its own (memoplan-run --rss-probe); null when not measured.
+  j["peak_rss_bytes_unplanned"] =
+      r.peak_rss_bytes_unplanned ? nlohmann::json(r.peak_rss_bytes_unplanned) : nlohmann::json();
+  j["peak_rss_bytes_planned"] =
+      r.peak_rss_bytes_planned ? nlohmann::json(r.peak_rss_bytes_planned) : nlohmann::json();
+  if (!r.rss_error.empty()) j["rss_error"] = r.rss_error;
   j["passes_compared"] = r.passes_compared;
   j["outputs_identical"] = r.passes_differing == 0;
   if (!r.first_difference.empty()) j["first_difference"] = r.first_difference;

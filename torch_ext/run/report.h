@@ -43,6 +43,12 @@ struct RunReport {
   // per pass); the other two mean the pass deviated from the profiled one.
   uint64_t fallback_not_planned = 0, fallback_overlap = 0, fallback_escaping = 0;
 
+  // Peak RSS (VmHWM) of a process of its own that loads the model once and runs the same
+  // warm-up and passes on the same threads, unplanned or planned (plan() included); 0 when not
+  // measured (--no-rss) or the probe failed (rss_error says why).
+  uint64_t peak_rss_bytes_unplanned = 0, peak_rss_bytes_planned = 0;
+  std::string rss_error;
+
   uint64_t passes_compared = 0, passes_differing = 0;  // outputs, unplanned vs planned
   std::string first_difference;                        // where the first differing pass differed
   std::string heapmap;                                 // SVG written, or empty

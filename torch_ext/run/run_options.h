@@ -19,6 +19,10 @@ struct RunOptions {
   std::string heapmap;   // SVG to write, or empty
   bool json = false;     // one JSON object on stdout instead of the report
   bool progress = true;  // progress on stderr
+  // Peak RSS of each copy, each in a fresh process of its own (rss_probe.h); off: --no-rss.
+  bool measure_rss = true;
+  // Internal: this process is such a probe ("unplanned" or "planned"), not a run.
+  std::string rss_probe;
 };
 
 }  // namespace memoplan::run

@@ -7,8 +7,11 @@
 #include <sys/stat.h>
 #include <torch/script.h>
 
+#include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <optional>
+#include <thread>
 
 #include "input_spec.h"
 #include "measure.h"
@@ -17,6 +20,7 @@
 #include "memoplan/torch/plan.h"
 #include "memoplan/trace_io.h"
 #include "progress.h"
+#include "rss_probe.h"
 
 namespace memoplan::run {
 namespace {
@@ -185,6 +189,48 @@ RunReport run_session(const RunOptions& options) {
   }
   measure(unplanned, planned, tuned ? &*tuned : nullptr, inputs, options, report);
   return report;
+}
+
+void run_rss_probe(const RunOptions& options) {
+  at::set_num_threads(1);
+  limit_openblas_threads();
+  check_file(options.model);
+  torch::jit::ExtraFilesMap extra{{"input_shape", ""}, {"input_dtype", ""}, {"input_high", ""}};
+  torch::jit::Module module = load(options.model, &extra);
+  Result<InputSpec> spec =
+      make_input_spec(options.model, options.input, options.dtype, extra["input_shape"],
+                      extra["input_dtype"], extra["input_high"]);
+  if (!spec) throw BadInput(spec.error());
+  const std::vector<c10::IValue> inputs = {make_input(*spec)};
+  c10::InferenceMode inference;
+  if (options.rss_probe == "planned") {
+    torch_ext::PlanOptions plan_options;
+    plan_options.strategy = options.strategy;
+    torch_ext::plan(module, inputs, plan_options);
+  }
+  // The run's passes: each thread its warm-up, then the timed ones shared out.
+  std::atomic<int> remaining{options.iters};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < options.threads; ++t) {
+    threads.emplace_back([&] {
+      c10::InferenceMode guard;
+      for (int i = 0; i < options.warmup; ++i) module.forward(inputs);
+      while (remaining.fetch_sub(1) > 0) module.forward(inputs);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  // VmHWM, the peak of this process's own memory: ru_maxrss would not do, Linux carries it across
+  // exec (a probe spawned by a run that holds two copies of the model would report the run's).
+  unsigned long long kib = 0;
+  if (std::FILE* status = std::fopen("/proc/self/status", "r")) {
+    char line[256];
+    while (std::fgets(line, sizeof line, status)) {
+      if (std::sscanf(line, "VmHWM: %llu kB", &kib) == 1) break;
+    }
+    std::fclose(status);
+  }
+  if (kib == 0) throw std::runtime_error("cannot read VmHWM from /proc/self/status");
+  std::printf("peak_rss_bytes %llu\n", kib * 1024);
 }
 
 }  // namespace memoplan::run
