@@ -109,6 +109,17 @@ def summary(results, graph):
     return out
 
 
+def config_table(title, results, configs, cell_text):
+    out = [title, "", "| model | batch | threads | " + " | ".join(configs) + " |",
+           "|---|---:|---:|" + "---:|" * len(configs)]
+    for r in results:
+        model, batch, threads = r["cell"]
+        out.append(f"| {model} | {batch} | {threads} | " +
+                   " | ".join(cell_text(r, c) if c in r["med"] else "-" for c in configs) + " |")
+    out.append("")
+    return out
+
+
 def markdown(by_graph, loads, run_dir):
     out = [f"- raw: `{os.path.relpath(run_dir)}/` (settings.json, machine.json, one "
            "`raw/<round>_<cell>_<config>.out/.err/.meta` per process)",
@@ -118,26 +129,11 @@ def markdown(by_graph, loads, run_dir):
         out += summary(results, graph)
     results = next(iter(by_graph.values()))
     configs = sorted({c for r in results for c in r["med"]})
-    out.append("Median pass time (ms) of every configuration:")
-    out.append("")
-    out.append("| model | batch | threads | " + " | ".join(configs) + " |")
-    out.append("|---|---:|---:|" + "---:|" * len(configs))
-    for r in results:
-        model, batch, threads = r["cell"]
-        out.append(f"| {model} | {batch} | {threads} | " +
-                   " | ".join(f"{r['med'][c]:.2f}" if c in r["med"] else "-" for c in configs) +
-                   " |")
-    out.append("")
-    out.append("Peak RSS (MiB, median of the rounds) of every configuration:")
-    out.append("")
-    out.append("| model | batch | threads | " + " | ".join(configs) + " |")
-    out.append("|---|---:|---:|" + "---:|" * len(configs))
-    for r in results:
-        model, batch, threads = r["cell"]
-        out.append(f"| {model} | {batch} | {threads} | " +
-                   " | ".join(f"{r['rss'][c] / 1024:.1f}" if c in r["rss"] else "-"
-                              for c in configs) + " |")
-    return "\n".join(out) + "\n"
+    out += config_table("Median pass time (ms) of every configuration:", results, configs,
+                        lambda r, c: f"{r['med'][c]:.2f}")
+    out += config_table("Peak RSS (MiB, median of the rounds) of every configuration:", results,
+                        configs, lambda r, c: f"{r['rss'][c] / 1024:.1f}")
+    return "\n".join(out).rstrip() + "\n"
 
 
 def main():

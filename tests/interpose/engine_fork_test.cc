@@ -14,12 +14,6 @@ namespace {
 uint64_t first_steady_pass() { return engine_options().passes + 2; }
 
 // The child reports through its exit status: 0 when every check held.
-int child_status(pid_t child) {
-  int status = 0;
-  if (waitpid(child, &status, 0) != child) return -1;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
 void run_passes_after_fork(bool child) {
   Heap heap;
   const Script script = network_pass();

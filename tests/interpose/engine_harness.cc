@@ -1,5 +1,7 @@
 #include "engine_harness.h"
 
+#include <sys/wait.h>
+
 #include <gtest/gtest.h>
 
 #include <cerrno>
@@ -351,6 +353,12 @@ void Heap::check_all() const {
   };
   for (const auto& [id, block] : by_id_) check(block);
   for (const Block& block : held_) check(block);
+}
+
+int child_status(int pid) {
+  int status = 0;
+  if (waitpid(pid, &status, 0) != pid) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 }  // namespace memoplan::shim::testing

@@ -52,6 +52,9 @@ Counters counters();
 // Runs fn on a new thread, so it starts with a fresh per-thread engine state, and waits for it.
 void on_fresh_thread(const std::function<void()>& fn);
 
+// Waits for a forked child: its exit code, 128 + the signal that killed it, or -1.
+int child_status(int pid);
+
 // One step of a pass. Blocks are named by the script's ids.
 struct Op {
   enum Kind {

@@ -19,12 +19,6 @@
 namespace memoplan::shim::testing {
 namespace {
 
-int child_status(pid_t child) {
-  int status = 0;
-  if (waitpid(child, &status, 0) != child) return -1;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
 // Stops one thread the first time it reaches a point, until the test lets it go. The hook runs
 // inside the engine: atomics and sched_yield only.
 class Stopper {

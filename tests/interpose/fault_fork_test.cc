@@ -18,12 +18,6 @@
 namespace memoplan::shim::testing {
 namespace {
 
-int child_status(pid_t child) {
-  int status = 0;
-  if (waitpid(child, &status, 0) != child) return -1;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
 // Passes with a random deviation each: skipped, extra, resized, kept into the next pass.
 void deviating_passes(Heap& heap, const Script& script, int passes, uint32_t seed) {
   std::mt19937 random(seed);
