@@ -55,6 +55,10 @@ std::string format_text(const RunReport& r) {
       "  {} thread{} (1 intra-op thread each), {} iterations (an unplanned and a "
       "planned pass) after {} warm-up\n",
       r.threads, r.threads == 1 ? "" : "s", r.iters, r.warmup);
+  if (!r.malloc_library.empty()) {
+    s += fmt::format("  malloc: {} (both copies; the plan serves the planned copy's tensors)\n",
+                     r.malloc_library);
+  }
   s += fmt::format("  {:<36}{:>12}{:>12}\n", "", "unplanned", "planned");
   s += fmt::format("  {:<36}{:>12.3f}{:>12.3f}   planned/unplanned {}\n",
                    "latency per pass, median ms", u_med, p_med, ratio(p_med, u_med));
@@ -116,6 +120,7 @@ std::string format_json(const RunReport& r) {
   j["iters"] = r.iters;
   j["warmup"] = r.warmup;
   j["strategy"] = r.strategy;
+  j["malloc"] = r.malloc_library;
   j["unplanned_ms"] = round_to(median(r.unplanned_ms), 4);
   j["planned_ms"] = round_to(median(r.planned_ms), 4);
   j["unplanned_p99_ms"] = round_to(percentile(r.unplanned_ms, 99), 4);

@@ -49,6 +49,11 @@ struct RunReport {
   uint64_t peak_rss_bytes_unplanned = 0, peak_rss_bytes_planned = 0;
   std::string rss_error;
 
+  // The library whose malloc the process runs on (both copies; the plan serves the planned
+  // copy's tensors): memoplan-run is linked with tcmalloc unless built without the pairing or
+  // another allocator is preloaded.
+  std::string malloc_library;
+
   uint64_t passes_compared = 0, passes_differing = 0;  // outputs, unplanned vs planned
   std::string first_difference;                        // where the first differing pass differed
   std::string heapmap;                                 // SVG written, or empty

@@ -109,8 +109,18 @@ void write_heapmap(const torch::jit::Module& planned, const torch_ext::PlanSumma
 
 }  // namespace
 
+// The file name of the library (or program) that defines the malloc this process calls.
+static std::string malloc_library() {
+  Dl_info info{};
+  void* address = dlsym(RTLD_DEFAULT, "malloc");
+  if (!address || !dladdr(address, &info) || !info.dli_fname) return "?";
+  const std::string path = info.dli_fname;
+  return path.substr(path.rfind('/') + 1);
+}
+
 RunReport run_session(const RunOptions& options) {
   RunReport report;
+  report.malloc_library = malloc_library();
   report.model = options.model;
   report.threads = options.threads;
   report.iters = options.iters;
