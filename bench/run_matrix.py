@@ -55,7 +55,7 @@ CONFIGS = {
     "shim": {"LD_PRELOAD": "{build}/interpose/libmemoplan_preload.so",
              "MEMOPLAN_CONF": "mode:auto,stats_print:true"},
     "graph-pass": {},
-    # The graph pass paired with the small-object allocator that was fastest in most cells here
+    # The graph pass paired with the allocator that was fastest in more cells than any other here
     # (tcmalloc): its plan serves the tensors, tcmalloc the rest (TensorImpls, IValues, vectors).
     "graph-pass-tcmalloc": {"LD_PRELOAD": f"{LIB}/libtcmalloc_minimal.so.4"},
 }
