@@ -12,7 +12,8 @@ the rounds' ratios: the graph pass wins a cell when the lower quartile is above 
 the upper quartile is below 1, and ties otherwise (the ratios' spread is the noise). Peak RSS:
 each configuration's median ru_maxrss over the rounds; the graph pass against the lowest of the
 allocators. With --doc, the tables replace the part of the document between
-`<!-- BEGIN GENERATED: best-alloc -->` and `<!-- END GENERATED: best-alloc -->`.
+`<!-- BEGIN GENERATED: best-alloc -->` and `<!-- END GENERATED: best-alloc -->` (--marker names
+another region).
 """
 import argparse
 import csv
@@ -140,6 +141,8 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("run_dir")
     p.add_argument("--doc", help="a markdown file with the best-alloc markers to fill in")
+    p.add_argument("--marker", default="best-alloc",
+                   help="the generated region's name in --doc (default best-alloc)")
     args = p.parse_args()
     rows, loads = load(args.run_dir)
     by_graph = {g: analyze(rows, g) for g in GRAPHS}
@@ -151,7 +154,8 @@ def main():
         print(text, end="")
         return
     doc = open(args.doc).read()
-    begin, end = "<!-- BEGIN GENERATED: best-alloc -->", "<!-- END GENERATED: best-alloc -->"
+    begin = f"<!-- BEGIN GENERATED: {args.marker} -->"
+    end = f"<!-- END GENERATED: {args.marker} -->"
     if begin not in doc or end not in doc:
         raise SystemExit(f"best_alloc_report: {args.doc} has no {begin} ... {end}")
     head, rest = doc.split(begin, 1)
