@@ -50,7 +50,7 @@ class ReplayAllocator final : public c10::Allocator {
     replay::ArenaRegion& arenas = arena_region();
     if (arenas.contains(p)) return arenas.free(p, thread_token());
     TaggedAllocator& tagged = TaggedAllocator::instance();
-    if (tagged.owns(p)) return TaggedAllocator::free_raw(p);  // a warm-up pass's exact block
+    if (tagged.owns(p)) return tagged.raw_deleter()(p);  // a warm-up pass's exact block
     next_raw_deleter(p);
   }
   static c10::DeleterFnPtr next_raw_deleter;

@@ -44,7 +44,6 @@ class TaggedAllocator final : public c10::Allocator {
   // Whether p is in the tag region (a block of this allocator); for raw deleters that must route
   // a bare pointer (oneDNN frees through c10's raw_deleter). The region never moves once reserved.
   bool owns(const void* p) const { return region_.contains(p); }
-  static void free_raw(void* p) { free_block(p); }
   uint64_t slot_bytes() const;
 
   // Where requests go that no session records (set while the allocator is installed).
