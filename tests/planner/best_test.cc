@@ -1,5 +1,5 @@
 // `best`: valid, never worse than any strategy in its portfolio, optimal where greedy_by_size is
-// not, and back within its time limit.
+// not, and a valid plan under any time limit (how far it overruns one: bench/planner_bench).
 #include <gtest/gtest.h>
 
 #include <limits>
@@ -101,18 +101,14 @@ TEST(BestTest, TheOrderSearchAloneEscapesGreedyBySize) {
   EXPECT_LT(result.iterations, options.max_iterations) << "stops once optimal";
 }
 
-TEST(BestTest, ReturnsWithinItsTimeLimitOnceItHasAPlan) {
-  // 20,000 blocks with pass-long ones among them: a single fast strategy takes a good part of the
-  // limit. No strategy can be interrupted, so `best` may overrun by the one in flight when time
-  // runs out (and always runs the default one); it must start nothing after that.
+// How long `best` overruns its limit is a timing: bench/planner_bench (best/time_limit_ms) measures
+// it. Here: what a limited run returns.
+TEST(BestTest, ALimitedRunReturnsAValidPlanNoWorseThanTheDefault) {
   const Trace trace = testing::random_trace(TraceShape::kDnnLike, 20000, 3);
-  const double limit_ms = 100;
   Result<Plan> greedy = plan_with(trace, std::string(planner::kDefaultStrategy), 0.1);
-  Result<Plan> best = plan_with(trace, "best", limit_ms / 1000);
+  Result<Plan> best = plan_with(trace, "best", 0.1);
   ASSERT_TRUE(greedy.ok()) << greedy.error();
   ASSERT_TRUE(best.ok()) << best.error();
-  // planning_ms is the strategy's own wall time. Generous slack: CI machines are noisy.
-  EXPECT_LT(best->planning_ms, limit_ms + 2 * greedy->planning_ms + 300) << best->note;
   EXPECT_LE(best->slab_bytes, greedy->slab_bytes);
   EXPECT_TRUE(validate_plan(trace, *best).valid);
 }
@@ -125,7 +121,10 @@ TEST(BestTest, NoTimeAtAllStillGivesTheDefaultStrategysPlan) {
     Result<Plan> best = plan_with(trace, "best", limit);
     ASSERT_TRUE(best.ok()) << limit << ": " << best.error();
     EXPECT_LE(best->slab_bytes, greedy->slab_bytes) << limit;
-    EXPECT_LT(best->planning_ms, 2 * greedy->planning_ms + 300) << limit << ": " << best->note;
+    // One member, then nothing more: the rest skipped, no order search.
+    EXPECT_NE(best->note.find("skipped: time limit"), std::string::npos)
+        << limit << ": " << best->note;
+    EXPECT_EQ(best->note.find("order search"), std::string::npos) << limit << ": " << best->note;
     EXPECT_TRUE(validate_plan(trace, *best).valid) << limit;
   }
 }

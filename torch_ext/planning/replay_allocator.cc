@@ -49,16 +49,17 @@ class ReplayAllocator final : public c10::Allocator {
   static void delete_block(void* p) {
     replay::ArenaRegion& arenas = arena_region();
     if (arenas.contains(p)) return arenas.free(p, thread_token());
-    TaggedAllocator& tagged = TaggedAllocator::instance();
-    if (tagged.owns(p)) return tagged.raw_deleter()(p);  // a warm-up pass's exact block
+    if (tagged->owns(p)) return tagged->raw_deleter()(p);  // a warm-up pass's exact block
     next_raw_deleter(p);
   }
   static c10::DeleterFnPtr next_raw_deleter;
+  static TaggedAllocator* tagged;  // set at install: no static guard on every free
 
  private:
   c10::Allocator* next_;
 };
 c10::DeleterFnPtr ReplayAllocator::next_raw_deleter = nullptr;
+TaggedAllocator* ReplayAllocator::tagged = nullptr;
 
 }  // namespace
 
@@ -67,6 +68,7 @@ void install_replay_allocator() {
   std::call_once(once, [] {
     c10::Allocator* next = c10::GetAllocator(c10::DeviceType::CPU);
     ReplayAllocator::next_raw_deleter = next->raw_deleter();
+    ReplayAllocator::tagged = &TaggedAllocator::instance();
     // Never uninstalled: tensors it served may outlive every planned module.
     static ReplayAllocator* replay = new ReplayAllocator(next);
     // Kept, never destroyed: its destructor would put the previous allocator back.
