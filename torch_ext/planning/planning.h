@@ -31,6 +31,10 @@ KernelRewrite registered_kernels(const std::string& name);
 // The registered names, "stock" first, for messages.
 std::string kernel_names();
 
+// Gives back to the system what the allocator underneath malloc keeps free (glibc, tcmalloc,
+// mimalloc or jemalloc, whichever serves it): plan() calls it once a plan is made.
+void release_free_memory();
+
 namespace runtime_pass {
 
 // The key of the calling thread's latest pass (empty before its first): the tuned ops keep their
