@@ -251,7 +251,11 @@ uint64_t ArenaRegion::discard_idle(uint64_t now_ns, uint64_t idle_ns) {
       sample.known = false;
       continue;
     }
-    const uint64_t placements = a.placements_.load(std::memory_order_relaxed);
+    const uint64_t placements = a.placements_.load(std::memory_order_acquire);
+    if (placements & 1) {  // a placement in progress: its block may not be in the live set yet
+      sample.known = false;
+      continue;
+    }
     const uint32_t incarnation = a.incarnation_.load(std::memory_order_relaxed);
     if (!sample.known || sample.placements != placements || sample.incarnation != incarnation) {
       sample = IdleSample{placements, now_ns, incarnation, true};

@@ -19,12 +19,16 @@
 // Idle arenas. An inference thread that stops getting requests keeps its slab's pages resident.
 // ArenaRegion::discard_idle (run now and then by one thread: the shim's reaper) gives back the
 // pages of an arena with no block alive and no placement for a while. The owner pays nothing for
-// this but a counter store and one more load per placement: it announces each placement before it
-// looks at `reaping_`, the reaper claims the arena before it looks at the placements, and an
-// asymmetric barrier (membarrier) between the reaper's two steps makes sure one of them sees the
-// other. A claimed arena's owner waits out the madvise at its next placement (rare: the arena was
-// idle) and finds its pages as fresh zeros; the owner's own slow paths that give the arena or its
-// pages back claim it from the reaper first.
+// this but two counter stores and one more load per placement: it announces each placement (the
+// count goes odd) before it looks at `reaping_` and closes it (even) once the block is in the
+// live set; the reaper leaves an arena alone while the count is odd, claims the arena before it
+// looks at the count again, and an asymmetric barrier (membarrier) between the reaper's two steps
+// makes sure one of them sees the other. (With one announcement only, a placement announced
+// before the reaper's sample and not yet in the live set let the reaper zero a block the owner
+// was about to write: `ReaperNeverDiscardsUnderALiveBlock` caught it once under ASan.) A claimed
+// arena's owner waits out the madvise at its next placement (rare: the arena was idle) and finds
+// its pages as fresh zeros; the owner's own slow paths that give the arena or its pages back claim
+// it from the reaper first.
 #pragma once
 
 #include <atomic>
@@ -44,12 +48,28 @@ class Arena {
   // Owner only, every replayed request: the block [offset, offset + size), or nullptr and why
   // (kOverlap: memory still in use; kGuardFull: too many live blocks to track).
   __attribute__((always_inline)) void* place(uint64_t offset, uint64_t size, Fallback* why) {
-    // Announce the placement, then look for the reaper (see "Idle arenas" above).
-    placements_.store(placements_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    // Announce the placement (the count goes odd), then look for the reaper; even again once the
+    // block is in the live set (see "Idle arenas" above).
+    const uint64_t announced = placements_.load(std::memory_order_relaxed) + 1;
+    placements_.store(announced, std::memory_order_relaxed);
     std::atomic_signal_fence(std::memory_order_seq_cst);
     if (__builtin_expect(reaping_.load(std::memory_order_relaxed) != kNoReaper, 0)) {
       wait_for_reaper();
     }
+    void* block = place_announced(offset, size, why);
+    placements_.store(announced + 1, std::memory_order_release);
+    return block;
+  }
+
+  // Owner only: applies the frees other threads made.
+  void drain_remote_frees();
+  // Owner only, with no block alive: gives the pages back to the OS (MADV_DONTNEED; the arena stays
+  // mapped and reads as zeros). Returns the bytes given back (0 when a block is alive).
+  uint64_t discard_pages();
+
+ private:
+  __attribute__((always_inline)) void* place_announced(uint64_t offset, uint64_t size,
+                                                       Fallback* why) {
     if (remote_frees_.load(std::memory_order_relaxed)) drain_remote_frees();
     const uint64_t hi = offset + (size ? size : 1);
     if (live_.overlaps(offset, hi)) {
@@ -68,11 +88,7 @@ class Arena {
     return base_ + offset;
   }
 
-  // Owner only: applies the frees other threads made.
-  void drain_remote_frees();
-  // Owner only, with no block alive: gives the pages back to the OS (MADV_DONTNEED; the arena stays
-  // mapped and reads as zeros). Returns the bytes given back (0 when a block is alive).
-  uint64_t discard_pages();
+ public:
   // Owner only: gives the arena back if none of its blocks is alive (true then), e.g. to switch
   // plans. The Arena must not be used after it returned true.
   bool release_if_empty();
@@ -128,7 +144,7 @@ class Arena {
   uint64_t live_bytes_ = 0;
   std::atomic<uint64_t> peak_live_bytes_{0};
   std::atomic<void*> remote_frees_{nullptr};  // intrusive stack through the freed blocks
-  std::atomic<uint64_t> placements_{0};       // owner-written; read by the reaper
+  std::atomic<uint64_t> placements_{0};  // owner-written, odd while placing; read by the reaper
   std::atomic<uint8_t> reaping_{kNoReaper};
   std::atomic<uint32_t> incarnation_{0};  // bumped by create(): the reaper's samples go stale
   std::atomic<bool> exited_{false};
