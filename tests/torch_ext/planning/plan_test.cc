@@ -191,7 +191,7 @@ TEST(Plan, AForwardHandleTakenBeforePlanningRunsPlanned) {
 }
 
 // A mark (memoplan::AllocateTensor) goes before each node that may make tensor storage, and only
-// there: attribute reads, container moves and views get none (they were 70-80% of the marks, a
+// there: attribute reads, container moves and views get none (they were 69-76% of the marks, a
 // node each in every copy of the graph the executor keeps). The node's number is an attribute,
 // so a mark is one node with no inputs.
 TEST(Plan, MarksGoBeforeNodesThatMayMakeStorageOnly) {
