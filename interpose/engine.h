@@ -55,8 +55,10 @@ void retire_replay_at_exit(ThreadState& t, bool after_fork);
 // after `cut_tick` escape); mode:profile writes it, the other modes plan it and switch the thread
 // to replay at pass position `cursor`. install_replay: gives the thread an arena and a copy of
 // `slots`.
+// `records`, when not null, lists the `count` record indices of the pass instead (a detected pass
+// without its one-off requests).
 bool finish_profile(ThreadState& t, uint64_t first, uint64_t count, uint64_t cut_tick,
-                    uint32_t cursor);
+                    uint32_t cursor, const uint64_t* records = nullptr);
 bool install_replay(ThreadState& t, const replay::Slot* slots, uint32_t count, uint64_t slab_bytes,
                     uint64_t lower_bound_bytes, uint32_t cursor);
 

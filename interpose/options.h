@@ -29,6 +29,7 @@ struct Options {
   uint64_t idle_release = 10000;  // ms without a placement after which a slab's pages go (0: never)
   bool detect = true;             // find passes automatically when the program does not mark them
   bool stats_print = false;       // print statistics at exit
+  bool verbose = false;           // log every detection, plan and re-detection as it happens
   char log_path[kPathCapacity] = "";  // messages go here instead of stderr
   // mode:profile writes here (%p: process id, %t: thread index); mode:replay reads from here.
   char trace_path[kPathCapacity] = "memoplan-%p-%t.trace.json.gz";

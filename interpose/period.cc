@@ -14,19 +14,18 @@ uint64_t periodic_suffix(const uint64_t* keys, uint64_t n, uint64_t period) {
 }  // namespace
 
 PeriodResult find_period(const uint64_t* keys, const uint64_t* begins, const uint64_t* ends,
-                         uint64_t n, uint64_t max_period, uint64_t required_key,
-                         uint64_t* scratch) {
+                         uint64_t n, const PeriodQuery& query, uint64_t* scratch) {
   PeriodResult result;
   if (n < 3) return result;
-  const uint64_t last = n - 1;
-  uint64_t shortest_allowed = 1;
+  const uint64_t last = n - 1, max_period = query.max_period, required_key = query.required_key;
+  uint64_t shortest_allowed = query.min_period ? query.min_period : 1;
   if (required_key) {
     uint64_t newest = n;
     for (uint64_t i = n; i-- > 0 && newest == n;) {
       if (keys[i] == required_key) newest = i;
     }
     if (newest == n) return result;
-    shortest_allowed = n - newest;
+    if (n - newest > shortest_allowed) shortest_allowed = n - newest;
   }
   auto window_start = [&](uint64_t a) { return a > max_period ? a - max_period : 0; };
   // Anchor on the rarest of the 32 newest distinct keys that recurs within max_period: a key
@@ -64,7 +63,7 @@ PeriodResult find_period(const uint64_t* keys, const uint64_t* begins, const uin
       }
     }
   }
-  if (best_period == 0 || best_run < 2 * best_period) return result;
+  if (best_period == 0 || best_run < 2 * best_period || best_run < query.min_run) return result;
 
   // Live records at each position of the newest period, counting records of the last two periods.
   const uint64_t p = best_period, window = n - 2 * p;
@@ -86,6 +85,32 @@ PeriodResult find_period(const uint64_t* keys, const uint64_t* begins, const uin
   result.period = p;
   result.start = best_position - p;
   return result;
+}
+
+uint64_t keep_recurring(uint64_t* keys, uint64_t* begins, uint64_t* ends, uint64_t n,
+                        uint64_t* kept, uint64_t* table, uint64_t table_slots) {
+  // Open addressing: (key, count) pairs, count 0 marks an empty slot.
+  for (uint64_t i = 0; i < 2 * table_slots; ++i) table[i] = 0;
+  const uint64_t mask = table_slots - 1;
+  auto find = [&](uint64_t key) -> uint64_t* {
+    uint64_t slot = (key * 0x9e3779b97f4a7c15ull) >> 20 & mask;
+    while (table[2 * slot + 1] != 0 && table[2 * slot] != key) slot = (slot + 1) & mask;
+    return table + 2 * slot;
+  };
+  for (uint64_t i = 0; i < n; ++i) {
+    uint64_t* entry = find(keys[i]);
+    entry[0] = keys[i];
+    ++entry[1];
+  }
+  uint64_t m = 0;
+  for (uint64_t i = 0; i < n; ++i) {
+    if (find(keys[i])[1] < 2) continue;
+    keys[m] = keys[i];
+    begins[m] = begins[i];
+    ends[m] = ends[i];
+    kept[m++] = i;
+  }
+  return m;
 }
 
 }  // namespace memoplan::shim

@@ -20,8 +20,26 @@ struct PeriodResult {
 // shorter. It must cover two whole periods (three passes seen). The pass boundary is placed where
 // the fewest recorded blocks are alive (between passes, activations are dead), so few lifetimes
 // cross it. A nonzero `required_key` (re-detection: a request the previous plan did not know)
-// admits only periods whose newest period contains it. `scratch` holds 2 * period values.
+// admits only periods whose newest period contains it and that are at least `min_period` long (a
+// plan of min_period - 1 allocations missed it). `min_run`: the periodic suffix must also be at
+// least this many allocations: a pass made of identical layers is periodic with the layer inside
+// one pass, and only a run longer than such a pass tells the pass from a program whose whole pass
+// is one layer (kMinPeriodicRun in the shim). `scratch` holds 2 * period values.
+struct PeriodQuery {
+  uint64_t max_period = 1 << 16;
+  uint64_t required_key = 0;
+  uint64_t min_period = 1;
+  uint64_t min_run = 0;
+};
 PeriodResult find_period(const uint64_t* keys, const uint64_t* begins, const uint64_t* ends,
-                         uint64_t n, uint64_t max_period, uint64_t required_key, uint64_t* scratch);
+                         uint64_t n, const PeriodQuery& query, uint64_t* scratch);
+
+// Keeps the records whose key occurs at least twice among the n, in order: a request made once
+// (start-up, work between passes whose sizes vary from pass to pass) would break the period of
+// everything around it. Compacts keys, begins and ends in place, writes each kept record's
+// original index to `kept` and returns how many were kept. `table` holds 2 * table_slots values;
+// table_slots is a power of two of at least 2 * n.
+uint64_t keep_recurring(uint64_t* keys, uint64_t* begins, uint64_t* ends, uint64_t n,
+                        uint64_t* kept, uint64_t* table, uint64_t table_slots);
 
 }  // namespace memoplan::shim

@@ -54,20 +54,33 @@ bool install_replay(ThreadState& t, const replay::Slot* planned, uint32_t count,
   t.arena = arena;
   t.matcher.start_cyclic(slots, count, kLookahead, cursor);
   t.recheck.window = count < (1u << 28) ? (count * 4 > 256 ? count * 4 : 256) : (1u << 30);
-  t.recheck.requests = t.recheck.misses = t.recheck.missing_windows = 0;
+  t.recheck.requests = t.recheck.missing_windows = 0;
+  t.recheck.missed_count = t.recheck.previous_count = 0;
+  t.recheck.clean_windows = 0;
   t.phase = Phase::kReplaying;
+  if (g.options.verbose) {
+    log_line(
+        "memoplan: thread %u: replays a plan of %u allocations, slab %llu bytes (lower bound "
+        "%llu)",
+        t.index, count, static_cast<unsigned long long>(slab_bytes),
+        static_cast<unsigned long long>(lower_bound_bytes));
+  }
   stats().plans.fetch_add(1, std::memory_order_relaxed);
   stats().slab_bytes.fetch_add(slab_bytes, std::memory_order_relaxed);
   stats().lower_bound_bytes.fetch_add(lower_bound_bytes, std::memory_order_relaxed);
   start_reaper();
+  // The pages profiling kept for reuse (engine.cc) are of no use to this thread any more; another
+  // thread still profiling maps fresh ones.
+  g.tags.trim();
   return true;
 }
 
 namespace {
 
 bool plan_profile(ThreadState& t, uint64_t first, uint64_t count, uint64_t cut_tick,
-                  uint32_t cursor) {
-  Trace trace = record::trace_of(t.profile->log, first, count, cut_tick);
+                  uint32_t cursor, const uint64_t* records) {
+  Trace trace = records ? record::trace_of_indices(t.profile->log, records, count, cut_tick)
+                        : record::trace_of(t.profile->log, first, count, cut_tick);
   if (global().options.mode == Mode::kProfile) {
     // Measure only: the pass goes to a file and the thread runs unplanned from here on.
     write_pass_trace(t, trace);
@@ -97,12 +110,12 @@ bool plan_profile(ThreadState& t, uint64_t first, uint64_t count, uint64_t cut_t
 }  // namespace
 
 bool finish_profile(ThreadState& t, uint64_t first, uint64_t count, uint64_t cut_tick,
-                    uint32_t cursor) {
+                    uint32_t cursor, const uint64_t* records) {
   if (count == 0 || count > (1u << 31)) return false;
   // This runs inside a malloc call: an exception must not escape into the program's C frames.
   // The planner's containers throw std::bad_alloc when the allocator behind us is exhausted.
   try {
-    return plan_profile(t, first, count, cut_tick, cursor);
+    return plan_profile(t, first, count, cut_tick, cursor, records);
   } catch (const std::bad_alloc&) {
     stats().bookkeeping_failures.fetch_add(1, std::memory_order_relaxed);
     log_line("memoplan: thread %u: out of memory while planning its pass", t.index);

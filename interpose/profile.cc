@@ -23,6 +23,14 @@ void give_up_profiling(ThreadState& t, const char* why) {
 
 std::atomic<bool> budget_reported{false};
 
+// A period is taken for the pass only once it has held for this many allocations (and for three
+// passes): a pass of identical layers is periodic with the layer until the pass ends, and 256
+// allocations is longer than the layer runs of the transformers measured (TransformerEncoder, 4
+// layers: 48; BERT-base-like, 12 layers: about 150); deeper stacks are caught by re-detection. A
+// program whose pass is shorter profiles a few more passes (profiling costs little: see
+// TagRegion's retained pages in engine.cc).
+constexpr uint64_t kMinPeriodicRun = 256;
+
 }  // namespace
 
 void* profile_alloc(ThreadState& t, size_t size, size_t alignment, uint64_t key, bool zero) {
@@ -140,15 +148,20 @@ void profile_maybe_detect(ThreadState& t) {
     }
     return;
   }
-  // Copy the newest records into columns for the search.
+  // Copy the newest records into columns for the search: keys, begins, ends, the search's scratch
+  // (2n), the kept records' indices (n) and the key-count table (two values a slot).
   const uint64_t n = history < span ? history : span;
   const uint64_t first = t.profile->log.count() - n;
-  uint64_t* columns = static_cast<uint64_t*>(fallback::malloc(5 * n * sizeof(uint64_t)));
+  uint64_t table_slots = 16;
+  while (table_slots < 2 * n) table_slots *= 2;
+  uint64_t* columns =
+      static_cast<uint64_t*>(fallback::malloc((6 * n + 2 * table_slots) * sizeof(uint64_t)));
   if (!columns) {  // searched again at the next interval
     stats().bookkeeping_failures.fetch_add(1, std::memory_order_relaxed);
     return;
   }
   uint64_t *keys = columns, *begins = columns + n, *ends = columns + 2 * n;
+  uint64_t *scratch = columns + 3 * n, *kept = columns + 5 * n, *table = columns + 6 * n;
   for (uint64_t i = 0; i < n; ++i) {
     const record::Record& r = t.profile->log.at(first + i);
     keys[i] = r.key;
@@ -156,18 +169,39 @@ void profile_maybe_detect(ThreadState& t) {
     const uint64_t end = r.end.load(std::memory_order_relaxed);
     ends[i] = end == record::kForeign ? record::kLive : end;
   }
-  const PeriodResult found =
-      find_period(keys, begins, ends, n, g.options.max_period, t.required_key, columns + 3 * n);
-  fallback::free(columns);
-  if (!found.found) return;
+  const uint64_t recurring = keep_recurring(keys, begins, ends, n, kept, table, table_slots);
+  PeriodQuery query;
+  query.max_period = g.options.max_period;
+  query.required_key = t.required_key;
+  query.min_period = t.required_key ? t.redetect_min_period : 1;
+  query.min_run = kMinPeriodicRun;
+  const PeriodResult found = find_period(keys, begins, ends, recurring, query, scratch);
   // Re-detection: the old slab goes once its last block is freed; until then, keep profiling.
-  if (!retire_replay(t)) return;
+  if (!found.found || !retire_replay(t)) {
+    fallback::free(columns);
+    return;
+  }
   t.phase = Phase::kProfiling;
   stats().passes.fetch_add(3, std::memory_order_relaxed);  // the three passes the search saw
-  const uint64_t start = first + found.start;
-  const uint64_t cut_tick = t.profile->log.at(start + found.period).begin;
-  const uint32_t cursor = static_cast<uint32_t>((t.profile->log.count() - start) % found.period);
-  if (!finish_profile(t, start, found.period, cut_tick, cursor)) {
+  // The pass: the recurring records [found.start, found.start + period), as log indices.
+  uint64_t* pass = kept + found.start;
+  for (uint64_t i = 0; i <= found.period; ++i) pass[i] += first;
+  const uint64_t cut_tick = t.profile->log.at(pass[found.period]).begin;
+  const uint32_t cursor = static_cast<uint32_t>((recurring - found.start) % found.period);
+  if (g.options.verbose) {
+    log_line(
+        "memoplan: thread %u: detected a pass of %llu allocations (records %llu-%llu of %llu, "
+        "%llu of the %llu searched made once%s)",
+        t.index, static_cast<unsigned long long>(found.period),
+        static_cast<unsigned long long>(pass[0]),
+        static_cast<unsigned long long>(pass[found.period]),
+        static_cast<unsigned long long>(t.profile->log.count()),
+        static_cast<unsigned long long>(n - recurring), static_cast<unsigned long long>(n),
+        t.required_key ? ", containing the missed request" : "");
+  }
+  const bool planned = finish_profile(t, pass[0], found.period, cut_tick, cursor, pass);
+  fallback::free(columns);
+  if (!planned) {
     give_up_profiling(t, "the detected pass could not be planned");
   }
 }

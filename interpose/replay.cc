@@ -21,27 +21,58 @@ inline bool steady(const ThreadState& t) {
   return t.explicit_passes ? t.replayed_passes > 1 : t.replayed_passes >= 2;
 }
 
-// A detected plan is re-checked: when requests it does not know about keep coming (in each of
-// kMissingWindows consecutive windows of a few passes), it did not describe the pass — detection
-// locked onto a repeated layer, or the program changed — and the thread detects its pass again.
+// A detected plan is re-checked: when requests it does not know about keep coming (a key missed
+// again in kMissingWindows windows of a few passes, with fewer than kCleanWindows windows without
+// a miss in between), it did not describe the pass —
+// detection locked onto a repeated layer, or the program changed — and the thread detects its pass
+// again, now requiring a period that contains the missed key and is longer than the old plan.
 constexpr uint32_t kMissingWindows = 3;
-constexpr uint32_t kMaxRedetections = 3;
+constexpr uint32_t kMaxRedetections = 8;
+constexpr uint32_t kCleanWindows = 4;  // windows without a miss that end a series of missing ones
+
+// A key missed in this window that was missed in the last one too (0: none).
+uint64_t recurring_miss(const ReplayRecheck& r) {
+  for (int i = 0; i < r.missed_count; ++i) {
+    for (int j = 0; j < r.previous_count; ++j) {
+      if (r.missed[i] == r.previous[j]) return r.missed[i];
+    }
+  }
+  return 0;
+}
 
 __attribute__((noinline)) void close_recheck_window(ThreadState& t) {
   ReplayRecheck& r = t.recheck;
   r.requests = 0;
-  r.missing_windows = r.misses ? r.missing_windows + 1 : 0;
-  r.misses = 0;
+  const uint64_t recurring = recurring_miss(r);
+  if (r.missed_count) {  // a pass longer than a window leaves windows without its misses
+    for (int i = 0; i < r.missed_count; ++i) r.previous[i] = r.missed[i];
+    r.previous_count = r.missed_count;
+    r.missed_count = 0;
+    r.clean_windows = 0;
+  } else if (++r.clean_windows >= kCleanWindows) {
+    r.missing_windows = 0;
+  }
+  if (recurring) {
+    ++r.missing_windows;
+    r.unexplained_key = recurring;
+  }
   if (r.missing_windows < kMissingWindows || t.explicit_passes) return;
   r.missing_windows = 0;
   if (r.redetections >= kMaxRedetections || !global().options.detect) return;
   ++r.redetections;
   stats().redetections.fetch_add(1, std::memory_order_relaxed);
+  if (global().options.verbose) {
+    log_line(
+        "memoplan: thread %u: its plan of %u allocations misses a request in %u windows of %u "
+        "in a row: detecting again",
+        t.index, t.slot_count, kMissingWindows, r.window);
+  }
   // Profile afresh; the old arena stays until its last block is freed (see retire_replay).
   t.phase = Phase::kProfiling;
   t.detect_first_record = t.profile->log.count();
   t.next_detection = t.profile->log.count() + 64;
   t.required_key = r.unexplained_key;
+  t.redetect_min_period = uint64_t{t.slot_count} + 1;
   t.redetect_budget = t.slot_count * 16 > 4096 ? t.slot_count * 16 : 4096;
   t.redetect_relaxed = false;
 }
@@ -74,12 +105,15 @@ inline void detected_pass_completed(ThreadState& t) {
 __attribute__((noinline, cold)) void* replay_miss(ThreadState& t, replay::Fallback why,
                                                   uint64_t key) {
   stats().fallback(why);
-  if (steady(t) && why != replay::Fallback::kEscaping) {
-    stats().steady_fallbacks.fetch_add(1, std::memory_order_relaxed);
+  if (steady(t)) {
+    (why == replay::Fallback::kEscaping ? stats().steady_escaping : stats().steady_fallbacks)
+        .fetch_add(1, std::memory_order_relaxed);
   }
   if (why == replay::Fallback::kNotPlanned && !t.explicit_passes) {
-    ++t.recheck.misses;
-    t.recheck.unexplained_key = key;
+    ReplayRecheck& r = t.recheck;
+    bool known = false;
+    for (int i = 0; i < r.missed_count && !known; ++i) known = r.missed[i] == key;
+    if (!known && r.missed_count < ReplayRecheck::kKeys) r.missed[r.missed_count++] = key;
   }
   return nullptr;
 }

@@ -32,15 +32,22 @@ struct CallsiteCacheEntry {
 };
 inline constexpr size_t kCallsiteCacheEntries = 1024;
 
-// Re-checking a detected plan (replay.cc): windows of tracked requests, and whether each had
-// requests the plan did not know.
+// Re-checking a detected plan (replay.cc): windows of tracked requests, and the keys of requests
+// the plan did not know in this window and in the last window that missed any. A key missed in
+// two such windows recurs: the plan does not describe the pass. Keys missed once (work between
+// passes whose sizes vary, a one-off request) do not count: they go to the fallback, the plan
+// stays.
 struct ReplayRecheck {
+  static constexpr int kKeys = 8;
   uint32_t window = 256;  // requests per window: a few passes
   uint32_t requests = 0;
-  uint32_t misses = 0;
-  uint32_t missing_windows = 0;  // consecutive windows with misses
+  uint32_t missing_windows = 0;  // windows with a recurring miss in the current series
+  uint32_t clean_windows = 0;    // windows without a miss since the last one with a miss
   uint32_t redetections = 0;
-  uint64_t unexplained_key = 0;  // the newest request the plan did not know
+  int missed_count = 0, previous_count = 0;
+  uint64_t missed[kKeys] = {};    // distinct keys missed in this window (the first kKeys)
+  uint64_t previous[kKeys] = {};  // and in the last window that missed any
+  uint64_t unexplained_key = 0;   // a key missed in consecutive windows
 };
 
 // A thread's profile: its records (record::RecordLog, on the thread's event clock; memory from the
@@ -94,6 +101,7 @@ struct ThreadState {
   uint64_t next_detection = 64;      // automatic passes: record count of the next period search
   uint64_t detect_first_record = 0;  // detection searches records from here on
   uint64_t required_key = 0;         // re-detection: the pass must contain this key (0: none)
+  uint64_t redetect_min_period = 1;  // re-detection: and be longer than the plan that missed it
   uint64_t redetect_budget = 0;      // re-detection: records to find the pass in, then relax / stop
   bool redetect_relaxed = false;     // re-detection: already searching without required_key
 

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cstdarg>
 #include <cstdio>
 
 #include "state.h"
@@ -14,64 +15,92 @@ Stats process_stats;  // constant-initialized: usable before any constructor run
 
 Stats& stats() { return process_stats; }
 
+namespace {
+
+// Appends to text at n (no malloc); keeps n within size.
+__attribute__((format(printf, 4, 5))) void append(char* text, size_t size, int& n,
+                                                  const char* format, ...) {
+  if (n < 0 || n >= static_cast<int>(size)) return;
+  va_list args;
+  va_start(args, format);
+  const int m = vsnprintf(text + n, size - static_cast<size_t>(n), format, args);
+  va_end(args);
+  n = m < 0 ? n : n + m > static_cast<int>(size) ? static_cast<int>(size) : n + m;
+}
+
+double percent(unsigned long long part, unsigned long long whole) {
+  return whole ? 100.0 * static_cast<double>(part) / static_cast<double>(whole) : 0.0;
+}
+
+}  // namespace
+
 void print_stats(int fd) {
   const Stats& s = stats();
-  auto get = [](const std::atomic<uint64_t>& a) {
-    return static_cast<unsigned long long>(a.load(std::memory_order_relaxed));
-  };
   // Threads still running have counted since their last flush: add theirs.
-  unsigned long long passes = get(s.passes), hits = get(s.planned_hits),
-                     steady = get(s.steady_hits), outside = get(s.outside_passes),
-                     peak = get(s.peak_live_bytes);
+  replay::Counters c = s.load();
+  unsigned long long peak = s.peak_live_bytes.load(std::memory_order_relaxed);
   {
     RegistryLock lock;
     for (const ThreadState* t = global().running; t; t = t->running_next) {
-      const replay::Counters c = t->counters.load();
-      passes += c.passes;
-      hits += c.planned_hits;
-      steady += c.steady_hits;
-      outside += c.outside_passes;
+      c += t->counters.load();
       const uint64_t thread_peak = t->peak_live_bytes.load(std::memory_order_relaxed);
       if (thread_peak > peak) peak = thread_peak;
     }
   }
+  using ull = unsigned long long;
   char options[1536];
   describe_options(global().options, options, sizeof options);
-  char text[3072];
-  int n = snprintf(
-      text, sizeof text,
-      "memoplan: options %s\n"
-      "memoplan: passes %llu, plans %llu, plan failures %llu, redetections %llu, profiled "
-      "allocations "
-      "%llu (%llu too large to tag, %llu over the tag budget)\n"
-      "memoplan: planned hits %llu, steady-state hits %llu, steady-state fallbacks "
-      "%llu\n"
-      "memoplan: fallbacks",
-      options, passes, get(s.plans), get(s.plan_failures), get(s.redetections), get(s.profiled),
-      get(s.untracked_large), get(s.untracked_budget), hits, steady, get(s.steady_fallbacks));
-  for (int r = 0;
-       r < static_cast<int>(FallbackReason::kCount) && n > 0 && n < static_cast<int>(sizeof text);
-       ++r) {
-    n += snprintf(text + n, sizeof text - n, " %s %llu", to_string(static_cast<FallbackReason>(r)),
-                  get(s.fallbacks[r]));
+  char text[4096];
+  int n = 0;
+  append(text, sizeof text, n,
+         "memoplan: options %s\n"
+         "memoplan: passes %llu, plans %llu, plan failures %llu, redetections %llu, profiled "
+         "allocations %llu (%llu too large to tag, %llu over the tag budget)\n"
+         "memoplan: planned hits %llu, steady-state hits %llu, steady-state fallbacks %llu\n"
+         "memoplan: fallbacks",
+         options, ull{c.passes}, ull{c.plans}, ull{c.plan_failures}, ull{c.redetections},
+         ull{c.profiled}, ull{c.untracked_large}, ull{c.untracked_budget}, ull{c.planned_hits},
+         ull{c.steady_hits}, ull{c.steady_fallbacks});
+  for (int r = 0; r < static_cast<int>(FallbackReason::kCount); ++r) {
+    append(text, sizeof text, n, " %s %llu", to_string(static_cast<FallbackReason>(r)),
+           ull{c.fallbacks[r]});
   }
-  if (n > 0 && n < static_cast<int>(sizeof text)) {
-    n += snprintf(text + n, sizeof text - n,
-                  "\nmemoplan: slab bytes %llu, lower bound %llu, peak live slab bytes %llu, "
-                  "remote frees %llu, moved by realloc %llu, outside marked passes %llu\n",
-                  get(s.slab_bytes), get(s.lower_bound_bytes), peak, get(s.remote_frees),
-                  get(s.moved_by_realloc), outside);
+  append(text, sizeof text, n,
+         "\nmemoplan: slab bytes %llu, lower bound %llu, peak live slab bytes %llu, "
+         "remote frees %llu, moved by realloc %llu, outside marked passes %llu\n",
+         ull{c.slab_bytes}, ull{c.lower_bound_bytes}, peak, ull{c.remote_frees},
+         ull{c.moved_by_realloc}, ull{c.outside_passes});
+  append(text, sizeof text, n,
+         "memoplan: out of memory %llu, bookkeeping failures %llu, address space failures %llu, "
+         "tag commit failures %llu, slab map failures %llu, late slab releases %llu, forks %llu, "
+         "released bytes %llu, idle slabs discarded %llu\n",
+         ull{c.out_of_memory}, ull{c.bookkeeping_failures}, ull{c.address_space_failures},
+         ull{c.tag_commit_failures}, ull{c.slab_map_failures}, ull{c.late_slab_releases},
+         ull{c.forks}, ull{c.released_bytes}, ull{c.idle_discards});
+  // Where every request of min_size bytes or more went, and the verdict.
+  const ull steady = c.steady_hits + c.steady_fallbacks + c.steady_escaping;
+  const ull apart = steady + c.outside_passes + c.unplanned_requests;
+  const ull before = c.requests > apart ? c.requests - apart : 0;
+  append(
+      text, sizeof text, n,
+      "memoplan: requests of min_size or more %llu: in steady state %llu (escaping %llu), before "
+      "it (profiling, warm-up) %llu, outside marked passes %llu, on threads that plan nothing "
+      "%llu\n",
+      ull{c.requests}, steady, ull{c.steady_escaping}, before, ull{c.outside_passes},
+      ull{c.unplanned_requests});
+  if (global().options.mode == Mode::kProfile) {
+    append(text, sizeof text, n, "memoplan: mode:profile records passes and plans nothing\n");
+  } else if (c.plans == 0) {
+    append(text, sizeof text, n,
+           "memoplan: found no repeating pass: nothing was planned (see docs/SHIM.md, \"Pass "
+           "boundaries\"; mark passes with memoplan_pass_begin/end)\n");
+  } else {
+    append(text, sizeof text, n,
+           "memoplan: planned %.1f%% of %llu steady-state requests of min_size or more (%.1f%% of "
+           "all %llu)\n",
+           percent(c.steady_hits, steady), steady, percent(c.planned_hits, c.requests),
+           ull{c.requests});
   }
-  if (n > 0 && n < static_cast<int>(sizeof text)) {
-    n += snprintf(text + n, sizeof text - n,
-                  "memoplan: out of memory %llu, bookkeeping failures %llu, address space "
-                  "failures %llu, tag commit failures %llu, slab map failures %llu, late slab "
-                  "releases %llu, forks %llu, released bytes %llu, idle slabs discarded %llu\n",
-                  get(s.out_of_memory), get(s.bookkeeping_failures), get(s.address_space_failures),
-                  get(s.tag_commit_failures), get(s.slab_map_failures), get(s.late_slab_releases),
-                  get(s.forks), get(s.released_bytes), get(s.idle_discards));
-  }
-  if (n > static_cast<int>(sizeof text)) n = sizeof text;
   if (n > 0) {
     ssize_t ignored = write(fd, text, static_cast<size_t>(n));
     (void)ignored;

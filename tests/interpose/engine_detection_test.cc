@@ -17,9 +17,11 @@ TEST(EngineAutomaticDetection, FindsThePassWithoutMarks) {
   on_fresh_thread([&] {
     Heap heap;
     const Counters before = counters();
-    for (int pass = 0; pass < 30; ++pass) {
+    // 14 allocations a pass: the period must hold for 256 allocations (19 passes) before it is
+    // taken for the pass (kMinPeriodicRun); then one pass starts the replay.
+    for (int pass = 0; pass < 40; ++pass) {
       heap.pass(script, /*marks=*/false);
-      if (pass >= 20) {
+      if (pass >= 24) {
         EXPECT_TRUE(heap.last_pass_all(Origin::kSlab)) << heap.last_pass_origins();
       }
     }
@@ -44,11 +46,11 @@ TEST(EngineAutomaticDetection, WithoutDetectionAnUnmarkedThreadIsLeftAlone) {
   });
 }
 
-// A stem, 30 identical layers of three chained blocks, and a head of `head_size` bytes.
-Script layered_pass(size_t head_size) {
+// A stem, `layers` identical layers of three chained blocks, and a head of `head_size` bytes.
+Script layered_pass(size_t head_size, int layers = 30) {
   Script script = {alloc(0, 50000)};
   int id = 1;
-  for (int layer = 0; layer < 30; ++layer) {
+  for (int layer = 0; layer < layers; ++layer) {
     for (size_t size : {8192, 12288, 16384}) {
       script.push_back(alloc(id, size));
       script.push_back(free_op(id - 1));
@@ -61,17 +63,44 @@ Script layered_pass(size_t head_size) {
   return script;
 }
 
-// A transformer-like pass longer than the detector's first search (64 allocations): a stem, 30
-// identical layers of three chained blocks, a head. The first search runs inside the first pass,
-// where the layer (period 3) is already periodic for two periods, so the thread first locks onto
-// the layer; the stem and head then fall back at every pass, the re-check sees requests the plan
-// does not know in window after window, and the thread detects again, this time requiring the
-// unknown request to be inside the pass: it finds the whole pass, and the passes after that are
-// served from the slab alone.
+// A transformer-like pass: a stem, 30 identical layers of three chained blocks, a head (92
+// allocations). Inside the first passes the layer (period 3) is periodic for 90 allocations, less
+// than the run a period needs (256), so the layer is never taken for the pass: the whole pass is
+// found at once, with no re-detection.
 TEST(EngineAutomaticDetection, LongPassWithRepeatedLayersIsNotMistakenForALayer) {
   SKIP_UNLESS_ENGINE_PLANS();
   if (!engine_options().detect) GTEST_SKIP() << "needs detect:true";
   const Script script = layered_pass(20000);
+  on_fresh_thread([&] {
+    Heap heap;
+    const Counters before = counters();
+    int pass = 0;
+    for (; pass < 40 && !heap.last_pass_all(Origin::kSlab); ++pass) {
+      heap.pass(script, /*marks=*/false);
+    }
+    ASSERT_TRUE(heap.last_pass_all(Origin::kSlab)) << heap.last_pass_origins();
+    EXPECT_LE(pass, 8) << "passes before the whole pass was planned";
+    const Counters settled = counters();
+    EXPECT_EQ((settled - before).redetections, 0u);
+    EXPECT_EQ((settled - before).plans, 1u);
+    for (int more = 0; more < 10; ++more) {
+      heap.pass(script, /*marks=*/false);
+      EXPECT_TRUE(heap.last_pass_all(Origin::kSlab)) << heap.last_pass_origins();
+    }
+    EXPECT_EQ((counters() - settled).steady_fallbacks, 0u);
+    EXPECT_EQ((counters() - settled).redetections, 0u);
+  });
+}
+
+// A deeper stack: 120 identical layers (362 allocations a pass), so inside the first pass the
+// layer is periodic for longer than 256 allocations and the thread first plans the layer. The stem
+// and head then miss at every pass (the same keys window after window), the thread detects again,
+// now requiring a period that holds the missed key and is longer than the layer: it finds the
+// whole pass, and the passes after that are served from the slab alone.
+TEST(EngineAutomaticDetection, AStackDeeperThanTheMinimumRunIsReDetectedAsAPass) {
+  SKIP_UNLESS_ENGINE_PLANS();
+  if (!engine_options().detect) GTEST_SKIP() << "needs detect:true";
+  const Script script = layered_pass(20000, 120);
   on_fresh_thread([&] {
     Heap heap;
     const Counters before = counters();
@@ -92,23 +121,29 @@ TEST(EngineAutomaticDetection, LongPassWithRepeatedLayersIsNotMistakenForALayer)
   });
 }
 
-// Re-detection must not profile forever: here the request the layer plan misses last in each
-// window has a new size every pass (a one-off key), so no pass ever contains it. The search is
-// relaxed, then given up; either way the thread leaves profiling (no tag-slot blocks, whose pages
-// are mapped and unmapped per allocation) after a bounded number of passes (at most 3
-// re-detections, each bounded by its record budget).
-TEST(EngineAutomaticDetection, ARedetectionThatFindsNothingStopsProfiling) {
+// Work between passes whose requests change size from pass to pass (a tokenizer's buffers, a
+// response body): here the head has a new size every pass, so its key never recurs. The search
+// leaves requests made once out of the period, so the rest of the pass is planned; the head goes
+// to the fallback every pass without setting off re-detection (its key is never missed twice).
+TEST(EngineAutomaticDetection, WorkBetweenPassesThatChangesSizeIsLeftToTheFallback) {
   SKIP_UNLESS_ENGINE_PLANS();
   if (!engine_options().detect) GTEST_SKIP() << "needs detect:true";
   on_fresh_thread([&] {
     Heap heap;
-    for (int pass = 0; pass < 400; ++pass) {
-      // The head has a new size every pass.
+    const Counters before = counters();
+    for (int pass = 0; pass < 60; ++pass) {
       heap.pass(layered_pass(20000 + 64 * static_cast<size_t>(pass)), /*marks=*/false);
     }
-    for (const Allocated& a : heap.last_pass()) {
+    const std::vector<Allocated>& last = heap.last_pass();
+    ASSERT_FALSE(last.empty());
+    size_t slab = 0;
+    for (const Allocated& a : last) {
       EXPECT_NE(a.origin, Origin::kTag) << "still profiling: " << heap.last_pass_origins();
+      slab += a.origin == Origin::kSlab;
     }
+    EXPECT_EQ(slab, last.size() - 1) << heap.last_pass_origins();  // all but the head
+    EXPECT_EQ(last.back().origin, Origin::kFallback);
+    EXPECT_EQ((counters() - before).redetections, 0u);
   });
 }
 

@@ -82,6 +82,9 @@ Op realloc_elsewhere(int id, size_t size);
 // each live while the next two are made, and a calloc'ed scratch block. Sizes are distinct (so
 // are the keys) and at least 4 KiB (so every block is tracked with the default min_size).
 Script network_pass(int chain = 12);
+// Passes after which automatic detection has planned network_pass() (14 allocations a pass): the
+// period must hold for 256 allocations (profile.cc, kMinPeriodicRun), then replay starts.
+inline constexpr int kDetectedPlanPasses = 24;
 // Number of allocations a script makes.
 size_t allocations_in(const Script& script);
 

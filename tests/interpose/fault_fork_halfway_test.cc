@@ -101,7 +101,7 @@ TEST(FaultForkHalfway, ChildCopesWithAThreadStoppedBetweenReleasingAndForgetting
   // goes (its slab is empty between passes) and it stops right after giving the slab back.
   std::thread worker([&] {
     Heap heap;
-    for (int pass = 0; pass < 12; ++pass) heap.pass(script, /*marks=*/false);
+    for (int pass = 0; pass < kDetectedPlanPasses; ++pass) heap.pass(script, /*marks=*/false);
     planned.store(heap.last_pass_all(Origin::kSlab));
     Stopper::target_this_thread();
     heap.begin_pass();

@@ -113,7 +113,7 @@ TEST_F(FaultMaps, SlabMapFailureLeavesThatThreadUnplanned) {
       on_fresh_thread([&] {
         Heap heap;
         fault::set_rule(Site::kSlabCommit, fail_calls(failing_call, 1));
-        for (int pass = 0; pass < 12; ++pass) heap.pass(script_, marks);
+        for (int pass = 0; pass < kDetectedPlanPasses; ++pass) heap.pass(script_, marks);
         EXPECT_TRUE(heap.last_pass_all(Origin::kFallback)) << heap.last_pass_origins();
         EXPECT_EQ(slabs_in_use(), slabs_before);
         fault::clear_rules();
@@ -126,7 +126,7 @@ TEST_F(FaultMaps, SlabMapFailureLeavesThatThreadUnplanned) {
       const Counters next_before = counters();
       on_fresh_thread([&] {  // the failure was this thread's alone
         Heap heap;
-        for (int pass = 0; pass < 12; ++pass) heap.pass(script_, marks);
+        for (int pass = 0; pass < kDetectedPlanPasses; ++pass) heap.pass(script_, marks);
         if (marks) {
           EXPECT_TRUE(heap.last_pass_all(Origin::kSlab)) << heap.last_pass_origins();
         }

@@ -214,7 +214,7 @@ TEST(Options, DescribeListsEveryValue) {
   EXPECT_STREQ(text,
                "mode:off,fallback:next,min_size:65536,passes:3,threads:8,callsite_depth:4,"
                "slab_max:1073741824,max_period:65536,idle_release:10000,detect:false,"
-               "stats_print:false");
+               "stats_print:false,verbose:false");
   // A description parses back to the same options.
   const Options again = parse(text);
   EXPECT_TRUE(warnings().empty());

@@ -59,10 +59,16 @@ History repeat(const std::vector<BlockShape>& shape, uint64_t passes, uint64_t n
   return h;
 }
 
-PeriodResult search(const History& h, uint64_t max_period = kMaxPeriod, uint64_t required_key = 0) {
+PeriodResult search(const History& h, uint64_t max_period = kMaxPeriod, uint64_t required_key = 0,
+                    uint64_t min_run = 0, uint64_t min_period = 1) {
   std::vector<uint64_t> scratch(2 * h.keys.size() + 2);
-  return find_period(h.keys.data(), h.begins.data(), h.ends.data(), h.keys.size(), max_period,
-                     required_key, scratch.data());
+  PeriodQuery query;
+  query.max_period = max_period;
+  query.required_key = required_key;
+  query.min_run = min_run;
+  query.min_period = min_period;
+  return find_period(h.keys.data(), h.begins.data(), h.ends.data(), h.keys.size(), query,
+                     scratch.data());
 }
 
 // Every block freed before the next allocation: no lifetime crosses any boundary.
@@ -223,6 +229,82 @@ TEST(FindPeriod, LongRunOfOneKeyDoesNotHideThePassPeriod) {
   const PeriodResult r = search(repeat(shape, 5, 4 * pass + 50));  // newest: the 49th key 10
   ASSERT_TRUE(r.found);
   EXPECT_EQ(r.period, pass);
+}
+
+// The minimum run: a pass of six identical layers (20 allocations) is periodic with the layer for
+// 18 allocations inside a pass; with a minimum run longer than that, the layer never qualifies
+// and the pass is found once its period has held for the minimum run.
+TEST(FindPeriod, AMinimumRunKeepsTheLayerOutUntilThePassHasHeld) {
+  const std::vector<BlockShape> shape = layered_pass(6);
+  const uint64_t pass = shape.size();  // 20
+  for (uint64_t n = 4; n < 60 + pass; ++n) {
+    const PeriodResult r = search(repeat(shape, 20, n), kMaxPeriod, 0, /*min_run=*/60);
+    EXPECT_FALSE(r.found && r.period != pass) << "n=" << n << " period " << r.period;
+  }
+  EXPECT_FALSE(search(repeat(shape, 20, 60 + pass - 1), kMaxPeriod, 0, 60).found);
+  const PeriodResult r = search(repeat(shape, 20, 100), kMaxPeriod, 0, /*min_run=*/60);
+  ASSERT_TRUE(r.found);
+  EXPECT_EQ(r.period, pass);
+}
+
+// Re-detection after a plan of `min_period - 1` allocations missed a request: shorter periods do
+// not qualify even when they hold the missed key.
+TEST(FindPeriod, AMinimumPeriodRulesOutPeriodsAsShortAsTheOldPlan) {
+  const std::vector<BlockShape> shape = layered_pass(30);  // 92 allocations, layer period 3
+  const uint64_t pass = shape.size();
+  // Inside the layers the newest key (12) is periodic with 3; min_period 4 rules that out.
+  EXPECT_EQ(search(repeat(shape, 1, 40), kMaxPeriod, /*required_key=*/12, 0, 1).period, 3u);
+  const PeriodResult inside = search(repeat(shape, 1, 40), kMaxPeriod, 12, 0, 4);
+  EXPECT_TRUE(!inside.found || inside.period >= 4) << inside.period;
+  const PeriodResult r = search(repeat(shape, 5, 3 * pass + 40), kMaxPeriod, 12, 0, 4);
+  ASSERT_TRUE(r.found);
+  EXPECT_EQ(r.period, pass);
+}
+
+// keep_recurring drops the records whose key occurs once and keeps the rest in order, with their
+// original indices.
+TEST(KeepRecurring, DropsKeysMadeOnceAndKeepsOrder) {
+  std::vector<uint64_t> keys = {5, 9, 5, 7, 9, 8, 5, 0, 0};
+  std::vector<uint64_t> begins, ends;
+  for (uint64_t i = 0; i < keys.size(); ++i) {
+    begins.push_back(10 * i);
+    ends.push_back(10 * i + 1);
+  }
+  std::vector<uint64_t> kept(keys.size()), table(2 * 32);
+  const uint64_t m = keep_recurring(keys.data(), begins.data(), ends.data(), keys.size(),
+                                    kept.data(), table.data(), 32);
+  ASSERT_EQ(m, 7u);
+  EXPECT_EQ(std::vector<uint64_t>(keys.begin(), keys.begin() + m),
+            (std::vector<uint64_t>{5, 9, 5, 9, 5, 0, 0}));
+  EXPECT_EQ(std::vector<uint64_t>(kept.begin(), kept.begin() + m),
+            (std::vector<uint64_t>{0, 1, 2, 4, 6, 7, 8}));
+  EXPECT_EQ(begins[3], 40u);  // the second 9
+  EXPECT_EQ(ends[5], 71u);    // the first 0
+}
+
+// Between passes the program makes one request of a new size every pass: with the one-off
+// requests left out, the pass period is found; with them in, nothing is periodic.
+TEST(KeepRecurring, OneOffRequestsBetweenPassesNoLongerHideThePeriod) {
+  History h;
+  uint64_t tick = 0;
+  for (uint64_t pass = 0; pass < 6; ++pass) {
+    for (uint64_t key : {uint64_t{1}, uint64_t{2}, uint64_t{3}, uint64_t{4}, 1000 + pass}) {
+      h.keys.push_back(key);
+      h.begins.push_back(tick++);
+      h.ends.push_back(tick++);
+    }
+  }
+  EXPECT_FALSE(search(h).found);
+  std::vector<uint64_t> kept(h.keys.size()), table(2 * 64);
+  const uint64_t m = keep_recurring(h.keys.data(), h.begins.data(), h.ends.data(), h.keys.size(),
+                                    kept.data(), table.data(), 64);
+  EXPECT_EQ(m, 24u);
+  h.keys.resize(m);
+  h.begins.resize(m);
+  h.ends.resize(m);
+  const PeriodResult r = search(h);
+  ASSERT_TRUE(r.found);
+  EXPECT_EQ(r.period, 4u);
 }
 
 }  // namespace

@@ -73,6 +73,25 @@ TEST(TraceOf, EscapesWhatOutlivesTheCut) {
   EXPECT_EQ(trace.allocations[2].provenance.thread, 3u);
 }
 
+TEST(TraceOf, IndicesPickRecordsAndNumberThemFromZero) {
+  RecordLog log;
+  RecordLog::Full full;
+  log.append(1, 100, 16, 0, &full);  // 0
+  log.append(2, 200, 16, 0, &full);  // 1: left out
+  log.close(0);                      // tick 2
+  log.append(3, 300, 16, 0, &full);  // 2
+  log.close(2);                      // tick 4
+  const uint64_t indices[] = {0, 2};
+  const Trace trace = trace_of_indices(log, indices, 2, 5);
+  ASSERT_EQ(trace.allocations.size(), 2u);
+  EXPECT_EQ(trace.allocations[0].id, 0u);
+  EXPECT_EQ(trace.allocations[1].id, 1u);
+  EXPECT_EQ(trace.allocations[1].size, 300u);
+  EXPECT_EQ(trace.allocations[1].begin, 3u);
+  EXPECT_EQ(trace.allocations[1].end, 4u);
+  EXPECT_FALSE(trace.allocations[1].escapes);
+}
+
 class TagRegionTest : public ::testing::Test {
  protected:
   void SetUp() override { ASSERT_TRUE(tags_.reserve(20, 16, 4)); }

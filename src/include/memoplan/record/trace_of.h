@@ -14,5 +14,9 @@ namespace memoplan::record {
 // replay it would still be alive when the next pass wants its memory) and ends at cut_tick.
 // Offsets are multiples of the trace's 64-byte default alignment; stricter requests say so.
 Trace trace_of(const RecordLog& log, uint64_t first, uint64_t count, uint64_t cut_tick);
+// The records at indices[0..count) (increasing) as a trace, ids 0.., the same way: a detected
+// pass without the requests that occurred once (see the shim's period search).
+Trace trace_of_indices(const RecordLog& log, const uint64_t* indices, uint64_t count,
+                       uint64_t cut_tick);
 
 }  // namespace memoplan::record
