@@ -9,8 +9,24 @@ namespace memoplan::record {
 namespace {
 
 constexpr uint64_t kPage = 4096;
-uint64_t round_to_pages(uint64_t bytes) { return (bytes + kPage - 1) & ~(kPage - 1); }
-constexpr size_t kTableBytes = sizeof(uint64_t) * 4 * TagRegion::kSlots;
+constexpr int kReuseClasses = 5;
+constexpr size_t kTableBytes = (sizeof(uint64_t) * 4 + sizeof(uint32_t)) * TagRegion::kSlots;
+
+// Size classes in pages: 1..8 exact, then m * 2^k with m in 4..7 (at most 25% over). Returns the
+// class and sets `pages` to its size.
+int size_class(uint64_t bytes, uint64_t& pages) {
+  pages = bytes ? (bytes + kPage - 1) / kPage : 1;
+  if (pages <= 8) return static_cast<int>(pages) - 1;
+  const int k = 63 - __builtin_clzll(pages) - 2;  // pages >> k is 4..7
+  uint64_t m = (pages + (uint64_t{1} << k) - 1) >> k;
+  int shift = k;
+  if (m == 8) {
+    m = 4;
+    ++shift;
+  }
+  pages = m << shift;
+  return 8 + (shift - 1) * 4 + static_cast<int>(m - 4);
+}
 
 }  // namespace
 
@@ -29,7 +45,34 @@ bool TagRegion::reserve(unsigned largest_shift, unsigned smallest_shift, unsigne
     return false;
   }
   table_ = static_cast<Slot*>(table);
+  next_ = reinterpret_cast<std::atomic<uint32_t>*>(table_ + kSlots);
   return true;
+}
+
+bool TagRegion::pop_kept(int size_class, uint32_t& slot) {
+  std::atomic<uint64_t>& head = kept_[size_class];
+  uint64_t old = head.load(std::memory_order_acquire);
+  while (static_cast<uint32_t>(old) != 0) {
+    const uint32_t top = static_cast<uint32_t>(old) - 1;
+    // A stale next (the slot popped and pushed meanwhile) fails the exchange: the count moved.
+    const uint64_t next = next_[top].load(std::memory_order_relaxed);
+    const uint64_t replacement = ((old >> 32) + 1) << 32 | next;
+    if (head.compare_exchange_weak(old, replacement, std::memory_order_acquire)) {
+      slot = top;
+      return true;
+    }
+  }
+  return false;
+}
+
+void TagRegion::push_kept(int size_class, uint32_t slot) {
+  std::atomic<uint64_t>& head = kept_[size_class];
+  uint64_t old = head.load(std::memory_order_relaxed);
+  uint64_t replacement;
+  do {
+    next_[slot].store(static_cast<uint32_t>(old), std::memory_order_relaxed);
+    replacement = ((old >> 32) + 1) << 32 | (slot + 1);
+  } while (!head.compare_exchange_weak(old, replacement, std::memory_order_release));
 }
 
 void* TagRegion::take(uint64_t bytes, bool zero, uintptr_t owner, uint64_t record, Miss* why) {
@@ -37,35 +80,48 @@ void* TagRegion::take(uint64_t bytes, bool zero, uintptr_t owner, uint64_t recor
     *why = Miss::kTooLarge;
     return nullptr;
   }
-  const uint32_t limit = live_limit_.load(std::memory_order_relaxed);
-  if (limit && slots_.slots_in_use() >= limit) {  // approximate under races: a budget, not a wall
-    *why = Miss::kOverLimit;
-    return nullptr;
-  }
+  uint64_t pages = 0;
+  const int size_class = ::memoplan::record::size_class(bytes, pages);
+  uint64_t mapped = pages * kPage;
+  if (mapped > slots_.slot_bytes()) mapped = slots_.slot_bytes();
   uint32_t index = 0;
-  if (!slots_.acquire(index)) {
-    *why = Miss::kNoSlot;
-    return nullptr;
+  char* at = nullptr;
+  // A kept slot of this class, else of the next few (up to 2.4 times the pages: the pages of
+  // freed blocks serve other sizes too, as a general allocator's would, rather than pile up).
+  bool kept = false;
+  for (int c = size_class; c < size_class + kReuseClasses && c < kClasses && !kept; ++c) {
+    kept = pop_kept(c, index);
   }
-  Slot& s = table_[index];
-  char* at = slots_.slot_address(index);
-  if (s.committed >= bytes && s.committed > 0) {  // kept pages: no system call, no page fault
+  if (kept) {  // its pages: no system call
+    Slot& s = table_[index];
     retained_.fetch_sub(s.committed, std::memory_order_relaxed);
+    at = slots_.slot_address(index);
     if (zero) memset(at, 0, bytes);
   } else {
-    if (s.committed) {
-      retained_.fetch_sub(s.committed, std::memory_order_relaxed);
-      slots_.decommit(index, s.committed);
-      s.committed = 0;
+    const uint32_t limit = live_limit_.load(std::memory_order_relaxed);
+    // Kept slots count: they are mappings too. At the budget they go first.
+    if (limit && slots_.slots_in_use() >= limit && retained_.load(std::memory_order_relaxed)) {
+      trim();
     }
+    if (limit && slots_.slots_in_use() >= limit) {  // approximate under races: a budget
+      *why = Miss::kOverLimit;
+      return nullptr;
+    }
+    if (!slots_.acquire(index)) {
+      *why = Miss::kNoSlot;
+      return nullptr;
+    }
+    Slot& s = table_[index];
     if ((commit_fault_ && commit_fault_()) ||
-        !slots_.commit(index, bytes)) {  // e.g. vm.max_map_count reached
+        !slots_.commit(index, mapped)) {  // e.g. vm.max_map_count reached
       slots_.release(index);
       *why = Miss::kCommitFailed;
       return nullptr;
     }
-    s.committed = round_to_pages(bytes ? bytes : 1);
+    s.committed = mapped;
+    at = slots_.slot_address(index);
   }
+  Slot& s = table_[index];
   s.owner = owner;
   s.record = record;
   s.bytes = bytes;
@@ -76,30 +132,35 @@ void* TagRegion::take(uint64_t bytes, bool zero, uintptr_t owner, uint64_t recor
 void TagRegion::give_back(const void* p) {
   const uint32_t index = slots_.slot_of(p);
   Slot& s = table_[index];
+  uint64_t pages = 0;
+  const int size_class = ::memoplan::record::size_class(s.committed, pages);
   s.owner = 0;
   s.bytes = 0;
   const uint64_t limit = retain_limit_.load(std::memory_order_relaxed);
-  if (limit && retained_.fetch_add(s.committed, std::memory_order_relaxed) + s.committed <= limit) {
-    // kept for the next block
-  } else {
-    if (limit) retained_.fetch_sub(s.committed, std::memory_order_relaxed);
-    slots_.decommit(index, s.committed);
-    s.committed = 0;
+  if (limit && size_class < kClasses && pages * kPage == s.committed &&
+      retained_.fetch_add(s.committed, std::memory_order_relaxed) + s.committed <= limit) {
+    push_kept(size_class, index);  // kept for the next block of its class; still held
+    return;
   }
+  if (limit && size_class < kClasses && pages * kPage == s.committed) {
+    retained_.fetch_sub(s.committed, std::memory_order_relaxed);
+  }
+  slots_.decommit(index, s.committed);
+  s.committed = 0;
   slots_.release(index);
 }
 
 void TagRegion::trim() {
   if (!reserved()) return;
-  for (uint32_t index = 0; index < kSlots; ++index) {
-    if (!slots_.try_acquire(index)) continue;  // in use
-    Slot& s = table_[index];                   // a free slot, ours until released
-    if (s.committed) {
+  for (int c = 0; c < kClasses; ++c) {
+    uint32_t index = 0;
+    while (pop_kept(c, index)) {
+      Slot& s = table_[index];
       retained_.fetch_sub(s.committed, std::memory_order_relaxed);
       slots_.decommit(index, s.committed);
       s.committed = 0;
+      slots_.release(index);
     }
-    slots_.release(index);
   }
 }
 
@@ -107,6 +168,8 @@ void TagRegion::release_all() {
   slots_.release_all();
   if (table_) munmap(table_, kTableBytes);
   table_ = nullptr;
+  next_ = nullptr;
+  for (auto& head : kept_) head.store(0);
   retained_.store(0);
 }
 

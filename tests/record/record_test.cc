@@ -124,13 +124,39 @@ TEST_F(TagRegionTest, KeptPagesAreReusedZeroedAndTrimmed) {
   memset(p, 0xab, 8192);
   tags_.give_back(p);
   EXPECT_EQ(tags_.retained_bytes(), 8192u);
-  char* q = static_cast<char*>(tags_.take(4096, true, 1, 1, &miss));
-  ASSERT_NE(q, nullptr);
-  for (int i = 0; i < 4096; ++i) ASSERT_EQ(q[i], 0) << "zero asked: cleared";
+  char* q = static_cast<char*>(tags_.take(8000, true, 1, 1, &miss));
+  ASSERT_EQ(q, p) << "the kept slot of the same class";
+  EXPECT_EQ(tags_.retained_bytes(), 0u);
+  for (int i = 0; i < 8000; ++i) ASSERT_EQ(q[i], 0) << "zero asked: cleared";
   tags_.give_back(q);
-  EXPECT_GT(tags_.retained_bytes(), 0u);
+  EXPECT_EQ(tags_.retained_bytes(), 8192u);
   tags_.trim();
   EXPECT_EQ(tags_.retained_bytes(), 0u);
+  EXPECT_EQ(tags_.slots_in_use(), 0u);
+}
+
+// A kept slot serves only its own size class: a small block never pins a large block's pages, and
+// a large block never has to unmap a small slot's pages first.
+TEST_F(TagRegionTest, KeptSlotsServeTheirOwnSizeClassOnly) {
+  tags_.set_retain_bytes(64 << 20);
+  TagRegion::Miss miss;
+  void* large = tags_.take(600 << 10, false, 1, 0, &miss);  // 150 pages: mapped as 160
+  void* small = tags_.take(4096, false, 1, 1, &miss);
+  ASSERT_NE(large, nullptr);
+  ASSERT_NE(small, nullptr);
+  tags_.give_back(large);
+  tags_.give_back(small);
+  EXPECT_EQ(tags_.retained_bytes(), 160u * 4096 + 4096);
+  EXPECT_EQ(tags_.take(4000, false, 1, 2, &miss), small);
+  EXPECT_EQ(tags_.take(520 << 10, false, 1, 3, &miss), large) << "130 pages: the same class";
+  void* other = tags_.take(40000, false, 1, 4, &miss);
+  EXPECT_NE(other, small);
+  EXPECT_NE(other, large);
+  EXPECT_EQ(tags_.retained_bytes(), 0u);
+  tags_.give_back(other);
+  tags_.give_back(small);
+  tags_.give_back(large);
+  tags_.trim();
   EXPECT_EQ(tags_.slots_in_use(), 0u);
 }
 

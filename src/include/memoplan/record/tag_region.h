@@ -4,9 +4,13 @@
 // Pointers stay canonical (no tag bits in 48-63) and 64-byte aligned.
 //
 // Each slot remembers who recorded its block (an owner word and a record index) and how many
-// bytes it has mapped. Freed slots may keep their pages for the next block (`retain_bytes` in
-// all), which saves two system calls and the page faults of fresh pages per profiled allocation;
-// trim() gives them back. Lock-free; never calls malloc (the shim uses it).
+// bytes it has mapped. Freed slots may keep their pages for the next block of the same size class
+// (`retain_bytes` in all), which saves two system calls, a TLB shootdown and the page faults of
+// fresh pages per profiled allocation; trim() gives them back. Sizes are mapped rounded up to a
+// class (exact up to 8 pages, then 4 classes per doubling: at most 25% over), and a kept slot is
+// only reused for its own class, so a small block never pins a large block's pages. Kept slots sit
+// on one lock-free stack per class (LIFO: the most recently used pages first). Lock-free; never
+// calls malloc (the shim uses it).
 #pragma once
 
 #include <atomic>
@@ -70,9 +74,16 @@ class TagRegion {
     uint64_t bytes;
     uint64_t committed;  // bytes mapped read-write, possibly kept while the slot is free
   };
+  static constexpr int kClasses = 96;
+  // Kept slots of one class: a Treiber stack of slot indices (next_ links them); the head packs
+  // the top slot + 1 (0: empty) in the low 32 bits and a change count above it (no ABA).
+  bool pop_kept(int size_class, uint32_t& slot);
+  void push_kept(int size_class, uint32_t slot);
 
   vm::SlotRegion slots_;
-  Slot* table_ = nullptr;  // kSlots entries, mapped at reserve()
+  Slot* table_ = nullptr;                  // kSlots entries, mapped at reserve()
+  std::atomic<uint32_t>* next_ = nullptr;  // kSlots entries, in the same mapping
+  std::atomic<uint64_t> kept_[kClasses] = {};
   std::atomic<uint64_t> retain_limit_{0};
   std::atomic<uint64_t> retained_{0};
   std::atomic<uint32_t> live_limit_{0};

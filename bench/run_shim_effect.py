@@ -1,0 +1,297 @@
+#!/usr/bin/python3
+"""How much of a real program the LD_PRELOAD shim plans, and what it costs (issue 17's table).
+
+    bench/run_shim_effect.py                                   # every cell, 2 rounds
+    bench/run_shim_effect.py --models resnet18 --modes eager --rounds 1
+    bench/run_shim_effect.py --resume bench/results/shim_effect_<stamp>
+    bench/run_shim_effect.py --report bench/results/shim_effect_<stamp> [--doc docs/SHIM_BENCH.md]
+
+A cell is a zoo model, a mode (eager: the torch.nn module; scripted: the zoo's TorchScript file),
+intra-op threads and inference threads; `--work` cells also do a request's parsing and a response's
+formatting between passes (bench/shim_effect_workload.py). Each configuration of a cell runs in a
+process of its own: glibc, jemalloc, tcmalloc and mimalloc (LD_PRELOAD) and the shim
+(MEMOPLAN_CONF=stats_print:true, whatever else --shim-conf says). Each process runs --passes
+passes per inference thread; the latency of a process is the median of its last half of passes
+(all threads), its warm-up the first pass from which five passes in a row stay within 1.15x of
+that median, and its memory ru_maxrss. For the shim the statistics it prints at exit give the share
+of steady-state requests of min_size or more served from the slab and the fallbacks by reason;
+outputs (a digest of the last pass's output) must equal glibc's.
+Order: round-major; in a round a cell's configurations run back to back, rotated by one per round
+and cell. A process starts only when the 1-minute load average is at most --max-load (the core
+count); the load at each start is kept. Standard library only; the zoo must exist
+(/usr/bin/python3 bench/models/make_zoo.py --only ...).
+"""
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LIB = "/usr/lib/x86_64-linux-gnu"
+TORCH_PYTHON = "/usr/bin/python3"
+ALLOCATORS = {"glibc": "", "jemalloc": f"{LIB}/libjemalloc.so.2",
+              "tcmalloc": f"{LIB}/libtcmalloc_minimal.so.4", "mimalloc": f"{LIB}/libmimalloc.so.2"}
+DEFAULTS = dict(models="resnet18,mobilenet_v2,efficientnet_b0,bert_encoder,gpt_decoder",
+                modes="eager,scripted", cells="1x1,2x1,1x2,1x1w", rounds=2, passes=100)
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    for key, value in DEFAULTS.items():
+        p.add_argument("--" + key, type=type(value), default=value)
+    p.add_argument("--configs", default="glibc,jemalloc,tcmalloc,mimalloc,shim")
+    p.add_argument("--shim-conf", default="")
+    p.add_argument("--build-dir", default="build")
+    p.add_argument("--max-load", type=float, default=float(os.cpu_count()))
+    p.add_argument("--wait-s", type=float, default=300.0)
+    p.add_argument("--run-dir")
+    p.add_argument("--resume")
+    p.add_argument("--report", help="only write the report of this run directory")
+    p.add_argument("--doc", help="with --report: replace the table in this markdown file")
+    args = p.parse_args()
+    if args.resume:
+        for key, value in json.load(open(os.path.join(args.resume, "settings.json"))).items():
+            setattr(args, key, value)
+        args.run_dir = args.resume
+    return args
+
+
+def cells_of(args):
+    """(model, mode, intra, infer, work) for every cell: INTRAxINFER, 'w' for other work."""
+    out = []
+    for model in args.models.split(","):
+        for mode in args.modes.split(","):
+            for spec in args.cells.split(","):
+                m = re.fullmatch(r"(\d+)x(\d+)(w?)", spec)
+                out.append((model, mode, int(m.group(1)), int(m.group(2)), bool(m.group(3))))
+    return out
+
+
+def cell_name(cell):
+    model, mode, intra, infer, work = cell
+    return f"{model}_{mode}_i{intra}_t{infer}{'_work' if work else ''}"
+
+
+def environment(args, config):
+    env = dict(os.environ)
+    env.pop("LD_PRELOAD", None)
+    env.pop("MEMOPLAN_CONF", None)
+    if config in ALLOCATORS:
+        if ALLOCATORS[config]:
+            env["LD_PRELOAD"] = ALLOCATORS[config]
+    else:  # shim, or shim+ALLOCATOR: the shim with that allocator behind it
+        shim = os.path.join(ROOT, args.build_dir, "interpose", "libmemoplan_preload.so")
+        behind = config.split("+")[1] if "+" in config else ""
+        env["LD_PRELOAD"] = " ".join(x for x in (shim, ALLOCATORS.get(behind, "")) if x)
+        env["MEMOPLAN_CONF"] = ",".join(x for x in ("stats_print:true", args.shim_conf) if x)
+    return env
+
+
+def wait_for_load(args):
+    deadline = time.time() + args.wait_s
+    while os.getloadavg()[0] > args.max_load:
+        if time.time() > deadline:
+            return False
+        time.sleep(5)
+    return True
+
+
+def run(args):
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    run_dir = args.run_dir or os.path.join(ROOT, "bench", "results", f"shim_effect_{stamp}")
+    os.makedirs(os.path.join(run_dir, "raw"), exist_ok=True)
+    settings = {k: getattr(args, k) for k in ("models", "modes", "cells", "rounds", "passes",
+                                              "configs", "shim_conf", "build_dir", "max_load",
+                                              "wait_s")}
+    json.dump(settings, open(os.path.join(run_dir, "settings.json"), "w"), indent=1)
+    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
+                            capture_output=True, text=True).stdout.strip()
+    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
+                if l.startswith("model name")), "?")
+    json.dump({"commit": commit, "cpu": cpu, "cores": os.cpu_count(),
+               "command": " ".join(sys.argv)},
+              open(os.path.join(run_dir, "machine.json"), "w"), indent=1)
+    configs = args.configs.split(",")
+    cells = cells_of(args)
+    for r in range(args.rounds):
+        for index, cell in enumerate(cells):
+            shift = (r + index) % len(configs)
+            for config in configs[shift:] + configs[:shift]:
+                tag = f"r{r}_{cell_name(cell)}_{config}"
+                out = os.path.join(run_dir, "raw", tag + ".json")
+                if os.path.exists(out):
+                    continue
+                if not wait_for_load(args):
+                    sys.exit(f"run_shim_effect: load above {args.max_load}; stopped before {tag}")
+                load = os.getloadavg()[0]
+                model, mode, intra, infer, work = cell
+                argv = [TORCH_PYTHON, os.path.join(ROOT, "bench", "shim_effect_workload.py"),
+                        model, mode, str(args.passes), str(intra), str(infer), out + ".part"]
+                if work:
+                    argv.append("--work")
+                started = time.time()
+                proc = subprocess.run(argv, env=environment(args, config), cwd=ROOT,
+                                      capture_output=True, text=True)
+                with open(os.path.join(run_dir, "raw", tag + ".err"), "w") as f:
+                    f.write(proc.stderr)
+                if proc.returncode != 0 or not os.path.exists(out + ".part"):
+                    print(f"{tag}: exit {proc.returncode}\n{proc.stderr[-2000:]}", file=sys.stderr)
+                    continue
+                result = json.load(open(out + ".part"))
+                result.update({"config": config, "round": r, "load": load,
+                               "wall_s": round(time.time() - started, 1)})
+                result.update(shim_stats(proc.stderr))
+                json.dump(result, open(out, "w"))
+                os.remove(out + ".part")
+                print(f"{tag}: {summary(result)}", flush=True)
+    return run_dir
+
+
+def shim_stats(text):
+    """The numbers of the shim's exit statistics (empty when it printed none)."""
+    stats = {}
+    m = re.search(r"requests of min_size or more (\d+): in steady state (\d+) \(escaping (\d+)\), "
+                  r"before it \(profiling, warm-up\) (\d+), outside marked passes (\d+), on "
+                  r"threads that plan nothing (\d+)", text)
+    if m:
+        keys = ("requests", "steady", "steady_escaping", "before", "outside", "unplanned")
+        stats.update(dict(zip(keys, map(int, m.groups()))))
+    m = re.search(r"steady-state hits (\d+), steady-state fallbacks (\d+)", text)
+    if m:
+        stats["steady_hits"], stats["steady_fallbacks"] = map(int, m.groups())
+    m = re.search(r"memoplan: fallbacks (.*)", text)
+    if m:
+        stats["fallbacks"] = {k: int(v) for k, v in re.findall(r"(\w+) (\d+)", m.group(1))}
+    for key in ("plans", "redetections", "plan failures"):
+        m = re.search(key + r" (\d+)", text)
+        if m:
+            stats[key.replace(" ", "_")] = int(m.group(1))
+    m = re.search(r"slab bytes (\d+), lower bound (\d+)", text)
+    if m:
+        stats["slab_bytes"], stats["lower_bound_bytes"] = map(int, m.groups())
+    return stats
+
+
+def latency(result):
+    """Median of the last half of every thread's passes, and the warm-up in passes."""
+    tail = [t for times in result["times_ms"] for t in times[len(times) // 2:]]
+    median = statistics.median(tail)
+    settle = []
+    for times in result["times_ms"]:
+        first = len(times)
+        for i in range(len(times) - 4):
+            if all(t <= 1.15 * median for t in times[i:i + 5]):
+                first = i
+                break
+        settle.append(first)
+    return median, max(settle)
+
+
+def summary(result):
+    median, settle = latency(result)
+    text = f"{median:.2f} ms, settled at pass {settle}, {result['maxrss_kib'] // 1024} MiB"
+    if "steady" in result:
+        text += f", served {share(result):.1f}%"
+    return text
+
+
+def share(result):
+    return 100.0 * result.get("steady_hits", 0) / max(1, result.get("steady", 0))
+
+
+def report(run_dir, doc=None):
+    rows = [json.load(open(os.path.join(run_dir, "raw", f)))
+            for f in sorted(os.listdir(os.path.join(run_dir, "raw"))) if f.endswith(".json")]
+    settings = json.load(open(os.path.join(run_dir, "settings.json")))
+    machine = json.load(open(os.path.join(run_dir, "machine.json")))
+    by_cell = {}
+    for row in rows:
+        cell = (row["model"], row["mode"], row["intra"], row["infer"], row.get("work", False))
+        by_cell.setdefault(cell, {}).setdefault(row["config"], []).append(row)
+    lines = [
+        f"Run `{os.path.relpath(run_dir, ROOT)}` at commit {machine['commit']} ({machine['cpu']}, "
+        f"{machine['cores']} cores): {settings['rounds']} rounds, {settings['passes']} passes per "
+        f"inference thread, one process per configuration and round. Latency: median over rounds "
+        f"of each process's median of its last half of passes (min..max over rounds); best: the "
+        f"fastest of glibc, jemalloc, tcmalloc and mimalloc in that cell by that median. Warm-up: "
+        f"the first pass from which five in a row are within 1.15x of the process's median (worst "
+        f"round). Served: steady-state requests of min_size (4 KiB) or more served from a slab "
+        f"(the shim's exit statistics; escaping outputs count as not served). RSS: ru_maxrss, "
+        f"median over rounds.",
+        "",
+        "| cell | served | steady requests | fallbacks (steady) | shim ms | best ms (who) | shim/best "
+        "| warm-up shim / best | RSS shim / lowest MiB | outputs |",
+        "|---|---|---|---|---|---|---|---|---|---|"]
+    ratios = []
+    for cell in sorted(by_cell, key=lambda c: (DEFAULTS["models"].split(",").index(c[0])
+                                               if c[0] in DEFAULTS["models"] else 99, c[1:])):
+        configs = by_cell[cell]
+        shim_rows = configs.get("shim", [])
+        if not shim_rows:
+            continue
+        def med(rs):
+            values = [latency(r)[0] for r in rs]
+            return statistics.median(values), min(values), max(values)
+        base = {c: med(rs) for c, rs in configs.items() if c in ALLOCATORS}
+        if not base:
+            continue
+        best = min(base, key=lambda c: base[c][0])
+        shim_ms = med(shim_rows)
+        ratio = shim_ms[0] / base[best][0]
+        ratios.append(ratio)
+        rss = {c: statistics.median(r["maxrss_kib"] for r in rs) / 1024
+               for c, rs in configs.items()}
+        lowest = min((c for c in rss if c in ALLOCATORS), key=lambda c: rss[c])
+        served = statistics.median(share(r) for r in shim_rows)
+        steady = statistics.median(r.get("steady", 0) for r in shim_rows)
+        fb = {}
+        for r in shim_rows:
+            for k, v in r.get("fallbacks", {}).items():
+                fb[k] = fb.get(k, 0) + v
+        fallback_text = ", ".join(f"{k} {v // len(shim_rows)}" for k, v in fb.items() if v) or "0"
+        reference = {d for r in configs.get("glibc", []) for d in r["digests"]}
+        shim_digests = {d for r in shim_rows for d in r["digests"]}
+        outputs = "same" if reference and shim_digests <= reference else "DIFFER"
+        model, mode, intra, infer, work = cell
+        name = f"{model} {mode} {intra}i/{infer}t{' +work' if work else ''}"
+        warm = (max(latency(r)[1] for r in shim_rows),
+                max(latency(r)[1] for r in configs[best]))
+        lines.append(
+            f"| {name} | {served:.1f}% | {steady:.0f} | {fallback_text} | {shim_ms[0]:.2f} "
+            f"({shim_ms[1]:.2f}..{shim_ms[2]:.2f}) | {base[best][0]:.2f} ({best}) | {ratio:.3f} | "
+            f"{warm[0]} / {warm[1]} | {rss['shim']:.0f} / {rss[lowest]:.0f} ({lowest}) | "
+            f"{outputs} |")
+    if ratios:
+        geo = statistics.geometric_mean(ratios)
+        lines += ["", f"Geomean shim/best over {len(ratios)} cells: {geo:.3f} (below 1: the shim "
+                      f"is faster); cells above 1.10: {sum(r > 1.10 for r in ratios)}."]
+    text = "\n".join(lines) + "\n"
+    with open(os.path.join(run_dir, "report.md"), "w") as f:
+        f.write(text)
+    if doc:
+        content = open(doc).read()
+        begin, end = "<!-- shim_effect table -->", "<!-- /shim_effect table -->"
+        if begin in content:
+            head, rest = content.split(begin, 1)
+            content = head + begin + "\n" + text + end + rest.split(end, 1)[1]
+        else:
+            content += f"\n{begin}\n{text}{end}\n"
+        open(doc, "w").write(content)
+    print(text)
+
+
+def main():
+    args = parse_args()
+    if args.report:
+        report(args.report, args.doc)
+        return
+    run_dir = run(args)
+    report(run_dir)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,105 @@
+#!/usr/bin/python3
+"""One process of bench/run_shim_effect.py: a zoo model's forward in a loop, as a Python server
+would run it, timed pass by pass.
+
+    /usr/bin/python3 bench/shim_effect_workload.py MODEL MODE PASSES INTRA INFER OUT.json [--work]
+
+MODE: eager (the torch.nn module, built as bench/models/zoo_models.py builds it) or scripted (the
+zoo's TorchScript file, models/MODEL.pt, as made by bench/models/make_zoo.py). INTRA: intra-op
+threads (torch.set_num_threads). INFER: inference threads, each running PASSES passes of the
+same model. --work: between passes each thread does other work, as a server does: builds a
+request (a Python list of token ids and a JSON string of a few KiB whose length varies from
+request to request) and a response (the output's first values as text).
+Writes pass times (ms, per thread), the output digest of the last pass, peak RSS and the RSS
+after loading to OUT.json. Random weights and inputs with a fixed seed; nothing is downloaded.
+"""
+import hashlib
+import json
+import os
+import random
+import resource
+import sys
+import threading
+import time
+
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "bench", "models"))
+
+
+def rss_kib():
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def load(name, mode):
+    torch.manual_seed(0)
+    if mode == "eager":
+        from zoo_models import MODELS
+        model, example = MODELS[name][0]()
+        return model, example
+    manifest = json.load(open(os.path.join(ROOT, "models", "manifest.json")))
+    entry = next(m for m in manifest["models"] if m["name"] == name)
+    model = torch.jit.load(os.path.join(ROOT, "models", entry["file"])).eval()
+    shape = entry["input_shape"]
+    if entry.get("input_high"):
+        example = torch.randint(0, entry["input_high"], shape)
+    else:
+        example = torch.randn(*shape)
+    return model, example
+
+
+def other_work(rng, out):
+    """A request's parsing and a response's formatting: allocations of varying sizes."""
+    words = rng.randint(200, 1200)
+    request = json.dumps({"inputs": [rng.randint(0, 30000) for _ in range(words)]})
+    ids = json.loads(request)["inputs"]
+    response = json.dumps({"outputs": out.flatten()[:64].tolist(), "tokens": len(ids)})
+    return len(response)
+
+
+def main():
+    name, mode, passes, intra, infer, out_path = sys.argv[1:7]
+    passes, intra, infer = int(passes), int(intra), int(infer)
+    work = "--work" in sys.argv[7:]
+    torch.set_num_threads(intra)
+    model, example = load(name, mode)
+    rss_loaded = rss_kib()
+    times = [[] for _ in range(infer)]
+    digests = [None] * infer
+
+    def run(index):
+        rng = random.Random(index)
+        with torch.inference_mode():
+            for _ in range(passes):
+                start = time.perf_counter()
+                out = model(example)
+                if isinstance(out, (tuple, list)):
+                    out = out[0]
+                if work:
+                    other_work(rng, out)
+                times[index].append((time.perf_counter() - start) * 1e3)
+            digests[index] = hashlib.sha256(out.contiguous().numpy().tobytes()).hexdigest()[:16]
+
+    if infer == 1:
+        run(0)
+    else:
+        threads = [threading.Thread(target=run, args=(i,)) for i in range(infer)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    result = {"model": name, "mode": mode, "passes": passes, "intra": intra, "infer": infer,
+              "work": work, "times_ms": times, "digests": digests,
+              "maxrss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+              "rss_after_load_kib": rss_loaded}
+    with open(out_path, "w") as f:
+        json.dump(result, f)
+
+
+if __name__ == "__main__":
+    main()
