@@ -12,8 +12,8 @@ formatting between passes (bench/shim_effect_workload.py). Each configuration of
 process of its own: glibc, jemalloc, tcmalloc and mimalloc (LD_PRELOAD) and the shim
 (MEMOPLAN_CONF=stats_print:true, whatever else --shim-conf says). Each process runs --passes
 passes per inference thread; the latency of a process is the median of its last half of passes
-(all threads), its warm-up the first pass from which five passes in a row stay within 1.15x of
-that median, and its memory ru_maxrss. For the shim the statistics it prints at exit give the share
+(all threads), its warm-up the time of its first ten passes in units of that median (10.0: none),
+and its memory ru_maxrss. For the shim the statistics it prints at exit give the share
 of steady-state requests of min_size or more served from the slab and the fallbacks by reason;
 outputs (a digest of the last pass's output) must equal glibc's.
 Order: round-major; in a round a cell's configurations run back to back, rotated by one per round
@@ -177,23 +177,17 @@ def shim_stats(text):
 
 
 def latency(result):
-    """Median of the last half of every thread's passes, and the warm-up in passes."""
+    """Median of the last half of every thread's passes, and the warm-up: the first ten passes'
+    time in units of that median, worst thread (10.0: no warm-up cost)."""
     tail = [t for times in result["times_ms"] for t in times[len(times) // 2:]]
     median = statistics.median(tail)
-    settle = []
-    for times in result["times_ms"]:
-        first = len(times)
-        for i in range(len(times) - 4):
-            if all(t <= 1.15 * median for t in times[i:i + 5]):
-                first = i
-                break
-        settle.append(first)
-    return median, max(settle)
+    warm = max(sum(times[:10]) / median for times in result["times_ms"])
+    return median, warm
 
 
 def summary(result):
-    median, settle = latency(result)
-    text = f"{median:.2f} ms, settled at pass {settle}, {result['maxrss_kib'] // 1024} MiB"
+    median, warm = latency(result)
+    text = f"{median:.2f} ms, first 10 passes {warm:.1f} medians, {result['maxrss_kib'] // 1024} MiB"
     if "steady" in result:
         text += f", served {share(result):.1f}%"
     return text
@@ -218,12 +212,12 @@ def report(run_dir, doc=None):
         f"inference thread, one process per configuration and round. Latency: median over rounds "
         f"of each process's median of its last half of passes (min..max over rounds); best: the "
         f"fastest of glibc, jemalloc, tcmalloc and mimalloc in that cell by that median. Warm-up: "
-        f"the first pass from which five in a row are within 1.15x of the process's median (worst "
-        f"round). Served: steady-state requests of min_size (4 KiB) or more served from a slab "
+        f"the first ten passes' time in units of the process's median (10.0: no warm-up cost; "
+        f"worst thread, median over rounds). Served: steady-state requests of min_size (4 KiB) or more served from a slab "
         f"(the shim's exit statistics; escaping outputs count as not served). RSS: ru_maxrss, "
         f"median over rounds.",
         "",
-        "| cell | served | steady requests | fallbacks (steady) | shim ms | best ms (who) | shim/best "
+        "| cell | served | steady requests | fallbacks (whole run, by reason) | shim ms | best ms (who) | shim/best "
         "| warm-up shim / best | RSS shim / lowest MiB | outputs |",
         "|---|---|---|---|---|---|---|---|---|---|"]
     ratios = []
@@ -258,12 +252,12 @@ def report(run_dir, doc=None):
         outputs = "same" if reference and shim_digests <= reference else "DIFFER"
         model, mode, intra, infer, work = cell
         name = f"{model} {mode} {intra}i/{infer}t{' +work' if work else ''}"
-        warm = (max(latency(r)[1] for r in shim_rows),
-                max(latency(r)[1] for r in configs[best]))
+        warm = (statistics.median(latency(r)[1] for r in shim_rows),
+                statistics.median(latency(r)[1] for r in configs[best]))
         lines.append(
             f"| {name} | {served:.1f}% | {steady:.0f} | {fallback_text} | {shim_ms[0]:.2f} "
             f"({shim_ms[1]:.2f}..{shim_ms[2]:.2f}) | {base[best][0]:.2f} ({best}) | {ratio:.3f} | "
-            f"{warm[0]} / {warm[1]} | {rss['shim']:.0f} / {rss[lowest]:.0f} ({lowest}) | "
+            f"{warm[0]:.1f} / {warm[1]:.1f} | {rss['shim']:.0f} / {rss[lowest]:.0f} ({lowest}) | "
             f"{outputs} |")
     if ratios:
         geo = statistics.geometric_mean(ratios)
