@@ -10,7 +10,8 @@ A cell is a zoo model, a mode (eager: the torch.nn module; scripted: the zoo's T
 intra-op threads and inference threads; `--work` cells also do a request's parsing and a response's
 formatting between passes (bench/shim_effect_workload.py). Each configuration of a cell runs in a
 process of its own: glibc, jemalloc, tcmalloc and mimalloc (LD_PRELOAD) and the shim
-(MEMOPLAN_CONF=stats_print:true, whatever else --shim-conf says). Each process runs --passes
+(MEMOPLAN_CONF=stats_print:true, whatever else --shim-conf says); OPENBLAS_NUM_THREADS=1 in all
+(OpenBLAS's own threads would oversubscribe the cores). Each process runs --passes
 passes per inference thread; the latency of a process is the median of its last half of passes
 (all threads), its warm-up the time of its first ten passes in units of that median (10.0: none),
 and its memory ru_maxrss. For the shim the statistics it prints at exit give the share
@@ -52,6 +53,8 @@ def parse_args():
     p.add_argument("--resume")
     p.add_argument("--report", help="only write the report of this run directory")
     p.add_argument("--doc", help="with --report: replace the table in this markdown file")
+    p.add_argument("--shim-config", default="shim",
+                   help="with --report: the shim configuration to compare (shim, shim+mimalloc...)")
     args = p.parse_args()
     if args.resume:
         for key, value in json.load(open(os.path.join(args.resume, "settings.json"))).items():
@@ -80,6 +83,10 @@ def environment(args, config):
     env = dict(os.environ)
     env.pop("LD_PRELOAD", None)
     env.pop("MEMOPLAN_CONF", None)
+    # Debian's torch uses OpenBLAS built with pthreads: its own threads on top of the intra-op
+    # ones oversubscribe the cores (the BERT-like encoder at two intra-op threads: 510 ms a pass
+    # against 144 at one). One OpenBLAS thread, as a server would set.
+    env["OPENBLAS_NUM_THREADS"] = "1"
     if config in ALLOCATORS:
         if ALLOCATORS[config]:
             env["LD_PRELOAD"] = ALLOCATORS[config]
@@ -197,7 +204,7 @@ def share(result):
     return 100.0 * result.get("steady_hits", 0) / max(1, result.get("steady", 0))
 
 
-def report(run_dir, doc=None):
+def report(run_dir, doc=None, shim_config="shim"):
     rows = [json.load(open(os.path.join(run_dir, "raw", f)))
             for f in sorted(os.listdir(os.path.join(run_dir, "raw"))) if f.endswith(".json")]
     settings = json.load(open(os.path.join(run_dir, "settings.json")))
@@ -224,7 +231,7 @@ def report(run_dir, doc=None):
     for cell in sorted(by_cell, key=lambda c: (DEFAULTS["models"].split(",").index(c[0])
                                                if c[0] in DEFAULTS["models"] else 99, c[1:])):
         configs = by_cell[cell]
-        shim_rows = configs.get("shim", [])
+        shim_rows = configs.get(shim_config, [])
         if not shim_rows:
             continue
         def med(rs):
@@ -257,14 +264,18 @@ def report(run_dir, doc=None):
         lines.append(
             f"| {name} | {served:.1f}% | {steady:.0f} | {fallback_text} | {shim_ms[0]:.2f} "
             f"({shim_ms[1]:.2f}..{shim_ms[2]:.2f}) | {base[best][0]:.2f} ({best}) | {ratio:.3f} | "
-            f"{warm[0]:.1f} / {warm[1]:.1f} | {rss['shim']:.0f} / {rss[lowest]:.0f} ({lowest}) | "
+            f"{warm[0]:.1f} / {warm[1]:.1f} | {rss[shim_config]:.0f} / {rss[lowest]:.0f} ({lowest}) | "
             f"{outputs} |")
     if ratios:
         geo = statistics.geometric_mean(ratios)
         lines += ["", f"Geomean shim/best over {len(ratios)} cells: {geo:.3f} (below 1: the shim "
                       f"is faster); cells above 1.10: {sum(r > 1.10 for r in ratios)}."]
+    if shim_config != "shim":
+        lines.insert(0, f"Shim configuration compared: `{shim_config}` (the shim with that allocator "
+                        f"behind it: LD_PRELOAD=\"libmemoplan_preload.so lib....so\").\n")
     text = "\n".join(lines) + "\n"
-    with open(os.path.join(run_dir, "report.md"), "w") as f:
+    name = "report.md" if shim_config == "shim" else f"report_{shim_config.replace('+', '_')}.md"
+    with open(os.path.join(run_dir, name), "w") as f:
         f.write(text)
     if doc:
         content = open(doc).read()
@@ -281,7 +292,7 @@ def report(run_dir, doc=None):
 def main():
     args = parse_args()
     if args.report:
-        report(args.report, args.doc)
+        report(args.report, args.doc, args.shim_config)
         return
     run_dir = run(args)
     report(run_dir)
