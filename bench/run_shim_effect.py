@@ -162,11 +162,16 @@ def shim_stats(text):
     """The numbers of the shim's exit statistics (empty when it printed none)."""
     stats = {}
     m = re.search(r"requests of min_size or more (\d+): in steady state (\d+) \(escaping (\d+)\), "
-                  r"before it \(profiling, warm-up\) (\d+), outside marked passes (\d+), on "
-                  r"threads that plan nothing (\d+)", text)
+                  r"before it \(profiling, warm-up\) (\d+)(?: \(of them under plans later "
+                  r"re-detected (\d+)\))?, outside marked passes (\d+), on threads that plan "
+                  r"nothing (\d+)", text)
     if m:
-        keys = ("requests", "steady", "steady_escaping", "before", "outside", "unplanned")
-        stats.update(dict(zip(keys, map(int, m.groups()))))
+        keys = ("requests", "steady", "steady_escaping", "before", "retracted", "outside",
+                "unplanned")
+        stats.update({k: int(v or 0) for k, v in zip(keys, m.groups())})
+    m = re.search(r"planned ([0-9.]+)% of (\d+) steady-state requests", text)
+    if m:
+        stats["served_percent"] = float(m.group(1))
     m = re.search(r"steady-state hits (\d+), steady-state fallbacks (\d+)", text)
     if m:
         stats["steady_hits"], stats["steady_fallbacks"] = map(int, m.groups())
@@ -201,6 +206,9 @@ def summary(result):
 
 
 def share(result):
+    """The shim's verdict (steady-state requests served), as it printed it."""
+    if "served_percent" in result:
+        return result["served_percent"]
     return 100.0 * result.get("steady_hits", 0) / max(1, result.get("steady", 0))
 
 

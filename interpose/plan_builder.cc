@@ -57,6 +57,8 @@ bool install_replay(ThreadState& t, const replay::Slot* planned, uint32_t count,
   t.recheck.requests = t.recheck.missing_windows = 0;
   t.recheck.missed_count = t.recheck.previous_count = 0;
   t.recheck.clean_windows = 0;
+  t.recheck.recurring = 0;
+  t.recheck.plan_steady_hits = t.recheck.plan_steady_requests = 0;
   t.phase = Phase::kReplaying;
   if (g.options.verbose) {
     log_line(

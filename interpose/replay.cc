@@ -30,20 +30,11 @@ constexpr uint32_t kMissingWindows = 3;
 constexpr uint32_t kMaxRedetections = 8;
 constexpr uint32_t kCleanWindows = 4;  // windows without a miss that end a series of missing ones
 
-// A key missed in this window that was missed in the last one too (0: none).
-uint64_t recurring_miss(const ReplayRecheck& r) {
-  for (int i = 0; i < r.missed_count; ++i) {
-    for (int j = 0; j < r.previous_count; ++j) {
-      if (r.missed[i] == r.previous[j]) return r.missed[i];
-    }
-  }
-  return 0;
-}
-
 __attribute__((noinline)) void close_recheck_window(ThreadState& t) {
   ReplayRecheck& r = t.recheck;
   r.requests = 0;
-  const uint64_t recurring = recurring_miss(r);
+  const uint64_t recurring = r.recurring;
+  r.recurring = 0;
   if (r.missed_count) {  // a pass longer than a window leaves windows without its misses
     for (int i = 0; i < r.missed_count; ++i) r.previous[i] = r.missed[i];
     r.previous_count = r.missed_count;
@@ -61,6 +52,9 @@ __attribute__((noinline)) void close_recheck_window(ThreadState& t) {
   if (r.redetections >= kMaxRedetections || !global().options.detect) return;
   ++r.redetections;
   stats().redetections.fetch_add(1, std::memory_order_relaxed);
+  // This plan's "steady state" was not the program's: its requests count as before steady state.
+  stats().retracted_steady_hits.fetch_add(r.plan_steady_hits, std::memory_order_relaxed);
+  stats().retracted_steady.fetch_add(r.plan_steady_requests, std::memory_order_relaxed);
   if (global().options.verbose) {
     log_line(
         "memoplan: thread %u: its plan of %u allocations misses a request in %u windows of %u "
@@ -108,12 +102,18 @@ __attribute__((noinline, cold)) void* replay_miss(ThreadState& t, replay::Fallba
   if (steady(t)) {
     (why == replay::Fallback::kEscaping ? stats().steady_escaping : stats().steady_fallbacks)
         .fetch_add(1, std::memory_order_relaxed);
+    ++t.recheck.plan_steady_requests;
   }
   if (why == replay::Fallback::kNotPlanned && !t.explicit_passes) {
+    // Checked at each miss, not by comparing the two windows' first keys: a pass with more
+    // distinct misses than kKeys, cut at another point by every window, would never match.
     ReplayRecheck& r = t.recheck;
     bool known = false;
     for (int i = 0; i < r.missed_count && !known; ++i) known = r.missed[i] == key;
     if (!known && r.missed_count < ReplayRecheck::kKeys) r.missed[r.missed_count++] = key;
+    for (int j = 0; j < r.previous_count && !r.recurring; ++j) {
+      if (r.previous[j] == key) r.recurring = key;
+    }
   }
   return nullptr;
 }
@@ -138,7 +138,10 @@ void* replay_alloc(ThreadState& t, size_t size, size_t alignment, uint64_t key) 
   }
   if (__builtin_expect(p == nullptr, 0)) return replay_miss(t, why, key);
   replay::OwnedCounters::bump(t.counters.planned_hits);
-  if (steady(t)) replay::OwnedCounters::bump(t.counters.steady_hits);
+  if (steady(t)) {
+    replay::OwnedCounters::bump(t.counters.steady_hits);
+    ++t.recheck.plan_steady_hits;
+  }
   return p;
 }
 

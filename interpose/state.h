@@ -38,7 +38,7 @@ inline constexpr size_t kCallsiteCacheEntries = 1024;
 // passes whose sizes vary, a one-off request) do not count: they go to the fallback, the plan
 // stays.
 struct ReplayRecheck {
-  static constexpr int kKeys = 8;
+  static constexpr int kKeys = 16;
   uint32_t window = 256;  // requests per window: a few passes
   uint32_t requests = 0;
   uint32_t missing_windows = 0;  // windows with a recurring miss in the current series
@@ -47,7 +47,11 @@ struct ReplayRecheck {
   int missed_count = 0, previous_count = 0;
   uint64_t missed[kKeys] = {};    // distinct keys missed in this window (the first kKeys)
   uint64_t previous[kKeys] = {};  // and in the last window that missed any
-  uint64_t unexplained_key = 0;   // a key missed in consecutive windows
+  uint64_t recurring = 0;         // a key missed in this window that the last one missed too
+  uint64_t unexplained_key = 0;   // the newest such key
+  // This plan's steady-state hits and requests (hits, fallbacks, escaping), retracted from the
+  // steady-state statistics if the plan is re-detected.
+  uint64_t plan_steady_hits = 0, plan_steady_requests = 0;
 };
 
 // A thread's profile: its records (record::RecordLog, on the thread's event clock; memory from the

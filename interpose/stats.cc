@@ -78,27 +78,31 @@ void print_stats(int fd) {
          ull{c.tag_commit_failures}, ull{c.slab_map_failures}, ull{c.late_slab_releases},
          ull{c.forks}, ull{c.released_bytes}, ull{c.idle_discards});
   // Where every request of min_size bytes or more went, and the verdict.
-  const ull steady = c.steady_hits + c.steady_fallbacks + c.steady_escaping;
+  // A plan re-detected later was not the program's pass: its "steady state" counts as before it.
+  const ull retracted = c.retracted_steady, retracted_hits = c.retracted_steady_hits;
+  const ull counted = c.steady_hits + c.steady_fallbacks + c.steady_escaping;
+  const ull steady = counted > retracted ? counted - retracted : 0;
+  const ull steady_hits = c.steady_hits > retracted_hits ? c.steady_hits - retracted_hits : 0;
   const ull apart = steady + c.outside_passes + c.unplanned_requests;
   const ull before = c.requests > apart ? c.requests - apart : 0;
   append(
       text, sizeof text, n,
       "memoplan: requests of min_size or more %llu: in steady state %llu (escaping %llu), before "
-      "it (profiling, warm-up) %llu, outside marked passes %llu, on threads that plan nothing "
-      "%llu\n",
-      ull{c.requests}, steady, ull{c.steady_escaping}, before, ull{c.outside_passes},
+      "it (profiling, warm-up) %llu (of them under plans later re-detected %llu), outside marked "
+      "passes %llu, on threads that plan nothing %llu\n",
+      ull{c.requests}, steady, ull{c.steady_escaping}, before, retracted, ull{c.outside_passes},
       ull{c.unplanned_requests});
   if (global().options.mode == Mode::kProfile) {
     append(text, sizeof text, n, "memoplan: mode:profile records passes and plans nothing\n");
   } else if (c.plans == 0) {
     append(text, sizeof text, n,
            "memoplan: found no repeating pass: nothing was planned (see docs/SHIM.md, \"Pass "
-           "boundaries\"; mark passes with memoplan_pass_begin/end)\n");
+           "detection\"; mark passes with memoplan_pass_begin/end)\n");
   } else {
     append(text, sizeof text, n,
            "memoplan: planned %.1f%% of %llu steady-state requests of min_size or more (%.1f%% of "
            "all %llu)\n",
-           percent(c.steady_hits, steady), steady, percent(c.planned_hits, c.requests),
+           percent(steady_hits, steady), steady, percent(c.planned_hits, c.requests),
            ull{c.requests});
   }
   if (n > 0) {

@@ -22,39 +22,41 @@ inline constexpr int kFallbackKinds = static_cast<int>(Fallback::kCount);
 const char* to_string(Fallback reason);
 
 // X(name): every counter, in the order the statistics print them.
-#define MEMOPLAN_COUNTERS(X)                                                                       \
-  X(passes)           /* pass boundaries seen (explicit, detected or graph) */                     \
-  X(planned_passes)   /* passes that replayed a plan (extension) */                                \
-  X(profiled_passes)  /* passes recorded to make a plan (extension) */                             \
-  X(unplanned_passes) /* passes run without a plan (extension) */                                  \
-  X(plans)            /* plans made */                                                             \
-  X(plan_failures)    /* profiles that did not give a usable plan */                               \
-  X(redetections)     /* detected plans found wrong and detected again (shim) */                   \
-  X(profiled)         /* allocations recorded while profiling (shim) */                            \
-  X(untracked_large)  /* too large for a tag slot while profiling (shim) */                        \
-  X(untracked_budget) /* not tagged: the live tag budget (vm.max_map_count) was reached (shim) */  \
-  X(planned_hits)     /* requests served from an arena */                                          \
-  X(steady_hits)      /* ... of them in steady-state passes (shim) */                              \
-  X(steady_fallbacks) /* fallbacks other than escaping in steady-state passes (shim) */            \
-  X(steady_escaping)  /* escaping fallbacks in steady-state passes (shim) */                       \
-  X(requests)         /* requests of min_size bytes or more the program made (shim) */             \
-  X(unplanned_requests) /* ... of them on threads that plan nothing (shim) */                      \
-  X(slabs)              /* arenas made */                                                          \
-  X(slab_bytes)         /* their bytes */                                                          \
-  X(lower_bound_bytes)  /* the plans' lower bounds, summed like slab_bytes */                      \
-  X(remote_frees)       /* arena blocks freed by another thread */                                 \
-  X(moved_by_realloc)   /* arena blocks realloc moved to the fallback (shim) */                    \
-  X(outside_passes)     /* requests between marked passes (shim) */                                \
-  X(passed_on)          /* requests of a pass served by the allocator behind (extension) */        \
-  X(exact_blocks)       /* warm-up tensors given blocks whose pages go back at free (extension) */ \
-  X(out_of_memory)      /* requests answered NULL: the fallback failed (shim) */                   \
-  X(bookkeeping_failures)   /* the runtime's own allocations that failed */                        \
-  X(address_space_failures) /* tag/arena regions not reserved: unplanned */                        \
-  X(tag_commit_failures)    /* profiled blocks whose tag slot was not mapped */                    \
-  X(slab_map_failures)      /* arenas not mapped: that thread runs unplanned */                    \
-  X(late_slab_releases)     /* arenas of exited threads released by their last block's free */     \
-  X(forks)                  /* forks this process came out of (child side) */                      \
-  X(released_bytes)         /* given back while running: profile records, idle arena pages */      \
+#define MEMOPLAN_COUNTERS(X)                                                                      \
+  X(passes)           /* pass boundaries seen (explicit, detected or graph) */                    \
+  X(planned_passes)   /* passes that replayed a plan (extension) */                               \
+  X(profiled_passes)  /* passes recorded to make a plan (extension) */                            \
+  X(unplanned_passes) /* passes run without a plan (extension) */                                 \
+  X(plans)            /* plans made */                                                            \
+  X(plan_failures)    /* profiles that did not give a usable plan */                              \
+  X(redetections)     /* detected plans found wrong and detected again (shim) */                  \
+  X(profiled)         /* allocations recorded while profiling (shim) */                           \
+  X(untracked_large)  /* too large for a tag slot while profiling (shim) */                       \
+  X(untracked_budget) /* not tagged: the live tag budget (vm.max_map_count) was reached (shim) */ \
+  X(planned_hits)     /* requests served from an arena */                                         \
+  X(steady_hits)      /* ... of them in steady-state passes (shim) */                             \
+  X(steady_fallbacks) /* fallbacks other than escaping in steady-state passes (shim) */           \
+  X(steady_escaping)  /* escaping fallbacks in steady-state passes (shim) */                      \
+  X(requests)         /* requests of min_size bytes or more the program made (shim) */            \
+  X(unplanned_requests)    /* ... of them on threads that plan nothing (shim) */                  \
+  X(retracted_steady)      /* steady-state requests of plans later re-detected (shim) */          \
+  X(retracted_steady_hits) /* ... of them served from those plans' slabs (shim) */                \
+  X(slabs)                 /* arenas made */                                                      \
+  X(slab_bytes)            /* their bytes */                                                      \
+  X(lower_bound_bytes)     /* the plans' lower bounds, summed like slab_bytes */                  \
+  X(remote_frees)          /* arena blocks freed by another thread */                             \
+  X(moved_by_realloc)      /* arena blocks realloc moved to the fallback (shim) */                \
+  X(outside_passes)        /* requests between marked passes (shim) */                            \
+  X(passed_on)             /* requests of a pass served by the allocator behind (extension) */    \
+  X(exact_blocks)  /* warm-up tensors given blocks whose pages go back at free (extension) */     \
+  X(out_of_memory) /* requests answered NULL: the fallback failed (shim) */                       \
+  X(bookkeeping_failures)   /* the runtime's own allocations that failed */                       \
+  X(address_space_failures) /* tag/arena regions not reserved: unplanned */                       \
+  X(tag_commit_failures)    /* profiled blocks whose tag slot was not mapped */                   \
+  X(slab_map_failures)      /* arenas not mapped: that thread runs unplanned */                   \
+  X(late_slab_releases)     /* arenas of exited threads released by their last block's free */    \
+  X(forks)                  /* forks this process came out of (child side) */                     \
+  X(released_bytes)         /* given back while running: profile records, idle arena pages */     \
   X(idle_discards)          /* idle arenas whose pages the reaper gave back */
 
 // A snapshot: plain numbers.
