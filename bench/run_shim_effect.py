@@ -31,6 +31,9 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from run_best_alloc import wait_for_load  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LIB = "/usr/lib/x86_64-linux-gnu"
 TORCH_PYTHON = "/usr/bin/python3"
@@ -96,15 +99,6 @@ def environment(args, config):
         env["LD_PRELOAD"] = " ".join(x for x in (shim, ALLOCATORS.get(behind, "")) if x)
         env["MEMOPLAN_CONF"] = ",".join(x for x in ("stats_print:true", args.shim_conf) if x)
     return env
-
-
-def wait_for_load(args):
-    deadline = time.time() + args.wait_s
-    while os.getloadavg()[0] > args.max_load:
-        if time.time() > deadline:
-            return False
-        time.sleep(5)
-    return True
 
 
 def run(args):

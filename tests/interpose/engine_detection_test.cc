@@ -63,14 +63,15 @@ Script layered_pass(size_t head_size, int layers = 30) {
   return script;
 }
 
-// A transformer-like pass: a stem, 30 identical layers of three chained blocks, a head (92
-// allocations). Inside the first passes the layer (period 3) is periodic for 90 allocations, less
-// than the run a period needs (256), so the layer is never taken for the pass: the whole pass is
-// found at once, with no re-detection.
-TEST(EngineAutomaticDetection, LongPassWithRepeatedLayersIsNotMistakenForALayer) {
-  SKIP_UNLESS_ENGINE_PLANS();
-  if (!engine_options().detect) GTEST_SKIP() << "needs detect:true";
-  const Script script = layered_pass(20000);
+// Runs `script` unmarked on a fresh thread until a pass is served from the slab alone (at most 40
+// passes), then 10 more. Returns the passes it took and the re-detections and plans on the way;
+// after it, nothing may fall back or be re-detected.
+struct Settled {
+  int passes = 0;
+  Counters counters;
+};
+Settled run_until_planned(const Script& script) {
+  Settled result;
   on_fresh_thread([&] {
     Heap heap;
     const Counters before = counters();
@@ -79,10 +80,8 @@ TEST(EngineAutomaticDetection, LongPassWithRepeatedLayersIsNotMistakenForALayer)
       heap.pass(script, /*marks=*/false);
     }
     ASSERT_TRUE(heap.last_pass_all(Origin::kSlab)) << heap.last_pass_origins();
-    EXPECT_LE(pass, 8) << "passes before the whole pass was planned";
     const Counters settled = counters();
-    EXPECT_EQ((settled - before).redetections, 0u);
-    EXPECT_EQ((settled - before).plans, 1u);
+    result = {pass, settled - before};
     for (int more = 0; more < 10; ++more) {
       heap.pass(script, /*marks=*/false);
       EXPECT_TRUE(heap.last_pass_all(Origin::kSlab)) << heap.last_pass_origins();
@@ -90,6 +89,20 @@ TEST(EngineAutomaticDetection, LongPassWithRepeatedLayersIsNotMistakenForALayer)
     EXPECT_EQ((counters() - settled).steady_fallbacks, 0u);
     EXPECT_EQ((counters() - settled).redetections, 0u);
   });
+  return result;
+}
+
+// A transformer-like pass: a stem, 30 identical layers of three chained blocks, a head (92
+// allocations). Inside the first passes the layer (period 3) is periodic for 90 allocations, less
+// than the run a period needs (256), so the layer is never taken for the pass: the whole pass is
+// found at once, with no re-detection.
+TEST(EngineAutomaticDetection, LongPassWithRepeatedLayersIsNotMistakenForALayer) {
+  SKIP_UNLESS_ENGINE_PLANS();
+  if (!engine_options().detect) GTEST_SKIP() << "needs detect:true";
+  const Settled settled = run_until_planned(layered_pass(20000));
+  EXPECT_LE(settled.passes, 8) << "passes before the whole pass was planned";
+  EXPECT_EQ(settled.counters.redetections, 0u);
+  EXPECT_EQ(settled.counters.plans, 1u);
 }
 
 // A deeper stack: 120 identical layers (362 allocations a pass), so inside the first pass the
@@ -100,25 +113,9 @@ TEST(EngineAutomaticDetection, LongPassWithRepeatedLayersIsNotMistakenForALayer)
 TEST(EngineAutomaticDetection, AStackDeeperThanTheMinimumRunIsReDetectedAsAPass) {
   SKIP_UNLESS_ENGINE_PLANS();
   if (!engine_options().detect) GTEST_SKIP() << "needs detect:true";
-  const Script script = layered_pass(20000, 120);
-  on_fresh_thread([&] {
-    Heap heap;
-    const Counters before = counters();
-    int pass = 0;
-    for (; pass < 40 && !heap.last_pass_all(Origin::kSlab); ++pass) {
-      heap.pass(script, /*marks=*/false);
-    }
-    ASSERT_TRUE(heap.last_pass_all(Origin::kSlab)) << heap.last_pass_origins();
-    EXPECT_LE(pass, 20) << "passes before the whole pass was planned";
-    const Counters settled = counters();
-    EXPECT_GE((settled - before).redetections, 1u);
-    for (int more = 0; more < 10; ++more) {
-      heap.pass(script, /*marks=*/false);
-      EXPECT_TRUE(heap.last_pass_all(Origin::kSlab)) << heap.last_pass_origins();
-    }
-    EXPECT_EQ((counters() - settled).steady_fallbacks, 0u);
-    EXPECT_EQ((counters() - settled).redetections, 0u);
-  });
+  const Settled settled = run_until_planned(layered_pass(20000, 120));
+  EXPECT_LE(settled.passes, 20) << "passes before the whole pass was planned";
+  EXPECT_GE(settled.counters.redetections, 1u);
 }
 
 // Work between passes whose requests change size from pass to pass (a tokenizer's buffers, a

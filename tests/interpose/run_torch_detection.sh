@@ -6,14 +6,7 @@
 # Exits 77 (CTest's SKIP_RETURN_CODE) when /usr/bin/python3 cannot import torch and torchvision.
 set -u
 shim=$1 script=$2 case=$3 passes=$4 min_share=$5
-python=/usr/bin/python3
-
-if ! "$python" -c 'import torch, torchvision' >/dev/null 2>&1; then
-  echo "SKIP: $python cannot import torch and torchvision"
-  exit 77
-fi
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+. "$(dirname "$0")/torch_test_env.sh"
 
 "$python" "$script" "$case" "$passes" >"$work/plain.txt" 2>"$work/plain.err" ||
   { cat "$work/plain.err"; echo "FAIL: run without the shim"; exit 1; }

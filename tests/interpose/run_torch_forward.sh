@@ -10,14 +10,7 @@ shim=$1
 script=$2
 model=${3:-resnet18}
 passes=${4:-40}
-python=/usr/bin/python3
-
-if ! "$python" -c 'import torch, torchvision' >/dev/null 2>&1; then
-  echo "SKIP: $python cannot import torch and torchvision"
-  exit 77
-fi
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+. "$(dirname "$0")/torch_test_env.sh"
 
 "$python" "$script" "$model" "$passes" >"$work/plain.txt" || { echo "FAIL: run without the shim"; exit 1; }
 if [ "$(wc -l <"$work/plain.txt")" -ne "$passes" ]; then
