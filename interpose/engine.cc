@@ -32,10 +32,12 @@ Global g;
 __thread int tls_reentry __attribute__((tls_model("initial-exec"))) = 0;
 
 constexpr unsigned kTagShift = 28;  // 256 MiB per tag slot; 2^16 slots = 16 TiB reserved
-// Profiled pages kept for reuse, in all. Eager resnet18 in Python, 30 passes: with 64 MiB the
-// profiled passes take 1.0x of glibc's pass and the peak RSS is 20 MiB above glibc's; with 16 MiB
-// 1.5x and +15 MiB; with 0 (every free unmaps) +2 MiB, but a profiled pass costs 3.9x (eager
-// mobilenet_v3_large: 37.5 against 9.5 ms).
+// Freed profiled blocks keep their pages for the next one, up to this much in all; they go back
+// when a plan is made (install_replay). Unmapping at every free costs two system calls, a TLB
+// shootdown on every core the process ran on and fresh page faults per allocation. Measured with
+// `OPENBLAS_NUM_THREADS=1 LD_PRELOAD=<shim> /usr/bin/python3 bench/shim_effect_workload.py
+// mobilenet_v2 eager 20 1 1 out.json`: profiled passes 52 ms with 0 (every free unmaps), 15 ms with
+// 64 MiB, replayed 13.5 ms, glibc 21 ms; peak RSS 286, 296 and 292 MiB.
 constexpr uint64_t kTagRetainBytes = uint64_t{64} << 20;
 
 void warn_line(const char* message) { log_line("%s", message); }
@@ -101,10 +103,6 @@ void initialize() {
     if (!ok) errno = ENOMEM;
     ok = ok && g.tags.reserve(kTagShift, 20, 4);
     g.tags.set_live_limit(tag_budget());
-    // Freed profiled blocks keep their pages for the next one: unmapping them cost two system
-    // calls, a TLB shootdown on every core the process ran on and fresh page faults per
-    // allocation (eager mobilenet_v3_large: a profiled pass 37.5 ms against 9.5 ms unprofiled;
-    // with retained pages 10.5 ms). Given back when a plan is made (install_replay).
     g.tags.set_retain_bytes(kTagRetainBytes);
     replay::ArenaRegion::Config slabs;
     slabs.largest_shift = slabs.smallest_shift =

@@ -53,12 +53,10 @@ bool install_replay(ThreadState& t, const replay::Slot* planned, uint32_t count,
   t.slot_count = count;
   t.arena = arena;
   t.matcher.start_cyclic(slots, count, kLookahead, cursor);
+  const uint32_t redetections = t.recheck.redetections;  // a thread's, over all its plans
+  t.recheck = ReplayRecheck{};
+  t.recheck.redetections = redetections;
   t.recheck.window = count < (1u << 28) ? (count * 4 > 256 ? count * 4 : 256) : (1u << 30);
-  t.recheck.requests = t.recheck.missing_windows = 0;
-  t.recheck.missed_count = t.recheck.previous_count = 0;
-  t.recheck.clean_windows = 0;
-  t.recheck.recurring = 0;
-  t.recheck.plan_steady_hits = t.recheck.plan_steady_requests = 0;
   t.phase = Phase::kReplaying;
   if (g.options.verbose) {
     log_line(

@@ -25,8 +25,8 @@ std::atomic<bool> budget_reported{false};
 
 // A period is taken for the pass only once it has held for this many allocations (and for three
 // passes): a pass of identical layers is periodic with the layer until the pass ends, and 256
-// allocations is longer than the layer runs of the transformers measured (TransformerEncoder, 4
-// layers: 48; the zoo's 12-layer BERT-like encoder makes about 112 in a whole scripted pass);
+// allocations is longer than the layer runs of the transformers measured (docs/SHIM.md, "Pass
+// detection": whole passes of 54 and about 112 requests);
 // deeper stacks are caught by re-detection. A
 // program whose pass is shorter profiles a few more passes (profiling costs little: see
 // TagRegion's retained pages in engine.cc).

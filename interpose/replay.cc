@@ -23,9 +23,9 @@ inline bool steady(const ThreadState& t) {
 
 // A detected plan is re-checked: when requests it does not know about keep coming (a key missed
 // again in kMissingWindows windows of a few passes, with fewer than kCleanWindows windows without
-// a miss in between), it did not describe the pass —
-// detection locked onto a repeated layer, or the program changed — and the thread detects its pass
-// again, now requiring a period that contains the missed key and is longer than the old plan.
+// a miss in between), it did not describe the pass — detection locked onto a repeated layer, or
+// the program changed — and the thread detects its pass again, now requiring a period that
+// contains the missed key and is longer than the old plan.
 constexpr uint32_t kMissingWindows = 3;
 constexpr uint32_t kMaxRedetections = 8;
 constexpr uint32_t kCleanWindows = 4;  // windows without a miss that end a series of missing ones

@@ -137,12 +137,11 @@ void TagRegion::give_back(const void* p) {
   s.owner = 0;
   s.bytes = 0;
   const uint64_t limit = retain_limit_.load(std::memory_order_relaxed);
-  if (limit && size_class < kClasses && pages * kPage == s.committed &&
-      retained_.fetch_add(s.committed, std::memory_order_relaxed) + s.committed <= limit) {
-    push_kept(size_class, index);  // kept for the next block of its class; still held
-    return;
-  }
-  if (limit && size_class < kClasses && pages * kPage == s.committed) {
+  if (limit && size_class < kClasses && pages * kPage == s.committed) {  // a whole class
+    if (retained_.fetch_add(s.committed, std::memory_order_relaxed) + s.committed <= limit) {
+      push_kept(size_class, index);  // kept for the next block of its class; still held
+      return;
+    }
     retained_.fetch_sub(s.committed, std::memory_order_relaxed);
   }
   slots_.decommit(index, s.committed);
