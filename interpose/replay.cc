@@ -54,7 +54,8 @@ __attribute__((noinline)) void close_recheck_window(ThreadState& t) {
   stats().redetections.fetch_add(1, std::memory_order_relaxed);
   // This plan's "steady state" was not the program's: its requests count as before steady state.
   stats().retracted_steady_hits.fetch_add(r.plan_steady_hits, std::memory_order_relaxed);
-  stats().retracted_steady.fetch_add(r.plan_steady_requests, std::memory_order_relaxed);
+  stats().retracted_steady.fetch_add(r.plan_steady_hits + r.plan_steady_misses,
+                                     std::memory_order_relaxed);
   if (global().options.verbose) {
     log_line(
         "memoplan: thread %u: its plan of %u allocations misses a request in %u windows of %u "
@@ -102,7 +103,7 @@ __attribute__((noinline, cold)) void* replay_miss(ThreadState& t, replay::Fallba
   if (steady(t)) {
     (why == replay::Fallback::kEscaping ? stats().steady_escaping : stats().steady_fallbacks)
         .fetch_add(1, std::memory_order_relaxed);
-    ++t.recheck.plan_steady_requests;
+    ++t.recheck.plan_steady_misses;
   }
   if (why == replay::Fallback::kNotPlanned && !t.explicit_passes) {
     // Checked at each miss, not by comparing the two windows' first keys: a pass with more

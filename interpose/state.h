@@ -49,9 +49,9 @@ struct ReplayRecheck {
   uint64_t previous[kKeys] = {};  // and in the last window that missed any
   uint64_t recurring = 0;         // a key missed in this window that the last one missed too
   uint64_t unexplained_key = 0;   // the newest such key
-  // This plan's steady-state hits and requests (hits, fallbacks, escaping), retracted from the
+  // This plan's steady-state hits and fallbacks (escaping included), retracted from the
   // steady-state statistics if the plan is re-detected.
-  uint64_t plan_steady_hits = 0, plan_steady_requests = 0;
+  uint64_t plan_steady_hits = 0, plan_steady_misses = 0;
 };
 
 // A thread's profile: its records (record::RecordLog, on the thread's event clock; memory from the
