@@ -10,7 +10,8 @@ A cell is a zoo model, a mode (eager: the torch.nn module; scripted: the zoo's T
 intra-op threads and inference threads; `--work` cells also do a request's parsing and a response's
 formatting between passes (bench/shim_effect_workload.py). Each configuration of a cell runs in a
 process of its own: glibc, jemalloc, tcmalloc and mimalloc (LD_PRELOAD) and the shim
-(MEMOPLAN_CONF=stats_print:true, whatever else --shim-conf says); OPENBLAS_NUM_THREADS=1 in all
+(MEMOPLAN_CONF=stats_print:true, whatever else --shim-conf says; `shim+glibc`: with fallback:next,
+glibc behind it; `shim+ALLOCATOR`: that allocator preloaded after the shim); OPENBLAS_NUM_THREADS=1 in all
 (OpenBLAS's own threads would oversubscribe the cores). Each process runs --passes
 passes per inference thread; the latency of a process is the median of its last half of passes
 (all threads), its warm-up the time of its first ten passes in units of that median (10.0: none),
@@ -93,11 +94,12 @@ def environment(args, config):
     if config in ALLOCATORS:
         if ALLOCATORS[config]:
             env["LD_PRELOAD"] = ALLOCATORS[config]
-    else:  # shim, or shim+ALLOCATOR: the shim with that allocator behind it
+    else:  # shim (its default fallback), shim+glibc (fallback:next) or shim+ALLOCATOR (composed)
         shim = os.path.join(ROOT, args.build_dir, "interpose", "libmemoplan_preload.so")
         behind = config.split("+")[1] if "+" in config else ""
         env["LD_PRELOAD"] = " ".join(x for x in (shim, ALLOCATORS.get(behind, "")) if x)
-        env["MEMOPLAN_CONF"] = ",".join(x for x in ("stats_print:true", args.shim_conf) if x)
+        conf = ["stats_print:true", args.shim_conf, "fallback:next" if behind == "glibc" else ""]
+        env["MEMOPLAN_CONF"] = ",".join(x for x in conf if x)
     return env
 
 

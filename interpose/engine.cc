@@ -177,10 +177,12 @@ static void seek_loaded_pass(ThreadState& t, uint64_t key) {
   }
 }
 
-// The program's request meets a failing allocator: it gets NULL (errno ENOMEM, set by the
-// fallback) exactly as without memoplan. The shim's own failing requests count elsewhere.
+// The program's request meets a failing allocator: it gets NULL and errno ENOMEM, as malloc
+// promises, whatever the allocator behind set (jemalloc's realloc leaves errno alone). The shim's
+// own failing requests count elsewhere.
 __attribute__((noinline, cold)) void* out_of_memory() {
   if (!tls_reentry) stats().out_of_memory.fetch_add(1, std::memory_order_relaxed);
+  errno = ENOMEM;
   return nullptr;
 }
 

@@ -160,8 +160,8 @@ __attribute__((visibility("default"))) size_t malloc_usable_size(void* p) {
 }
 
 // glibc's tuning and statistics calls: malloc_trim also gives back what memoplan holds idle for
-// the calling thread (engine_trim); mallopt and mallinfo2 are the fallback's (glibc's where it is
-// the next malloc; memoplan's own arenas are not in mallinfo2).
+// the calling thread (engine_trim); mallopt and mallinfo2 are the fallback's (fallback.h;
+// memoplan's own arenas are not in mallinfo2).
 __attribute__((visibility("default"))) int malloc_trim(size_t pad) { return engine_trim(pad); }
 __attribute__((visibility("default"))) int mallopt(int param, int value) {
   return fallback::mallopt(param, value);

@@ -24,6 +24,10 @@ using SallocxFn = size_t (*)(const void*, int);
 using TrimFn = int (*)(size_t);
 using MalloptFn = int (*)(int, int);
 using Mallinfo2Fn = struct mallinfo2 (*)();
+using AlignedFn = void* (*)(size_t, size_t);
+using CollectFn = void (*)(bool);
+using ProcessInfoFn = void (*)(size_t*, size_t*, size_t*, size_t*, size_t*, size_t*, size_t*,
+                               size_t*);
 
 struct Functions {
   MallocFn malloc = nullptr;
@@ -37,6 +41,10 @@ struct Functions {
   RallocxFn rallocx = nullptr;
   DallocxFn dallocx = nullptr;
   SallocxFn sallocx = nullptr;
+  // mimalloc's aligned allocation and collection, when mimalloc is the fallback
+  AlignedFn mi_malloc_aligned = nullptr;
+  CollectFn mi_collect = nullptr;
+  ProcessInfoFn mi_process_info = nullptr;
   // glibc's tuning and statistics calls, forwarded
   TrimFn trim = nullptr;
   MalloptFn mallopt = nullptr;
@@ -45,15 +53,72 @@ struct Functions {
 
 Functions fn;
 bool glibc_free_keeps_errno = false;
+const char* chosen = "next";
+
+bool in_libc(void* function) {
+  Dl_info info;
+  if (!function || !dladdr(function, &info) || !info.dli_fname) return false;
+  const char* slash = strrchr(info.dli_fname, '/');
+  return strncmp(slash ? slash + 1 : info.dli_fname, "libc.so", 7) == 0;
+}
+
+// mimalloc through its own API (mi_*), loaded privately: its exported malloc interposes nothing.
+// Its free takes only its own blocks: every block the program frees came through this shim
+// (glibc routes its internal allocations through the interposed malloc), so none is foreign.
+// mimalloc 2.0 leaves errno alone when it fails (or sets EOVERFLOW): the wrappers say ENOMEM, as
+// malloc must (tests/interpose/programs/exports.c holds every fallback to glibc's contract).
+Functions mi;
+void* mi_malloc_enomem(size_t size) {
+  void* p = mi.malloc(size);
+  if (__builtin_expect(!p, 0)) errno = ENOMEM;
+  return p;
+}
+void* mi_calloc_enomem(size_t count, size_t size) {
+  void* p = mi.calloc(count, size);
+  if (__builtin_expect(!p, 0)) errno = ENOMEM;
+  return p;
+}
+// realloc(p, 0) frees p and returns NULL, as glibc's does (mimalloc's would return a new block,
+// which a program written for glibc leaks).
+void* mi_realloc_enomem(void* p, size_t size) {
+  if (size == 0 && p) {
+    mi.free(p);
+    return nullptr;
+  }
+  void* q = mi.realloc(p, size);
+  if (__builtin_expect(!q, 0)) errno = ENOMEM;
+  return q;
+}
+
+bool load_mimalloc() {
+  void* handle = dlopen("libmimalloc.so.2", RTLD_NOW | RTLD_LOCAL);
+  if (!handle) return false;
+  mi.malloc = reinterpret_cast<MallocFn>(dlsym(handle, "mi_malloc"));
+  mi.calloc = reinterpret_cast<CallocFn>(dlsym(handle, "mi_calloc"));
+  mi.realloc = reinterpret_cast<ReallocFn>(dlsym(handle, "mi_realloc"));
+  mi.free = reinterpret_cast<FreeFn>(dlsym(handle, "mi_free"));
+  mi.usable = reinterpret_cast<UsableFn>(dlsym(handle, "mi_usable_size"));
+  mi.mi_malloc_aligned = reinterpret_cast<AlignedFn>(dlsym(handle, "mi_malloc_aligned"));
+  mi.mi_collect = reinterpret_cast<CollectFn>(dlsym(handle, "mi_collect"));
+  mi.mi_process_info = reinterpret_cast<ProcessInfoFn>(dlsym(handle, "mi_process_info"));
+  if (!mi.malloc || !mi.calloc || !mi.realloc || !mi.free || !mi.usable || !mi.mi_malloc_aligned ||
+      !mi.mi_collect || !mi.mi_process_info) {
+    return false;  // the handle stays: closing a library that may have started threads is unsafe
+  }
+  fn.malloc = &mi_malloc_enomem;
+  fn.calloc = &mi_calloc_enomem;
+  fn.realloc = &mi_realloc_enomem;
+  fn.free = mi.free;
+  fn.usable = mi.usable;
+  fn.mi_malloc_aligned = mi.mi_malloc_aligned;
+  fn.mi_collect = mi.mi_collect;
+  fn.mi_process_info = mi.mi_process_info;
+  return true;
+}
 
 // glibc's free keeps errno from 2.33 on (its NEWS for 2.33); other allocators promise nothing.
 bool is_glibc_free_keeping_errno(FreeFn free_fn) {
-  Dl_info info;
-  if (!free_fn || !dladdr(reinterpret_cast<void*>(free_fn), &info) || !info.dli_fname) {
-    return false;
-  }
-  const char* slash = strrchr(info.dli_fname, '/');
-  if (strncmp(slash ? slash + 1 : info.dli_fname, "libc.so", 7) != 0) return false;
+  if (!in_libc(reinterpret_cast<void*>(free_fn))) return false;
   int major = 0, minor = 0;
   const char* version = gnu_get_libc_version();
   for (; *version >= '0' && *version <= '9'; ++version) major = major * 10 + (*version - '0');
@@ -81,6 +146,23 @@ bool init(FallbackKind kind, const char** error) {
   fn.trim = reinterpret_cast<TrimFn>(dlsym(RTLD_NEXT, "malloc_trim"));
   fn.mallopt = reinterpret_cast<MalloptFn>(dlsym(RTLD_NEXT, "mallopt"));
   fn.mallinfo2 = reinterpret_cast<Mallinfo2Fn>(dlsym(RTLD_NEXT, "mallinfo2"));
+  if (kind == FallbackKind::kAuto) {
+    // A malloc other than glibc's next in the chain: the user composed it, it stays.
+    void* next = dlsym(RTLD_NEXT, "malloc");
+    if (in_libc(next) && load_mimalloc()) {
+      chosen = "mimalloc";
+      return true;
+    }
+  }
+  if (kind == FallbackKind::kMimalloc) {
+    if (load_mimalloc()) {
+      chosen = "mimalloc";
+      return true;
+    }
+    *error =
+        "memoplan: fallback:mimalloc but libmimalloc.so.2 could not be loaded; using the next "
+        "malloc in the chain";
+  }
   if (kind == FallbackKind::kJemalloc) {
     void* handle = dlopen("libjemalloc.so.2", RTLD_NOW | RTLD_LOCAL);
     if (handle) {
@@ -89,7 +171,10 @@ bool init(FallbackKind kind, const char** error) {
       fn.dallocx = reinterpret_cast<DallocxFn>(dlsym(handle, "dallocx"));
       fn.sallocx = reinterpret_cast<SallocxFn>(dlsym(handle, "sallocx"));
     }
-    if (fn.mallocx && fn.rallocx && fn.dallocx && fn.sallocx) return true;
+    if (fn.mallocx && fn.rallocx && fn.dallocx && fn.sallocx) {
+      chosen = "jemalloc";
+      return true;
+    }
     fn.mallocx = nullptr;
     *error =
         "memoplan: fallback:jemalloc but libjemalloc.so.2 (mallocx) could not be loaded; "
@@ -106,8 +191,11 @@ bool init(FallbackKind kind, const char** error) {
     return false;
   }
   glibc_free_keeps_errno = is_glibc_free_keeping_errno(fn.free);
+  chosen = in_libc(reinterpret_cast<void*>(fn.malloc)) ? "glibc" : "next";
   return true;
 }
+
+const char* name() { return chosen; }
 
 bool free_keeps_errno() { return glibc_free_keeps_errno; }
 
@@ -154,6 +242,11 @@ void* aligned(size_t alignment, size_t size) {
     if (!p) errno = ENOMEM;
     return p;
   }
+  if (fn.mi_malloc_aligned) {
+    void* p = fn.mi_malloc_aligned(size, alignment);
+    if (!p) errno = ENOMEM;
+    return p;
+  }
   void* p = nullptr;
   const int rc = fn.posix_memalign(&p, alignment, size);
   if (rc != 0) {
@@ -172,9 +265,25 @@ void free(void* p) {
   fn.free(p);
 }
 
-int trim(size_t pad) { return fn.trim ? fn.trim(pad) : 0; }
+int trim(size_t pad) {
+  if (fn.mi_collect) {
+    fn.mi_collect(true);  // gives back what mimalloc holds free; glibc's part is trimmed too
+  }
+  return fn.trim ? fn.trim(pad) : 0;
+}
 int mallopt(int param, int value) { return fn.mallopt ? fn.mallopt(param, value) : 0; }
 struct mallinfo2 mallinfo2() {
+  if (fn.mi_process_info) {
+    // mimalloc counts what it has committed, not what is in use: both fields get that (an upper
+    // bound of the bytes in use), with glibc's own (what it still holds) added.
+    size_t elapsed, user, system, rss, peak_rss, commit = 0, peak_commit, faults;
+    fn.mi_process_info(&elapsed, &user, &system, &rss, &peak_rss, &commit, &peak_commit, &faults);
+    struct mallinfo2 info {};
+    if (fn.mallinfo2) info = fn.mallinfo2();
+    info.arena += commit;
+    info.uordblks += commit;
+    return info;
+  }
   if (fn.mallinfo2) return fn.mallinfo2();
   struct mallinfo2 none {};
   return none;

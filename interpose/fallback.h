@@ -1,5 +1,8 @@
-// The real allocator behind the shim: by default the next malloc in the symbol chain (glibc, or a
-// preloaded jemalloc/tcmalloc after us), or jemalloc's mallocx API loaded with dlopen.
+// The real allocator behind the shim, for every request it does not plan (the small ones, those
+// outside passes, fallbacks): the next malloc in the symbol chain (glibc, or a jemalloc/tcmalloc/
+// mimalloc preloaded after us), mimalloc's mi_* API or jemalloc's mallocx API loaded with dlopen.
+// fallback:auto, the default, keeps a composed allocator and otherwise takes mimalloc over glibc:
+// behind the shim glibc's small-block path was the gap to the best allocator (docs/SHIM_BENCH.md).
 #pragma once
 
 #include <malloc.h>
@@ -25,13 +28,17 @@ size_t usable_size(void* p);
 // save and restore it around the call.
 bool free_keeps_errno();
 
-// The next allocator's malloc_trim, mallopt and mallinfo2 (glibc's, where the chain has them):
-// 0 / a zeroed struct when it has none.
+// glibc's malloc_trim, mallopt and mallinfo2 (where the chain has them: 0 / a zeroed struct when
+// not); with mimalloc behind, trim also collects mimalloc's free memory and mallinfo2 adds the
+// bytes mimalloc has committed.
 int trim(size_t pad);
 int mallopt(int param, int value);
 struct mallinfo2 mallinfo2();
 
-// The next allocator's malloc and free, when that is the fallback (nullptr with fallback:jemalloc).
+// What init chose: "glibc", "next" (another allocator in the chain), "mimalloc" or "jemalloc".
+const char* name();
+
+// The fallback's plain malloc and free (nullptr with fallback:jemalloc, which needs mallocx).
 void* (*next_malloc())(size_t);
 void (*next_free())(void*);
 

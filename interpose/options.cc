@@ -18,7 +18,7 @@ struct OptionInfo {
 #define MEMOPLAN_FIELD(f) offsetof(Options, f)
 const OptionInfo kOptionTable[] = {
     {"mode", Kind::kMode, MEMOPLAN_FIELD(mode), "off | auto | profile | replay"},
-    {"fallback", Kind::kFallback, MEMOPLAN_FIELD(fallback), "next | jemalloc"},
+    {"fallback", Kind::kFallback, MEMOPLAN_FIELD(fallback), "auto | next | mimalloc | jemalloc"},
     {"min_size", Kind::kSize, MEMOPLAN_FIELD(min_size), "plan only requests this large (bytes)"},
     {"passes", Kind::kCount, MEMOPLAN_FIELD(passes), "warm-up passes before profiling"},
     {"threads", Kind::kCount, MEMOPLAN_FIELD(threads), "threads that may get a slab"},
@@ -97,14 +97,17 @@ bool apply(const OptionInfo& info, const char* value, Options& out) {
       }
       return false;
     }
-    case Kind::kFallback:
-      if (!strcmp(value, "next"))
-        *reinterpret_cast<FallbackKind*>(field) = FallbackKind::kNext;
-      else if (!strcmp(value, "jemalloc"))
-        *reinterpret_cast<FallbackKind*>(field) = FallbackKind::kJemalloc;
-      else
-        return false;
-      return true;
+    case Kind::kFallback: {
+      constexpr FallbackKind kKinds[] = {FallbackKind::kAuto, FallbackKind::kNext,
+                                         FallbackKind::kMimalloc, FallbackKind::kJemalloc};
+      for (FallbackKind kind : kKinds) {
+        if (!strcmp(value, to_string(kind))) {
+          *reinterpret_cast<FallbackKind*>(field) = kind;
+          return true;
+        }
+      }
+      return false;
+    }
     case Kind::kSize:
     case Kind::kCount: {
       uint64_t v = 0;
@@ -198,14 +201,28 @@ const char* to_string(Mode mode) {
   return "?";
 }
 
+const char* to_string(FallbackKind kind) {
+  switch (kind) {
+    case FallbackKind::kAuto:
+      return "auto";
+    case FallbackKind::kNext:
+      return "next";
+    case FallbackKind::kJemalloc:
+      return "jemalloc";
+    case FallbackKind::kMimalloc:
+      return "mimalloc";
+  }
+  return "?";
+}
+
 size_t describe_options(const Options& o, char* buf, size_t size) {
   const int n = snprintf(
       buf, size,
       "mode:%s,fallback:%s,min_size:%llu,passes:%llu,threads:%llu,callsite_depth:%llu,"
       "slab_max:%llu,max_period:%llu,idle_release:%llu,detect:%s,stats_print:%s,verbose:%s",
-      to_string(o.mode), o.fallback == FallbackKind::kJemalloc ? "jemalloc" : "next",
-      static_cast<unsigned long long>(o.min_size), static_cast<unsigned long long>(o.passes),
-      static_cast<unsigned long long>(o.threads), static_cast<unsigned long long>(o.callsite_depth),
+      to_string(o.mode), to_string(o.fallback), static_cast<unsigned long long>(o.min_size),
+      static_cast<unsigned long long>(o.passes), static_cast<unsigned long long>(o.threads),
+      static_cast<unsigned long long>(o.callsite_depth),
       static_cast<unsigned long long>(o.slab_max), static_cast<unsigned long long>(o.max_period),
       static_cast<unsigned long long>(o.idle_release), o.detect ? "true" : "false",
       o.stats_print ? "true" : "false", o.verbose ? "true" : "false");

@@ -14,11 +14,14 @@ enum class Mode {
   kReplay,   // replay a pass recorded by mode:profile (and optionally planned offline)
 };
 inline constexpr size_t kPathCapacity = 512;
-enum class FallbackKind { kNext, kJemalloc };
+// Where the requests the shim does not plan go (fallback.h): kAuto is kNext when an allocator
+// other than glibc's is next in the chain (the user composed one), else mimalloc when
+// libmimalloc.so.2 loads, else glibc.
+enum class FallbackKind { kAuto, kNext, kJemalloc, kMimalloc };
 
 struct Options {
   Mode mode = Mode::kAuto;
-  FallbackKind fallback = FallbackKind::kNext;
+  FallbackKind fallback = FallbackKind::kAuto;
   uint64_t min_size = 4096;        // bytes; smaller requests stay with the fallback allocator
   uint64_t passes = 2;             // warm-up passes before the profiled one (explicit API)
   uint64_t threads = 64;           // threads that may get a slab
@@ -43,6 +46,7 @@ void parse_options(const char* conf, Options& out, void (*warn)(const char* mess
 size_t describe_options(const Options& options, char* buf, size_t size);
 
 const char* to_string(Mode mode);
+const char* to_string(FallbackKind kind);
 
 // mode:profile and mode:replay match allocations across processes, so their call-site keys must
 // not depend on where ASLR put the code.

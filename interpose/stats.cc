@@ -5,6 +5,7 @@
 #include <cstdarg>
 #include <cstdio>
 
+#include "fallback.h"
 #include "state.h"
 
 namespace memoplan::shim {
@@ -53,14 +54,14 @@ void print_stats(int fd) {
   char text[4096];
   int n = 0;
   append(text, sizeof text, n,
-         "memoplan: options %s\n"
+         "memoplan: options %s (fallback in use: %s)\n"
          "memoplan: passes %llu, plans %llu, plan failures %llu, redetections %llu, profiled "
          "allocations %llu (%llu too large to tag, %llu over the tag budget)\n"
          "memoplan: planned hits %llu, steady-state hits %llu, steady-state fallbacks %llu\n"
          "memoplan: fallbacks",
-         options, ull{c.passes}, ull{c.plans}, ull{c.plan_failures}, ull{c.redetections},
-         ull{c.profiled}, ull{c.untracked_large}, ull{c.untracked_budget}, ull{c.planned_hits},
-         ull{c.steady_hits}, ull{c.steady_fallbacks});
+         options, fallback::name(), ull{c.passes}, ull{c.plans}, ull{c.plan_failures},
+         ull{c.redetections}, ull{c.profiled}, ull{c.untracked_large}, ull{c.untracked_budget},
+         ull{c.planned_hits}, ull{c.steady_hits}, ull{c.steady_fallbacks});
   for (int r = 0; r < static_cast<int>(FallbackReason::kCount); ++r) {
     append(text, sizeof text, n, " %s %llu", to_string(static_cast<FallbackReason>(r)),
            ull{c.fallbacks[r]});

@@ -43,7 +43,7 @@ void expect_defaults(const Options& o) {
 TEST(Options, DefaultsAreDocumentedValues) {
   const Options o;
   EXPECT_EQ(o.mode, Mode::kAuto);
-  EXPECT_EQ(o.fallback, FallbackKind::kNext);
+  EXPECT_EQ(o.fallback, FallbackKind::kAuto);
   EXPECT_EQ(o.min_size, 4096u);
   EXPECT_EQ(o.passes, 2u);
   EXPECT_EQ(o.threads, 64u);
@@ -212,7 +212,7 @@ TEST(Options, DescribeListsEveryValue) {
   const size_t n = describe_options(o, text, sizeof text);
   EXPECT_EQ(n, std::string(text).size());
   EXPECT_STREQ(text,
-               "mode:off,fallback:next,min_size:65536,passes:3,threads:8,callsite_depth:4,"
+               "mode:off,fallback:auto,min_size:65536,passes:3,threads:8,callsite_depth:4,"
                "slab_max:1073741824,max_period:65536,idle_release:10000,detect:false,"
                "stats_print:false,verbose:false");
   // A description parses back to the same options.
@@ -220,6 +220,8 @@ TEST(Options, DescribeListsEveryValue) {
   EXPECT_TRUE(warnings().empty());
   EXPECT_EQ(again.min_size, o.min_size);
   EXPECT_EQ(parse("idle_release:250").idle_release, 250u);
+  EXPECT_EQ(parse("fallback:mimalloc").fallback, FallbackKind::kMimalloc);
+  EXPECT_EQ(parse("fallback:next").fallback, FallbackKind::kNext);
   EXPECT_EQ(parse("idle_release:0").idle_release, 0u);
   EXPECT_EQ(again.passes, o.passes);
   EXPECT_EQ(again.detect, o.detect);
