@@ -48,8 +48,10 @@ CONFIGS=(
   "tcmalloc|$TCMALLOC|"
   "mimalloc|$MIMALLOC|"
   "shim-off|$SHIM|MEMOPLAN_CONF=mode:off"
+  "shim-off-glibc|$SHIM|MEMOPLAN_CONF=mode:off,fallback:next"
   "shim-auto|$SHIM|MEMOPLAN_CONF=mode:auto,callsite_depth:4,stats_print:true"
   "shim-auto-depth0|$SHIM|MEMOPLAN_CONF=mode:auto,callsite_depth:0,stats_print:true"
+  "shim-auto-glibc|$SHIM|MEMOPLAN_CONF=mode:auto,callsite_depth:4,fallback:next,stats_print:true"
   "shim-auto+jemalloc|$SHIM $JEMALLOC|MEMOPLAN_CONF=mode:auto,callsite_depth:4,stats_print:true"
 )
 

@@ -208,18 +208,55 @@ def share(result):
     return 100.0 * result.get("steady_hits", 0) / max(1, result.get("steady", 0))
 
 
-def report(run_dir, doc=None, shim_config="shim"):
-    rows = [json.load(open(os.path.join(run_dir, "raw", f)))
-            for f in sorted(os.listdir(os.path.join(run_dir, "raw"))) if f.endswith(".json")]
-    settings = json.load(open(os.path.join(run_dir, "settings.json")))
-    machine = json.load(open(os.path.join(run_dir, "machine.json")))
+def calibration(by_cell, shim_config):
+    """What "level with the best" can mean in this run: every configuration (the four allocators
+    and the shim) against the best of the other four in the same cells, so that each faces the
+    same selection (the per-cell minimum of four noisy medians favours the field over any one),
+    and the shim against each allocator alone."""
+    def cell_median(rs):
+        return statistics.median(latency(r)[0] for r in rs)
+    field = list(ALLOCATORS) + [shim_config]
+    control, head_to_head = [], []
+    for name in field:
+        ratios = []
+        for configs in by_cell.values():
+            others = [c for c in field if c != name and c in configs]
+            if name in configs and len(others) == len(field) - 1:
+                ratios.append(cell_median(configs[name]) /
+                              min(cell_median(configs[c]) for c in others))
+        if ratios:
+            control.append(f"{name} {statistics.geometric_mean(ratios):.3f} "
+                           f"({sum(r > 1.10 for r in ratios)} cells above 1.10)")
+        pairs = [cell_median(configs[shim_config]) / cell_median(configs[name])
+                 for configs in by_cell.values() if shim_config in configs and name in configs]
+        if pairs and name != shim_config:
+            head_to_head.append(f"{name} {statistics.geometric_mean(pairs):.3f}")
+    return [f"Control: each configuration against the best of the other four in the same cells "
+            f"(geomean): {'; '.join(control)}. The shim against each allocator alone (geomean of "
+            f"the cell medians' ratios): {'; '.join(head_to_head)}."]
+
+
+def report(run_dirs, doc=None, shim_config="shim"):
+    """The table of one run, or of several (comma-separated: e.g. the CNN and the transformer
+    cells run apart); written to the first run's directory."""
+    run_dirs = run_dirs.split(",")
+    rows, runs = [], []
+    for run_dir in run_dirs:
+        raw = os.path.join(run_dir, "raw")
+        rows += [json.load(open(os.path.join(raw, f)))
+                 for f in sorted(os.listdir(raw)) if f.endswith(".json")]
+        settings = json.load(open(os.path.join(run_dir, "settings.json")))
+        machine = json.load(open(os.path.join(run_dir, "machine.json")))
+        rounds = len({f.split("_", 1)[0] for f in os.listdir(raw) if f.endswith(".json")})
+        runs.append(f"`{os.path.relpath(run_dir, ROOT)}` at commit {machine['commit']} "
+                    f"({machine['cpu']}, {machine['cores']} cores; {settings['models']}: "
+                    f"{rounds} round{'s' if rounds > 1 else ''})")
     by_cell = {}
     for row in rows:
         cell = (row["model"], row["mode"], row["intra"], row["infer"], row.get("work", False))
         by_cell.setdefault(cell, {}).setdefault(row["config"], []).append(row)
     lines = [
-        f"Run `{os.path.relpath(run_dir, ROOT)}` at commit {machine['commit']} ({machine['cpu']}, "
-        f"{machine['cores']} cores): {settings['rounds']} rounds, {settings['passes']} passes per "
+        f"Run{'s' if len(runs) > 1 else ''} {'; '.join(runs)}: {settings['passes']} passes per "
         f"inference thread, one process per configuration and round. Latency: median over rounds "
         f"of each process's median of its last half of passes (min..max over rounds); best: the "
         f"fastest of glibc, jemalloc, tcmalloc and mimalloc in that cell by that median. Warm-up: "
@@ -273,13 +310,15 @@ def report(run_dir, doc=None, shim_config="shim"):
     if ratios:
         geo = statistics.geometric_mean(ratios)
         lines += ["", f"Geomean shim/best over {len(ratios)} cells: {geo:.3f} (below 1: the shim "
-                      f"is faster); cells above 1.10: {sum(r > 1.10 for r in ratios)}."]
+                      f"is faster); cells above 1.10: {sum(r > 1.10 for r in ratios)}.", ""]
+        lines += calibration(by_cell, shim_config)
     if shim_config != "shim":
-        lines.insert(0, f"Shim configuration compared: `{shim_config}` (the shim with that allocator "
-                        f"behind it: LD_PRELOAD=\"libmemoplan_preload.so lib....so\").\n")
+        behind = ("glibc (fallback:next)" if shim_config == "shim+glibc" else
+                  "that allocator preloaded after it")
+        lines.insert(0, f"Shim configuration compared: `{shim_config}` (the shim with {behind}).\n")
     text = "\n".join(lines) + "\n"
     name = "report.md" if shim_config == "shim" else f"report_{shim_config.replace('+', '_')}.md"
-    with open(os.path.join(run_dir, name), "w") as f:
+    with open(os.path.join(run_dirs[0], name), "w") as f:
         f.write(text)
     if doc:
         content = open(doc).read()

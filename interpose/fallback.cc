@@ -53,6 +53,12 @@ struct Functions {
 
 Functions fn;
 bool glibc_free_keeps_errno = false;
+
+template <typename F>
+bool resolve(void* handle, const char* name, F& out) {
+  out = reinterpret_cast<F>(dlsym(handle, name));
+  return out != nullptr;
+}
 const char* chosen = "next";
 
 bool in_libc(void* function) {
@@ -93,16 +99,12 @@ void* mi_realloc_enomem(void* p, size_t size) {
 bool load_mimalloc() {
   void* handle = dlopen("libmimalloc.so.2", RTLD_NOW | RTLD_LOCAL);
   if (!handle) return false;
-  mi.malloc = reinterpret_cast<MallocFn>(dlsym(handle, "mi_malloc"));
-  mi.calloc = reinterpret_cast<CallocFn>(dlsym(handle, "mi_calloc"));
-  mi.realloc = reinterpret_cast<ReallocFn>(dlsym(handle, "mi_realloc"));
-  mi.free = reinterpret_cast<FreeFn>(dlsym(handle, "mi_free"));
-  mi.usable = reinterpret_cast<UsableFn>(dlsym(handle, "mi_usable_size"));
-  mi.mi_malloc_aligned = reinterpret_cast<AlignedFn>(dlsym(handle, "mi_malloc_aligned"));
-  mi.mi_collect = reinterpret_cast<CollectFn>(dlsym(handle, "mi_collect"));
-  mi.mi_process_info = reinterpret_cast<ProcessInfoFn>(dlsym(handle, "mi_process_info"));
-  if (!mi.malloc || !mi.calloc || !mi.realloc || !mi.free || !mi.usable || !mi.mi_malloc_aligned ||
-      !mi.mi_collect || !mi.mi_process_info) {
+  if (!resolve(handle, "mi_malloc", mi.malloc) || !resolve(handle, "mi_calloc", mi.calloc) ||
+      !resolve(handle, "mi_realloc", mi.realloc) || !resolve(handle, "mi_free", mi.free) ||
+      !resolve(handle, "mi_usable_size", mi.usable) ||
+      !resolve(handle, "mi_malloc_aligned", mi.mi_malloc_aligned) ||
+      !resolve(handle, "mi_collect", mi.mi_collect) ||
+      !resolve(handle, "mi_process_info", mi.mi_process_info)) {
     return false;  // the handle stays: closing a library that may have started threads is unsafe
   }
   fn.malloc = &mi_malloc_enomem;
@@ -143,9 +145,9 @@ inline int jemalloc_align_flag(size_t alignment) { return __builtin_ctzll(alignm
 }  // namespace
 
 bool init(FallbackKind kind, const char** error) {
-  fn.trim = reinterpret_cast<TrimFn>(dlsym(RTLD_NEXT, "malloc_trim"));
-  fn.mallopt = reinterpret_cast<MalloptFn>(dlsym(RTLD_NEXT, "mallopt"));
-  fn.mallinfo2 = reinterpret_cast<Mallinfo2Fn>(dlsym(RTLD_NEXT, "mallinfo2"));
+  resolve(RTLD_NEXT, "malloc_trim", fn.trim);  // these three are optional
+  resolve(RTLD_NEXT, "mallopt", fn.mallopt);
+  resolve(RTLD_NEXT, "mallinfo2", fn.mallinfo2);
   if (kind == FallbackKind::kAuto) {
     // A malloc other than glibc's next in the chain: the user composed it, it stays.
     void* next = dlsym(RTLD_NEXT, "malloc");
@@ -165,13 +167,9 @@ bool init(FallbackKind kind, const char** error) {
   }
   if (kind == FallbackKind::kJemalloc) {
     void* handle = dlopen("libjemalloc.so.2", RTLD_NOW | RTLD_LOCAL);
-    if (handle) {
-      fn.mallocx = reinterpret_cast<MallocxFn>(dlsym(handle, "mallocx"));
-      fn.rallocx = reinterpret_cast<RallocxFn>(dlsym(handle, "rallocx"));
-      fn.dallocx = reinterpret_cast<DallocxFn>(dlsym(handle, "dallocx"));
-      fn.sallocx = reinterpret_cast<SallocxFn>(dlsym(handle, "sallocx"));
-    }
-    if (fn.mallocx && fn.rallocx && fn.dallocx && fn.sallocx) {
+    if (handle && resolve(handle, "mallocx", fn.mallocx) &&
+        resolve(handle, "rallocx", fn.rallocx) && resolve(handle, "dallocx", fn.dallocx) &&
+        resolve(handle, "sallocx", fn.sallocx)) {
       chosen = "jemalloc";
       return true;
     }
@@ -180,13 +178,11 @@ bool init(FallbackKind kind, const char** error) {
         "memoplan: fallback:jemalloc but libjemalloc.so.2 (mallocx) could not be loaded; "
         "using the next malloc in the chain";
   }
-  fn.malloc = reinterpret_cast<MallocFn>(dlsym(RTLD_NEXT, "malloc"));
-  fn.calloc = reinterpret_cast<CallocFn>(dlsym(RTLD_NEXT, "calloc"));
-  fn.realloc = reinterpret_cast<ReallocFn>(dlsym(RTLD_NEXT, "realloc"));
-  fn.posix_memalign = reinterpret_cast<MemalignFn>(dlsym(RTLD_NEXT, "posix_memalign"));
-  fn.free = reinterpret_cast<FreeFn>(dlsym(RTLD_NEXT, "free"));
-  fn.usable = reinterpret_cast<UsableFn>(dlsym(RTLD_NEXT, "malloc_usable_size"));
-  if (!fn.malloc || !fn.calloc || !fn.realloc || !fn.posix_memalign || !fn.free) {
+  resolve(RTLD_NEXT, "malloc_usable_size", fn.usable);  // optional
+  if (!resolve(RTLD_NEXT, "malloc", fn.malloc) || !resolve(RTLD_NEXT, "calloc", fn.calloc) ||
+      !resolve(RTLD_NEXT, "realloc", fn.realloc) ||
+      !resolve(RTLD_NEXT, "posix_memalign", fn.posix_memalign) ||
+      !resolve(RTLD_NEXT, "free", fn.free)) {
     *error = "memoplan: no next malloc in the symbol chain";
     return false;
   }
