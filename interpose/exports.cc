@@ -52,6 +52,13 @@ inline size_t page_size() {
   return page;
 }
 
+// The fallback's plain malloc (glibc's or mimalloc's, called directly): mimalloc 2.0 may fail
+// without setting errno.
+inline void* enomem_if_null(void* p) {
+  if (__builtin_expect(p == nullptr, 0)) errno = ENOMEM;
+  return p;
+}
+
 }  // namespace
 
 // mode:replay reads its files before main: the C++ runtime the trace reader needs is up (this
@@ -62,24 +69,23 @@ __attribute__((constructor)) static void load_files_at_start() { engine_load_fil
 extern "C" {
 
 __attribute__((visibility("default"))) void* malloc(size_t size) {
-  if (auto next = passthrough_malloc.load(std::memory_order_relaxed)) return next(size);
+  if (auto next = passthrough_malloc.load(std::memory_order_relaxed)) {
+    return enomem_if_null(next(size));
+  }
   if (size < small_malloc_limit.load(std::memory_order_acquire)) {
-    return small_malloc.load(std::memory_order_relaxed)(size);
+    return enomem_if_null(small_malloc.load(std::memory_order_relaxed)(size));
   }
   return engine_alloc(size, kMinAlign, false);
 }
 
-// free preserves errno (POSIX 2024). The engine's own paths keep it themselves, so only a
-// fallback free that may change it needs the save; that rare path is out of line, which keeps
-// the common one a tail call.
+// free preserves errno (POSIX 2024). The engine keeps it on every path (fallback::free saves it
+// around an allocator that may change it), so a slab block's free pays nothing for it; only
+// mode:off's direct call to such an allocator needs the save, out of line.
 __attribute__((visibility("default"))) void free(void* p) {
   void (*release)(void*) = passthrough_free.load(std::memory_order_relaxed);
-  if (release) {
-    // Blocks from before initialization (the bootstrap pool) were never the next allocator's.
-    if (__builtin_expect(bootstrap::owns(p), 0)) return;
-  } else {
-    release = engine_free;
-  }
+  if (!release) return engine_free(p);
+  // Blocks from before initialization (the bootstrap pool) were never the next allocator's.
+  if (__builtin_expect(bootstrap::owns(p), 0)) return;
   if (__builtin_expect(passthrough_free_keeps_errno.load(std::memory_order_relaxed), 1)) {
     return release(p);
   }

@@ -254,11 +254,14 @@ void* aligned(size_t alignment, size_t size) {
 
 void free(void* p) {
   if (!p) return;
+  if (glibc_free_keeps_errno) return fn.free(p);
+  const int saved = errno;  // POSIX 2024: free keeps errno; mimalloc and jemalloc promise nothing
   if (fn.mallocx) {
     fn.dallocx(p, 0);
-    return;
+  } else {
+    fn.free(p);
   }
-  fn.free(p);
+  errno = saved;
 }
 
 int trim(size_t pad) {
@@ -285,7 +288,7 @@ struct mallinfo2 mallinfo2() {
   return none;
 }
 
-void* (*next_malloc())(size_t) { return fn.mallocx ? nullptr : fn.malloc; }
+void* (*next_malloc())(size_t) { return fn.mallocx ? nullptr : mi.malloc ? mi.malloc : fn.malloc; }
 void (*next_free())(void*) { return fn.mallocx ? nullptr : fn.free; }
 
 size_t usable_size(void* p) {

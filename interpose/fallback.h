@@ -21,7 +21,7 @@ void* malloc(size_t size);
 void* calloc(size_t count, size_t size);
 void* realloc(void* p, size_t size);
 void* aligned(size_t alignment, size_t size);  // alignment: power of two >= sizeof(void*)
-void free(void* p);
+void free(void* p);                            // keeps errno
 size_t usable_size(void* p);
 
 // True when the fallback's free is known to keep errno (glibc's since 2.33), so ours need not
@@ -39,6 +39,8 @@ struct mallinfo2 mallinfo2();
 const char* name();
 
 // The fallback's plain malloc and free (nullptr with fallback:jemalloc, which needs mallocx).
+// Unlike fallback::malloc and fallback::free, they may leave errno unset when they fail (the
+// caller sets ENOMEM) and may change it when they free (the caller keeps it, free_keeps_errno).
 void* (*next_malloc())(size_t);
 void (*next_free())(void*);
 
