@@ -71,50 +71,33 @@ bool in_libc(void* function) {
 // mimalloc through its own API (mi_*), loaded privately: its exported malloc interposes nothing.
 // Its free takes only its own blocks: every block the program frees came through this shim
 // (glibc routes its internal allocations through the interposed malloc), so none is foreign.
-// mimalloc 2.0 leaves errno alone when it fails (or sets EOVERFLOW): the wrappers say ENOMEM, as
-// malloc must (tests/interpose/programs/exports.c holds every fallback to glibc's contract).
-Functions mi;
-void* mi_malloc_enomem(size_t size) {
-  void* p = mi.malloc(size);
-  if (__builtin_expect(!p, 0)) errno = ENOMEM;
-  return p;
-}
-void* mi_calloc_enomem(size_t count, size_t size) {
-  void* p = mi.calloc(count, size);
-  if (__builtin_expect(!p, 0)) errno = ENOMEM;
-  return p;
-}
+// mimalloc 2.0 may fail without setting errno: the shim's callers set ENOMEM on every NULL
+// (exports.cc, engine.cc's out_of_memory), as for any fallback.
+ReallocFn mi_realloc = nullptr;
 // realloc(p, 0) frees p and returns NULL, as glibc's does (mimalloc's would return a new block,
 // which a program written for glibc leaks).
-void* mi_realloc_enomem(void* p, size_t size) {
+void* mi_realloc_glibc(void* p, size_t size) {
   if (size == 0 && p) {
-    mi.free(p);
+    fn.free(p);
     return nullptr;
   }
-  void* q = mi.realloc(p, size);
-  if (__builtin_expect(!q, 0)) errno = ENOMEM;
-  return q;
+  return mi_realloc(p, size);
 }
 
 bool load_mimalloc() {
   void* handle = dlopen("libmimalloc.so.2", RTLD_NOW | RTLD_LOCAL);
   if (!handle) return false;
+  Functions mi = fn;  // fn changes only when every symbol is found
   if (!resolve(handle, "mi_malloc", mi.malloc) || !resolve(handle, "mi_calloc", mi.calloc) ||
-      !resolve(handle, "mi_realloc", mi.realloc) || !resolve(handle, "mi_free", mi.free) ||
+      !resolve(handle, "mi_realloc", mi_realloc) || !resolve(handle, "mi_free", mi.free) ||
       !resolve(handle, "mi_usable_size", mi.usable) ||
       !resolve(handle, "mi_malloc_aligned", mi.mi_malloc_aligned) ||
       !resolve(handle, "mi_collect", mi.mi_collect) ||
       !resolve(handle, "mi_process_info", mi.mi_process_info)) {
     return false;  // the handle stays: closing a library that may have started threads is unsafe
   }
-  fn.malloc = &mi_malloc_enomem;
-  fn.calloc = &mi_calloc_enomem;
-  fn.realloc = &mi_realloc_enomem;
-  fn.free = mi.free;
-  fn.usable = mi.usable;
-  fn.mi_malloc_aligned = mi.mi_malloc_aligned;
-  fn.mi_collect = mi.mi_collect;
-  fn.mi_process_info = mi.mi_process_info;
+  mi.realloc = &mi_realloc_glibc;
+  fn = mi;
   return true;
 }
 
@@ -288,7 +271,7 @@ struct mallinfo2 mallinfo2() {
   return none;
 }
 
-void* (*next_malloc())(size_t) { return fn.mallocx ? nullptr : mi.malloc ? mi.malloc : fn.malloc; }
+void* (*next_malloc())(size_t) { return fn.mallocx ? nullptr : fn.malloc; }
 void (*next_free())(void*) { return fn.mallocx ? nullptr : fn.free; }
 
 size_t usable_size(void* p) {

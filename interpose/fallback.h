@@ -17,6 +17,8 @@ namespace memoplan::shim::fallback {
 // Returns false (and says why through `error`) when nothing usable was found.
 bool init(FallbackKind kind, const char** error);
 
+// A failing allocation may leave errno unset (mimalloc 2.0): callers that answer the program set
+// ENOMEM on NULL (engine.cc's out_of_memory, exports.cc).
 void* malloc(size_t size);
 void* calloc(size_t count, size_t size);
 void* realloc(void* p, size_t size);
@@ -39,8 +41,7 @@ struct mallinfo2 mallinfo2();
 const char* name();
 
 // The fallback's plain malloc and free (nullptr with fallback:jemalloc, which needs mallocx).
-// Unlike fallback::malloc and fallback::free, they may leave errno unset when they fail (the
-// caller sets ENOMEM) and may change it when they free (the caller keeps it, free_keeps_errno).
+// Unlike fallback::free, the plain free may change errno (the caller keeps it, free_keeps_errno).
 void* (*next_malloc())(size_t);
 void (*next_free())(void*);
 
