@@ -178,9 +178,11 @@ def shim_stats(text):
         m = re.search(key + r" (\d+)", text)
         if m:
             stats[key.replace(" ", "_")] = int(m.group(1))
-    m = re.search(r"slab bytes (\d+), lower bound (\d+)", text)
+    m = re.search(r"slab bytes (\d+)(?: \((\d+) of them for escaping blocks\))?, lower bound (\d+)",
+                  text)
     if m:
-        stats["slab_bytes"], stats["lower_bound_bytes"] = map(int, m.groups())
+        stats["slab_bytes"], stats["lower_bound_bytes"] = int(m.group(1)), int(m.group(3))
+        stats["escaping_bytes"] = int(m.group(2) or 0)
     return stats
 
 

@@ -27,40 +27,27 @@ PeriodResult find_period(const uint64_t* keys, const uint64_t* begins, const uin
     if (newest == n) return result;
     if (n - newest > shortest_allowed) shortest_allowed = n - newest;
   }
-  auto window_start = [&](uint64_t a) { return a > max_period ? a - max_period : 0; };
-  // Anchor on the rarest of the 32 newest distinct keys that recurs within max_period: a key
-  // repeated many times in a row (a run of equal layers) offers only short distances, and the pass
-  // period would never be among its candidates.
-  uint64_t anchor = last, anchor_count = ~uint64_t{0};
-  uint64_t tried[32];
-  int distinct = 0;
-  for (uint64_t a = last; distinct < 32 && a > 0 && a + max_period > last; --a) {
-    bool seen = false;
-    for (int k = 0; k < distinct && !seen; ++k) seen = tried[k] == keys[a];
-    if (seen) continue;
-    tried[distinct++] = keys[a];
-    uint64_t count = 0;
-    for (uint64_t j = window_start(a); j <= a && count < anchor_count; ++j) {
-      count += keys[j] == keys[a];
-    }
-    if (count >= 2 && count < anchor_count) {
-      anchor_count = count;
-      anchor = a;
-    }
-  }
-  // Candidates: distances back to earlier occurrences of the newest key and of the anchor.
-  uint64_t best_period = 0, best_run = 0;
-  for (uint64_t from : {last, anchor}) {
-    int candidates = 0;
-    for (uint64_t j = from; j-- > window_start(from) && candidates < 64;) {
-      if (keys[j] != keys[from] || from - j < shortest_allowed) continue;
-      ++candidates;
-      const uint64_t period = from - j;
-      const uint64_t run = periodic_suffix(keys, n, period);
-      if (run > best_run || (run == best_run && period < best_period)) {
-        best_run = run;
-        best_period = period;
-      }
+  // Candidates: every distance back to an earlier occurrence of the newest key within max_period,
+  // shortest first. The pass period is always among them (the newest request recurs one pass
+  // back), however often its key recurs inside the pass; a capped list of the nearest ones missed
+  // it whenever the newest request was a key repeated in every layer. A wrong candidate's
+  // periodic suffix ends within a few records; the scan stops once no longer candidate can win
+  // (a run of two periods needs three passes of records, and a candidate's run is at most n
+  // minus its period).
+  // A history built to defeat this (one key nearly everywhere, broken far apart) would make every
+  // distance a candidate with a long run: the records compared are capped at 32 per record.
+  const uint64_t floor = last > max_period ? last - max_period : 0;
+  const uint64_t budget = 32 * n + (uint64_t{1} << 20);
+  uint64_t best_period = 0, best_run = 0, compared = 0;
+  for (uint64_t j = last; j-- > floor;) {
+    const uint64_t period = last - j;
+    if (3 * period > n || n - period <= best_run) break;
+    if (keys[j] != keys[last] || period < shortest_allowed) continue;
+    const uint64_t run = periodic_suffix(keys, n, period);
+    if ((compared += run + 1) > budget) break;
+    if (run > best_run) {  // ties go to the shorter: found first
+      best_run = run;
+      best_period = period;
     }
   }
   if (best_period == 0 || best_run < 2 * best_period || best_run < query.min_run) return result;

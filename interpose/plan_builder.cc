@@ -9,6 +9,7 @@
 #include "fault_injection.h"
 #include "memoplan/planner/planner.h"
 #include "memoplan/record/trace_of.h"
+#include "memoplan/replay/escaping.h"
 #include "stats.h"
 
 namespace memoplan::shim {
@@ -34,6 +35,9 @@ bool install_replay(ThreadState& t, const replay::Slot* planned, uint32_t count,
     log_line("memoplan: thread %u runs unplanned: out of memory for its replay table", t.index);
     return false;
   }
+  memcpy(slots, planned, count * sizeof(replay::Slot));
+  const uint64_t planned_bytes = slab_bytes;
+  slab_bytes = replay::place_escaping(slots, count, slab_bytes, g.slabs.arena_bytes());
   // An arena that cannot be mapped (the map count limit, overcommit refused) leaves this thread
   // unplanned: every request of it goes to the fallback, as without memoplan.
   replay::ArenaRegion::Failure failure;
@@ -48,7 +52,6 @@ bool install_replay(ThreadState& t, const replay::Slot* planned, uint32_t count,
     }
     return false;
   }
-  memcpy(slots, planned, count * sizeof(replay::Slot));
   t.slots = slots;
   t.slot_count = count;
   t.arena = arena;
@@ -61,12 +64,14 @@ bool install_replay(ThreadState& t, const replay::Slot* planned, uint32_t count,
   if (g.options.verbose) {
     log_line(
         "memoplan: thread %u: replays a plan of %u allocations, slab %llu bytes (lower bound "
-        "%llu)",
+        "%llu; %llu for the escaping blocks' two places)",
         t.index, count, static_cast<unsigned long long>(slab_bytes),
-        static_cast<unsigned long long>(lower_bound_bytes));
+        static_cast<unsigned long long>(lower_bound_bytes),
+        static_cast<unsigned long long>(slab_bytes - planned_bytes));
   }
   stats().plans.fetch_add(1, std::memory_order_relaxed);
   stats().slab_bytes.fetch_add(slab_bytes, std::memory_order_relaxed);
+  stats().escaping_bytes.fetch_add(slab_bytes - planned_bytes, std::memory_order_relaxed);
   stats().lower_bound_bytes.fetch_add(lower_bound_bytes, std::memory_order_relaxed);
   start_reaper();
   // The pages profiling kept for reuse (engine.cc) are of no use to this thread any more; another

@@ -123,8 +123,11 @@ void profile_maybe_detect(ThreadState& t) {
   Global& g = global();
   if (t.explicit_passes || !g.options.detect || t.profile->log.count() < t.next_detection) return;
   const uint64_t span = 3 * g.options.max_period;
-  // Search often while the history is short, at most every 2,048 allocations once it is long.
-  uint64_t interval = t.profile->log.count() / 4;
+  // Search often while the history is short, at most every 2,048 allocations once it is long. A
+  // search costs a few operations per record searched; every sixteenth of the history keeps that
+  // near ten per allocation, and a program that made thousands of requests at start-up (a model's
+  // weights) still has its pass searched for within a pass or two of the third.
+  uint64_t interval = t.profile->log.count() / 16;
   interval = interval < 64 ? 64 : interval > 2048 ? 2048 : interval;
   t.next_detection = t.profile->log.count() + interval;
   const uint64_t records = t.profile->log.count();

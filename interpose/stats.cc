@@ -67,10 +67,11 @@ void print_stats(int fd) {
            ull{c.fallbacks[r]});
   }
   append(text, sizeof text, n,
-         "\nmemoplan: slab bytes %llu, lower bound %llu, peak live slab bytes %llu, "
-         "remote frees %llu, moved by realloc %llu, outside marked passes %llu\n",
-         ull{c.slab_bytes}, ull{c.lower_bound_bytes}, peak, ull{c.remote_frees},
-         ull{c.moved_by_realloc}, ull{c.outside_passes});
+         "\nmemoplan: slab bytes %llu (%llu of them for escaping blocks), lower bound %llu, "
+         "peak live slab bytes %llu, remote frees %llu, moved by realloc %llu, outside marked "
+         "passes %llu\n",
+         ull{c.slab_bytes}, ull{c.escaping_bytes}, ull{c.lower_bound_bytes}, peak,
+         ull{c.remote_frees}, ull{c.moved_by_realloc}, ull{c.outside_passes});
   append(text, sizeof text, n,
          "memoplan: out of memory %llu, bookkeeping failures %llu, address space failures %llu, "
          "tag commit failures %llu, slab map failures %llu, late slab releases %llu, forks %llu, "

@@ -217,10 +217,8 @@ TEST(FindPeriod, BoundaryFollowsTheLiveCountNotTheFirstKeySeen) {
   EXPECT_EQ(h.keys[r.start], 1u);
 }
 
-// A layer made of one key repeated more often than the search's candidate budget (64 earlier
-// occurrences of the newest key): the pass period is never among the candidates when the newest
-// allocation is inside that run, and the one-key sub-period wins although five passes are seen.
-// BUG: period.cc stops collecting candidates after 64 occurrences of the newest key.
+// A layer made of one key repeated 70 times: with the newest allocation inside that run, the pass
+// period is its 70th earlier occurrence (a search that took the 64 nearest missed it).
 TEST(FindPeriod, LongRunOfOneKeyDoesNotHideThePassPeriod) {
   std::vector<BlockShape> shape = {{1, 1}};
   for (int i = 0; i < 70; ++i) shape.push_back({10, 1});
@@ -229,6 +227,46 @@ TEST(FindPeriod, LongRunOfOneKeyDoesNotHideThePassPeriod) {
   const PeriodResult r = search(repeat(shape, 5, 4 * pass + 50));  // newest: the 49th key 10
   ASSERT_TRUE(r.found);
   EXPECT_EQ(r.period, pass);
+}
+
+// The zoo's GPT decoder under the shim: start-up requests (some made twice, the rest once), then
+// passes of a few head keys and 12 identical layers of 22 requests, one key 10 times in each;
+// the newest request is anywhere in the pass. With the 64 nearest occurrences of the newest key
+// as candidates (half a pass of them here) and a rare start-up key as the second anchor, the pass
+// was found about 20 passes late; every search from three passes on must find it now.
+TEST(FindPeriod, PassOfManyLayersIsFoundWhereverTheSearchLands) {
+  std::vector<BlockShape> shape = {{1, 2}, {2, 1}, {3, 200}};
+  for (int layer = 0; layer < 12; ++layer) {
+    for (uint64_t k = 0; k < 12; ++k) shape.push_back({20 + k, 2});
+    for (int repeat_key = 0; repeat_key < 10; ++repeat_key) shape.push_back({40, 1});
+  }
+  shape.push_back({4, 1});
+  shape.push_back({5, 0});
+  const uint64_t pass = shape.size();  // 269
+  std::vector<BlockShape> start;
+  for (uint64_t i = 0; i < 400; ++i) start.push_back({1000 + i % 300, 0});  // 100 made twice
+  for (uint64_t i = 0; i < 300; ++i) start.push_back({40, 0});  // the layer key, in start-up too
+  History h = repeat(start, 1);
+  const History passes = repeat(shape, 6);
+  const uint64_t tick0 = h.begins.size() * 2;
+  for (size_t i = 0; i < passes.keys.size(); ++i) {
+    h.keys.push_back(passes.keys[i]);
+    h.begins.push_back(tick0 + passes.begins[i]);
+    h.ends.push_back(passes.ends[i] == record::kLive ? record::kLive : tick0 + passes.ends[i]);
+  }
+  const uint64_t head = start.size();
+  for (uint64_t n = head + 3 * pass + 1; n <= head + 6 * pass; n += 7) {
+    History cut = h;
+    cut.keys.resize(n);
+    cut.begins.resize(n);
+    cut.ends.resize(n);
+    for (uint64_t& end : cut.ends) {
+      if (end != record::kLive && end > cut.begins[n - 1]) end = record::kLive;
+    }
+    const PeriodResult r = search(cut, kMaxPeriod, 0, /*min_run=*/256);
+    ASSERT_TRUE(r.found) << "n=" << n;
+    EXPECT_EQ(r.period, pass) << "n=" << n;
+  }
 }
 
 // The minimum run: a pass of six identical layers (20 allocations) is periodic with the layer for

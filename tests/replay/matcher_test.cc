@@ -7,6 +7,7 @@
 
 #include <vector>
 
+#include "memoplan/replay/escaping.h"
 #include "memoplan/replay/serve.h"
 
 namespace memoplan::replay {
@@ -105,6 +106,88 @@ TEST(Serve, GivesEachReason) {
   m.set_cursor(0);
   EXPECT_EQ(serve(m, slots.data(), *arena, 1, 256, 16, &why), nullptr) << "larger than its slot";
   EXPECT_EQ(why, Fallback::kNotPlanned);
+  region.release_all();
+}
+
+// place_escaping: every unplanned slot gets two places after the planned slab, one copy of the
+// escaping blocks each, aligned (64 bytes; pages for a block of a page or more), apart from each
+// other and from the planned blocks; nothing changes when the region would not fit the limit.
+TEST(PlaceEscaping, GivesEachEscapingBlockTwoPlacesAfterTheSlab) {
+  std::vector<Slot> slots = {{1, 100, 0, true},
+                             {2, 10000, 0, false},
+                             {3, 100, 128, true},
+                             {4, 70, 0, false},
+                             {5, 0, 0, false}};
+  const uint64_t slab = place_escaping(slots.data(), 5, 1000, 1 << 20);
+  EXPECT_EQ(slots[0].offset, 0u);
+  EXPECT_EQ(slots[0].alternate, Slot::kNoAlternate);
+  EXPECT_EQ(slots[2].alternate, Slot::kNoAlternate);
+  std::vector<std::pair<uint64_t, uint64_t>> blocks;  // [begin, end) of every place
+  for (const Slot& s : slots) {
+    if (s.alternate == Slot::kNoAlternate) continue;
+    EXPECT_TRUE(s.planned);
+    for (uint64_t at : {s.offset, s.alternate}) {
+      EXPECT_GE(at, 4096u) << "after the planned slab, page-aligned";
+      EXPECT_EQ(at % (s.size >= 4096 ? 4096 : 64), 0u) << at;
+      EXPECT_LE(at + (s.size ? s.size : 1), slab);
+      blocks.push_back({at, at + (s.size ? s.size : 1)});
+    }
+  }
+  ASSERT_EQ(blocks.size(), 6u);
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    for (size_t j = i + 1; j < blocks.size(); ++j) {
+      EXPECT_TRUE(blocks[i].second <= blocks[j].first || blocks[j].second <= blocks[i].first)
+          << i << " overlaps " << j;
+    }
+  }
+  EXPECT_EQ(slab, 4096u + 2 * 12288u);  // a copy: 10000 + 70 + 1 bytes, aligned, in 3 pages
+  std::vector<Slot> unchanged = {{1, 100, 0, true}, {2, 1 << 20, 0, false}};
+  EXPECT_EQ(place_escaping(unchanged.data(), 2, 1000, 2 << 20), 1000u) << "over the limit";
+  EXPECT_FALSE(unchanged[1].planned);
+  std::vector<Slot> none = {{1, 100, 0, true}};
+  EXPECT_EQ(place_escaping(none.data(), 1, 1000, 1 << 20), 1000u);
+}
+
+// An escaping block alternates between its two places while the program frees the older one in
+// the next pass (`out = model(x)`); when it keeps both (a list of outputs), the third goes to the
+// fallback (kOverlap) and never over a live block.
+TEST(PlaceEscaping, AlternatesWhileTheOldBlockLivesAndFallsBackWhenBothDo) {
+  ArenaRegion region;
+  ArenaRegion::Config config;
+  config.largest_shift = config.smallest_shift = 20;
+  config.arenas = 1;
+  ASSERT_TRUE(region.reserve(config));
+  static thread_local char owner;
+  std::vector<Slot> slots = {{1, 256, 0, true}, {2, 8192, 0, false}};
+  const uint64_t slab = place_escaping(slots.data(), 2, 256, region.arena_bytes());
+  ArenaRegion::Failure failure;
+  Arena* arena = region.create(slab, &owner, &failure);
+  ASSERT_NE(arena, nullptr);
+  Matcher m;
+  m.start_cyclic(slots.data(), 2, 8, 0);
+  Fallback why;
+  void* previous = nullptr;
+  for (int pass = 0; pass < 4; ++pass) {
+    void* scratch = serve(m, slots.data(), *arena, 1, 256, 16, &why);
+    EXPECT_EQ(scratch, arena->base());
+    region.free(scratch, &owner);
+    void* out = serve(m, slots.data(), *arena, 2, 8192, 64, &why);
+    ASSERT_NE(out, nullptr) << "pass " << pass;
+    EXPECT_EQ(out, arena->base() + (pass % 2 ? slots[1].alternate : slots[1].offset));
+    if (previous) region.free(previous, &owner);  // the old output goes once the new one exists
+    previous = out;
+  }
+  // The program keeps its outputs: the next pass's place is taken too.
+  void* kept = serve(m, slots.data(), *arena, 1, 256, 16, &why);
+  region.free(kept, &owner);
+  void* second = serve(m, slots.data(), *arena, 2, 8192, 64, &why);
+  ASSERT_NE(second, nullptr);
+  EXPECT_EQ(serve(m, slots.data(), *arena, 1, 256, 16, &why), arena->base());
+  region.free(arena->base(), &owner);
+  EXPECT_EQ(serve(m, slots.data(), *arena, 2, 8192, 64, &why), nullptr);
+  EXPECT_EQ(why, Fallback::kOverlap);
+  region.free(previous, &owner);
+  region.free(second, &owner);
   region.release_all();
 }
 

@@ -43,6 +43,7 @@ const char* to_string(Fallback reason);
   X(retracted_steady_hits) /* ... of them served from those plans' slabs (shim) */                \
   X(slabs)                 /* arenas made */                                                      \
   X(slab_bytes)            /* their bytes */                                                      \
+  X(escaping_bytes)        /* ... of them for escaping blocks' two places (shim) */               \
   X(lower_bound_bytes)     /* the plans' lower bounds, summed like slab_bytes */                  \
   X(remote_frees)          /* arena blocks freed by another thread */                             \
   X(moved_by_realloc)      /* arena blocks realloc moved to the fallback (shim) */                \

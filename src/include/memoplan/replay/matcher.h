@@ -11,10 +11,14 @@
 namespace memoplan::replay {
 
 struct Slot {
+  static constexpr uint64_t kNoAlternate = ~uint64_t{0};
   uint64_t key;     // what a request must match
   uint64_t size;    // bytes planned
   uint64_t offset;  // in the arena
   bool planned;     // false: escaped the profiled pass; always served by the fallback
+  // A second place, tried when the block at `offset` is still alive: an escaping block of a
+  // cyclic plan alternates between two (escaping.h).
+  uint64_t alternate = kNoAlternate;
 };
 
 struct Visit {

@@ -31,7 +31,12 @@ __attribute__((always_inline)) inline void* serve(Matcher& matcher, const Slot* 
     *why = Fallback::kAlignment;
     return nullptr;
   }
-  return arena.place(slot.offset, size, why);
+  void* block = arena.place(slot.offset, size, why);
+  if (__builtin_expect(block == nullptr, 0) && slot.alternate != Slot::kNoAlternate &&
+      *why == Fallback::kOverlap && !(slot.alternate & (alignment - 1))) {
+    block = arena.place(slot.alternate, size, why);  // the block two passes back is still alive
+  }
+  return block;
 }
 
 }  // namespace memoplan::replay

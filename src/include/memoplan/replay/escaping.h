@@ -1,0 +1,51 @@
+// Escaping blocks of a cyclic plan (the shim's). A block the profiled pass allocated and did not
+// free — the pass's output, a block freed just after the cut — is still alive when the next pass
+// starts, and usually until that pass has made its own: `out = model(x)` frees the old output
+// only once the new one exists. The planner leaves such blocks out of the slab (their lifetime
+// has no end in the pass), so without more they all go to the fallback allocator, which maps and
+// faults the pages of a large output afresh in every pass. Here each gets two places in a region
+// after the planned slab, used in turn: a pass places its block where the one of two passes back
+// lived (serve() tries `offset`, then `alternate`), and the arena's live-range guard sends it to
+// the fallback when both are still alive (a program that keeps its outputs). Pages are touched
+// only where blocks are placed, so the region costs address space, and memory only for blocks
+// the fallback would otherwise have held.
+#pragma once
+
+#include <cstdint>
+
+#include "memoplan/replay/matcher.h"
+
+namespace memoplan::replay {
+
+// Lays out the unplanned slots of a `slab_bytes` plan in the region after it. Returns the slab
+// size with the region (slab_bytes when nothing escapes, or when the region would take the slab
+// past `limit` bytes: the escaping blocks then stay with the fallback).
+inline uint64_t place_escaping(Slot* slots, uint32_t count, uint64_t slab_bytes, uint64_t limit) {
+  constexpr uint64_t kPage = 4096, kAlign = 64;
+  auto round_up = [](uint64_t n, uint64_t to) { return (n + to - 1) / to * to; };
+  uint64_t half = 0;  // one copy of every escaping block, laid out one after another
+  for (uint32_t i = 0; i < count; ++i) {
+    if (slots[i].planned) continue;
+    const uint64_t size = slots[i].size ? slots[i].size : 1;
+    half = round_up(half, size >= kPage ? kPage : kAlign) + size;
+    if (half > limit) return slab_bytes;
+  }
+  if (half == 0) return slab_bytes;
+  half = round_up(half, kPage);
+  const uint64_t first = round_up(slab_bytes, kPage);
+  if (first > limit || 2 * half > limit - first) return slab_bytes;
+  uint64_t at = 0;
+  for (uint32_t i = 0; i < count; ++i) {
+    Slot& s = slots[i];
+    if (s.planned) continue;
+    const uint64_t size = s.size ? s.size : 1;
+    at = round_up(at, size >= kPage ? kPage : kAlign);
+    s.offset = first + at;
+    s.alternate = first + half + at;
+    s.planned = true;
+    at += size;
+  }
+  return first + 2 * half;
+}
+
+}  // namespace memoplan::replay
