@@ -109,6 +109,7 @@ void initialize() {
         static_cast<unsigned>(__builtin_ctzll(g.options.slab_max));
     slabs.arenas = static_cast<uint32_t>(g.options.threads);
     slabs.track_sizes = true;  // malloc_usable_size and realloc of any slab block
+    slabs.huge_pages = g.options.huge_pages;
     ok = ok && g.slabs.reserve(slabs);
     g.slabs.set_counters(&stats());
     if (fault::kCompiledIn) {

@@ -31,6 +31,7 @@ struct Options {
   uint64_t max_period = 1 << 16;   // longest pass (allocations) automatic detection looks for
   uint64_t idle_release = 10000;  // ms without a placement after which a slab's pages go (0: never)
   bool detect = true;             // find passes automatically when the program does not mark them
+  bool huge_pages = true;         // ask for transparent huge pages on slabs of 2 MiB or more
   bool stats_print = false;       // print statistics at exit
   bool verbose = false;           // log every detection, plan and re-detection as it happens
   char log_path[kPathCapacity] = "";  // messages go here instead of stderr

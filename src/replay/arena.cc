@@ -16,6 +16,7 @@ namespace memoplan::replay {
 namespace {
 
 constexpr size_t kPage = 4096;
+constexpr uint64_t kHugePageBytes = uint64_t{2} << 20;
 size_t round_to_pages(size_t bytes) { return (bytes + kPage - 1) & ~(kPage - 1); }
 
 void* map(size_t bytes, bool (*fault)()) {
@@ -90,6 +91,13 @@ Arena* ArenaRegion::create(uint64_t bytes, const void* owner, Failure* why) {
     count(&SharedCounters::slab_map_failures);
     *why = Failure::kMapFailed;
     return nullptr;
+  }
+  if (config_.huge_pages && bytes >= kHugePageBytes) {
+    // Advice only: where the kernel has no transparent huge pages it fails, and the pages stay
+    // small. errno stays as it was (this runs inside the shim's malloc).
+    const int saved = errno;
+    madvise(slots_.slot_address(index), round_to_pages(bytes), MADV_HUGEPAGE);
+    errno = saved;
   }
   a.region_ = this;
   a.index_ = index;

@@ -207,18 +207,20 @@ TEST(Options, OverlongLogPathKeepsTheDefault) {
 }
 
 TEST(Options, DescribeListsEveryValue) {
-  const Options o = parse("mode:off,min_size:64k,passes:3,threads:8,detect:false");
+  const Options o = parse("mode:off,min_size:64k,passes:3,threads:8,detect:false,huge_pages:0");
   char text[512];
   const size_t n = describe_options(o, text, sizeof text);
   EXPECT_EQ(n, std::string(text).size());
   EXPECT_STREQ(text,
                "mode:off,fallback:auto,min_size:65536,passes:3,threads:8,callsite_depth:4,"
                "slab_max:1073741824,max_period:65536,idle_release:10000,detect:false,"
-               "stats_print:false,verbose:false");
+               "huge_pages:false,stats_print:false,verbose:false");
   // A description parses back to the same options.
   const Options again = parse(text);
   EXPECT_TRUE(warnings().empty());
   EXPECT_EQ(again.min_size, o.min_size);
+  EXPECT_FALSE(again.huge_pages);
+  EXPECT_TRUE(parse("").huge_pages);
   EXPECT_EQ(parse("idle_release:250").idle_release, 250u);
   EXPECT_EQ(parse("fallback:mimalloc").fallback, FallbackKind::kMimalloc);
   EXPECT_EQ(parse("fallback:next").fallback, FallbackKind::kNext);

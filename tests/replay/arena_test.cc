@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstring>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -296,6 +297,57 @@ TEST_F(ArenaTest, MapFailureIsCountedAndTheArenaSlotGoesBack) {
   EXPECT_EQ(region_.arenas_in_use(), 0u);
   region_.set_map_fault(nullptr);
   EXPECT_NE(create(4096), nullptr);
+}
+
+// The VmFlags of the mapping holding p ("hg": MADV_HUGEPAGE was asked for), from /proc/self/smaps.
+std::string vm_flags_of(const void* p) {
+  FILE* f = fopen("/proc/self/smaps", "r");
+  if (!f) return "?";
+  char line[512];
+  bool inside = false;
+  std::string flags = "?";
+  const auto at = reinterpret_cast<uintptr_t>(p);
+  while (fgets(line, sizeof line, f)) {
+    unsigned long lo, hi;
+    if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' ')) {
+      inside = lo <= at && at < hi;
+    } else if (inside && strncmp(line, "VmFlags:", 8) == 0) {
+      flags = line + 8;
+      break;
+    }
+  }
+  fclose(f);
+  return flags;
+}
+
+// huge_pages: arenas of 2 MiB or more are advised MADV_HUGEPAGE (smaller ones, and every arena of
+// a region without the option, are not); a kernel without transparent huge pages skips the test.
+TEST(ArenaHugePages, LargeArenasAreAdvisedHugePages) {
+  if (access("/sys/kernel/mm/transparent_hugepage/enabled", F_OK) != 0) {
+    GTEST_SKIP() << "no transparent huge pages in this kernel";
+  }
+  for (bool huge : {true, false}) {
+    ArenaRegion region;
+    ArenaRegion::Config config;
+    config.largest_shift = config.smallest_shift = 24;
+    config.arenas = 2;
+    config.huge_pages = huge;
+    ASSERT_TRUE(region.reserve(config));
+    ArenaRegion::Failure why;
+    Arena* large = region.create(6 << 20, token(), &why);
+    Arena* small = region.create(1 << 20, token(), &why);
+    ASSERT_NE(large, nullptr);
+    ASSERT_NE(small, nullptr);
+    const std::string large_flags = vm_flags_of(large->base());
+    EXPECT_EQ(large_flags.find(" hg") != std::string::npos, huge) << large_flags;
+    EXPECT_EQ(vm_flags_of(small->base()).find(" hg"), std::string::npos);
+    Fallback reason;
+    void* block = large->place(4 << 20, 4096, &reason);  // the arena works as before
+    ASSERT_NE(block, nullptr);
+    memset(block, 1, 4096);
+    region.free(block, token());
+    region.release_all();
+  }
 }
 
 }  // namespace

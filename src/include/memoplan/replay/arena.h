@@ -161,6 +161,11 @@ class ArenaRegion {
     uint32_t arenas = 1024;             // alive at once; rounded up to a power of two
     uint32_t guard_capacity = 1 << 14;  // live blocks per arena
     bool track_sizes = false;           // usable_size() of any block (malloc_usable_size, realloc)
+    // madvise(MADV_HUGEPAGE) on arenas of 2 MiB or more: a slab is reused pass after pass, all of
+    // it, so 2 MiB pages cost no memory and save TLB misses and the first pass's page faults
+    // (where the kernel's transparent_hugepage setting is "madvise" or "always"; "never" ignores
+    // it). Arenas are aligned to their slot, so their huge pages are whole.
+    bool huge_pages = false;
   };
   // Reserves the address space. False (errno set) when it cannot be had.
   bool reserve(const Config& config);
