@@ -263,8 +263,9 @@ def report(run_dirs, doc=None, shim_config="shim"):
         f"of each process's median of its last half of passes (min..max over rounds); best: the "
         f"fastest of glibc, jemalloc, tcmalloc and mimalloc in that cell by that median. Warm-up: "
         f"the first ten passes' time in units of the process's median (10.0: no warm-up cost; "
-        f"worst thread, median over rounds). Served: steady-state requests of min_size (4 KiB) or more served from a slab "
-        f"(the shim's exit statistics; escaping outputs count as not served). RSS: ru_maxrss, "
+        f"worst thread, median over rounds). Served: steady-state requests of min_size (4 KiB) "
+        f"or more served from a slab (the shim's exit statistics; an escaping block served from "
+        f"its slab place counts as served, one left to the fallback as not). RSS: ru_maxrss, "
         f"median over rounds.",
         "",
         "| cell | served | steady requests | fallbacks (whole run, by reason) | shim ms | best ms (who) | shim/best "
