@@ -1,9 +1,15 @@
 // A multi-threaded LibTorch program under the shim: worker threads each run forward passes of one
 // small CNN (intra-op threads = 1) with marked passes, and every output must equal, bit for bit,
 // the output computed before the workers started. Exits non-zero on any difference.
+// A third argument "unmarked" runs it as an unmodified C++ server would: no pass marks (the shim
+// must detect the pass), and between passes a response is formatted whose size changes from
+// request to request, into a string reserved at its size; "unmarked_growing" grows that string
+// by appending instead (std::string doubles its capacity: a varying number of requests of the
+// same few sizes between passes, which pass detection does not see through; docs/SHIM.md).
 #include <torch/torch.h>
 
 #include <cstdio>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -12,6 +18,8 @@
 int main(int argc, char** argv) {
   const int workers = argc > 1 ? std::atoi(argv[1]) : 4;
   const int passes = argc > 2 ? std::atoi(argv[2]) : 30;
+  const std::string style = argc > 3 ? argv[3] : "marked";
+  const bool marked = style == "marked", growing = style == "unmarked_growing";
   torch::manual_seed(0);
   at::set_num_threads(1);
   torch::nn::Sequential model(
@@ -34,10 +42,17 @@ int main(int argc, char** argv) {
       at::set_num_threads(1);
       torch::InferenceMode guard;
       for (int pass = 0; pass < passes; ++pass) {
-        if (memoplan_pass_begin) memoplan_pass_begin();
+        if (marked && memoplan_pass_begin) memoplan_pass_begin();
         const torch::Tensor out = model->forward(input);
         if (!torch::equal(out, reference)) ++mismatches[w];
-        if (memoplan_pass_end) memoplan_pass_end();
+        if (marked && memoplan_pass_end) memoplan_pass_end();
+        if (!marked) {  // the response: 4-20 KiB of text, its size different every request
+          std::string response;
+          const int values = 500 + (pass * 7919 + w * 104729) % 2000;
+          if (!growing) response.reserve(static_cast<size_t>(values) * 16);
+          for (int i = 0; i < values; ++i) response += std::to_string(out[0][i % 10].item<float>());
+          if (response.empty()) ++mismatches[w];
+        }
       }
     });
   }
