@@ -227,7 +227,8 @@ size_t describe_options(const Options& o, char* buf, size_t size) {
       static_cast<unsigned long long>(o.callsite_depth),
       static_cast<unsigned long long>(o.slab_max), static_cast<unsigned long long>(o.max_period),
       static_cast<unsigned long long>(o.idle_release), o.detect ? "true" : "false",
-      o.huge_pages ? "true" : "false", o.stats_print ? "true" : "false", o.verbose ? "true" : "false");
+      o.huge_pages ? "true" : "false", o.stats_print ? "true" : "false",
+      o.verbose ? "true" : "false");
   if (n < 0) return 0;
   size_t written = static_cast<size_t>(n) < size ? static_cast<size_t>(n) : size - 1;
   if (o.mode == Mode::kProfile || o.mode == Mode::kReplay) {

@@ -77,12 +77,17 @@ TEST(Matcher, NextVisitLooksAFewVisitsOn) {
   EXPECT_EQ(next_visit(visits.data(), 5, 0, 99, 8), Matcher::kNone);
 }
 
-TEST(Serve, GivesEachReason) {
-  ArenaRegion region;
+// A region with one arena slot of 1 MiB.
+ArenaRegion::Config one_arena() {
   ArenaRegion::Config config;
   config.largest_shift = config.smallest_shift = 20;
   config.arenas = 1;
-  ASSERT_TRUE(region.reserve(config));
+  return config;
+}
+
+TEST(Serve, GivesEachReason) {
+  ArenaRegion region;
+  ASSERT_TRUE(region.reserve(one_arena()));
   static thread_local char owner;
   ArenaRegion::Failure failure;
   Arena* arena = region.create(1 << 16, &owner, &failure);
@@ -153,10 +158,7 @@ TEST(PlaceEscaping, GivesEachEscapingBlockTwoPlacesAfterTheSlab) {
 // fallback (kOverlap) and never over a live block.
 TEST(PlaceEscaping, AlternatesWhileTheOldBlockLivesAndFallsBackWhenBothDo) {
   ArenaRegion region;
-  ArenaRegion::Config config;
-  config.largest_shift = config.smallest_shift = 20;
-  config.arenas = 1;
-  ASSERT_TRUE(region.reserve(config));
+  ASSERT_TRUE(region.reserve(one_arena()));
   static thread_local char owner;
   std::vector<Slot> slots = {{1, 256, 0, true}, {2, 8192, 0, false}};
   const uint64_t slab = place_escaping(slots.data(), 2, 256, region.arena_bytes());
