@@ -119,104 +119,6 @@ void release_profile(Profile* profile) {
 
 size_t profile_usable_size(void* p) { return global().tags.owner_of(p).bytes; }
 
-namespace {
-
-// Whether any of the dropped keys' counts per stretch between the anchor's last intervals + 1
-// occurrences (in keys[0, n)) repeat with a period of 2 to intervals / 2 stretches.
-bool dropped_keys_repeat(const uint64_t* keys, uint64_t n, uint64_t anchor, uint64_t intervals,
-                         const uint64_t* dropped, int dropped_count) {
-  constexpr uint64_t kMaxStretches = 32;
-  uint64_t start = n, seen = 0;
-  for (uint64_t i = n; i-- > 0 && seen < intervals + 1;) {
-    if (keys[i] == anchor) {
-      start = i;
-      ++seen;
-    }
-  }
-  const uint64_t stretches = intervals < kMaxStretches ? intervals : kMaxStretches;
-  for (int d = 0; d < dropped_count; ++d) {
-    uint64_t counts[kMaxStretches] = {};
-    uint64_t stretch = 0;
-    for (uint64_t i = start; i < n && stretch < stretches; ++i) {
-      if (keys[i] == anchor && i != start) ++stretch;
-      if (stretch < stretches) counts[stretch] += keys[i] == dropped[d];
-    }
-    for (uint64_t q = 2; q <= stretches / 2; ++q) {
-      bool periodic = true;
-      for (uint64_t j = q; j < stretches && periodic; ++j) periodic = counts[j] == counts[j - q];
-      if (periodic) return true;
-    }
-  }
-  return false;
-}
-
-// When the exact search fails: the same records without the requests that recur irregularly
-// between passes (keep_regular), anchored in turn on the distinct keys among the newest records
-// (the pass makes some of them once). The columns' first 6n values are the exact search's
-// (keys, begins, ends, scratch, kept); the recurring records are copied to the four columns after
-// them and restored before each try. On success the compacted columns hold the search's records,
-// *searched of them, and the dropped keys go to t.irregular.
-PeriodResult search_through_irregular_work(ThreadState& t, uint64_t* columns, uint64_t n,
-                                           uint64_t recurring, const PeriodQuery& query,
-                                           uint64_t* searched) {
-  uint64_t *keys = columns, *begins = columns + n, *ends = columns + 2 * n;
-  uint64_t *scratch = columns + 3 * n, *kept = columns + 5 * n, *table = columns + 10 * n;
-  uint64_t* saved = columns + 6 * n;  // keys, begins, ends, kept
-  uint64_t table_slots = 16;
-  while (table_slots < 2 * n) table_slots *= 2;
-  for (uint64_t i = 0; i < recurring; ++i) {
-    saved[i] = keys[i];
-    saved[n + i] = begins[i];
-    saved[2 * n + i] = ends[i];
-    saved[3 * n + i] = kept[i];
-  }
-  constexpr int kAnchors = 8;
-  uint64_t anchors[kAnchors];
-  int anchor_count = 0;
-  for (uint64_t i = recurring; i-- > 0 && anchor_count < kAnchors && recurring - i <= 64;) {
-    bool seen = false;
-    for (int a = 0; a < anchor_count && !seen; ++a) seen = anchors[a] == saved[i];
-    if (!seen) anchors[anchor_count++] = saved[i];
-  }
-  PeriodResult found;
-  for (int a = 0; a < anchor_count && !found.found; ++a) {
-    for (uint64_t i = 0; i < recurring; ++i) {
-      keys[i] = saved[i];
-      begins[i] = saved[n + i];
-      ends[i] = saved[2 * n + i];
-      kept[i] = saved[3 * n + i];
-    }
-    uint64_t occurrences = 0;
-    for (uint64_t i = 0; i < recurring; ++i) occurrences += keys[i] == anchors[a];
-    if (occurrences < 5) continue;
-    const uint64_t intervals = occurrences - 1 < 32 ? occurrences - 1 : 32;
-    for (uint64_t i = 0; i < recurring; ++i) kept[i] = i;  // positions in saved, for the check
-    int dropped = 0;
-    const uint64_t m =
-        keep_regular(keys, begins, ends, kept, recurring, anchors[a], intervals, table, table_slots,
-                     t.irregular, ThreadState::kIrregularKeys, &dropped);
-    if (m == 0 || dropped == 0 || dropped >= ThreadState::kIrregularKeys) continue;
-    // An anchor made more than once a pass (a layer's) cuts the pass into layers, and the keys
-    // made once a pass (its head and tail) look irregular at that scale; planned, that would be
-    // a layer with the rest of the pass ignored for good. Such a key's count per stretch repeats
-    // with the number of layers; a truly irregular key's does not repeat at any scale. So the
-    // anchor must cut at least 16 stretches, and no dropped key's counts may be periodic.
-    if (intervals < 16 ||
-        dropped_keys_repeat(saved, recurring, anchors[a], intervals, t.irregular, dropped)) {
-      continue;
-    }
-    PeriodResult candidate = find_period(keys, begins, ends, m, query, scratch);
-    if (!candidate.found) continue;
-    for (uint64_t i = 0; i < m; ++i) kept[i] = saved[3 * n + kept[i]];
-    found = candidate;
-    *searched = m;
-    t.irregular_count = dropped;
-  }
-  return found;
-}
-
-}  // namespace
-
 void profile_maybe_detect(ThreadState& t) {
   Global& g = global();
   if (t.explicit_passes || !g.options.detect || t.profile->log.count() < t.next_detection) return;
@@ -256,16 +158,14 @@ void profile_maybe_detect(ThreadState& t) {
   const uint64_t first = t.profile->log.count() - n;
   uint64_t table_slots = 16;
   while (table_slots < 2 * n) table_slots *= 2;
-  // Four more columns keep the recurring records for the search through irregular work, whose
-  // table takes four values a slot.
   uint64_t* columns =
-      static_cast<uint64_t*>(fallback::malloc((10 * n + 4 * table_slots) * sizeof(uint64_t)));
+      static_cast<uint64_t*>(fallback::malloc((6 * n + 2 * table_slots) * sizeof(uint64_t)));
   if (!columns) {  // searched again at the next interval
     stats().bookkeeping_failures.fetch_add(1, std::memory_order_relaxed);
     return;
   }
   uint64_t *keys = columns, *begins = columns + n, *ends = columns + 2 * n;
-  uint64_t *scratch = columns + 3 * n, *kept = columns + 5 * n, *table = columns + 10 * n;
+  uint64_t *scratch = columns + 3 * n, *kept = columns + 5 * n, *table = columns + 6 * n;
   for (uint64_t i = 0; i < n; ++i) {
     const record::Record& r = t.profile->log.at(first + i);
     keys[i] = r.key;
@@ -279,12 +179,7 @@ void profile_maybe_detect(ThreadState& t) {
   query.required_key = t.required_key;
   query.min_period = t.required_key ? t.redetect_min_period : 1;
   query.min_run = kMinPeriodicRun;
-  PeriodResult found = find_period(keys, begins, ends, recurring, query, scratch);
-  uint64_t searched = recurring;
-  t.irregular_count = 0;
-  if (!found.found && !t.required_key) {
-    found = search_through_irregular_work(t, columns, n, recurring, query, &searched);
-  }
+  const PeriodResult found = find_period(keys, begins, ends, recurring, query, scratch);
   // Re-detection: the old slab goes once its last block is freed; until then, keep profiling.
   if (!found.found || !retire_replay(t)) {
     fallback::free(columns);
@@ -296,7 +191,7 @@ void profile_maybe_detect(ThreadState& t) {
   uint64_t* pass = kept + found.start;
   for (uint64_t i = 0; i <= found.period; ++i) pass[i] += first;
   const uint64_t cut_tick = t.profile->log.at(pass[found.period]).begin;
-  const uint32_t cursor = static_cast<uint32_t>((searched - found.start) % found.period);
+  const uint32_t cursor = static_cast<uint32_t>((recurring - found.start) % found.period);
   if (g.options.verbose) {
     log_line(
         "memoplan: thread %u: detected a pass of %llu allocations (records %llu-%llu of %llu, "

@@ -105,9 +105,7 @@ __attribute__((noinline, cold)) void* replay_miss(ThreadState& t, replay::Fallba
         .fetch_add(1, std::memory_order_relaxed);
     ++t.recheck.plan_steady_misses;
   }
-  bool irregular = false;
-  for (int i = 0; i < t.irregular_count && !irregular; ++i) irregular = t.irregular[i] == key;
-  if (why == replay::Fallback::kNotPlanned && !t.explicit_passes && !irregular) {
+  if (why == replay::Fallback::kNotPlanned && !t.explicit_passes) {
     // Checked at each miss, not by comparing the two windows' first keys: a pass with more
     // distinct misses than kKeys, cut at another point by every window, would never match.
     ReplayRecheck& r = t.recheck;

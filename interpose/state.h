@@ -108,11 +108,6 @@ struct ThreadState {
   uint64_t redetect_min_period = 1;  // re-detection: and be longer than the plan that missed it
   uint64_t redetect_budget = 0;      // re-detection: records to find the pass in, then relax / stop
   bool redetect_relaxed = false;     // re-detection: already searching without required_key
-  // Keys the plan left out as irregular work between passes (keep_regular): their misses in
-  // replay are expected and never start a re-detection.
-  static constexpr int kIrregularKeys = 16;
-  int irregular_count = 0;
-  uint64_t irregular[kIrregularKeys] = {};
 
   // Replay: the plan's slots in pass order, the matcher's cursor over them and this thread's arena.
   replay::Slot* slots = nullptr;

@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
-#include <random>
 
 #include "engine_harness.h"
 
@@ -142,38 +141,6 @@ TEST(EngineAutomaticDetection, WorkBetweenPassesThatChangesSizeIsLeftToTheFallba
     EXPECT_EQ(slab, last.size() - 1) << heap.last_pass_origins();  // all but the head
     EXPECT_EQ(last.back().origin, Origin::kFallback);
     EXPECT_EQ((counters() - before).redetections, 0u);
-  });
-}
-
-// Work between passes that repeats irregularly: after each pass a response grown by doubling,
-// one to three requests of the same three sizes, how many changing from pass to pass. The exact
-// search finds no period; the search through irregular work leaves those requests out, plans
-// the pass, and their misses never start a re-detection.
-TEST(EngineAutomaticDetection, IrregularWorkBetweenPassesIsLeftOutOfThePlan) {
-  SKIP_UNLESS_ENGINE_PLANS();
-  if (!engine_options().detect) GTEST_SKIP() << "needs detect:true";
-  on_fresh_thread([&] {
-    Heap heap;
-    const Counters before = counters();
-    const size_t network = allocations_in(network_pass());
-    std::minstd_rand random(7);  // 1-3 steps, with no period
-    for (int pass = 0; pass < 80; ++pass) {
-      Script script = network_pass();
-      const int steps = 1 + static_cast<int>(random() % 3);
-      for (int step = 0; step < steps; ++step) {
-        script.push_back(alloc(100 + step, size_t{24576} << step));
-        if (step) script.push_back(free_op(100 + step - 1));
-      }
-      script.push_back(free_op(100 + steps - 1));
-      heap.pass(script, /*marks=*/false);
-    }
-    const std::vector<Allocated>& last = heap.last_pass();
-    ASSERT_GE(last.size(), network);
-    for (size_t i = 0; i < network; ++i) {
-      EXPECT_EQ(last[i].origin, Origin::kSlab) << heap.last_pass_origins();
-    }
-    EXPECT_EQ((counters() - before).redetections, 0u);
-    EXPECT_GE((counters() - before).plans, 1u);
   });
 }
 

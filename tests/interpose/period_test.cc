@@ -4,7 +4,6 @@
 // free).
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <cstdint>
 #include <random>
 #include <vector>
@@ -298,58 +297,6 @@ TEST(FindPeriod, AMinimumPeriodRulesOutPeriodsAsShortAsTheOldPlan) {
   const PeriodResult r = search(repeat(shape, 5, 3 * pass + 40), kMaxPeriod, 12, 0, 4);
   ASSERT_TRUE(r.found);
   EXPECT_EQ(r.period, pass);
-}
-
-// keep_regular: passes of five keys with, between passes, one to three requests of two recurring
-// keys (a response grown by doubling): anchored on a key the pass makes once, the pass's keys are
-// kept in order with their original indices, the irregular ones dropped and reported, and the
-// kept records have the pass's period. An anchor that is itself irregular keeps nothing useful.
-TEST(KeepRegular, DropsKeysWhoseCountVariesBetweenPassesAndTheRestIsPeriodic) {
-  std::vector<uint64_t> keys;
-  const std::vector<uint64_t> pass = {1, 2, 3, 2, 4};
-  for (int p = 0; p < 40; ++p) {
-    keys.insert(keys.end(), pass.begin(), pass.end());
-    keys.push_back(90);                  // every response makes this one
-    if (p % 3 != 0) keys.push_back(91);  // larger ones this one too
-    if (p % 5 == 1) keys.push_back(92);
-  }
-  const uint64_t n = keys.size();
-  std::vector<uint64_t> begins(n), ends(n), kept(n), table(4 * 1024);
-  for (uint64_t i = 0; i < n; ++i) {
-    begins[i] = 2 * i;
-    ends[i] = 2 * i + 1;
-    kept[i] = 1000 + i;
-  }
-  // The exact search finds nothing: the responses' requests recur, irregularly.
-  std::vector<uint64_t> scratch(2 * n + 2);
-  PeriodQuery query;
-  query.min_run = 64;
-  EXPECT_FALSE(
-      find_period(keys.data(), begins.data(), ends.data(), n, query, scratch.data()).found);
-  std::vector<uint64_t> k = keys, b = begins, e = ends, idx = kept;
-  uint64_t dropped[4];
-  int dropped_count = 0;
-  const uint64_t m = keep_regular(k.data(), b.data(), e.data(), idx.data(), n, /*anchor=*/1,
-                                  /*intervals=*/32, table.data(), 1024, dropped, 4, &dropped_count);
-  ASSERT_GT(m, 32u * 6);
-  ASSERT_EQ(dropped_count, 2);
-  EXPECT_EQ(std::min(dropped[0], dropped[1]), 91u);
-  EXPECT_EQ(std::max(dropped[0], dropped[1]), 92u);
-  for (uint64_t i = 0; i < m; ++i) {
-    EXPECT_NE(k[i], 91u);
-    EXPECT_NE(k[i], 92u);
-    EXPECT_EQ(keys[idx[i] - 1000], k[i]) << "kept records keep their original index";
-    EXPECT_EQ(begins[idx[i] - 1000], b[i]);
-    if (i) EXPECT_GT(idx[i], idx[i - 1]);
-  }
-  const PeriodResult r = find_period(k.data(), b.data(), e.data(), m, query, scratch.data());
-  ASSERT_TRUE(r.found);
-  EXPECT_EQ(r.period, 6u) << "the pass and its one regular response request";
-  // Anchored on an irregular key, or with too few occurrences: nothing.
-  k = keys, b = begins, e = ends, idx = kept;
-  EXPECT_EQ(keep_regular(k.data(), b.data(), e.data(), idx.data(), n, 92, 32, table.data(), 1024,
-                         dropped, 4, &dropped_count),
-            0u);
 }
 
 // keep_recurring drops the records whose key occurs once and keeps the rest in order, with their

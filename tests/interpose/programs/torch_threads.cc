@@ -5,8 +5,7 @@
 // must detect the pass), and between passes a response is formatted whose size changes from
 // request to request, into a string reserved at its size; "unmarked_growing" grows that string
 // by appending instead (std::string doubles its capacity: a varying number of requests of the
-// same few sizes between passes, which only the search through irregular work sees through;
-// docs/SHIM.md, "Pass detection").
+// same few sizes between passes, which pass detection does not see through; docs/SHIM.md).
 #include <torch/torch.h>
 
 #include <cstdio>
