@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstring>
 
 #include "engine.h"
@@ -59,13 +60,19 @@ void start_reaper() {
   sigset_t all, old;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
-  pthread_attr_t attr;
-  pthread_attr_init(&attr);
-  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  pthread_attr_setstacksize(&attr, 64 * 1024);
+  // A small stack; where the program's static TLS does not fit in it (LibTorch's does not: glibc
+  // puts static TLS on each thread's stack and answers EINVAL), the default size.
   pthread_t thread;
-  const int rc = pthread_create(&thread, &attr, &reaper_main, nullptr);
-  pthread_attr_destroy(&attr);
+  int rc = EINVAL;
+  for (size_t stack : {size_t{64} << 10, size_t{0}}) {
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    if (stack) pthread_attr_setstacksize(&attr, stack);
+    rc = pthread_create(&thread, &attr, &reaper_main, nullptr);
+    pthread_attr_destroy(&attr);
+    if (rc != EINVAL) break;
+  }
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
   if (rc != 0) {
     reaper_state.store(kUnavailable);
