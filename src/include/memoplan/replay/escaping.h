@@ -23,29 +23,31 @@ namespace memoplan::replay {
 inline uint64_t place_escaping(Slot* slots, uint32_t count, uint64_t slab_bytes, uint64_t limit) {
   constexpr uint64_t kPage = 4096, kAlign = 64;
   auto round_up = [](uint64_t n, uint64_t to) { return (n + to - 1) / to * to; };
-  uint64_t half = 0;  // one copy of every escaping block, laid out one after another
+  // One copy of every escaping block, laid out one after another: offsets within the copy first
+  // (in `alternate`, which an unplanned slot does not use), then the two copies placed.
+  uint64_t half = 0;
   for (uint32_t i = 0; i < count; ++i) {
     if (slots[i].planned) continue;
     const uint64_t size = slots[i].size ? slots[i].size : 1;
-    half = round_up(half, size >= kPage ? kPage : kAlign) + size;
-    if (half > limit) return slab_bytes;
+    slots[i].alternate = round_up(half, size >= kPage ? kPage : kAlign);
+    half = slots[i].alternate + size;
+    if (half > limit) break;
   }
-  if (half == 0) return slab_bytes;
   half = round_up(half, kPage);
   const uint64_t first = round_up(slab_bytes, kPage);
-  if (first > limit || 2 * half > limit - first) return slab_bytes;
-  uint64_t at = 0;
+  const bool fits = half != 0 && first <= limit && 2 * half <= limit - first;
   for (uint32_t i = 0; i < count; ++i) {
     Slot& s = slots[i];
     if (s.planned) continue;
-    const uint64_t size = s.size ? s.size : 1;
-    at = round_up(at, size >= kPage ? kPage : kAlign);
-    s.offset = first + at;
-    s.alternate = first + half + at;
+    if (!fits) {
+      s.alternate = Slot::kNoAlternate;
+      continue;
+    }
+    s.offset = first + s.alternate;
+    s.alternate = first + half + s.alternate;
     s.planned = true;
-    at += size;
   }
-  return first + 2 * half;
+  return fits ? first + 2 * half : slab_bytes;
 }
 
 }  // namespace memoplan::replay
