@@ -35,15 +35,87 @@ double percent(unsigned long long part, unsigned long long whole) {
 
 }  // namespace
 
+namespace {
+const char* phase_name(Phase phase) {
+  switch (phase) {
+    case Phase::kWarmup:
+      return "warming up";
+    case Phase::kProfiling:
+      return "profiling";
+    case Phase::kReplaying:
+      return "replaying";
+    case Phase::kSeeking:
+      return "seeking the loaded pass";
+    case Phase::kDisabled:
+      return "unplanned";
+  }
+  return "?";
+}
+}  // namespace
+
+namespace {
+
+// A thread's steady state: its current plan's, unless that plan was re-detected (then its requests
+// count as before steady state, as in the process-wide figures).
+struct ThreadSteady {
+  uint32_t index = 0;
+  uint64_t hits = 0, requests = 0;
+};
+constexpr int kThreadsReported = 16;
+ThreadSteady exited_threads[kThreadsReported];  // the busiest exited threads; under RegistryLock
+int exited_count = 0;
+
+ThreadSteady steady_of(const ThreadState& t) {
+  ThreadSteady s;
+  s.index = t.index;
+  if (t.phase == Phase::kReplaying) {
+    s.hits = t.recheck.plan_steady_hits;
+    s.requests = t.recheck.plan_steady_hits + t.recheck.plan_steady_misses;
+  }
+  return s;
+}
+
+// Keeps the kThreadsReported with the most steady-state requests in `top`.
+void keep_busiest(ThreadSteady* top, int& count, const ThreadSteady& s) {
+  if (s.requests == 0) return;
+  if (count < kThreadsReported) {
+    top[count++] = s;
+    return;
+  }
+  int least = 0;
+  for (int i = 1; i < count; ++i) least = top[i].requests < top[least].requests ? i : least;
+  if (s.requests > top[least].requests) top[least] = s;
+}
+
+}  // namespace
+
+void keep_exited_thread(const ThreadState& t) {
+  keep_busiest(exited_threads, exited_count, steady_of(t));
+}
+
+void log_thread_summary(const ThreadState& t, const char* when) {
+  using ull = unsigned long long;
+  log_line(
+      "memoplan: thread %u %s: %s, plan of %u allocations, replayed passes %llu, this plan's "
+      "steady-state hits %llu and fallbacks %llu, redetections %u",
+      t.index, when, phase_name(t.phase), t.slot_count, ull{t.replayed_passes},
+      ull{t.recheck.plan_steady_hits}, ull{t.recheck.plan_steady_misses}, t.recheck.redetections);
+}
+
 void print_stats(int fd) {
   const Stats& s = stats();
   // Threads still running have counted since their last flush: add theirs.
   replay::Counters c = s.load();
   unsigned long long peak = s.peak_live_bytes.load(std::memory_order_relaxed);
+  ThreadSteady busiest[kThreadsReported];
+  int busiest_count = 0;
   {
     RegistryLock lock;
+    for (int i = 0; i < exited_count; ++i) keep_busiest(busiest, busiest_count, exited_threads[i]);
     for (const ThreadState* t = global().running; t; t = t->running_next) {
       c += t->counters.load();
+      keep_busiest(busiest, busiest_count, steady_of(*t));
+      if (global().options.verbose) log_thread_summary(*t, "at exit");
       const uint64_t thread_peak = t->peak_live_bytes.load(std::memory_order_relaxed);
       if (thread_peak > peak) peak = thread_peak;
     }
@@ -106,6 +178,24 @@ void print_stats(int fd) {
            "all %llu)\n",
            percent(steady_hits, steady), steady, percent(c.planned_hits, c.requests),
            ull{c.requests});
+  }
+  // Per thread, busiest first: a thread that planned a stretch of its start-up (Python's imports
+  // repeat short patterns) next to the threads that run the model.
+  for (int i = 1; i < busiest_count; ++i) {
+    for (int j = i; j > 0 && busiest[j].requests > busiest[j - 1].requests; --j) {
+      const ThreadSteady swap = busiest[j];
+      busiest[j] = busiest[j - 1];
+      busiest[j - 1] = swap;
+    }
+  }
+  if (busiest_count > 0) {
+    append(text, sizeof text, n, "memoplan: steady state by thread, busiest first:");
+    for (int i = 0; i < busiest_count && i < 8; ++i) {
+      append(text, sizeof text, n, "%s thread %u planned %.1f%% of %llu", i ? "," : "",
+             busiest[i].index, percent(busiest[i].hits, busiest[i].requests),
+             ull{busiest[i].requests});
+    }
+    append(text, sizeof text, n, "\n");
   }
   if (n > 0) {
     ssize_t ignored = write(fd, text, static_cast<size_t>(n));

@@ -21,4 +21,12 @@ Stats& stats();
 // Writes the report to fd (no malloc).
 void print_stats(int fd);
 
+struct ThreadState;
+// verbose:true: one line on where the thread stands (its phase, its plan, that plan's steady-state
+// hits and fallbacks), at its exit and in the report at the process's exit.
+void log_thread_summary(const ThreadState& t, const char* when);
+// An exiting thread's steady-state requests and hits, kept for the report's per-thread line
+// (the busiest few; called under RegistryLock).
+void keep_exited_thread(const ThreadState& t);
+
 }  // namespace memoplan::shim

@@ -89,6 +89,8 @@ void on_thread_exit(void* state) {
   {
     RegistryLock lock;  // the whole exit: see before_fork
     flush_counters_locked(*t);
+    if (global().options.verbose) log_thread_summary(*t, "exits");
+    keep_exited_thread(*t);
     (t->running_prev ? t->running_prev->running_next : global().running) = t->running_next;
     if (t->running_next) t->running_next->running_prev = t->running_prev;
     retire_thread(*t, /*after_fork=*/false);
