@@ -41,8 +41,10 @@ void append_int(std::string& key, int64_t v) {
 
 // Everything the allocation sequence of a pass depends on that the inputs show: every tensor's
 // dtype, device, sizes, strides and requires_grad, every scalar's value, recursively through lists
-// and tuples. Compared in full, never by hash.
-void append_key(std::string& key, const c10::IValue& v) {
+// and tuples. Compared in full, never by hash. With `dims` (the shape family's key): every tensor's
+// sizes go to dims instead, and its strides are "c" when it is contiguous (they follow from the
+// sizes), else written out.
+void append_key(std::string& key, const c10::IValue& v, std::vector<int64_t>* dims = nullptr) {
   if (v.isTensor()) {
     const at::Tensor& t = v.toTensor();
     if (!t.defined()) {
@@ -53,7 +55,16 @@ void append_key(std::string& key, const c10::IValue& v) {
     key += c10::toString(t.scalar_type());
     key += c10::DeviceTypeName(t.device().type(), /*lower_case=*/true);
     key += t.requires_grad() ? "g[" : "[";
-    for (int64_t d : t.sizes()) append_int(key, d);
+    if (dims) {
+      append_int(key, t.dim());
+      dims->insert(dims->end(), t.sizes().begin(), t.sizes().end());
+      if (t.is_contiguous()) {
+        key += "c];";
+        return;
+      }
+    } else {
+      for (int64_t d : t.sizes()) append_int(key, d);
+    }
     key += '/';
     for (int64_t s : t.strides()) append_int(key, s);
     key += "];";
@@ -76,11 +87,11 @@ void append_key(std::string& key, const c10::IValue& v) {
     key += '\0';
   } else if (v.isList()) {
     key += '[';
-    for (const c10::IValue& e : v.toListRef()) append_key(key, e);
+    for (const c10::IValue& e : v.toListRef()) append_key(key, e, dims);
     key += ']';
   } else if (v.isTuple()) {
     key += '(';
-    for (const c10::IValue& e : v.toTupleRef().elements()) append_key(key, e);
+    for (const c10::IValue& e : v.toTupleRef().elements()) append_key(key, e, dims);
     key += ')';
   } else {
     key += '?';
@@ -89,16 +100,34 @@ void append_key(std::string& key, const c10::IValue& v) {
   }
 }
 
-// Into a reused buffer: no allocation per pass once it has grown.
-const std::string& pass_key(const c10::IValue* inputs, size_t count) {
-  static thread_local std::string key;
-  key.clear();
+void append_mode(std::string& key) {
   append_int(key, at::get_num_threads());
   key += c10::InferenceMode::is_enabled() ? "inf,"
          : c10::GradMode::is_enabled()    ? "grad,"
                                           : "nograd,";
+}
+
+// Into a reused buffer: no allocation per pass once it has grown.
+const std::string& pass_key(const c10::IValue* inputs, size_t count) {
+  static thread_local std::string key;
+  key.clear();
+  append_mode(key);
   for (size_t i = 0; i < count; ++i) append_key(key, inputs[i]);
   return key;
+}
+
+// The shape family's key and dims of the same inputs: asked for only by a pass whose exact key has
+// no plan yet.
+struct Inputs {
+  const c10::IValue* first;
+  size_t count;
+};
+void family_key(const void* context, std::string* key, std::vector<int64_t>* dims) {
+  const Inputs& in = *static_cast<const Inputs*>(context);
+  key->clear();
+  dims->clear();
+  append_mode(*key);
+  for (size_t i = 0; i < in.count; ++i) append_key(*key, in.first[i], dims);
 }
 
 torch::jit::Operation allocate_slab_op(const Node* node) {
@@ -106,7 +135,8 @@ torch::jit::Operation allocate_slab_op(const Node* node) {
   return [inputs](torch::jit::Stack& stack) {
     const c10::IValue* first = &stack[stack.size() - inputs];
     const int64_t module = first[0].toInt();
-    runtime_pass::allocate_slab(module, pass_key(first + 1, inputs - 1));
+    const Inputs in{first + 1, inputs - 1};
+    runtime_pass::allocate_slab(module, pass_key(first + 1, inputs - 1), {&family_key, &in});
     torch::jit::drop(stack, inputs);
   };
 }

@@ -3,15 +3,18 @@
 #include <ATen/Parallel.h>
 #include <c10/core/Allocator.h>
 
+#include <algorithm>
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
 #include "arena_region.h"
 #include "compiled_plan.h"
+#include "memoplan/planner/family.h"
 #include "memoplan/torch/graph_node.h"
 #include "memoplan/torch/profiler.h"
 #include "tagged_allocator.h"
@@ -21,6 +24,26 @@ namespace memoplan::torch_ext {
 namespace runtime_pass {
 namespace {
 
+// A shape family (memoplan/planner/family.h) of one module: the passes its keys profiled, and once
+// three distinct shapes made the same allocations, the formulas that plan its other keys.
+struct Family {
+  struct Shape {
+    std::vector<int64_t> dims;
+    std::shared_ptr<const PlanDetail> detail;  // the profiled trace
+  };
+  std::vector<Shape> shapes;         // distinct, newest last (at most kFamilyShapes)
+  std::vector<int64_t> visit_nodes;  // the graph nodes its passes ran, alike for every shape
+  std::optional<family::Model> model;
+  std::vector<std::string> predicted;            // keys planned from the model, oldest first
+  std::unordered_set<std::string> mispredicted;  // keys never predicted again
+  int mispredicted_keys = 0;
+  bool refused = false;  // not one family, or predictions missed twice: exact keys only
+};
+constexpr size_t kFamilyShapes = 6;         // profiled shapes a family keeps to fit on
+constexpr size_t kFamilyMinShapes = 3;      // fitted from the third: one shape checks the others
+constexpr size_t kMaxPredictedPlans = 256;  // per family; the oldest goes first
+constexpr int kMispredictionsToRefuse = 2;  // keys whose predicted plan missed
+
 struct ModuleState {
   PlanOptions options;
   std::mutex mutex;  // everything below; taken once per new (thread, key), never per pass
@@ -28,6 +51,7 @@ struct ModuleState {
   std::unordered_map<std::string, int> unplanned_passes;  // per key, before its profile
   std::unordered_set<std::string> profiling;              // keys a thread is profiling now
   std::unordered_set<std::string> requested;              // keys plan() was called with
+  std::unordered_map<std::string, Family> families;       // by family key
   std::atomic<uint64_t> generation{0};                    // bumped by forget_plans
 };
 
@@ -49,6 +73,10 @@ ModuleState& module_state(int64_t id) {
 }
 
 replay::SharedCounters counters;
+std::atomic<uint64_t> family_plans{0}, family_mispredictions{0};
+
+// A thread keeps at most this many plans (with their arenas); the least recently used goes.
+constexpr size_t kThreadCachedPlans = 64;
 
 // Adds the pass's counters to the process's.
 void flush(ThreadPass& t) {
@@ -68,14 +96,167 @@ void abandon_profile(ThreadPass& t) {
   m.profiling.erase(t.key);
 }
 
-void start_replay(ThreadPass& t, ThreadPass::CachedPlan& cached) {
+// The arena a family's plan replays in on this thread: the family's, grown (replaced) when the plan
+// needs more; null when none can be had.
+replay::Arena* family_arena(ThreadPass& t, int64_t module, const std::string& family,
+                            uint64_t slab_bytes) {
+  ThreadPass::FamilyArena* found = nullptr;
+  for (ThreadPass::FamilyArena& f : t.family_arenas) {
+    if (f.module == module && f.family == family) found = &f;
+  }
+  if (found && found->arena->bytes() >= slab_bytes) return found->arena;
+  // A quarter more than asked: a length that creeps up pass by pass does not regrow every time.
+  const uint64_t bytes = slab_bytes + slab_bytes / 4;
+  replay::ArenaRegion::Failure failure;
+  replay::Arena* arena = arena_region().create(bytes, thread_token(), &failure);
+  if (!arena) return found ? nullptr : nullptr;
+  ++t.counters.slabs;
+  t.counters.slab_bytes += bytes;
+  if (found) {
+    found->arena->retire();  // back once the blocks it still holds (outputs) are freed
+    found->arena = arena;
+  } else {
+    t.family_arenas.push_back({module, family, arena});
+  }
+  return arena;
+}
+
+bool start_replay(ThreadPass& t, ThreadPass::CachedPlan& cached) {
+  replay::Arena* arena = cached.arena;
+  if (!arena) {
+    arena = family_arena(t, cached.module, cached.plan->family, cached.plan->slab_bytes);
+    if (!arena) return false;
+  }
   t.mode = ThreadPass::Mode::kReplay;
   t.plan = cached.plan.get();
-  t.arena = cached.arena;
+  t.arena = arena;
+  cached.used = ++t.uses;
   t.visit = 0;
   const replay::Visit& first = t.plan->visits.front();
   t.matcher.start_window(t.plan->tensors.data(), first.first_slot, first.slot_count);
   ++t.counters.planned_passes;
+  return true;
+}
+
+// Caches a plan on this thread (its own arena unless it is a family's), dropping the least
+// recently used entry when the cache is full. Returns the entry, or null when no arena could be
+// had.
+ThreadPass::CachedPlan* cache_plan(ThreadPass& t, int64_t module, uint64_t generation,
+                                   const std::string& key,
+                                   std::shared_ptr<const CompiledPlan> plan) {
+  replay::Arena* arena = nullptr;
+  if (plan->family.empty()) {
+    replay::ArenaRegion::Failure failure;
+    arena = arena_region().create(plan->slab_bytes, thread_token(), &failure);
+    if (!arena) return nullptr;
+    ++t.counters.slabs;
+    t.counters.slab_bytes += plan->slab_bytes;
+  }
+  if (t.cache.size() >= kThreadCachedPlans) {
+    auto oldest = std::min_element(t.cache.begin(), t.cache.end(),
+                                   [](const ThreadPass::CachedPlan& a,
+                                      const ThreadPass::CachedPlan& b) { return a.used < b.used; });
+    if (oldest->arena) oldest->arena->retire();
+    *oldest = std::move(t.cache.back());
+    t.cache.pop_back();
+  }
+  t.cache.push_back({module, generation, key, std::move(plan), arena});
+  return &t.cache.back();
+}
+
+// The plan for a key of a fitted family, from its formulas (under the module's lock); null when
+// the family cannot predict these dims.
+std::shared_ptr<const CompiledPlan> predict_plan(ModuleState& m, const std::string& key,
+                                                 const std::string& family_key,
+                                                 const std::vector<int64_t>& dims) {
+  auto it = m.families.find(family_key);
+  if (it == m.families.end() || !it->second.model || it->second.refused) return nullptr;
+  Family& f = it->second;
+  if (f.mispredicted.count(key)) return nullptr;
+  Result<Trace> trace = family::instantiate(*f.model, dims);
+  if (!trace) return nullptr;  // a dim that did not vary so far: profiled, then fitted anew
+  Result<CompiledPlan> plan = compile_plan(*trace, f.visit_nodes, m.options.strategy);
+  if (!plan) return nullptr;
+  plan->key = key;
+  plan->family = family_key;
+  auto shared = std::make_shared<const CompiledPlan>(std::move(*plan));
+  m.plans[key] = shared;
+  f.predicted.push_back(key);
+  if (f.predicted.size() > kMaxPredictedPlans) {
+    // Threads that cached it keep theirs; the module plans it again if it comes back.
+    m.plans.erase(f.predicted.front());
+    f.predicted.erase(f.predicted.begin());
+  }
+  family_plans.fetch_add(1, std::memory_order_relaxed);
+  replay::SharedCounters::bump(counters.plans);
+  return shared;
+}
+
+// A profiled pass of a key with a family: one more shape to fit the family on (under the module's
+// lock). Fitted from the third distinct shape; refused for good when the passes differ in
+// structure (another graph path, other allocations: data-dependent control flow), or when no
+// formula fits five shapes.
+void add_family_shape(ModuleState& m, const std::string& family_key,
+                      const std::vector<int64_t>& dims, const std::vector<int64_t>& visit_nodes,
+                      std::shared_ptr<const PlanDetail> detail) {
+  Family& f = m.families[family_key];
+  if (f.refused) return;
+  if (f.shapes.empty()) {
+    f.visit_nodes = visit_nodes;
+  } else if (f.visit_nodes != visit_nodes) {
+    f.refused = true;
+    f.model.reset();
+    return;
+  }
+  for (const Family::Shape& shape : f.shapes) {
+    if (shape.dims == dims) return;
+  }
+  f.shapes.push_back({dims, std::move(detail)});
+  if (f.shapes.size() > kFamilyShapes) f.shapes.erase(f.shapes.begin());
+  if (f.shapes.size() < kFamilyMinShapes) return;
+  std::vector<family::Sample> samples;
+  for (const Family::Shape& shape : f.shapes) samples.push_back({shape.dims, &shape.detail->trace});
+  Result<family::Model> model = family::fit_family(samples);
+  if (model) {
+    f.model = std::move(*model);
+    return;
+  }
+  f.model.reset();
+  const bool formulas_only = model.error().find("no formula") != std::string::npos;
+  if (!formulas_only || f.shapes.size() >= 5) f.refused = true;
+}
+
+// A pass that missed its predicted plan: the plan goes (its key is profiled like any new key, and
+// becomes one more shape of the family), and a second such key ends the family's predictions.
+void drop_prediction(ThreadPass& t) {
+  const CompiledPlan* plan = t.plan;
+  for (auto it = t.cache.begin(); it != t.cache.end(); ++it) {
+    if (it->plan.get() != plan) continue;
+    ModuleState& m = module_state(it->module);
+    {
+      std::lock_guard<std::mutex> lock(m.mutex);
+      auto p = m.plans.find(plan->key);
+      if (p != m.plans.end() && p->second.get() == plan) {
+        m.plans.erase(p);
+        m.unplanned_passes[plan->key] = 0;
+        Family& f = m.families[plan->family];
+        f.predicted.erase(std::remove(f.predicted.begin(), f.predicted.end(), plan->key),
+                          f.predicted.end());
+        f.mispredicted.insert(plan->key);
+        if (++f.mispredicted_keys >= kMispredictionsToRefuse && !f.refused) {
+          f.refused = true;
+          for (const std::string& key : f.predicted) m.plans.erase(key);
+          f.predicted.clear();
+        }
+      }
+    }
+    t.cache.erase(it);  // a family's plan: no arena of its own
+    break;
+  }
+  t.plan = nullptr;
+  t.arena = nullptr;
+  t.mode = ThreadPass::Mode::kIdle;
+  family_mispredictions.fetch_add(1, std::memory_order_relaxed);
 }
 
 }  // namespace
@@ -100,7 +281,7 @@ int64_t register_module(const PlanOptions& options) {
   return id;
 }
 
-void allocate_slab(int64_t module, const std::string& key) {
+void allocate_slab(int64_t module, const std::string& key, FamilyOf family) {
   ThreadPass& t = thread_pass();
   // A previous pass that never reached its end (an exception in forward): close it first.
   if (t.mode == ThreadPass::Mode::kProfile) abandon_profile(t);
@@ -109,31 +290,47 @@ void allocate_slab(int64_t module, const std::string& key) {
   t.pass_key = key;
   ++t.counters.passes;
   ModuleState& m = module_state(module);
+  const uint64_t generation = m.generation.load();
   for (ThreadPass::CachedPlan& cached : t.cache) {
-    if (cached.module == module && cached.generation == m.generation.load() && cached.key == key) {
-      return start_replay(t, cached);
-    }
-  }
-  std::unique_lock<std::mutex> lock(m.mutex);
-  if (auto it = m.plans.find(key); it != m.plans.end()) {
-    std::shared_ptr<const CompiledPlan> plan = it->second;
-    const uint64_t generation = m.generation.load();
-    lock.unlock();
-    replay::ArenaRegion::Failure failure;
-    replay::Arena* arena = arena_region().create(plan->slab_bytes, thread_token(), &failure);
-    if (!arena) {  // out of arenas or memory: this thread runs the key unplanned
-      t.mode = ThreadPass::Mode::kUnplanned;
+    if (cached.module == module && cached.generation == generation && cached.key == key) {
+      if (start_replay(t, cached)) return;
+      t.mode = ThreadPass::Mode::kUnplanned;  // no arena to be had: this pass runs unplanned
       ++t.counters.unplanned_passes;
       return;
     }
-    ++t.counters.slabs;
-    t.counters.slab_bytes += plan->slab_bytes;
-    t.cache.push_back({module, generation, key, std::move(plan), arena});
-    return start_replay(t, t.cache.back());
   }
+  std::unique_lock<std::mutex> lock(m.mutex);
   const bool allowed = m.options.plan_new_keys || m.requested.count(key);
-  const bool due =
-      allowed && ++m.unplanned_passes[key] > m.options.warmup_passes && !m.profiling.count(key);
+  std::shared_ptr<const CompiledPlan> plan;
+  if (auto it = m.plans.find(key); it != m.plans.end()) {
+    plan = it->second;
+  } else if (family.fill) {
+    family.fill(family.context, &t.family_key, &t.dims);
+    if (allowed) plan = predict_plan(m, key, t.family_key, t.dims);
+  } else {
+    t.family_key.clear();
+  }
+  if (plan) {
+    lock.unlock();
+    ThreadPass::CachedPlan* cached = cache_plan(t, module, generation, key, std::move(plan));
+    if (!cached || !start_replay(t, *cached)) {  // out of arenas or memory: runs unplanned
+      t.mode = ThreadPass::Mode::kUnplanned;
+      ++t.counters.unplanned_passes;
+    }
+    return;
+  }
+  // A new shape of a family that already has a profiled shape is profiled on its first pass: the
+  // module is warm (the JIT's profiling runs are behind it), and the family needs three shapes
+  // before it can predict the rest.
+  int warmup = m.options.warmup_passes;
+  if (!t.family_key.empty()) {
+    auto f = m.families.find(t.family_key);
+    if (f != m.families.end() && !f->second.refused && !f->second.shapes.empty() &&
+        !f->second.mispredicted.count(key)) {
+      warmup = 0;
+    }
+  }
+  const bool due = allowed && ++m.unplanned_passes[key] > warmup && !m.profiling.count(key);
   if (!due) {
     t.mode = ThreadPass::Mode::kUnplanned;
     t.warming = allowed && !m.profiling.count(key);  // planned once its warm-up is done
@@ -187,6 +384,12 @@ void allocate_tensor(int64_t node) {
 
 void end_pass(int64_t module) {
   ThreadPass& t = thread_pass();
+  // A predicted plan that had no slot for a request of this pass (a size its formula got wrong,
+  // an allocation it did not know): the request went to the allocator behind, and the plan goes.
+  if (t.mode == ThreadPass::Mode::kReplay && !t.plan->family.empty() &&
+      t.counters.fallbacks[static_cast<int>(replay::Fallback::kNotPlanned)] != 0) {
+    drop_prediction(t);
+  }
   flush(t);
   t.warming = false;
   if (t.mode != ThreadPass::Mode::kProfile || t.module != module) {
@@ -207,8 +410,11 @@ void end_pass(int64_t module) {
     return;
   }
   plan->key = t.key;
-  m.plans[t.key] = std::make_shared<const CompiledPlan>(std::move(*plan));
+  auto shared = std::make_shared<const CompiledPlan>(std::move(*plan));
+  m.plans[t.key] = shared;
   replay::SharedCounters::bump(counters.plans);
+  if (!t.family_key.empty())
+    add_family_shape(m, t.family_key, t.dims, t.visit_nodes, shared->detail);
 }
 
 bool has_plan(int64_t module, const std::string& key, PlanSummary* summary) {
@@ -248,7 +454,13 @@ void forget_plans(int64_t module) {
   std::lock_guard<std::mutex> lock(m.mutex);
   m.plans.clear();
   m.unplanned_passes.clear();
+  m.families.clear();
   ++m.generation;
+}
+
+FamilyCounts family_counts() {
+  return {family_plans.load(std::memory_order_relaxed),
+          family_mispredictions.load(std::memory_order_relaxed)};
 }
 
 }  // namespace runtime_pass

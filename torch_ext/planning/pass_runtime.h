@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "memoplan/torch/plan.h"
 #include "planning.h"  // current_key, OffPlan
@@ -16,8 +17,19 @@ namespace memoplan::torch_ext::runtime_pass {
 // A planned module's id (its graph's AllocateSlab carries it). Options apply to every key.
 int64_t register_module(const PlanOptions& options);
 
+// The shape family of a pass's inputs: the key with every tensor's sizes taken out, and those
+// sizes (graph_pass.cc's family_key). Written only when a pass's exact key has no plan yet.
+struct FamilyOf {
+  void (*fill)(const void* context, std::string* key, std::vector<int64_t>* dims) = nullptr;
+  const void* context = nullptr;
+};
+
 // The three graph operators. `key` identifies the pass's inputs (shapes, dtypes, ...) exactly.
-void allocate_slab(int64_t module, const std::string& key);
+// A key without a plan whose family has been fitted (three profiled shapes whose passes make the
+// same allocations: memoplan/planner/family.h) is planned from the family's formulas at once, with
+// neither warm-up nor profiling; a pass that misses such a plan drops it (its key is profiled as
+// any other), and a second such key stops the family's predictions.
+void allocate_slab(int64_t module, const std::string& key, FamilyOf family = {});
 void allocate_tensor(int64_t node);
 void end_pass(int64_t module);
 // Whether `module` has a plan for `key` (plan() waits for it).
@@ -28,5 +40,11 @@ std::shared_ptr<const PlanDetail> plan_detail(int64_t module, const std::string&
 void request_key(int64_t module, const std::string& key);
 // Forgets the plan for `key`: the next passes with it are profiled again (after warm-up).
 void forget_plans(int64_t module);
+
+// Plans made from a family's formulas, and passes that missed one (its key then profiled).
+struct FamilyCounts {
+  uint64_t plans = 0, mispredictions = 0;
+};
+FamilyCounts family_counts();
 
 }  // namespace memoplan::torch_ext::runtime_pass

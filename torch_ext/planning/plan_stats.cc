@@ -2,6 +2,7 @@
 #include <string>
 
 #include "memoplan/torch/plan.h"
+#include "pass_runtime.h"
 #include "thread_pass.h"
 
 namespace memoplan::torch_ext {
@@ -22,6 +23,8 @@ constexpr uint64_t PlanStats::*kFields[] = {
     &PlanStats::slab_bytes,
     &PlanStats::tensor_mallocs,
     &PlanStats::warmup_exact_blocks,
+    &PlanStats::family_plans,
+    &PlanStats::family_mispredictions,
 };
 
 }  // namespace
@@ -45,6 +48,9 @@ PlanStats plan_stats() {
   s.slab_bytes = c.slab_bytes;
   s.tensor_mallocs = c.passed_on;
   s.warmup_exact_blocks = c.exact_blocks;
+  const runtime_pass::FamilyCounts families = runtime_pass::family_counts();
+  s.family_plans = families.plans;
+  s.family_mispredictions = families.mispredictions;
   return s;
 }
 
@@ -63,7 +69,9 @@ std::string to_string(const PlanStats& s) {
          std::to_string(s.fallback_escaping) + " overlap " + std::to_string(s.fallback_overlap) +
          ", slabs " + std::to_string(s.slabs) + " (" + std::to_string(s.slab_bytes) +
          " bytes), tensor mallocs " + std::to_string(s.tensor_mallocs) + ", warm-up exact blocks " +
-         std::to_string(s.warmup_exact_blocks);
+         std::to_string(s.warmup_exact_blocks) + ", family plans " +
+         std::to_string(s.family_plans) + " (mispredicted " +
+         std::to_string(s.family_mispredictions) + ")";
 }
 
 }  // namespace memoplan::torch_ext

@@ -24,6 +24,14 @@ struct ThreadPass {
     uint64_t generation;
     std::string key;
     std::shared_ptr<const CompiledPlan> plan;
+    replay::Arena* arena;  // its own; null for a family's plan (it uses the family's arena)
+    uint64_t used = 0;     // the thread's pass count when last used (the cache drops the oldest)
+  };
+  // One arena per shape family and thread, for every plan predicted for that family: it grows to
+  // the largest slab among them (a new arena, the old one retired) instead of one per key.
+  struct FamilyArena {
+    int64_t module;
+    std::string family;
     replay::Arena* arena;
   };
 
@@ -43,11 +51,18 @@ struct ThreadPass {
   std::vector<int64_t> visit_nodes;
   int64_t module = -1;
   std::string key;
+  std::string family_key;  // the profiled key's shape family, and its dims
+  std::vector<int64_t> dims;
   std::string pass_key;  // the key of the pass the thread is in (the tuned ops' layout plans)
   std::vector<CachedPlan> cache;
+  std::vector<FamilyArena> family_arenas;
+  uint64_t uses = 0;
 
   ~ThreadPass() {
-    for (CachedPlan& c : cache) c.arena->retire();
+    for (CachedPlan& c : cache) {
+      if (c.arena) c.arena->retire();
+    }
+    for (FamilyArena& f : family_arenas) f.arena->retire();
   }
 };
 

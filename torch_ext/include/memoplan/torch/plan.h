@@ -75,6 +75,11 @@ struct PlanStats {
   // Tensors of warm-up passes (before a key's plan) given exact blocks, whose pages go back at
   // their free: the warm-up leaves no allocator-retained memory beside the slab.
   uint64_t warmup_exact_blocks = 0;
+  // Shape families (docs/TORCH_EXT.md, "Inputs whose shapes vary"): plans made from a family's
+  // formulas, without warm-up or profiling (part of `plans`), and passes that missed such a plan
+  // (the plan dropped, its key profiled like any other).
+  uint64_t family_plans = 0;
+  uint64_t family_mispredictions = 0;
 };
 PlanStats plan_stats();
 // Field by field: the counts between two snapshots (slabs and slab_bytes too).

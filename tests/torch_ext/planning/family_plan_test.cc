@@ -1,0 +1,200 @@
+// Shape families in the graph pass (issue 18): once three lengths of a module's input were
+// profiled, every other length is planned from the family's formulas on its first pass (no warm-up,
+// no profiling), outputs identical; a wrong prediction falls back and drops the plan; passes that
+// differ in structure keep exact keys; a thread's slab for a family grows instead of multiplying.
+#include <ATen/Parallel.h>
+#include <gtest/gtest.h>
+#include <torch/script.h>
+
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "memoplan/torch/plan.h"
+
+namespace memoplan::torch_ext {
+namespace {
+
+// Self-attention over a [1, L, 64] input; `extra` is appended to forward's body.
+torch::jit::Module attention(const std::string& extra = "") {
+  torch::manual_seed(0);
+  torch::jit::Module m("Attention" + std::to_string(std::hash<std::string>()(extra)));
+  m.register_parameter("wqkv", torch::randn({192, 64}), false);
+  m.register_parameter("wo", torch::randn({64, 64}), false);
+  m.define(R"(
+    def forward(self, x):
+        qkv = torch.linear(x, self.wqkv)
+        q = qkv[:, :, 0:64]
+        k = qkv[:, :, 64:128]
+        v = qkv[:, :, 128:192]
+        p = torch.softmax(torch.bmm(q, k.transpose(1, 2)) * 0.125, -1)
+        y = torch.layer_norm(torch.linear(torch.bmm(p, v), self.wo) + x, [64])
+)" + extra +
+           R"(
+        return y
+  )");
+  m.eval();
+  return m;
+}
+
+// The input of `length`: the same on every call and every thread (no shared random generator).
+at::Tensor run(torch::jit::Module& m, int64_t length) {
+  const at::Tensor x = torch::sin(torch::arange(length * 64, torch::kFloat) * 0.37 + length);
+  return m.forward({x.reshape({1, length, 64})}).toTensor();
+}
+
+// Plans `m` and profiles three lengths: the family is fitted after the third.
+void fit(torch::jit::Module& m, PlanOptions options = {}) {
+  torch::manual_seed(1);
+  plan(m, {torch::randn({1, 16, 64})}, options);
+  for (int64_t length : {24, 40}) {
+    torch::manual_seed(2);
+    plan(m, {torch::randn({1, length, 64})}, options);
+  }
+}
+
+TEST(FamilyPlan, UnseenLengthsArePlannedOnTheirFirstPass) {
+  at::set_num_threads(1);
+  c10::InferenceMode guard;
+  torch::jit::Module reference = attention(), planned = attention();
+  fit(planned);
+  const PlanStats before = plan_stats();
+  for (int64_t length : {8, 50, 100, 33, 7, 64}) {
+    for (int pass = 0; pass < 2; ++pass) {
+      EXPECT_TRUE(torch::equal(run(planned, length), run(reference, length))) << length;
+    }
+  }
+  const PlanStats d = plan_stats() - before;
+  EXPECT_EQ(d.planned_passes, 12u) << to_string(d);
+  EXPECT_EQ(d.profiled_passes + d.unplanned_passes, 0u) << to_string(d);
+  EXPECT_EQ(d.family_plans, 6u) << to_string(d);
+  EXPECT_EQ(d.family_mispredictions, 0u) << to_string(d);
+  EXPECT_EQ(d.fallback_not_planned + d.fallback_overlap, 0u) << to_string(d);
+  EXPECT_GT(d.planned_hits, 12u * 5) << to_string(d);
+}
+
+TEST(FamilyPlan, AWrongPredictionFallsBackAndItsKeyIsProfiled) {
+  at::set_num_threads(1);
+  c10::InferenceMode guard;
+  // A buffer of (L // 2) * 64 floats: 128 L bytes at the even lengths profiled, less at odd ones.
+  const std::string half = R"(
+        h = torch.zeros([x.size(1) // 2 * 64])
+        y = y + h.sum())";
+  torch::jit::Module reference = attention(half), planned = attention(half);
+  fit(planned);
+  PlanStats before = plan_stats();
+  EXPECT_TRUE(torch::equal(run(planned, 48), run(reference, 48)));  // even: predicted right
+  PlanStats d = plan_stats() - before;
+  EXPECT_EQ(d.family_plans, 1u) << to_string(d);
+  EXPECT_EQ(d.family_mispredictions, 0u) << to_string(d);
+
+  before = plan_stats();
+  for (int pass = 0; pass < 6; ++pass) {  // odd: the buffer misses its slot, never overlaps
+    EXPECT_TRUE(torch::equal(run(planned, 33), run(reference, 33))) << pass;
+  }
+  d = plan_stats() - before;
+  EXPECT_EQ(d.family_plans, 1u) << to_string(d);
+  EXPECT_EQ(d.family_mispredictions, 1u) << to_string(d);
+  EXPECT_EQ(d.fallback_not_planned, 1u) << to_string(d);
+  // Then as any new key: three warm-up passes, one profiled, one planned exactly. The family,
+  // fitted again on four shapes, has no formula for the buffer now: no more predictions.
+  EXPECT_EQ(d.unplanned_passes, 3u) << to_string(d);
+  EXPECT_EQ(d.profiled_passes, 1u) << to_string(d);
+  EXPECT_EQ(d.planned_passes, 2u) << to_string(d);
+  EXPECT_EQ(d.fallback_overlap, 0u) << to_string(d);
+
+  // A new length is profiled at once (the family still collects shapes); on five shapes no
+  // formula fits, and the family is given up: the next length waits out a warm-up.
+  before = plan_stats();
+  EXPECT_TRUE(torch::equal(run(planned, 52), run(reference, 52)));
+  d = plan_stats() - before;
+  EXPECT_EQ(d.family_plans, 0u) << to_string(d);
+  EXPECT_EQ(d.profiled_passes, 1u) << to_string(d);
+  before = plan_stats();
+  EXPECT_TRUE(torch::equal(run(planned, 70), run(reference, 70)));
+  d = plan_stats() - before;
+  EXPECT_EQ(d.family_plans + d.profiled_passes, 0u) << to_string(d);
+  EXPECT_EQ(d.unplanned_passes, 1u) << to_string(d);
+}
+
+TEST(FamilyPlan, TwoMispredictedKeysEndTheFamilysPredictions) {
+  at::set_num_threads(1);
+  c10::InferenceMode guard;
+  const std::string half = R"(
+        h = torch.zeros([x.size(1) // 2 * 64])
+        y = y + h.sum())";
+  torch::jit::Module reference = attention(half), planned = attention(half);
+  fit(planned);
+  const PlanStats before = plan_stats();
+  for (int64_t length : {33, 35, 48}) {  // two misses before either odd length is profiled
+    EXPECT_TRUE(torch::equal(run(planned, length), run(reference, length))) << length;
+  }
+  const PlanStats d = plan_stats() - before;
+  EXPECT_EQ(d.family_plans, 2u) << to_string(d);
+  EXPECT_EQ(d.family_mispredictions, 2u) << to_string(d);
+  EXPECT_EQ(d.unplanned_passes, 1u) << to_string(d);  // 48 would have fitted: not predicted now
+}
+
+TEST(FamilyPlan, PassesThatDifferInStructureKeepExactKeys) {
+  at::set_num_threads(1);
+  c10::InferenceMode guard;
+  // One more layer norm per 16 positions: the number of ops follows the length.
+  const std::string loop = R"(
+        for _ in range(x.size(1) // 16):
+            y = torch.layer_norm(y, [64]))";
+  torch::jit::Module reference = attention(loop), planned = attention(loop);
+  fit(planned);
+  const PlanStats before = plan_stats();
+  EXPECT_TRUE(torch::equal(run(planned, 64), run(reference, 64)));
+  const PlanStats d = plan_stats() - before;
+  EXPECT_EQ(d.family_plans, 0u) << to_string(d);
+  EXPECT_EQ(d.unplanned_passes, 1u) << to_string(d);  // a new key's warm-up, as before families
+}
+
+TEST(FamilyPlan, AThreadsSlabForAFamilyGrowsInsteadOfMultiplying) {
+  at::set_num_threads(1);
+  c10::InferenceMode guard;
+  torch::jit::Module reference = attention(), planned = attention();
+  fit(planned);
+  const PlanStats before = plan_stats();
+  for (int64_t length = 8; length <= 100; ++length) {
+    EXPECT_TRUE(torch::equal(run(planned, length), run(reference, length))) << length;
+  }
+  const PlanStats d = plan_stats() - before;
+  EXPECT_EQ(d.family_plans, 93u - 3u) << to_string(d);  // 16, 24 and 40 have their own plans
+  EXPECT_EQ(d.planned_passes, 93u) << to_string(d);
+  // A new slab only when a length needs more than the last one's 1.25x: about
+  // log(largest / smallest) / log(1.25) of them, not one per length.
+  EXPECT_LE(d.slabs, 25u) << to_string(d);
+  EXPECT_EQ(d.fallback_not_planned + d.fallback_overlap, 0u) << to_string(d);
+}
+
+TEST(FamilyPlan, ConcurrentThreadsOfDifferentLengths) {
+  at::set_num_threads(1);
+  torch::jit::Module reference = attention(), planned = attention();
+  {
+    c10::InferenceMode guard;
+    fit(planned);
+  }
+  const PlanStats before = plan_stats();
+  std::vector<std::thread> threads;
+  std::vector<int> mismatches(4, 0);
+  for (int w = 0; w < 4; ++w) {
+    threads.emplace_back([&, w] {
+      c10::InferenceMode guard;
+      for (int i = 0; i < 20; ++i) {
+        const int64_t length = 8 + (w * 37 + i * 11) % 90;
+        torch::jit::Module mine = planned;  // shares the planned graph and its plans
+        if (!torch::equal(run(mine, length), run(reference, length))) ++mismatches[w];
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int w = 0; w < 4; ++w) EXPECT_EQ(mismatches[w], 0) << "thread " << w;
+  const PlanStats d = plan_stats() - before;
+  EXPECT_EQ(d.planned_passes, 80u) << to_string(d);
+  EXPECT_EQ(d.fallback_not_planned + d.fallback_overlap, 0u) << to_string(d);
+}
+
+}  // namespace
+}  // namespace memoplan::torch_ext
