@@ -4,7 +4,8 @@
 //  * per shape: instantiate the family's trace and plan it (greedy_by_size), timed;
 //  * bucket: one plan made for the largest value, reused for every smaller one (valid when no
 //    size shrinks as the dim grows), its slab against the shape's own lower bound.
-//   build/bench/family_bench models/bert_encoder.pt --shape 1x128 --dim 1 --high 30522 \
+// For example (one line):
+//   build/bench/family_bench models/bert_encoder.pt --shape 1x128 --dim 1 --high 30522
 //     --fit 16,40,64 --eval 8,24,32,48,96,128,200,256
 #include <ATen/Parallel.h>
 #include <ATen/ops/randint.h>
