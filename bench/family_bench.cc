@@ -41,6 +41,7 @@ struct Args {
   int64_t high = 0;  // > 0: int64 token ids in [0, high); else float32 randn
   std::vector<int64_t> fit, eval;
   int warmup = 3;
+  std::string strategy = "greedy_by_size";
 };
 
 bool parse(int argc, char** argv, Args* a) {
@@ -60,6 +61,8 @@ bool parse(int argc, char** argv, Args* a) {
       a->eval = parse_list(v, ',');
     else if (k == "--warmup")
       a->warmup = std::stoi(v);
+    else if (k == "--strategy")
+      a->strategy = v;
     else
       return false;
   }
@@ -96,7 +99,7 @@ int main(int argc, char** argv) {
   if (!parse(argc, argv, &a)) {
     std::fprintf(stderr,
                  "usage: %s MODEL.pt --shape 1x128 --dim 1 [--high N] --fit 16,40,64 "
-                 "[--eval 8,24,...] [--warmup 3]\n",
+                 "[--eval 8,24,...] [--warmup 3] [--strategy greedy_by_size]\n",
                  argv[0]);
     return 2;
   }
@@ -156,7 +159,9 @@ int main(int argc, char** argv) {
     for (int r = 0; r < 21 && predicted.ok(); ++r) {
       const auto start = std::chrono::steady_clock::now();
       const auto t = memoplan::family::instantiate(*model, dims);
-      const auto plan = memoplan::plan_trace(*t);
+      memoplan::PlanOptions plan_options;
+      plan_options.strategy = a.strategy;
+      const auto plan = memoplan::plan_trace(*t, plan_options);
       times.push_back(
           std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
               .count());

@@ -18,7 +18,9 @@ namespace memoplan::torch_ext {
 
 struct CompiledPlan {
   std::string key;     // input shapes, dtypes, thread count, grad mode (see docs/TORCH_EXT.md)
-  std::string family;  // non-empty: predicted from this shape family's formulas, not profiled
+  // The shape family of its key (empty: none): its threads replay it in the family's one arena.
+  std::string family;
+  bool predicted = false;  // made from the family's formulas, not profiled
   // The runtime's slot table (replay::Slot; the key is the size: the extension matches a request
   // by size within its visit) and the visits that cut it.
   std::vector<replay::Visit> visits;

@@ -74,6 +74,13 @@ ModuleState& module_state(int64_t id) {
 
 replay::SharedCounters counters;
 std::atomic<uint64_t> family_plans{0}, family_mispredictions{0};
+std::atomic<uint64_t> largest_slab{0};  // bytes of the largest arena made
+
+void note_slab_bytes(uint64_t bytes) {
+  uint64_t seen = largest_slab.load(std::memory_order_relaxed);
+  while (bytes > seen && !largest_slab.compare_exchange_weak(seen, bytes)) {
+  }
+}
 
 // A thread keeps at most this many plans (with their arenas); the least recently used goes.
 constexpr size_t kThreadCachedPlans = 64;
@@ -105,11 +112,12 @@ replay::Arena* family_arena(ThreadPass& t, int64_t module, const std::string& fa
     if (f.module == module && f.family == family) found = &f;
   }
   if (found && found->arena->bytes() >= slab_bytes) return found->arena;
-  // A quarter more than asked: a length that creeps up pass by pass does not regrow every time.
-  const uint64_t bytes = slab_bytes + slab_bytes / 4;
+  // Exactly what the plan needs: random shapes set a new largest one about ln(passes) times.
+  const uint64_t bytes = slab_bytes;
   replay::ArenaRegion::Failure failure;
   replay::Arena* arena = arena_region().create(bytes, thread_token(), &failure);
-  if (!arena) return found ? nullptr : nullptr;
+  if (!arena) return nullptr;
+  note_slab_bytes(bytes);
   ++t.counters.slabs;
   t.counters.slab_bytes += bytes;
   if (found) {
@@ -151,6 +159,7 @@ ThreadPass::CachedPlan* cache_plan(ThreadPass& t, int64_t module, uint64_t gener
     if (!arena) return nullptr;
     ++t.counters.slabs;
     t.counters.slab_bytes += plan->slab_bytes;
+    note_slab_bytes(plan->slab_bytes);
   }
   if (t.cache.size() >= kThreadCachedPlans) {
     auto oldest = std::min_element(t.cache.begin(), t.cache.end(),
@@ -179,6 +188,7 @@ std::shared_ptr<const CompiledPlan> predict_plan(ModuleState& m, const std::stri
   if (!plan) return nullptr;
   plan->key = key;
   plan->family = family_key;
+  plan->predicted = true;
   auto shared = std::make_shared<const CompiledPlan>(std::move(*plan));
   m.plans[key] = shared;
   f.predicted.push_back(key);
@@ -386,7 +396,7 @@ void end_pass(int64_t module) {
   ThreadPass& t = thread_pass();
   // A predicted plan that had no slot for a request of this pass (a size its formula got wrong,
   // an allocation it did not know): the request went to the allocator behind, and the plan goes.
-  if (t.mode == ThreadPass::Mode::kReplay && !t.plan->family.empty() &&
+  if (t.mode == ThreadPass::Mode::kReplay && t.plan->predicted &&
       t.counters.fallbacks[static_cast<int>(replay::Fallback::kNotPlanned)] != 0) {
     drop_prediction(t);
   }
@@ -410,6 +420,7 @@ void end_pass(int64_t module) {
     return;
   }
   plan->key = t.key;
+  plan->family = t.family_key;
   auto shared = std::make_shared<const CompiledPlan>(std::move(*plan));
   m.plans[t.key] = shared;
   replay::SharedCounters::bump(counters.plans);
@@ -460,7 +471,8 @@ void forget_plans(int64_t module) {
 
 FamilyCounts family_counts() {
   return {family_plans.load(std::memory_order_relaxed),
-          family_mispredictions.load(std::memory_order_relaxed)};
+          family_mispredictions.load(std::memory_order_relaxed),
+          largest_slab.load(std::memory_order_relaxed)};
 }
 
 }  // namespace runtime_pass

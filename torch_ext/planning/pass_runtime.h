@@ -41,9 +41,10 @@ void request_key(int64_t module, const std::string& key);
 // Forgets the plan for `key`: the next passes with it are profiled again (after warm-up).
 void forget_plans(int64_t module);
 
-// Plans made from a family's formulas, and passes that missed one (its key then profiled).
+// Plans made from a family's formulas, passes that missed one (its key then profiled), and the
+// bytes of the largest arena (slab) made so far.
 struct FamilyCounts {
-  uint64_t plans = 0, mispredictions = 0;
+  uint64_t plans = 0, mispredictions = 0, largest_slab_bytes = 0;
 };
 FamilyCounts family_counts();
 

@@ -51,12 +51,14 @@ PlanStats plan_stats() {
   const runtime_pass::FamilyCounts families = runtime_pass::family_counts();
   s.family_plans = families.plans;
   s.family_mispredictions = families.mispredictions;
+  s.slab_bytes_max = families.largest_slab_bytes;
   return s;
 }
 
 PlanStats operator-(const PlanStats& a, const PlanStats& b) {
   PlanStats d;
   for (uint64_t PlanStats::*field : kFields) d.*field = a.*field - b.*field;
+  d.slab_bytes_max = a.slab_bytes_max;
   return d;
 }
 
@@ -71,7 +73,8 @@ std::string to_string(const PlanStats& s) {
          " bytes), tensor mallocs " + std::to_string(s.tensor_mallocs) + ", warm-up exact blocks " +
          std::to_string(s.warmup_exact_blocks) + ", family plans " +
          std::to_string(s.family_plans) + " (mispredicted " +
-         std::to_string(s.family_mispredictions) + ")";
+         std::to_string(s.family_mispredictions) + "), largest slab " +
+         std::to_string(s.slab_bytes_max) + " bytes";
 }
 
 }  // namespace memoplan::torch_ext

@@ -80,6 +80,10 @@ struct PlanStats {
   // (the plan dropped, its key profiled like any other).
   uint64_t family_plans = 0;
   uint64_t family_mispredictions = 0;
+  // The largest slab a thread has held: one plan's arena, or the arena a thread shares among the
+  // plans of one shape family (as large as the largest of them). A maximum: `after - before`
+  // keeps after's.
+  uint64_t slab_bytes_max = 0;
 };
 PlanStats plan_stats();
 // Field by field: the counts between two snapshots (slabs and slab_bytes too).
