@@ -17,7 +17,7 @@
 namespace memoplan::torch_ext {
 
 struct CompiledPlan {
-  std::string key;     // input shapes, dtypes, thread count, grad mode (see docs/TORCH_EXT.md)
+  std::string key;  // input shapes, dtypes, thread count, grad mode (see docs/TORCH_EXT.md)
   // The shape family of its key (empty: none): its threads replay it in the family's one arena.
   std::string family;
   bool predicted = false;  // made from the family's formulas, not profiled

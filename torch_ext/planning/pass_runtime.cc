@@ -394,6 +394,11 @@ void allocate_tensor(int64_t node) {
 
 void end_pass(int64_t module) {
   ThreadPass& t = thread_pass();
+  t.last = PassOutcome{};
+  t.last.replayed = t.mode == ThreadPass::Mode::kReplay;
+  t.last.profiled = t.mode == ThreadPass::Mode::kProfile;
+  t.last.planned_hits = t.counters.planned_hits;
+  t.last.fallbacks = t.counters.all_fallbacks() - t.counters.fallback(replay::Fallback::kEscaping);
   // A predicted plan that had no slot for a request of this pass (a size its formula got wrong,
   // an allocation it did not know): the request went to the allocator behind, and the plan goes.
   if (t.mode == ThreadPass::Mode::kReplay && t.plan->predicted &&

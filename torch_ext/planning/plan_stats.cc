@@ -55,6 +55,8 @@ PlanStats plan_stats() {
   return s;
 }
 
+PassOutcome last_pass() { return runtime_pass::thread_pass().last; }
+
 PlanStats operator-(const PlanStats& a, const PlanStats& b) {
   PlanStats d;
   for (uint64_t PlanStats::*field : kFields) d.*field = a.*field - b.*field;

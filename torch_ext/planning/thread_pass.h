@@ -13,6 +13,7 @@
 #include "memoplan/replay/arena.h"
 #include "memoplan/replay/counters.h"
 #include "memoplan/replay/matcher.h"
+#include "memoplan/torch/plan.h"
 #include "memoplan/torch/profiler.h"
 
 namespace memoplan::torch_ext::runtime_pass {
@@ -46,6 +47,7 @@ struct ThreadPass {
   uint32_t visit = 0;
   replay::Matcher matcher;
   replay::Counters counters;  // this pass's, added to the process's at its end
+  PassOutcome last;           // the last finished pass's (last_pass())
   // Profile.
   std::unique_ptr<ProfileSession> session;
   std::vector<int64_t> visit_nodes;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <random>
 
 namespace memoplan::run {
 namespace {
@@ -16,6 +17,53 @@ bool parse_int(const std::string& text, int64_t& value) {
 }
 
 }  // namespace
+
+Result<std::pair<std::vector<int64_t>, std::vector<int64_t>>> parse_shape_range(
+    const std::string& text) {
+  std::string low, high;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t end = std::min(text.find('x', start), text.size());
+    const std::string dim = text.substr(start, end - start);
+    const size_t colon = dim.find(':');
+    const std::string sep = start ? "x" : "";
+    low += sep + dim.substr(0, colon);
+    high += sep + (colon == std::string::npos ? dim : dim.substr(colon + 1));
+    start = end + 1;
+  }
+  Result<std::vector<int64_t>> lo = parse_shape(low);
+  if (!lo) return Error{"bad input '" + text + "': " + lo.error()};
+  Result<std::vector<int64_t>> hi = parse_shape(high);
+  if (!hi) return Error{"bad input '" + text + "': " + hi.error()};
+  for (size_t d = 0; d < lo->size(); ++d) {
+    if ((*lo)[d] > (*hi)[d]) {
+      return Error{"bad input '" + text + "': dim " + std::to_string(d) + " has LO > HI"};
+    }
+  }
+  return std::make_pair(std::move(*lo), std::move(*hi));
+}
+
+std::string spec_shape_text(const InputSpec& spec) {
+  if (!spec.varies()) return shape_text(spec.shape);
+  std::string s;
+  for (size_t d = 0; d < spec.shape.size(); ++d) {
+    s += (d ? "x" : "") + std::to_string(spec.shape[d]);
+    if (spec.high_shape[d] != spec.shape[d]) s += ":" + std::to_string(spec.high_shape[d]);
+  }
+  return s;
+}
+
+std::vector<int64_t> draw_shape(const InputSpec& spec, uint64_t seed, uint64_t index) {
+  if (!spec.varies()) return spec.shape;
+  std::mt19937_64 rng(seed * 0x9e3779b97f4a7c15ull + index);
+  std::vector<int64_t> shape = spec.shape;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (spec.high_shape[d] != spec.shape[d]) {
+      shape[d] = std::uniform_int_distribution<int64_t>(spec.shape[d], spec.high_shape[d])(rng);
+    }
+  }
+  return shape;
+}
 
 bool known_dtype(const std::string& dtype) {
   return std::find(std::begin(kDtypes), std::end(kDtypes), dtype) != std::end(kDtypes);
@@ -33,9 +81,16 @@ Result<InputSpec> make_input_spec(const std::string& model, const std::string& i
     return Error{model +
                  " carries no input shape: give one with --input, e.g. --input 1x3x224x224"};
   }
-  Result<std::vector<int64_t>> shape = parse_shape(input_flag.empty() ? file_shape : input_flag);
-  if (!shape) return Error{(input_flag.empty() ? model + ": " : "") + shape.error()};
-  spec.shape = std::move(*shape);
+  if (input_flag.empty()) {
+    Result<std::vector<int64_t>> shape = parse_shape(file_shape);
+    if (!shape) return Error{model + ": " + shape.error()};
+    spec.shape = std::move(*shape);
+  } else {
+    auto range = parse_shape_range(input_flag);
+    if (!range) return Error{range.error()};
+    spec.shape = std::move(range->first);
+    if (range->second != spec.shape) spec.high_shape = std::move(range->second);
+  }
   if (!dtype_flag.empty()) {
     spec.dtype = dtype_flag;
   } else if (!file_dtype.empty()) {

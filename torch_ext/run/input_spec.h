@@ -14,10 +14,22 @@
 namespace memoplan::run {
 
 struct InputSpec {
-  std::vector<int64_t> shape;
+  std::vector<int64_t> shape;       // fixed: the shape; a range: each dim's lowest value
+  std::vector<int64_t> high_shape;  // a range (--input 1x8:256): each dim's highest; else empty
   std::string dtype = "float32";
   int64_t high = 2;  // integer inputs are drawn from [0, high)
+  bool varies() const { return !high_shape.empty(); }
 };
+
+// "1x3x224x224", or with ranges "1x8:256" (each dim N or LO:HI, 1 <= LO <= HI): the lowest and the
+// highest shape (equal without ranges), each checked as parse_shape checks one.
+Result<std::pair<std::vector<int64_t>, std::vector<int64_t>>> parse_shape_range(
+    const std::string& text);
+// The text of a spec's shape: "1x8:256" for a range.
+std::string spec_shape_text(const InputSpec& spec);
+// The shape of pass `index` of a run seeded `seed`: every ranged dim drawn uniformly from its
+// range, the same for the same (seed, index) on every machine (std::mt19937_64).
+std::vector<int64_t> draw_shape(const InputSpec& spec, uint64_t seed, uint64_t index);
 
 // Shapes: memoplan::parse_shape (1 to 8 positive sizes, at most 2^31 elements in all).
 using memoplan::parse_shape;

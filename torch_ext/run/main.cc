@@ -67,8 +67,12 @@ int main(int argc, char** argv) {
   app.add_option("MODEL", options.model,
                  "TorchScript file (default: models/resnet18.pt; make it with " +
                      std::string(kMakeDefault) + ")");
-  app.add_option("--input", options.input,
-                 "Input shape, e.g. 1x3x224x224 (default: the one the file carries)");
+  app.add_option(
+      "--input", options.input,
+      "Input shape, e.g. 1x3x224x224 (default: the one the file carries); a dim may be a "
+      "range LO:HI, e.g. 1x8:256: each pass draws it uniformly (--seed)");
+  app.add_option("--seed", options.seed,
+                 "Seed of the shapes drawn from --input ranges (the same draws for both copies)");
   app.add_option("--dtype", options.dtype, "Input dtype (default: the file's, else float32)");
   app.add_option("-t,--threads", options.threads, "Inference threads (1 intra-op thread each)")
       ->check(CLI::Range(1, 256));
@@ -104,7 +108,7 @@ int main(int argc, char** argv) {
   options.measure_rss = !no_rss;
   // The flags are checked before LibTorch loads anything: a typo fails at once.
   if (!options.input.empty()) {
-    if (auto shape = memoplan::run::parse_shape(options.input); !shape) {
+    if (auto shape = memoplan::run::parse_shape_range(options.input); !shape) {
       return fail(kExitBadInput, shape.error());
     }
   }

@@ -25,6 +25,7 @@ using Clock = std::chrono::steady_clock;
 
 struct ThreadResult {
   std::vector<double> unplanned_ms, planned_ms, tuned_ms;
+  uint64_t fully_planned = 0;  // timed planned passes that ran on a plan with no fallback
   double tuned_max_relative_difference = 0;
   uint64_t compared = 0, differing = 0;
   std::string first_difference;
@@ -55,12 +56,14 @@ void fail(Shared& shared) {
 }
 
 void worker(torch::jit::Module& unplanned, torch::jit::Module& planned, torch::jit::Module* tuned,
-            const std::vector<c10::IValue>& inputs, const RunOptions& options, Shared& shared,
-            ThreadResult& result) {
+            const InputSource& source, uint64_t first_index, int thread, const RunOptions& options,
+            Shared& shared, ThreadResult& result) {
   bool counted_ready = false;
   try {
     c10::InferenceMode inference;  // per thread; part of the plan's key, as in plan()
     for (int i = 0; i < options.warmup && !shared.stop; ++i) {
+      const std::vector<c10::IValue> inputs =
+          source(first_index + static_cast<uint64_t>(thread) * options.warmup + i);
       unplanned.forward(inputs);
       planned.forward(inputs);  // the thread's first planned pass makes its slab
       if (tuned) tuned->forward(inputs);
@@ -74,7 +77,11 @@ void worker(torch::jit::Module& unplanned, torch::jit::Module& planned, torch::j
       shared.changed.wait(lock, [&] { return shared.go || shared.stop; });
     }
     while (!shared.stop) {
-      if (shared.next_iteration.fetch_add(1) >= options.iters) break;
+      const int iteration = shared.next_iteration.fetch_add(1);
+      if (iteration >= options.iters) break;
+      const std::vector<c10::IValue> inputs =
+          source(first_index + static_cast<uint64_t>(options.threads) * options.warmup +
+                 static_cast<uint64_t>(iteration));
       CountingAllocator::count_this_thread(true);
       Clock::time_point start = Clock::now();
       const c10::IValue unplanned_out = unplanned.forward(inputs);
@@ -83,6 +90,7 @@ void worker(torch::jit::Module& unplanned, torch::jit::Module& planned, torch::j
       start = Clock::now();
       const c10::IValue planned_out = planned.forward(inputs);
       result.planned_ms.push_back(ms_since(start));
+      result.fully_planned += torch_ext::last_pass().fully_planned();
       ++result.compared;
       if (std::string d = output_difference(unplanned_out, planned_out); !d.empty()) {
         if (result.differing++ == 0) result.first_difference = d;
@@ -111,7 +119,8 @@ void worker(torch::jit::Module& unplanned, torch::jit::Module& planned, torch::j
 }  // namespace
 
 void measure(torch::jit::Module& unplanned, torch::jit::Module& planned, torch::jit::Module* tuned,
-             const std::vector<c10::IValue>& inputs, const RunOptions& options, RunReport& report) {
+             const InputSource& inputs, uint64_t first_index, const RunOptions& options,
+             RunReport& report) {
   const int threads = options.threads;
   Shared shared;
   std::vector<ThreadResult> results(threads);
@@ -121,7 +130,8 @@ void measure(torch::jit::Module& unplanned, torch::jit::Module& planned, torch::
   shared.warmup = &*warmup;
   for (int t = 0; t < threads; ++t) {
     workers.emplace_back(worker, std::ref(unplanned), std::ref(planned), tuned, std::cref(inputs),
-                         std::cref(options), std::ref(shared), std::ref(results[t]));
+                         first_index, t, std::cref(options), std::ref(shared),
+                         std::ref(results[t]));
   }
   std::optional<Progress> measuring;
   torch_ext::PlanStats before;
@@ -155,6 +165,7 @@ void measure(torch::jit::Module& unplanned, torch::jit::Module& planned, torch::
                 ? -1
                 : std::max(worst, r.tuned_max_relative_difference);
     report.passes_compared += r.compared;
+    report.fully_planned_passes += r.fully_planned;
     report.passes_differing += r.differing;
     if (report.first_difference.empty()) report.first_difference = r.first_difference;
   }

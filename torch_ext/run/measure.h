@@ -4,6 +4,8 @@
 // measured fields of the report are filled in.
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "report.h"
@@ -18,9 +20,15 @@ struct IValue;
 
 namespace memoplan::run {
 
+// The inputs of pass `index`, the same for every copy: thread t's warm-up iterations are
+// first_index + t * warmup + i, the timed ones first_index + threads * warmup + k in the order
+// the threads take them.
+using InputSource = std::function<std::vector<c10::IValue>(uint64_t index)>;
+
 // Exceptions of forward calls are passed on (from the first thread that threw). `tuned` (may be
 // null): a third copy timed in each iteration too, its outputs compared with a tolerance.
 void measure(torch::jit::Module& unplanned, torch::jit::Module& planned, torch::jit::Module* tuned,
-             const std::vector<c10::IValue>& inputs, const RunOptions& options, RunReport& report);
+             const InputSource& inputs, uint64_t first_index, const RunOptions& options,
+             RunReport& report);
 
 }  // namespace memoplan::run

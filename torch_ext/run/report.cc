@@ -75,6 +75,21 @@ std::string format_text(const RunReport& r) {
       "escaping outputs {}\n",
       fallbacks(r), r.planned_passes, r.replayed_passes, r.fallback_not_planned, r.fallback_overlap,
       r.fallback_escaping);
+  if (r.varying) {
+    s += fmt::format(
+        "  shapes: {} distinct drawn (seed {}); {} of {} timed planned passes fully planned "
+        "({:.1f}%); {} profiled passes in the whole run, {} plans from the shape family's "
+        "formulas\n",
+        r.distinct_shapes, r.seed, r.fully_planned_passes, r.planned_passes,
+        100.0 * per_pass(r.fully_planned_passes, r.planned_passes), r.profiled_passes,
+        r.family_plans);
+    s += fmt::format(
+        "  largest slab a thread held {} ({} B), lower bound of the largest shape ({}) {} ({} B): "
+        "{} of the bound\n",
+        format_bytes(r.slab_bytes_max), r.slab_bytes_max, r.largest_shape,
+        format_bytes(r.lower_bound_bytes_max), r.lower_bound_bytes_max,
+        ratio(r.slab_bytes_max, r.lower_bound_bytes_max));
+  }
   s += fmt::format(
       "  planning {:.2f} ms, plan() {:.0f} ms (warm-up, profiled pass, planning), "
       "loading {:.0f} ms\n",
@@ -138,6 +153,14 @@ std::string format_json(const RunReport& r) {
   j["fallbacks_not_planned"] = r.fallback_not_planned;
   j["fallbacks_overlap"] = r.fallback_overlap;
   j["escaping_fallbacks"] = r.fallback_escaping;
+  j["seed"] = r.seed;
+  j["distinct_shapes"] = r.distinct_shapes;
+  j["planned_pass_fraction"] = round_to(per_pass(r.fully_planned_passes, r.planned_passes), 4);
+  j["profiled_passes"] = r.profiled_passes;
+  j["family_plans"] = r.family_plans;
+  j["slab_bytes_max"] = r.slab_bytes_max;
+  j["lower_bound_bytes_max"] = r.lower_bound_bytes_max;
+  j["largest_shape"] = r.largest_shape;
   j["planning_ms"] = round_to(r.planning_ms, 4);
   j["plan_call_ms"] = round_to(r.plan_call_ms, 2);
   j["load_ms"] = round_to(r.load_ms, 2);

@@ -54,6 +54,19 @@ struct RunReport {
   // another allocator is preloaded.
   std::string malloc_library;
 
+  // Shapes that vary (--input with ranges; for a fixed shape these hold that shape's figures): the
+  // seed and the distinct shapes drawn (plan() and every pass), the timed planned passes that ran
+  // on a plan with no fallback, the profiled passes of the whole run (plan() included), the
+  // largest slab a thread held and the lower bound of the largest shape drawn.
+  uint64_t seed = 0;
+  bool varying = false;
+  uint64_t distinct_shapes = 1;
+  uint64_t fully_planned_passes = 0;
+  uint64_t profiled_passes = 0;
+  uint64_t family_plans = 0;  // plans made from a shape family's formulas, none profiled
+  uint64_t slab_bytes_max = 0, lower_bound_bytes_max = 0;
+  std::string largest_shape;
+
   uint64_t passes_compared = 0, passes_differing = 0;  // outputs, unplanned vs planned
   std::string first_difference;                        // where the first differing pass differed
   std::string heapmap;                                 // SVG written, or empty

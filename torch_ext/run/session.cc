@@ -3,6 +3,7 @@
 
 #include <dlfcn.h>
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
 #include <sys/stat.h>
 #include <torch/script.h>
@@ -11,6 +12,7 @@
 #include <chrono>
 #include <cstdio>
 #include <optional>
+#include <set>
 #include <thread>
 
 #include "input_spec.h"
@@ -95,6 +97,35 @@ at::Tensor make_input(const InputSpec& spec) {
   return torch::randn(spec.shape).to(type);
 }
 
+// Shapes that vary: pass `index` gets draw_shape(spec, seed, index) and values from a generator
+// of its own (threads draw their inputs at once; the global one would interleave them).
+at::Tensor make_input(const InputSpec& spec, uint64_t seed, uint64_t index) {
+  const std::vector<int64_t> shape = draw_shape(spec, seed, index);
+  at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(seed * 1000003 + index);
+  const c10::ScalarType type = scalar_type(spec.dtype);
+  if (integer_dtype(spec.dtype)) {
+    return torch::randint(0, spec.high, shape, generator, at::TensorOptions().dtype(type));
+  }
+  return torch::randn(shape, generator).to(type);
+}
+
+// Every pass's inputs: one fixed input, or one drawn per pass.
+InputSource input_source(const InputSpec& spec, uint64_t seed) {
+  if (!spec.varies()) {
+    std::vector<c10::IValue> fixed = {make_input(spec)};
+    return [fixed](uint64_t) { return fixed; };
+  }
+  return [spec, seed](uint64_t index) {
+    return std::vector<c10::IValue>{make_input(spec, seed, index)};
+  };
+}
+
+uint64_t elements(const std::vector<int64_t>& shape) {
+  uint64_t n = 1;
+  for (int64_t d : shape) n *= static_cast<uint64_t>(d);
+  return n;
+}
+
 void write_heapmap(const torch::jit::Module& planned, const torch_ext::PlanSummary& summary,
                    const RunOptions& options, const RunReport& report) {
   std::optional<torch_ext::PlanDetail> detail = torch_ext::plan_detail(planned, summary.key);
@@ -148,9 +179,14 @@ RunReport run_session(const RunOptions& options) {
       make_input_spec(options.model, options.input, options.dtype, extra["input_shape"],
                       extra["input_dtype"], extra["input_high"]);
   if (!spec) throw BadInput(spec.error());
-  report.input = shape_text(spec->shape);
+  report.input = spec_shape_text(*spec);
   report.dtype = spec->dtype;
-  const std::vector<c10::IValue> inputs = {make_input(*spec)};
+  report.seed = options.seed;
+  report.varying = spec->varies();
+  const InputSource source = input_source(*spec, options.seed);
+  // plan() gets pass 0's inputs, the warm-up and timed passes those from 1 on.
+  const std::vector<c10::IValue> inputs = source(0);
+  const torch_ext::PlanStats at_start = torch_ext::plan_stats();
 
   c10::InferenceMode inference;  // the plan's key includes it: the workers run in it too
   try {
@@ -197,7 +233,39 @@ RunReport run_session(const RunOptions& options) {
     progress->finish();
     report.kernel_report = torch_ext::kernel_report();
   }
-  measure(unplanned, planned, tuned ? &*tuned : nullptr, inputs, options, report);
+  measure(unplanned, planned, tuned ? &*tuned : nullptr, source, 1, options, report);
+
+  const torch_ext::PlanStats run = torch_ext::plan_stats() - at_start;
+  report.profiled_passes = run.profiled_passes;
+  report.family_plans = run.family_plans;
+  report.slab_bytes_max = run.slab_bytes_max;
+  // The shapes drawn, and the lower bound of the largest (most elements): its plan's, made now if
+  // the run has none (predicted from the family, or profiled).
+  const uint64_t passes = 1 + static_cast<uint64_t>(options.threads) * options.warmup +
+                          static_cast<uint64_t>(options.iters);
+  std::set<std::vector<int64_t>> shapes;
+  std::vector<int64_t> largest = spec->shape;
+  for (uint64_t i = 0; i < passes; ++i) {
+    const std::vector<int64_t> shape = draw_shape(*spec, options.seed, i);
+    if (shapes.insert(shape).second && elements(shape) > elements(largest)) largest = shape;
+  }
+  report.distinct_shapes = shapes.size();
+  report.largest_shape = shape_text(largest);
+  report.lower_bound_bytes_max = report.lower_bound_bytes;
+  if (spec->varies()) {
+    InputSpec top = *spec;
+    top.shape = largest;
+    top.high_shape.clear();
+    torch_ext::PlanOptions largest_options;
+    largest_options.strategy = options.strategy;
+    try {
+      report.lower_bound_bytes_max =
+          torch_ext::plan(planned, {make_input(top)}, largest_options).lower_bound_bytes;
+    } catch (const std::exception& e) {
+      throw std::runtime_error("planning the largest shape " + report.largest_shape +
+                               " failed: " + one_line(e));
+    }
+  }
   return report;
 }
 
@@ -211,21 +279,27 @@ void run_rss_probe(const RunOptions& options) {
       make_input_spec(options.model, options.input, options.dtype, extra["input_shape"],
                       extra["input_dtype"], extra["input_high"]);
   if (!spec) throw BadInput(spec.error());
-  const std::vector<c10::IValue> inputs = {make_input(*spec)};
+  const InputSource source = input_source(*spec, options.seed);
   c10::InferenceMode inference;
   if (options.rss_probe == "planned") {
     torch_ext::PlanOptions plan_options;
     plan_options.strategy = options.strategy;
-    torch_ext::plan(module, inputs, plan_options);
+    torch_ext::plan(module, source(0), plan_options);
   }
-  // The run's passes: each thread its warm-up, then the timed ones shared out.
-  std::atomic<int> remaining{options.iters};
+  // The run's passes, with the run's inputs: each thread its warm-up, then the timed ones shared
+  // out.
+  std::atomic<int> next{0};
   std::vector<std::thread> threads;
   for (int t = 0; t < options.threads; ++t) {
-    threads.emplace_back([&] {
+    threads.emplace_back([&, t] {
       c10::InferenceMode guard;
-      for (int i = 0; i < options.warmup; ++i) module.forward(inputs);
-      while (remaining.fetch_sub(1) > 0) module.forward(inputs);
+      for (int i = 0; i < options.warmup; ++i) {
+        module.forward(source(1 + static_cast<uint64_t>(t) * options.warmup + i));
+      }
+      for (int k; (k = next.fetch_add(1)) < options.iters;) {
+        module.forward(source(1 + static_cast<uint64_t>(options.threads) * options.warmup +
+                              static_cast<uint64_t>(k)));
+      }
     });
   }
   for (std::thread& t : threads) t.join();

@@ -4,6 +4,7 @@ memoplan-run). Standard library only, except make-models (Debian's python3 with 
     run_cli_test.py make-models SOURCE_DIR MODELS_DIR  # resnet18 by the zoo script, and tiny.pt
     run_cli_test.py json   MEMOPLAN MODELS_DIR  # resnet18 --json: fields, identical, fewer mallocs
     run_cli_test.py tiny   MEMOPLAN MODELS_DIR  # int64 input, tuple/dict/list outputs, --input
+    run_cli_test.py varying MEMOPLAN MODELS_DIR # --input with ranges: shape families (issue 18)
     run_cli_test.py errors MEMOPLAN MODELS_DIR  # every bad input: one line, exit code 2
 """
 import json
@@ -99,6 +100,30 @@ def check_tiny(memoplan, models):
     return 0
 
 
+def check_varying(memoplan, models):
+    # Batch and length drawn per pass: after three profiled shapes every other one is planned
+    # from the family's formulas, on its first pass.
+    model = os.path.join(models, "tiny.pt")
+    args = [model, "--input", "1:6x4:40", "--dtype", "int64", "--json", "--iters", "40",
+            "--seed", "3", "-s", "best", "--no-rss"]
+    code, out, err = run(memoplan, *args)
+    report = check_report(out, code, err)
+    check(report["input"] == "1:6x4:40" and report["seed"] == 3, f"input: {out}")
+    check(report["distinct_shapes"] >= 20, f"distinct shapes: {out}")
+    check(report["planned_pass_fraction"] >= 0.95, f"planned pass fraction: {out}")
+    check(report["profiled_passes"] <= 6, f"profiled passes: {out}")
+    check(report["family_plans"] >= report["distinct_shapes"] - 6, f"family plans: {out}")
+    check(report["lower_bound_bytes_max"] > 0, f"lower bound of the largest: {out}")
+    check(report["slab_bytes_max"] <= 1.1 * report["lower_bound_bytes_max"], f"slab max: {out}")
+    # The same seed draws the same shapes: the same figures.
+    code, again, err = run(memoplan, *args)
+    again = check_report(again, code, err)
+    for field in ["distinct_shapes", "profiled_passes", "family_plans", "largest_shape"]:
+        check(again[field] == report[field], f"{field} differs between two runs: {out} {again}")
+    print("ok: varying shapes of tiny.pt", report)
+    return 0
+
+
 def check_error(memoplan, args, expect, env=None):
     code, out, err = run(memoplan, *args, env=env)
     lines = err.strip().splitlines()
@@ -125,6 +150,8 @@ def check_errors(memoplan, models):
         check_error(memoplan, [text], "not a TorchScript file")
         check_error(memoplan, [resnet, "--input", "1x3xfoo"], "bad input shape '1x3xfoo'")
         check_error(memoplan, [resnet, "--input", "1x0x224"], "bad input shape")
+        check_error(memoplan, [resnet, "--input", "1x3x224:112x224"], "dim 2 has LO > HI")
+        check_error(memoplan, [resnet, "--input", "1x3x:224x224"], "bad input '1x3x:224x224'")
         check_error(memoplan, [resnet, "--input", "100000x100000x100000"], "too large")
         check_error(memoplan, [resnet, "--input", "1x5x224x224"],
                     "does not run on input 1x5x224x224 float32")
@@ -151,7 +178,9 @@ def main():
     if not os.path.exists(os.path.join(models, "resnet18.pt")):
         print("no models (run.make_models was skipped)")
         return SKIP
-    return {"json": check_json, "tiny": check_tiny, "errors": check_errors}[command](first, models)
+    checks = {"json": check_json, "tiny": check_tiny, "varying": check_varying,
+              "errors": check_errors}
+    return checks[command](first, models)
 
 
 if __name__ == "__main__":

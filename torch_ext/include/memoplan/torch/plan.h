@@ -86,6 +86,18 @@ struct PlanStats {
   uint64_t slab_bytes_max = 0;
 };
 PlanStats plan_stats();
+
+// The calling thread's last finished pass of a planned module: whether it ran on a plan (and
+// every request the plan knew came from the slab: no fallback other than escaping outputs), or
+// was profiled.
+struct PassOutcome {
+  bool replayed = false;
+  bool profiled = false;
+  uint64_t planned_hits = 0;
+  uint64_t fallbacks = 0;  // not_planned, overlap, guard full, alignment (escaping outputs not)
+  bool fully_planned() const { return replayed && fallbacks == 0; }
+};
+PassOutcome last_pass();
 // Field by field: the counts between two snapshots (slabs and slab_bytes too).
 PlanStats operator-(const PlanStats& after, const PlanStats& before);
 std::string to_string(const PlanStats& stats);
