@@ -324,6 +324,13 @@ int64_t rewrite_forward(torch::jit::Module& module, const PlanOptions& options) 
 // torch.ops.memoplan.plan(scripted_module, [inputs...]) and torch.ops.memoplan.stats().
 void plan_op(torch::jit::Stack& stack);
 void stats_op(torch::jit::Stack& stack) { stack.emplace_back(to_string(plan_stats())); }
+void forget_plans_op(torch::jit::Stack& stack) {
+  const c10::IValue module_value = stack.back();
+  torch::jit::drop(stack, 1);
+  TORCH_CHECK(module_value.isObject(), "memoplan.forget_plans: expected a TorchScript module, got ",
+              module_value.tagKind());
+  forget_plans(torch::jit::Module(module_value.toObject()));
+}
 
 torch::jit::RegisterOperators memoplan_python_operators({
     torch::jit::Operator(
@@ -332,6 +339,8 @@ torch::jit::RegisterOperators memoplan_python_operators({
         "Dict(str, int)",
         plan_op, c10::AliasAnalysisKind::CONSERVATIVE),
     torch::jit::Operator("memoplan::stats() -> str", stats_op,
+                         c10::AliasAnalysisKind::CONSERVATIVE),
+    torch::jit::Operator("memoplan::forget_plans(Any module) -> ()", forget_plans_op,
                          c10::AliasAnalysisKind::CONSERVATIVE),
 });
 
@@ -372,6 +381,13 @@ PlanSummary plan(torch::jit::Module& module, const std::vector<c10::IValue>& inp
   }
   throw std::runtime_error("memoplan: no plan was made for the inputs " + key +
                            " (planning failed; see the warning above)");
+}
+
+void forget_plans(const torch::jit::Module& module) {
+  const auto forward = module.find_method("forward");
+  if (!forward) return;
+  const int64_t id = rewritten_id(*torch::jit::toGraphFunction(forward->function()).graph());
+  if (id >= 0) runtime_pass::forget_plans(id);
 }
 
 std::optional<PlanDetail> plan_detail(const torch::jit::Module& module, const std::string& key) {

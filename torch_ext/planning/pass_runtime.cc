@@ -173,6 +173,31 @@ ThreadPass::CachedPlan* cache_plan(ThreadPass& t, int64_t module, uint64_t gener
   return &t.cache.back();
 }
 
+// After forget_plans: the thread's cached plans of `module` and its family arenas go (each arena
+// back once its blocks are freed).
+void forget_thread_plans(ThreadPass& t, int64_t module) {
+  for (size_t i = 0; i < t.cache.size();) {
+    if (t.cache[i].module != module) {
+      ++i;
+      continue;
+    }
+    if (t.cache[i].arena) t.cache[i].arena->retire();
+    t.cache[i] = std::move(t.cache.back());
+    t.cache.pop_back();
+  }
+  for (size_t i = 0; i < t.family_arenas.size();) {
+    if (t.family_arenas[i].module != module) {
+      ++i;
+      continue;
+    }
+    t.family_arenas[i].arena->retire();
+    t.family_arenas[i] = std::move(t.family_arenas.back());
+    t.family_arenas.pop_back();
+  }
+  t.plan = nullptr;
+  t.arena = nullptr;
+}
+
 // The plan for a key of a fitted family, from its formulas (under the module's lock); null when
 // the family cannot predict these dims.
 std::shared_ptr<const CompiledPlan> predict_plan(ModuleState& m, const std::string& key,
@@ -301,8 +326,15 @@ void allocate_slab(int64_t module, const std::string& key, FamilyOf family) {
   ++t.counters.passes;
   ModuleState& m = module_state(module);
   const uint64_t generation = m.generation.load();
+  if (t.generations_seen.size() <= static_cast<size_t>(module)) {
+    t.generations_seen.resize(static_cast<size_t>(module) + 1, 0);
+  }
+  if (t.generations_seen[static_cast<size_t>(module)] != generation) {
+    forget_thread_plans(t, module);  // forget_plans: this thread's slabs of the module go
+    t.generations_seen[static_cast<size_t>(module)] = generation;
+  }
   for (ThreadPass::CachedPlan& cached : t.cache) {
-    if (cached.module == module && cached.generation == generation && cached.key == key) {
+    if (cached.module == module && cached.key == key) {
       if (start_replay(t, cached)) return;
       t.mode = ThreadPass::Mode::kUnplanned;  // no arena to be had: this pass runs unplanned
       ++t.counters.unplanned_passes;
@@ -343,7 +375,12 @@ void allocate_slab(int64_t module, const std::string& key, FamilyOf family) {
   const bool due = allowed && ++m.unplanned_passes[key] > warmup && !m.profiling.count(key);
   if (!due) {
     t.mode = ThreadPass::Mode::kUnplanned;
-    t.warming = allowed && !m.profiling.count(key);  // planned once its warm-up is done
+    // Planned once its warm-up is done: exact blocks (no allocator-retained memory beside the
+    // slab), for a key plan() asked for and from a key's second pass on; a shape seen once (a
+    // varying input whose family could not be fitted) runs as fast as unplanned (an exact block
+    // is a mapping of its own, too slow for passes that will never be planned).
+    t.warming = allowed && !m.profiling.count(key) &&
+                (m.requested.count(key) || m.unplanned_passes[key] > 1);
     ++t.counters.unplanned_passes;
     return;
   }

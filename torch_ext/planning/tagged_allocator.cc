@@ -96,7 +96,7 @@ void TaggedAllocator::free_block(void* p) {
 }
 
 void TaggedAllocator::release(void* p) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::unique_lock<std::mutex> lock(mutex_);
   if (region_.contains(p)) {
     const record::TagRegion::Owner owner = region_.owner_of(p);
     if (RecordTable* table = live_table(owner.owner)) table->remove(owner.record, thread_number());
@@ -111,6 +111,19 @@ void TaggedAllocator::release(void* p) {
       table->remove(it->second.row, thread_number());
     }
     untagged_.erase(it);
+    std::free(p);
+    return;
+  }
+  // Not this allocator's: a block of the allocator behind it, freed through this one because c10's
+  // CPU slot changed between the block's allocation and its free. oneDNN frees its scratch memory
+  // through the allocator installed at the time of the free (raw_deallocate), and another thread
+  // may have begun a profiled pass in between: the block may be a slab's (the replay allocator's
+  // arena, which the system free must never see). The allocator behind knows its blocks.
+  c10::Allocator* behind = fallback_.load(std::memory_order_acquire);
+  lock.unlock();
+  if (behind && behind != this) {
+    behind->raw_deleter()(p);
+    return;
   }
   std::free(p);
 }

@@ -58,6 +58,7 @@ struct ThreadPass {
   std::string pass_key;  // the key of the pass the thread is in (the tuned ops' layout plans)
   std::vector<CachedPlan> cache;
   std::vector<FamilyArena> family_arenas;
+  std::vector<uint64_t> generations_seen;  // per module id: the plans' generation last seen
   uint64_t uses = 0;
 
   ~ThreadPass() {

@@ -180,6 +180,27 @@ TEST(FamilyPlan, AThreadsSlabForAFamilyGrowsInsteadOfMultiplying) {
   EXPECT_EQ(d.fallback_not_planned + d.fallback_overlap, 0u) << to_string(d);
 }
 
+TEST(FamilyPlan, ForgetPlansStartsOverAndGivesTheSlabsBack) {
+  at::set_num_threads(1);
+  c10::InferenceMode guard;
+  torch::jit::Module reference = attention(), planned = attention();
+  fit(planned);
+  EXPECT_TRUE(torch::equal(run(planned, 90), run(reference, 90)));  // predicted
+  forget_plans(planned);
+  const PlanStats before = plan_stats();
+  for (int pass = 0; pass < 5; ++pass) {
+    EXPECT_TRUE(torch::equal(run(planned, 90), run(reference, 90))) << pass;
+  }
+  const PlanStats d = plan_stats() - before;
+  // Warm-up (3), profiled, then planned again: nothing of the family was kept.
+  EXPECT_EQ(d.unplanned_passes, 3u) << to_string(d);
+  EXPECT_EQ(d.profiled_passes, 1u) << to_string(d);
+  EXPECT_EQ(d.planned_passes, 1u) << to_string(d);
+  EXPECT_EQ(d.family_plans, 0u) << to_string(d);
+  EXPECT_EQ(d.slabs, 1u) << to_string(d);  // a new one: the old slabs were given back
+  EXPECT_EQ(d.fallback_not_planned + d.fallback_overlap, 0u) << to_string(d);
+}
+
 TEST(FamilyPlan, ConcurrentThreadsOfDifferentLengths) {
   at::set_num_threads(1);
   torch::jit::Module reference = attention(), planned = attention();
@@ -204,6 +225,55 @@ TEST(FamilyPlan, ConcurrentThreadsOfDifferentLengths) {
   for (int w = 0; w < 4; ++w) EXPECT_EQ(mismatches[w], 0) << "thread " << w;
   const PlanStats d = plan_stats() - before;
   EXPECT_EQ(d.planned_passes, 80u) << to_string(d);
+  EXPECT_EQ(d.fallback_not_planned + d.fallback_overlap, 0u) << to_string(d);
+}
+
+// Convolutions (oneDNN) on two threads whose batches vary: one thread profiles new shapes (its
+// session puts the tagged allocator in c10's slot) while the other replays, and oneDNN frees its
+// scratch memory through whichever allocator is in the slot at the free. A slab block freed
+// through the tagged allocator used to reach the system free ("free(): invalid pointer").
+TEST(FamilyPlan, ConvolutionsOnThreadsThatProfileWhileOthersReplay) {
+  at::set_num_threads(1);
+  torch::manual_seed(0);
+  torch::jit::Module m("Convs");
+  m.register_parameter("w1", torch::randn({32, 3, 3, 3}), false);
+  m.register_parameter("w2", torch::randn({64, 32, 3, 3}), false);
+  m.define(R"(
+    def forward(self, x):
+        y = torch.relu(torch.conv2d(x, self.w1, None, [1, 1], [1, 1]))
+        y = torch.relu(torch.conv2d(y, self.w2, None, [2, 2], [1, 1]))
+        return torch.flatten(torch.adaptive_avg_pool2d(y, [1, 1]), 1)
+  )");
+  m.eval();
+  torch::jit::Module reference = m.clone(), planned = m.clone();
+  auto input = [](int64_t batch) {
+    return torch::sin(torch::arange(batch * 3 * 96 * 96, torch::kFloat) * 0.01 + batch)
+        .reshape({batch, 3, 96, 96});
+  };
+  {
+    c10::InferenceMode guard;
+    plan(planned, {input(2)});
+  }
+  const PlanStats before = plan_stats();
+  std::vector<int> mismatches(2, 0);
+  std::vector<std::thread> threads;
+  for (int w = 0; w < 2; ++w) {
+    threads.emplace_back([&, w] {
+      c10::InferenceMode guard;
+      for (int i = 0; i < 40; ++i) {
+        const int64_t batch = 1 + (w * 5 + i * (w ? 3 : 1)) % 7;
+        torch::jit::Module mine = planned;
+        const at::Tensor x = input(batch);
+        if (!torch::equal(mine.forward({x}).toTensor(), reference.forward({x}).toTensor())) {
+          ++mismatches[w];
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(mismatches[0] + mismatches[1], 0);
+  const PlanStats d = plan_stats() - before;
+  EXPECT_GT(d.planned_passes, 40u) << to_string(d);
   EXPECT_EQ(d.fallback_not_planned + d.fallback_overlap, 0u) << to_string(d);
 }
 

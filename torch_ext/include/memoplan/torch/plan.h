@@ -56,6 +56,14 @@ struct PlanSummary {
 PlanSummary plan(torch::jit::Module& module, const std::vector<c10::IValue>& inputs,
                  const PlanOptions& options = {});
 
+// Forgets every plan of `module` (the module or any module of its rewritten type) and what its
+// shape families learned: each input key is warmed up, profiled and planned again on its next
+// passes; each thread gives back its slabs of the module (once their blocks are freed) at its
+// next pass of it. For traffic that changed for good, or to give slabs of shapes no longer seen
+// back. Does nothing for a module plan() never rewrote. Python:
+// torch.ops.memoplan.forget_plans(module).
+void forget_plans(const torch::jit::Module& module);
+
 // Process-wide counters of planned modules, all threads.
 struct PlanStats {
   uint64_t passes = 0;                // AllocateSlab executions
