@@ -30,9 +30,10 @@ struct Family {
   struct Shape {
     std::vector<int64_t> dims;
     std::shared_ptr<const PlanDetail> detail;  // the profiled trace
+    std::vector<int64_t> visit_nodes;          // the graph nodes its pass ran
   };
   std::vector<Shape> shapes;         // distinct, newest last (at most kFamilyShapes)
-  std::vector<int64_t> visit_nodes;  // the graph nodes its passes ran, alike for every shape
+  std::vector<int64_t> visit_nodes;  // the graph nodes the fitted shapes' passes ran
   std::optional<family::Model> model;
   std::vector<std::string> predicted;            // keys planned from the model, oldest first
   std::unordered_set<std::string> mispredicted;  // keys never predicted again
@@ -228,37 +229,54 @@ std::shared_ptr<const CompiledPlan> predict_plan(ModuleState& m, const std::stri
 }
 
 // A profiled pass of a key with a family: one more shape to fit the family on (under the module's
-// lock). Fitted from the third distinct shape; refused for good when the passes differ in
-// structure (another graph path, other allocations: data-dependent control flow), or when no
-// formula fits five shapes.
+// lock). The shapes are grouped by structure (the graph nodes their passes ran and how many
+// allocations they made): a CNN at batch 1 often takes another convolution path than at larger
+// batches, and one such shape must not spoil the others. The largest group (ties: the newest
+// shape's) is fitted once it has three shapes. The family is refused for good when a group's
+// passes still differ (other lifetimes or ops), when no formula fits five shapes of a group, or
+// when the family holds kFamilyShapes shapes and no group has three.
 void add_family_shape(ModuleState& m, const std::string& family_key,
                       const std::vector<int64_t>& dims, const std::vector<int64_t>& visit_nodes,
                       std::shared_ptr<const PlanDetail> detail) {
   Family& f = m.families[family_key];
   if (f.refused) return;
-  if (f.shapes.empty()) {
-    f.visit_nodes = visit_nodes;
-  } else if (f.visit_nodes != visit_nodes) {
-    f.refused = true;
-    f.model.reset();
-    return;
-  }
   for (const Family::Shape& shape : f.shapes) {
     if (shape.dims == dims) return;
   }
-  f.shapes.push_back({dims, std::move(detail)});
+  f.shapes.push_back({dims, std::move(detail), visit_nodes});
   if (f.shapes.size() > kFamilyShapes) f.shapes.erase(f.shapes.begin());
-  if (f.shapes.size() < kFamilyMinShapes) return;
+  auto same_structure = [](const Family::Shape& a, const Family::Shape& b) {
+    return a.visit_nodes == b.visit_nodes &&
+           a.detail->trace.allocations.size() == b.detail->trace.allocations.size();
+  };
+  const Family::Shape* best = nullptr;
+  size_t best_count = 0;
+  for (const Family::Shape& candidate : f.shapes) {  // oldest first: ties go to the newer
+    size_t count = 0;
+    for (const Family::Shape& other : f.shapes) count += same_structure(candidate, other);
+    if (count >= best_count) {
+      best = &candidate;
+      best_count = count;
+    }
+  }
+  if (best_count < kFamilyMinShapes) {
+    f.model.reset();
+    if (f.shapes.size() >= kFamilyShapes) f.refused = true;
+    return;
+  }
   std::vector<family::Sample> samples;
-  for (const Family::Shape& shape : f.shapes) samples.push_back({shape.dims, &shape.detail->trace});
+  for (const Family::Shape& shape : f.shapes) {
+    if (same_structure(shape, *best)) samples.push_back({shape.dims, &shape.detail->trace});
+  }
   Result<family::Model> model = family::fit_family(samples);
   if (model) {
     f.model = std::move(*model);
+    f.visit_nodes = best->visit_nodes;
     return;
   }
   f.model.reset();
   const bool formulas_only = model.error().find("no formula") != std::string::npos;
-  if (!formulas_only || f.shapes.size() >= 5) f.refused = true;
+  if (!formulas_only || samples.size() >= 5) f.refused = true;
 }
 
 // A pass that missed its predicted plan: the plan goes (its key is profiled like any new key, and

@@ -96,6 +96,12 @@ std::string Metrics::render(const Gauges& gauges, const torch_ext::PlanStats& pl
   sample(out, "memoplan_passes_total", plan.profiled_passes, "kind=\"profiled\"");
   sample(out, "memoplan_passes_total", plan.unplanned_passes, "kind=\"unplanned\"");
   metric(out, "memoplan_plans_total", "counter", "Plans made (one per input key).", plan.plans);
+  metric(out, "memoplan_family_plans_total", "counter",
+         "Plans of new input shapes made from their shape family's formulas, without profiling.",
+         plan.family_plans);
+  metric(out, "memoplan_family_mispredictions_total", "counter",
+         "Passes that missed such a plan (the plan dropped, its shape profiled).",
+         plan.family_mispredictions);
   metric(out, "memoplan_planned_allocations_total", "counter",
          "Tensor allocations served from a slab at their planned offset.", plan.planned_hits);
   header(out, "memoplan_fallback_allocations_total", "counter",
@@ -112,6 +118,8 @@ std::string Metrics::render(const Gauges& gauges, const torch_ext::PlanStats& pl
          plan.slabs);
   metric(out, "memoplan_slab_bytes_total", "counter", "Bytes of the slabs created.",
          plan.slab_bytes);
+  metric(out, "memoplan_slab_bytes_max", "gauge", "The largest slab a worker thread has held.",
+         plan.slab_bytes_max);
   return out;
 }
 

@@ -85,6 +85,29 @@ def infer_results(server, model_path, tmp):
           "bit-identical to LibTorch")
 
 
+def varying_batches(server, model_path):
+    """Requests of new batch sizes: three are profiled, then each new one is planned from the
+    shape family's formulas on its first pass (docs/TORCH_EXT.md); every result bit-identical."""
+    before = metrics(server)
+    for batch in (2, 5, 3, 7, 4, 6, 8, 5, 2):
+        torch.manual_seed(batch)
+        x = torch.randn(batch, 3, 32, 32)
+        raw, header_length = binary_body({"x": x})
+        status, headers, body = post_infer(
+            server, "tiny_cnn", raw, {"Inference-Header-Content-Length": str(header_length),
+                                      "Content-Type": "application/octet-stream"})
+        check(status == 200, "batch %d: %d %s" % (batch, status, body[:300]))
+        length = int(headers["Inference-Header-Content-Length"])
+        check_outputs(outputs_of(body, length), reference(model_path, {"x": x}),
+                      "batch %d" % batch)
+    after = metrics(server)
+    family = after["memoplan_family_plans_total"] - before["memoplan_family_plans_total"]
+    check(family >= 3, "family plans %s, expected at least 3" % family)
+    check(after["memoplan_family_mispredictions_total"] == 0, "mispredictions")
+    print("  varying batches 2-8: bit-identical; %d shapes planned from the family's formulas"
+          % family)
+
+
 def errors(server, tmp):
     """Every error path answers its status with {"error": ...}, and the server keeps serving."""
     x = torch.randn(1, 3, 32, 32)
@@ -330,6 +353,7 @@ def main():
             print("tiny_cnn on %s" % server.base)
             protocol(server)
             infer_results(server, model_path, tmp)
+            varying_batches(server, model_path)
             before = metrics(server)
             errors(server, tmp)
             check_metrics(before, metrics(server))
