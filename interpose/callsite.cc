@@ -52,14 +52,19 @@ __attribute__((noinline)) uint64_t callsite_key(size_t size, unsigned depth, boo
 
 __attribute__((noinline)) uint64_t cached_callsite_key(ThreadState& t, size_t size, unsigned depth,
                                                        bool portable, uintptr_t return_address,
-                                                       uintptr_t stack) {
+                                                       uintptr_t stack, uint64_t* site) {
   const uint64_t sized = mix(0x6d656d6f706c616eull, size);
+  constexpr uint64_t kSite = 0x73697a6566726565ull;  // keys without the size
+  *site = kSite;
   if (depth == 0) return sized;
   // The same call path reaches us with the same return address and stack pointer: a key that is
   // deterministic (the same in every pass, whatever ran in between) and costs no unwinding.
   const uint64_t path = mix(mix(0x63616c6c73697465ull, return_address), stack);
   // The stack pointer is not the same in another process: portable keys unwind even at depth 1.
-  if (depth == 1 && !portable) return mix(sized, path);
+  if (depth == 1 && !portable) {
+    *site = mix(kSite, path);
+    return mix(sized, path);
+  }
   // Deeper keys unwind; the result is cached under the path, and the bucket is chosen from the
   // whole path hash so allocations through one helper spread over the cache.
   CallsiteCacheEntry& entry = t.callsite_cache[(path >> 17) % kCallsiteCacheEntries];
@@ -67,6 +72,7 @@ __attribute__((noinline)) uint64_t cached_callsite_key(ThreadState& t, size_t si
     entry.tag = path;
     entry.hash = callsite_key(0, depth, portable);
   }
+  *site = mix(kSite, entry.hash);
   return mix(sized, entry.hash);
 }
 

@@ -218,18 +218,22 @@ void* engine_alloc(size_t size, size_t alignment, bool zero) {
   } else if (t && t->phase >= Phase::kProfiling && t->phase <= Phase::kSeeking) {
     ReentryGuard guard;
     char stack_marker;
+    uint64_t site = 0;
     uint64_t key = cached_callsite_key(*t, size, static_cast<unsigned>(g.options.callsite_depth),
                                        g.portable_keys,
                                        reinterpret_cast<uintptr_t>(__builtin_return_address(0)),
-                                       reinterpret_cast<uintptr_t>(&stack_marker));
+                                       reinterpret_cast<uintptr_t>(&stack_marker), &site);
     // A request for stricter alignment is a different request: it needs a differently aligned slot.
-    if (alignment > 16) key ^= alignment * 0x9e3779b97f4a7c15ull;
+    if (alignment > 16) {
+      key ^= alignment * 0x9e3779b97f4a7c15ull;
+      site ^= alignment * 0x9e3779b97f4a7c15ull;
+    }
     if (t->phase == Phase::kSeeking) seek_loaded_pass(*t, key);
     if (t->phase == Phase::kReplaying) {
-      p = replay_alloc(*t, size, alignment, key);
+      p = replay_alloc(*t, size, alignment, t->size_free ? site : key);
       if (p && zero) memset(p, 0, size);
     } else if (t->phase == Phase::kProfiling && alignment <= g.tags.slot_bytes()) {
-      p = profile_alloc(*t, size, alignment, key, zero);
+      p = profile_alloc(*t, size, alignment, key, site, zero);
     }
   }
   if (p) return p;

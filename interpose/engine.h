@@ -36,7 +36,8 @@ void engine_pass_end();
 int engine_trim(size_t pad);
 
 // profile.cc
-void* profile_alloc(ThreadState& t, size_t size, size_t alignment, uint64_t key, bool zero);
+void* profile_alloc(ThreadState& t, size_t size, size_t alignment, uint64_t key, uint64_t site,
+                    bool zero);
 void profile_free(void* p);
 size_t profile_usable_size(void* p);
 void profile_maybe_detect(ThreadState& t);
@@ -57,10 +58,20 @@ void retire_replay_at_exit(ThreadState& t, bool after_fork);
 // `slots`.
 // `records`, when not null, lists the `count` record indices of the pass instead (a detected pass
 // without its one-off requests).
+// `sizes`, when not null (with `records`): the pass varies in size from pass to pass; its slots
+// are keyed by call site alone and sized sizes[i] (the largest seen), and the thread replans it
+// when a request outgrows its slot (replan_size_free).
 bool finish_profile(ThreadState& t, uint64_t first, uint64_t count, uint64_t cut_tick,
-                    uint32_t cursor, const uint64_t* records = nullptr);
+                    uint32_t cursor, const uint64_t* records = nullptr,
+                    const uint64_t* sizes = nullptr);
+// `replace`: the thread's arena goes even with blocks alive (retired: back with its last free).
+// `size_free`: a plan keyed by call site alone; its escaping blocks get no places in the slab.
 bool install_replay(ThreadState& t, const replay::Slot* slots, uint32_t count, uint64_t slab_bytes,
-                    uint64_t lower_bound_bytes, uint32_t cursor);
+                    uint64_t lower_bound_bytes, uint32_t cursor, bool replace = false,
+                    bool size_free = false);
+// A size-free plan whose pass had a request larger than its slot: planned again with the larger
+// sizes (lifetimes as profiled), in a new arena; the old one is retired.
+void replan_size_free(ThreadState& t);
 
 // pass_files.cc: mode:profile's trace files and mode:replay's loaded pass.
 void write_pass_trace(const ThreadState& t, const Trace& trace);
@@ -79,7 +90,9 @@ void reaper_after_fork_in_child();
 // hashes each as (module name, offset), the same in every process. `return_address` and `stack`
 // identify the call path for the per-thread cache (see CallsiteCacheEntry).
 uint64_t callsite_key(size_t size, unsigned depth, bool portable);
+// `site` gets the same key without the size (the call site alone): what a thread whose pass
+// varies in size (ThreadState::size_free) is replayed by.
 uint64_t cached_callsite_key(ThreadState& t, size_t size, unsigned depth, bool portable,
-                             uintptr_t return_address, uintptr_t stack);
+                             uintptr_t return_address, uintptr_t stack, uint64_t* site);
 
 }  // namespace memoplan::shim

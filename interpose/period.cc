@@ -69,6 +69,7 @@ PeriodResult find_period(const uint64_t* keys, const uint64_t* begins, const uin
     }
   }
   result.found = true;
+  result.run = best_run;
   result.period = p;
   result.start = best_position - p;
   return result;

@@ -11,6 +11,7 @@ struct PeriodResult {
   bool found = false;
   uint64_t period = 0;  // allocations per pass
   uint64_t start = 0;   // index of the first allocation of a complete, aligned pass
+  uint64_t run = 0;     // the periodic suffix: the last `run` records repeat with the period
 };
 
 // keys/begins/ends: n records in allocation order (begins increasing; ends may be ~0 = alive).

@@ -21,9 +21,20 @@ constexpr uint32_t kLookahead = 8;
 }  // namespace
 
 bool install_replay(ThreadState& t, const replay::Slot* planned, uint32_t count,
-                    uint64_t slab_bytes, uint64_t lower_bound_bytes, uint32_t cursor) {
+                    uint64_t slab_bytes, uint64_t lower_bound_bytes, uint32_t cursor, bool replace,
+                    bool size_free) {
   Global& g = global();
-  if (count == 0 || !retire_replay(t)) return false;  // the old arena must be empty first
+  if (count == 0) return false;
+  if (replace && t.arena && t.arena->live_blocks() != 0) {
+    // The pass's blocks of the old plan (its output) are still alive: the old arena goes back
+    // with the last of them.
+    if (t.arena->peak_live_bytes() > t.peak_live_bytes.load(std::memory_order_relaxed)) {
+      t.peak_live_bytes.store(t.arena->peak_live_bytes(), std::memory_order_relaxed);
+    }
+    t.arena->retire();
+    t.arena = nullptr;
+  }
+  if (!retire_replay(t)) return false;  // the old arena must be empty first
   if (slab_bytes > g.slabs.arena_bytes()) {
     log_line("memoplan: thread %u needs a %llu-byte slab, above slab_max", t.index,
              static_cast<unsigned long long>(slab_bytes));
@@ -37,7 +48,10 @@ bool install_replay(ThreadState& t, const replay::Slot* planned, uint32_t count,
   }
   memcpy(slots, planned, count * sizeof(replay::Slot));
   const uint64_t planned_bytes = slab_bytes;
-  slab_bytes = replay::place_escaping(slots, count, slab_bytes, g.slabs.arena_bytes());
+  // A size-free plan's arena holds its pass's blocks only (its outputs go to the fallback): the
+  // arena empty means a pass boundary (see ThreadState::resync_at_empty).
+  if (!size_free)
+    slab_bytes = replay::place_escaping(slots, count, slab_bytes, g.slabs.arena_bytes());
   // An arena that cannot be mapped (the map count limit, overcommit refused) leaves this thread
   // unplanned: every request of it goes to the fallback, as without memoplan.
   replay::ArenaRegion::Failure failure;
@@ -59,6 +73,7 @@ bool install_replay(ThreadState& t, const replay::Slot* planned, uint32_t count,
   const uint32_t redetections = t.recheck.redetections;  // a thread's, over all its plans
   t.recheck = ReplayRecheck{};
   t.recheck.redetections = redetections;
+  t.misses_at_last_cycle = 0;
   t.recheck.window = count < (1u << 28) ? (count * 4 > 256 ? count * 4 : 256) : (1u << 30);
   t.phase = Phase::kReplaying;
   if (g.options.verbose) {
@@ -82,10 +97,29 @@ bool install_replay(ThreadState& t, const replay::Slot* planned, uint32_t count,
 
 namespace {
 
+// Whether, among the pass's planned (not escaping) allocations, only the first is made with none
+// of the others alive: then, replaying, an empty arena means the pass starts over.
+bool only_first_starts_empty(const Trace& trace) {
+  const auto& rows = trace.allocations;
+  if (rows.size() > 4096) return false;  // quadratic: long passes go without
+  for (size_t i = 1; i < rows.size(); ++i) {
+    if (rows[i].escapes) continue;
+    bool alive = false;
+    for (size_t j = 0; j < i && !alive; ++j) {
+      alive = !rows[j].escapes && effective_end(rows[j]) > rows[i].begin;
+    }
+    if (!alive) return false;
+  }
+  return !rows.empty();
+}
+
 bool plan_profile(ThreadState& t, uint64_t first, uint64_t count, uint64_t cut_tick,
-                  uint32_t cursor, const uint64_t* records) {
+                  uint32_t cursor, const uint64_t* records, const uint64_t* sizes) {
   Trace trace = records ? record::trace_of_indices(t.profile->log, records, count, cut_tick)
                         : record::trace_of(t.profile->log, first, count, cut_tick);
+  if (sizes) {
+    for (uint64_t i = 0; i < count; ++i) trace.allocations[i].size = sizes[i];
+  }
   if (global().options.mode == Mode::kProfile) {
     // Measure only: the pass goes to a file and the thread runs unplanned from here on.
     write_pass_trace(t, trace);
@@ -104,23 +138,56 @@ bool plan_profile(ThreadState& t, uint64_t first, uint64_t count, uint64_t cut_t
   }
   for (uint64_t i = 0; i < count; ++i) {
     const Allocation& a = trace.allocations[i];
-    slots[i] = {a.provenance.callsite, a.size, plan->offsets[i], !a.escapes};
+    // Size-free: keyed by the call site alone (the record's site).
+    const uint64_t key = sizes ? t.profile->log.at(records[i]).site : a.provenance.callsite;
+    slots[i] = {key, a.size, plan->offsets[i], !a.escapes};
+  }
+  uint64_t *wanted = nullptr, *rows = nullptr;
+  if (sizes) {  // what replanning needs: the lifetimes, alignments and escapes of the pass
+    wanted = static_cast<uint64_t*>(fallback::malloc(count * sizeof(uint64_t)));
+    rows = static_cast<uint64_t*>(fallback::malloc(4 * count * sizeof(uint64_t)));
+    if (!wanted || !rows) {
+      fallback::free(wanted);
+      fallback::free(rows);
+      fallback::free(slots);
+      stats().bookkeeping_failures.fetch_add(1, std::memory_order_relaxed);
+      return false;
+    }
+    for (uint64_t i = 0; i < count; ++i) {
+      const Allocation& a = trace.allocations[i];
+      wanted[i] = 0;
+      rows[4 * i] = a.begin;
+      rows[4 * i + 1] = a.end;
+      rows[4 * i + 2] = a.align;
+      rows[4 * i + 3] = a.escapes;
+    }
   }
   const bool ok = install_replay(t, slots, static_cast<uint32_t>(count), plan->slab_bytes,
-                                 plan->lower_bound_bytes, cursor);
+                                 plan->lower_bound_bytes, cursor, false, sizes != nullptr);
   fallback::free(slots);
+  if (ok && sizes) t.resync_at_empty = only_first_starts_empty(trace);
+  if (ok && sizes) {
+    stats().size_free_plans.fetch_add(1, std::memory_order_relaxed);
+    t.size_free = true;
+    t.wanted = wanted;
+    t.rows = rows;
+    t.lower_bound_bytes = plan->lower_bound_bytes;
+  } else {
+    fallback::free(wanted);
+    fallback::free(rows);
+  }
   return ok;
 }
 
 }  // namespace
 
 bool finish_profile(ThreadState& t, uint64_t first, uint64_t count, uint64_t cut_tick,
-                    uint32_t cursor, const uint64_t* records) {
-  if (count == 0 || count > (1u << 31)) return false;
+                    uint32_t cursor, const uint64_t* records, const uint64_t* sizes) {
+  if (count == 0 || count > (1u << 31) || (sizes && !records)) return false;
   // This runs inside a malloc call: an exception must not escape into the program's C frames.
   // The planner's containers throw std::bad_alloc when the allocator behind us is exhausted.
   try {
-    return plan_profile(t, first, count, cut_tick, cursor, records);
+    return plan_profile(t, first, count, cut_tick, cursor, records, sizes);
   } catch (const std::bad_alloc&) {
     stats().bookkeeping_failures.fetch_add(1, std::memory_order_relaxed);
     log_line("memoplan: thread %u: out of memory while planning its pass", t.index);
@@ -128,6 +195,73 @@ bool finish_profile(ThreadState& t, uint64_t first, uint64_t count, uint64_t cut
     log_line("memoplan: thread %u: planning its pass failed", t.index);
   }
   return false;
+}
+
+namespace {
+
+bool replan(ThreadState& t) {
+  const uint32_t count = t.slot_count;
+  Trace trace;
+  trace.allocations.resize(count);
+  for (uint32_t i = 0; i < count; ++i) {
+    Allocation& a = trace.allocations[i];
+    a.id = i;
+    a.size = t.wanted[i] > t.slots[i].size ? t.wanted[i] : t.slots[i].size;
+    a.begin = t.rows[4 * i];
+    a.end = t.rows[4 * i + 1];
+    a.align = t.rows[4 * i + 2];
+    a.escapes = t.rows[4 * i + 3] != 0;
+  }
+  Result<Plan> plan = plan_trace(trace);
+  if (!plan) return false;
+  auto* slots = static_cast<replay::Slot*>(fallback::malloc(count * sizeof(replay::Slot)));
+  auto* wanted = static_cast<uint64_t*>(fallback::malloc(count * sizeof(uint64_t)));
+  auto* rows = static_cast<uint64_t*>(fallback::malloc(4 * uint64_t{count} * sizeof(uint64_t)));
+  if (!slots || !wanted || !rows) {
+    fallback::free(slots);
+    fallback::free(wanted);
+    fallback::free(rows);
+    stats().bookkeeping_failures.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+  for (uint32_t i = 0; i < count; ++i) {
+    const Allocation& a = trace.allocations[i];
+    slots[i] = {t.slots[i].key, a.size, plan->offsets[i], !a.escapes};
+    wanted[i] = 0;
+  }
+  memcpy(rows, t.rows, 4 * uint64_t{count} * sizeof(uint64_t));
+  const uint32_t cursor = t.matcher.cursor();
+  const uint64_t replayed = t.replayed_passes;
+  const bool resync = t.resync_at_empty;
+  const bool ok = install_replay(t, slots, count, plan->slab_bytes, plan->lower_bound_bytes, cursor,
+                                 /*replace=*/true, /*size_free=*/true);
+  t.resync_at_empty = resync;
+  fallback::free(slots);
+  if (!ok) {
+    fallback::free(wanted);
+    fallback::free(rows);
+    return false;
+  }
+  t.replayed_passes = replayed;  // the steady state goes on
+  t.size_free = true;
+  t.wanted = wanted;
+  t.rows = rows;
+  t.lower_bound_bytes = plan->lower_bound_bytes;
+  stats().size_free_replans.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+}  // namespace
+
+void replan_size_free(ThreadState& t) {
+  t.replan_pending = false;
+  ReentryGuard guard;  // the planner allocates: from the fallback
+  try {
+    if (replan(t)) return;
+  } catch (...) {
+  }
+  // Planning failed (out of memory): the plan stays as it is; larger requests keep falling back.
+  stats().bookkeeping_failures.fetch_add(1, std::memory_order_relaxed);
 }
 
 }  // namespace memoplan::shim

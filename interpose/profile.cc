@@ -2,6 +2,7 @@
 // its free (from any thread, through any interior pointer) finds its record with a shift; records
 // go to the thread's record::RecordLog. Costs two system calls per allocation, paid only in the
 // passes being profiled.
+#include <algorithm>
 #include <cstring>
 
 #include "engine.h"
@@ -34,7 +35,8 @@ constexpr uint64_t kMinPeriodicRun = 256;
 
 }  // namespace
 
-void* profile_alloc(ThreadState& t, size_t size, size_t alignment, uint64_t key, bool zero) {
+void* profile_alloc(ThreadState& t, size_t size, size_t alignment, uint64_t key, uint64_t site,
+                    bool zero) {
   Global& g = global();
   if (size > g.tags.slot_bytes()) {
     stats().untracked_large.fetch_add(1, std::memory_order_relaxed);
@@ -60,7 +62,8 @@ void* profile_alloc(ThreadState& t, size_t size, size_t alignment, uint64_t key,
     return nullptr;
   }
   record::RecordLog::Full full = record::RecordLog::Full::kNo;
-  if (t.profile->log.append(key, size, alignment, t.index, &full) == record::RecordLog::kNone) {
+  if (t.profile->log.append(key, site, size, alignment, t.index, &full) ==
+      record::RecordLog::kNone) {
     g.tags.give_back(p);
     if (full == record::RecordLog::Full::kOutOfMemory) {
       stats().bookkeeping_failures.fetch_add(1, std::memory_order_relaxed);
@@ -119,6 +122,71 @@ void release_profile(Profile* profile) {
 
 size_t profile_usable_size(void* p) { return global().tags.owner_of(p).bytes; }
 
+namespace {
+
+uint64_t mix_live(uint64_t site, uint64_t live) {
+  return (site ^ (live * 0x9e3779b97f4a7c15ull)) * 0xff51afd7ed558ccdull;
+}
+
+// When the exact search finds nothing: the same records by call site alone (Record::site). A pass
+// whose input shapes vary from request to request makes the same requests from the same call
+// sites every pass, with other sizes. Taken only if the call sites repeat for three whole periods
+// and some request's size differs between periods (else the exact search would have found it:
+// whatever repeats here is not a pass of varying sizes). Returns each slot's largest size over
+// the periodic records (fallback::malloc, found->period values) and updates *found and
+// *recurring, or returns null and leaves them.
+uint64_t* search_size_free(ThreadState& t, uint64_t first, uint64_t n, uint64_t* columns,
+                           uint64_t* table, uint64_t table_slots, const PeriodQuery& query,
+                           uint64_t* recurring, PeriodResult* found) {
+  uint64_t *keys = columns, *begins = columns + n, *ends = columns + 2 * n;
+  uint64_t *scratch = columns + 3 * n, *kept = columns + 5 * n;
+  uint64_t* sites = scratch;  // 2n of scratch: sites first, then the search's own use
+  for (uint64_t i = 0; i < n; ++i) sites[i] = t.profile->log.at(first + i).site;
+  // The exact search compacted the columns: load them again (keep_recurring compacts its input).
+  // Call sites alone repeat too easily (a Python program's tensors all come through the same few
+  // frames): each is searched with the number of blocks alive when it was made (among the
+  // searched records), which a pass of other sizes repeats exactly: it follows from the order of
+  // the pass's allocations and frees, not from their sizes. Replay then matches by call site, in
+  // pass order.
+  uint64_t* sorted_ends = columns + 5 * n;  // kept[]'s space until keep_recurring fills it
+  for (uint64_t i = 0; i < n; ++i) {
+    const record::Record& r = t.profile->log.at(first + i);
+    begins[i] = r.begin;
+    const uint64_t end = r.end.load(std::memory_order_relaxed);
+    ends[i] = end == record::kForeign ? record::kLive : end;
+    sorted_ends[i] = ends[i];
+  }
+  std::sort(sorted_ends, sorted_ends + n);
+  for (uint64_t i = 0; i < n; ++i) {
+    const uint64_t ended = static_cast<uint64_t>(
+        std::upper_bound(sorted_ends, sorted_ends + n, begins[i]) - sorted_ends);
+    keys[i] = mix_live(sites[i], i - (ended < i ? ended : i));
+  }
+  const uint64_t m = keep_recurring(keys, begins, ends, n, kept, table, table_slots);
+  const PeriodResult sf = find_period(keys, begins, ends, m, query, scratch);
+  if (!sf.found || sf.run < 3 * sf.period) return nullptr;
+  const uint64_t p = sf.period;
+  auto size_of = [&](uint64_t j) { return t.profile->log.at(first + kept[j]).size; };
+  bool varies = false;
+  for (uint64_t i = sf.start; i < sf.start + p && !varies; ++i)
+    varies = size_of(i) != size_of(i - p);
+  if (!varies) return nullptr;
+  auto* sizes = static_cast<uint64_t*>(fallback::malloc(p * sizeof(uint64_t)));
+  if (!sizes) return nullptr;
+  const uint64_t lowest = m - sf.run;  // the periodic records: [m - run, m)
+  for (uint64_t i = 0; i < p; ++i) {
+    uint64_t j = sf.start + i, largest = 0;
+    while (j >= lowest + p) j -= p;
+    for (; j < m; j += p) largest = size_of(j) > largest ? size_of(j) : largest;
+    sizes[i] = largest;
+  }
+  *found = sf;
+  *recurring = m;
+  return sizes;
+}
+
+}  // namespace
+
 void profile_maybe_detect(ThreadState& t) {
   Global& g = global();
   if (t.explicit_passes || !g.options.detect || t.profile->log.count() < t.next_detection) return;
@@ -173,15 +241,20 @@ void profile_maybe_detect(ThreadState& t) {
     const uint64_t end = r.end.load(std::memory_order_relaxed);
     ends[i] = end == record::kForeign ? record::kLive : end;
   }
-  const uint64_t recurring = keep_recurring(keys, begins, ends, n, kept, table, table_slots);
+  uint64_t recurring = keep_recurring(keys, begins, ends, n, kept, table, table_slots);
   PeriodQuery query;
   query.max_period = g.options.max_period;
   query.required_key = t.required_key;
   query.min_period = t.required_key ? t.redetect_min_period : 1;
   query.min_run = kMinPeriodicRun;
-  const PeriodResult found = find_period(keys, begins, ends, recurring, query, scratch);
+  PeriodResult found = find_period(keys, begins, ends, recurring, query, scratch);
+  uint64_t* sizes = nullptr;  // a pass whose sizes vary: each slot's largest
+  if (!found.found && !t.required_key) {
+    sizes = search_size_free(t, first, n, columns, table, table_slots, query, &recurring, &found);
+  }
   // Re-detection: the old slab goes once its last block is freed; until then, keep profiling.
   if (!found.found || !retire_replay(t)) {
+    fallback::free(sizes);
     fallback::free(columns);
     return;
   }
@@ -195,15 +268,17 @@ void profile_maybe_detect(ThreadState& t) {
   if (g.options.verbose) {
     log_line(
         "memoplan: thread %u: detected a pass of %llu allocations (records %llu-%llu of %llu, "
-        "%llu of the %llu searched made once%s)",
+        "%llu of the %llu searched made once%s%s)",
         t.index, static_cast<unsigned long long>(found.period),
         static_cast<unsigned long long>(pass[0]),
         static_cast<unsigned long long>(pass[found.period]),
         static_cast<unsigned long long>(t.profile->log.count()),
         static_cast<unsigned long long>(n - recurring), static_cast<unsigned long long>(n),
-        t.required_key ? ", containing the missed request" : "");
+        t.required_key ? ", containing the missed request" : "",
+        sizes ? "; sizes vary: keyed by call site alone" : "");
   }
-  const bool planned = finish_profile(t, pass[0], found.period, cut_tick, cursor, pass);
+  const bool planned = finish_profile(t, pass[0], found.period, cut_tick, cursor, pass, sizes);
+  fallback::free(sizes);
   fallback::free(columns);
   if (!planned) {
     give_up_profiling(t, "the detected pass could not be planned");

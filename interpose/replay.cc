@@ -56,6 +56,8 @@ __attribute__((noinline)) void close_recheck_window(ThreadState& t) {
   stats().retracted_steady_hits.fetch_add(r.plan_steady_hits, std::memory_order_relaxed);
   stats().retracted_steady.fetch_add(r.plan_steady_hits + r.plan_steady_misses,
                                      std::memory_order_relaxed);
+  stats().steady_passes.fetch_sub(r.plan_steady_passes, std::memory_order_relaxed);
+  stats().full_passes.fetch_sub(r.plan_full_passes, std::memory_order_relaxed);
   if (global().options.verbose) {
     log_line(
         "memoplan: thread %u: its plan of %u allocations misses a request in %u windows of %u "
@@ -87,7 +89,17 @@ __attribute__((noinline)) void release_records(ThreadState& t) {
 
 // A detected pass ends with its last planned allocation (every allocation, for a pass of one).
 inline void detected_pass_completed(ThreadState& t) {
+  if (steady(t)) {
+    stats().steady_passes.fetch_add(1, std::memory_order_relaxed);
+    ++t.recheck.plan_steady_passes;
+    if (t.recheck.plan_steady_misses == t.misses_at_last_cycle) {
+      stats().full_passes.fetch_add(1, std::memory_order_relaxed);
+      ++t.recheck.plan_full_passes;
+    }
+  }
+  t.misses_at_last_cycle = t.recheck.plan_steady_misses;
   ++t.replayed_passes;
+  if (__builtin_expect(t.replan_pending, 0)) replan_size_free(t);
   if (__builtin_expect(t.profile->log.count() != 0, 0)) release_records(t);
   keep_peak(t);
   // Publish now and then: a detected pass can be a single allocation long.
@@ -98,14 +110,14 @@ inline void detected_pass_completed(ThreadState& t) {
 // Every request the arena did not serve: counted by reason; a detected plan notes what it did not
 // know for the re-check. The caller then asks the fallback allocator.
 __attribute__((noinline, cold)) void* replay_miss(ThreadState& t, replay::Fallback why,
-                                                  uint64_t key) {
+                                                  uint64_t key, bool recheck = true) {
   stats().fallback(why);
   if (steady(t)) {
     (why == replay::Fallback::kEscaping ? stats().steady_escaping : stats().steady_fallbacks)
         .fetch_add(1, std::memory_order_relaxed);
     ++t.recheck.plan_steady_misses;
   }
-  if (why == replay::Fallback::kNotPlanned && !t.explicit_passes) {
+  if (why == replay::Fallback::kNotPlanned && !t.explicit_passes && recheck) {
     // Checked at each miss, not by comparing the two windows' first keys: a pass with more
     // distinct misses than kKeys, cut at another point by every window, would never match.
     ReplayRecheck& r = t.recheck;
@@ -125,6 +137,20 @@ void free_slots(ThreadState& t) {
   t.slot_count = 0;
   t.matcher.stop();
   fallback::free(slots);
+  fallback::free(t.wanted);
+  fallback::free(t.rows);
+  t.wanted = t.rows = nullptr;
+  t.size_free = t.replan_pending = t.resync_at_empty = false;
+}
+
+// A size-free plan's request larger than its slot: served by the fallback (counted as not
+// planned, but not as a request the plan does not know: no re-detection), and the slot grows at
+// the pass end (replan_size_free).
+__attribute__((noinline, cold)) void* replay_exceeded(ThreadState& t, uint32_t index, uint64_t size,
+                                                      uint64_t key) {
+  if (size > t.wanted[index]) t.wanted[index] = size;
+  t.replan_pending = true;
+  return replay_miss(t, replay::Fallback::kNotPlanned, key, /*recheck=*/false);
 }
 
 }  // namespace
@@ -133,10 +159,32 @@ void* replay_alloc(ThreadState& t, size_t size, size_t alignment, uint64_t key) 
   if (__builtin_expect(++t.recheck.requests == t.recheck.window, 0)) close_recheck_window(t);
   const uint64_t cycles = t.matcher.cycles();
   replay::Fallback why = replay::Fallback::kNotPlanned;
-  void* p = replay::serve(t.matcher, t.slots, *t.arena, key, size, alignment, &why);
+  void* p;
+  bool exceeded = false;
+  uint32_t index = replay::Matcher::kNone;
+  if (__builtin_expect(t.size_free, 0)) {
+    if (t.resync_at_empty && t.matcher.cursor() != 0 && t.replayed_passes != 0) {
+      t.arena->drain_remote_frees();
+      if (t.arena->live_blocks() == 0) {  // a pass boundary, and the cursor is not at it
+        t.matcher.set_cursor(0);
+        detected_pass_completed(t);
+      }
+    }
+    // Keyed by call site alone: a request larger than its slot is this plan's to grow, not one it
+    // does not know.
+    index = t.matcher.match(key);
+    exceeded = index != replay::Matcher::kNone && size > t.slots[index].size;
+    p = index == replay::Matcher::kNone || exceeded
+            ? nullptr
+            : replay::serve_slot(t.slots[index], *t.arena, size, alignment, &why);
+  } else {
+    p = replay::serve(t.matcher, t.slots, *t.arena, key, size, alignment, &why);
+  }
+  if (__builtin_expect(exceeded, 0)) replay_exceeded(t, index, size, key);
   if (__builtin_expect(t.matcher.cycles() != cycles, 0) && !t.explicit_passes) {
     detected_pass_completed(t);
   }
+  if (__builtin_expect(exceeded, 0)) return nullptr;
   if (__builtin_expect(p == nullptr, 0)) return replay_miss(t, why, key);
   replay::OwnedCounters::bump(t.counters.planned_hits);
   if (steady(t)) {

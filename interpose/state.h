@@ -52,6 +52,7 @@ struct ReplayRecheck {
   // This plan's steady-state hits and fallbacks (escaping included), retracted from the
   // steady-state statistics if the plan is re-detected.
   uint64_t plan_steady_hits = 0, plan_steady_misses = 0;
+  uint64_t plan_steady_passes = 0, plan_full_passes = 0;  // the same for Stats' pass counts
 };
 
 // A thread's profile: its records (record::RecordLog, on the thread's event clock; memory from the
@@ -115,6 +116,21 @@ struct ThreadState {
   replay::Matcher matcher;
   replay::Arena* arena = nullptr;
   uint64_t replayed_passes = 0;
+  // A plan keyed by call site alone (a pass whose sizes vary from pass to pass: issue 18), each
+  // slot sized to the largest request seen there. A larger request falls back and is noted in
+  // `wanted`; at the pass end the pass is planned again from `rows` (each slot's begin and end on
+  // the profiled pass's clock, alignment and whether it escapes), in a new arena.
+  bool size_free = false;
+  bool replan_pending = false;
+  uint64_t* wanted = nullptr;  // per slot
+  uint64_t* rows = nullptr;    // per slot: begin, end, alignment, escapes
+  uint64_t lower_bound_bytes = 0;
+  uint64_t misses_at_last_cycle = 0;  // recheck.plan_steady_misses when the last pass ended
+  // Size-free plans match by call site, which cannot tell a pass that made fewer requests (a
+  // tensor below min_size at a small shape) from one in step: the cursor would stay behind for
+  // good. When only the pass's first allocation is made with none of its blocks alive, an empty
+  // arena at a request means the pass starts over: the cursor goes back to it.
+  bool resync_at_empty = false;
   ReplayRecheck recheck;
   std::atomic<uint64_t> peak_live_bytes{0};  // the arenas' peaks, as of the last flush
   ThreadState* running_prev = nullptr;       // Global::running list, under Global::registry_lock
@@ -140,6 +156,12 @@ struct Global {
     uint32_t count = 0;
     uint64_t slab_bytes = 0;
     uint64_t lower_bound_bytes = 0;
+    uint64_t misses_at_last_cycle = 0;  // recheck.plan_steady_misses when the last pass ended
+    // Size-free plans match by call site, which cannot tell a pass that made fewer requests (a
+    // tensor below min_size at a small shape) from one in step: the cursor would stay behind for
+    // good. When only the pass's first allocation is made with none of its blocks alive, an empty
+    // arena at a request means the pass starts over: the cursor goes back to it.
+    bool resync_at_empty = false;
   };
   LoadedPass replay_pass;
   std::atomic<int> replay_pass_state{0};  // 0 not loaded yet, 1 ready, 2 unusable

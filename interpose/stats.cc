@@ -179,6 +179,16 @@ void print_stats(int fd) {
            percent(steady_hits, steady), steady, percent(c.planned_hits, c.requests),
            ull{c.requests});
   }
+  append(text, sizeof text, n,
+         "memoplan: detected passes in steady state %llu, every request served from the slab in "
+         "%llu (%.1f%%); plans keyed by call site alone (sizes that vary) %llu, replanned %llu "
+         "times\n",
+         ull{s.steady_passes.load(std::memory_order_relaxed)},
+         ull{s.full_passes.load(std::memory_order_relaxed)},
+         percent(s.full_passes.load(std::memory_order_relaxed),
+                 s.steady_passes.load(std::memory_order_relaxed)),
+         ull{s.size_free_plans.load(std::memory_order_relaxed)},
+         ull{s.size_free_replans.load(std::memory_order_relaxed)});
   // Per thread, busiest first: a thread that planned a stretch of its start-up (Python's imports
   // repeat short patterns) next to the threads that run the model.
   for (int i = 1; i < busiest_count; ++i) {

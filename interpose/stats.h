@@ -15,6 +15,11 @@ using replay::to_string;
 
 struct Stats : replay::SharedCounters {
   std::atomic<uint64_t> peak_live_bytes{0};  // largest live slab bytes seen on one thread
+  // Detected passes replayed in steady state, and of them those in which every request of
+  // min_size or more came from the slab (no fallback of any kind).
+  std::atomic<uint64_t> steady_passes{0}, full_passes{0};
+  // Plans keyed by call site alone (passes whose sizes vary), and their replans.
+  std::atomic<uint64_t> size_free_plans{0}, size_free_replans{0};
 };
 
 Stats& stats();

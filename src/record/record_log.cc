@@ -18,8 +18,8 @@ constexpr size_t kChunkBytes = RecordLog::kPerChunk * sizeof(Record);
 
 MemorySource mmap_memory() { return MemorySource{&map_zeroed, &unmap}; }
 
-uint64_t RecordLog::append(uint64_t key, uint64_t size, uint64_t align, uint32_t thread,
-                           Full* full) {
+uint64_t RecordLog::append(uint64_t key, uint64_t site, uint64_t size, uint64_t align,
+                           uint32_t thread, Full* full) {
   const uint64_t chunk = count_ / kPerChunk;
   if (chunk >= kChunks) {
     if (full) *full = Full::kCapacity;
@@ -35,6 +35,7 @@ uint64_t RecordLog::append(uint64_t key, uint64_t size, uint64_t align, uint32_t
   }
   Record& r = at(count_);
   r.key = key;
+  r.site = site;
   r.size = size;
   r.align = align;
   r.begin = tick_++;

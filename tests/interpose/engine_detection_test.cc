@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "engine_harness.h"
+#include "stats.h"
 
 namespace memoplan::shim::testing {
 namespace {
@@ -155,6 +156,53 @@ TEST(EngineAutomaticDetection, AFollowedPlanIsNeverRedetected) {
     EXPECT_TRUE(heap.last_pass_all(Origin::kSlab)) << heap.last_pass_origins();
     EXPECT_EQ((counters() - before).redetections, 0u);
     EXPECT_EQ((counters() - before).plans, 1u);
+  });
+}
+
+// network_pass() with every size scaled by `scale`: a model run at another sequence length or
+// batch (the same requests from the same call sites, in the same order, with other sizes).
+Script scaled_network_pass(size_t scale) {
+  Script script = network_pass();
+  for (Op& op : script) op.size *= scale;
+  return script;
+}
+
+// Passes whose sizes change from pass to pass (issue 18): no exact key repeats, so the pass is
+// found by call site and liveness, each slot sized to the largest request seen there; a pass with
+// a larger request falls back for it and the pass is planned again, so that soon every pass up to
+// the largest is served from the slab alone. The Heap checks that no two live blocks overlap.
+TEST(EngineAutomaticDetection, APassWhoseSizesVaryIsPlannedByCallSite) {
+  SKIP_UNLESS_ENGINE_PLANS();
+  if (!engine_options().detect) GTEST_SKIP() << "needs detect:true";
+  on_fresh_thread([&] {
+    Heap heap;
+    const uint64_t size_free_before = stats().size_free_plans.load();
+    const uint64_t replans_before = stats().size_free_replans.load();
+    uint64_t seed = 7;
+    int full = 0;
+    for (int pass = 0; pass < 120; ++pass) {
+      seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+      // Scales 1-3 while the pass is found, then up to 6: slots must grow.
+      const size_t scale = 1 + (seed >> 33) % (pass < 50 ? 3 : 6);
+      heap.pass(scaled_network_pass(scale), /*marks=*/false);
+      if (pass >= 90) full += heap.last_pass_all(Origin::kSlab);
+    }
+    EXPECT_EQ(stats().size_free_plans.load() - size_free_before, 1u);
+    EXPECT_GE(stats().size_free_replans.load() - replans_before, 1u);  // a larger pass came
+    EXPECT_GE(full, 28) << "of the last 30 passes, served from the slab alone";
+  });
+}
+
+// The same sizes every pass: the exact search finds the pass and nothing is keyed by call site.
+TEST(EngineAutomaticDetection, FixedSizesAreNeverPlannedByCallSiteAlone) {
+  SKIP_UNLESS_ENGINE_PLANS();
+  if (!engine_options().detect) GTEST_SKIP() << "needs detect:true";
+  on_fresh_thread([&] {
+    Heap heap;
+    const uint64_t size_free_before = stats().size_free_plans.load();
+    for (int pass = 0; pass < 40; ++pass) heap.pass(scaled_network_pass(3), /*marks=*/false);
+    EXPECT_TRUE(heap.last_pass_all(Origin::kSlab)) << heap.last_pass_origins();
+    EXPECT_EQ(stats().size_free_plans.load() - size_free_before, 0u);
   });
 }
 

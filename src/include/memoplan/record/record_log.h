@@ -20,6 +20,7 @@ inline constexpr uint64_t kForeign = ~uint64_t{0} - 1;  // freed off the log's c
 
 struct Record {
   uint64_t key;    // what replay matches a request by (shim: call site and size; torch: op path)
+  uint64_t site;   // the key without the size (shim: the call site alone); else = key
   uint64_t size;   // bytes requested
   uint64_t align;  // alignment requested
   uint64_t begin;  // tick of the allocation
@@ -48,7 +49,11 @@ class RecordLog {
 
   enum class Full : uint8_t { kNo, kOutOfMemory, kCapacity };
   // Records an allocation at the next tick; its index, or kNone (and why through `full`).
-  uint64_t append(uint64_t key, uint64_t size, uint64_t align, uint32_t thread, Full* full);
+  uint64_t append(uint64_t key, uint64_t size, uint64_t align, uint32_t thread, Full* full) {
+    return append(key, key, size, align, thread, full);
+  }
+  uint64_t append(uint64_t key, uint64_t site, uint64_t size, uint64_t align, uint32_t thread,
+                  Full* full);
   // The allocation `index` is freed now, on the log's clock (the owner, or under its lock).
   void close(uint64_t index) { at(index).end.store(tick_++, std::memory_order_relaxed); }
   // Freed where the log's clock does not run (another thread of the shim): never planned.

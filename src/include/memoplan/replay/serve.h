@@ -10,15 +10,10 @@
 
 namespace memoplan::replay {
 
-__attribute__((always_inline)) inline void* serve(Matcher& matcher, const Slot* slots, Arena& arena,
-                                                  uint64_t key, uint64_t size, uint64_t alignment,
-                                                  Fallback* why) {
-  const uint32_t index = matcher.match(key);
-  if (__builtin_expect(index == Matcher::kNone, 0)) {
-    *why = Fallback::kNotPlanned;
-    return nullptr;
-  }
-  const Slot& slot = slots[index];
+// The matched slot's part: its checks, then the block in the arena (or nullptr and why).
+__attribute__((always_inline)) inline void* serve_slot(const Slot& slot, Arena& arena,
+                                                       uint64_t size, uint64_t alignment,
+                                                       Fallback* why) {
   if (__builtin_expect(size > slot.size, 0)) {  // keys collide: never serve past a planned slot
     *why = Fallback::kNotPlanned;
     return nullptr;
@@ -37,6 +32,17 @@ __attribute__((always_inline)) inline void* serve(Matcher& matcher, const Slot* 
     block = arena.place(slot.alternate, size, why);  // the block two passes back is still alive
   }
   return block;
+}
+
+__attribute__((always_inline)) inline void* serve(Matcher& matcher, const Slot* slots, Arena& arena,
+                                                  uint64_t key, uint64_t size, uint64_t alignment,
+                                                  Fallback* why) {
+  const uint32_t index = matcher.match(key);
+  if (__builtin_expect(index == Matcher::kNone, 0)) {
+    *why = Fallback::kNotPlanned;
+    return nullptr;
+  }
+  return serve_slot(slots[index], arena, size, alignment, why);
 }
 
 }  // namespace memoplan::replay
