@@ -10,6 +10,8 @@ CASE: transformer   a scripted torch.nn.TransformerEncoder (d 256, 4 heads, 4 la
       transformer_threads  two inference threads running the same scripted module
       mobilenet_intra2  eager mobilenet_v3_large (hardswish, squeeze-excitation) at 128x128 with
                     two intra-op threads
+      transformer_varlen  the scripted TransformerEncoder fed a random sequence length of 8-256
+                    every pass (issue 18: planned by call site, slots grown to the largest)
 """
 import hashlib
 import json
@@ -53,7 +55,12 @@ def main() -> None:
         rng = random.Random(index)
         with torch.inference_mode():
             for i in range(passes):
-                out = model(x)
+                if case.endswith("varlen"):
+                    length = rng.randint(8, 256)
+                    out = model(torch.randn(1, length, 256,
+                                            generator=torch.Generator().manual_seed(i)))
+                else:
+                    out = model(x)
                 if case.endswith("work"):
                     other_work(rng, out)
                 lines[index].append(f"thread {index} pass {i} {digest(out)}")
