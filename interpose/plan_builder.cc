@@ -97,6 +97,31 @@ bool install_replay(ThreadState& t, const replay::Slot* planned, uint32_t count,
 
 namespace {
 
+// What a size-free plan keeps to be planned again (ThreadState::wanted and rows): the largest
+// request per slot (none yet) and each row's begin, end, alignment and escaping. False (nothing
+// allocated) when out of memory.
+bool size_free_arrays(const Trace& trace, uint64_t** wanted, uint64_t** rows) {
+  const size_t count = trace.allocations.size();
+  *wanted = static_cast<uint64_t*>(fallback::malloc(count * sizeof(uint64_t)));
+  *rows = static_cast<uint64_t*>(fallback::malloc(4 * count * sizeof(uint64_t)));
+  if (!*wanted || !*rows) {
+    fallback::free(*wanted);
+    fallback::free(*rows);
+    *wanted = *rows = nullptr;
+    stats().bookkeeping_failures.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+  for (size_t i = 0; i < count; ++i) {
+    const Allocation& a = trace.allocations[i];
+    (*wanted)[i] = 0;
+    (*rows)[4 * i] = a.begin;
+    (*rows)[4 * i + 1] = a.end;
+    (*rows)[4 * i + 2] = a.align;
+    (*rows)[4 * i + 3] = a.escapes;
+  }
+  return true;
+}
+
 // Whether, among the pass's planned (not escaping) allocations, only the first is made with none
 // of the others alive: then, replaying, an empty arena means the pass starts over.
 bool only_first_starts_empty(const Trace& trace) {
@@ -143,24 +168,9 @@ bool plan_profile(ThreadState& t, uint64_t first, uint64_t count, uint64_t cut_t
     slots[i] = {key, a.size, plan->offsets[i], !a.escapes};
   }
   uint64_t *wanted = nullptr, *rows = nullptr;
-  if (sizes) {  // what replanning needs: the lifetimes, alignments and escapes of the pass
-    wanted = static_cast<uint64_t*>(fallback::malloc(count * sizeof(uint64_t)));
-    rows = static_cast<uint64_t*>(fallback::malloc(4 * count * sizeof(uint64_t)));
-    if (!wanted || !rows) {
-      fallback::free(wanted);
-      fallback::free(rows);
-      fallback::free(slots);
-      stats().bookkeeping_failures.fetch_add(1, std::memory_order_relaxed);
-      return false;
-    }
-    for (uint64_t i = 0; i < count; ++i) {
-      const Allocation& a = trace.allocations[i];
-      wanted[i] = 0;
-      rows[4 * i] = a.begin;
-      rows[4 * i + 1] = a.end;
-      rows[4 * i + 2] = a.align;
-      rows[4 * i + 3] = a.escapes;
-    }
+  if (sizes && !size_free_arrays(trace, &wanted, &rows)) {
+    fallback::free(slots);
+    return false;
   }
   const bool ok = install_replay(t, slots, static_cast<uint32_t>(count), plan->slab_bytes,
                                  plan->lower_bound_bytes, cursor, false, sizes != nullptr);
@@ -215,21 +225,15 @@ bool replan(ThreadState& t) {
   Result<Plan> plan = plan_trace(trace);
   if (!plan) return false;
   auto* slots = static_cast<replay::Slot*>(fallback::malloc(count * sizeof(replay::Slot)));
-  auto* wanted = static_cast<uint64_t*>(fallback::malloc(count * sizeof(uint64_t)));
-  auto* rows = static_cast<uint64_t*>(fallback::malloc(4 * uint64_t{count} * sizeof(uint64_t)));
-  if (!slots || !wanted || !rows) {
+  uint64_t *wanted = nullptr, *rows = nullptr;
+  if (!slots || !size_free_arrays(trace, &wanted, &rows)) {
     fallback::free(slots);
-    fallback::free(wanted);
-    fallback::free(rows);
-    stats().bookkeeping_failures.fetch_add(1, std::memory_order_relaxed);
     return false;
   }
   for (uint32_t i = 0; i < count; ++i) {
     const Allocation& a = trace.allocations[i];
     slots[i] = {t.slots[i].key, a.size, plan->offsets[i], !a.escapes};
-    wanted[i] = 0;
   }
-  memcpy(rows, t.rows, 4 * uint64_t{count} * sizeof(uint64_t));
   const uint32_t cursor = t.matcher.cursor();
   const uint64_t replayed = t.replayed_passes;
   const bool resync = t.resync_at_empty;

@@ -7,6 +7,7 @@
 #include <torch/script.h>
 
 #include <algorithm>
+#include <initializer_list>
 #include <random>
 #include <string>
 #include <thread>
@@ -45,6 +46,22 @@ at::Tensor run(torch::jit::Module& m, int64_t length) {
   return m.forward({x.reshape({1, length, 64})}).toTensor();
 }
 
+// Runs each length through both modules (their outputs must be identical) and returns what the
+// passes did.
+PlanStats run_lengths(torch::jit::Module& planned, torch::jit::Module& reference,
+                      std::initializer_list<int64_t> lengths) {
+  const PlanStats before = plan_stats();
+  for (int64_t length : lengths) {
+    EXPECT_TRUE(torch::equal(run(planned, length), run(reference, length))) << length;
+  }
+  return plan_stats() - before;
+}
+
+// A buffer of (L // 2) * 64 floats: 128 L bytes at the even lengths profiled, less at odd ones.
+const char* const kHalfBuffer = R"(
+        h = torch.zeros([x.size(1) // 2 * 64])
+        y = y + h.sum())";
+
 // Plans `m` and profiles three lengths: the family is fitted after the third.
 void fit(torch::jit::Module& m, PlanOptions options = {}) {
   torch::manual_seed(1);
@@ -60,13 +77,8 @@ TEST(FamilyPlan, UnseenLengthsArePlannedOnTheirFirstPass) {
   c10::InferenceMode guard;
   torch::jit::Module reference = attention(), planned = attention();
   fit(planned);
-  const PlanStats before = plan_stats();
-  for (int64_t length : {8, 50, 100, 33, 7, 64}) {
-    for (int pass = 0; pass < 2; ++pass) {
-      EXPECT_TRUE(torch::equal(run(planned, length), run(reference, length))) << length;
-    }
-  }
-  const PlanStats d = plan_stats() - before;
+  const PlanStats d =
+      run_lengths(planned, reference, {8, 8, 50, 50, 100, 100, 33, 33, 7, 7, 64, 64});
   EXPECT_EQ(d.planned_passes, 12u) << to_string(d);
   EXPECT_EQ(d.profiled_passes + d.unplanned_passes, 0u) << to_string(d);
   EXPECT_EQ(d.family_plans, 6u) << to_string(d);
@@ -78,23 +90,14 @@ TEST(FamilyPlan, UnseenLengthsArePlannedOnTheirFirstPass) {
 TEST(FamilyPlan, AWrongPredictionFallsBackAndItsKeyIsProfiled) {
   at::set_num_threads(1);
   c10::InferenceMode guard;
-  // A buffer of (L // 2) * 64 floats: 128 L bytes at the even lengths profiled, less at odd ones.
-  const std::string half = R"(
-        h = torch.zeros([x.size(1) // 2 * 64])
-        y = y + h.sum())";
-  torch::jit::Module reference = attention(half), planned = attention(half);
+  torch::jit::Module reference = attention(kHalfBuffer), planned = attention(kHalfBuffer);
   fit(planned);
-  PlanStats before = plan_stats();
-  EXPECT_TRUE(torch::equal(run(planned, 48), run(reference, 48)));  // even: predicted right
-  PlanStats d = plan_stats() - before;
+  PlanStats d = run_lengths(planned, reference, {48});  // even: predicted right
   EXPECT_EQ(d.family_plans, 1u) << to_string(d);
   EXPECT_EQ(d.family_mispredictions, 0u) << to_string(d);
 
-  before = plan_stats();
-  for (int pass = 0; pass < 6; ++pass) {  // odd: the buffer misses its slot, never overlaps
-    EXPECT_TRUE(torch::equal(run(planned, 33), run(reference, 33))) << pass;
-  }
-  d = plan_stats() - before;
+  // Odd, six passes: the buffer misses its slot (never overlaps), and the plan goes.
+  d = run_lengths(planned, reference, {33, 33, 33, 33, 33, 33});
   EXPECT_EQ(d.family_plans, 1u) << to_string(d);
   EXPECT_EQ(d.family_mispredictions, 1u) << to_string(d);
   EXPECT_EQ(d.fallback_not_planned, 1u) << to_string(d);
@@ -107,14 +110,10 @@ TEST(FamilyPlan, AWrongPredictionFallsBackAndItsKeyIsProfiled) {
 
   // A new length is profiled at once (the family still collects shapes); on five shapes no
   // formula fits, and the family is given up: the next length waits out a warm-up.
-  before = plan_stats();
-  EXPECT_TRUE(torch::equal(run(planned, 52), run(reference, 52)));
-  d = plan_stats() - before;
+  d = run_lengths(planned, reference, {52});
   EXPECT_EQ(d.family_plans, 0u) << to_string(d);
   EXPECT_EQ(d.profiled_passes, 1u) << to_string(d);
-  before = plan_stats();
-  EXPECT_TRUE(torch::equal(run(planned, 70), run(reference, 70)));
-  d = plan_stats() - before;
+  d = run_lengths(planned, reference, {70});
   EXPECT_EQ(d.family_plans + d.profiled_passes, 0u) << to_string(d);
   EXPECT_EQ(d.unplanned_passes, 1u) << to_string(d);
 }
@@ -122,16 +121,10 @@ TEST(FamilyPlan, AWrongPredictionFallsBackAndItsKeyIsProfiled) {
 TEST(FamilyPlan, TwoMispredictedKeysEndTheFamilysPredictions) {
   at::set_num_threads(1);
   c10::InferenceMode guard;
-  const std::string half = R"(
-        h = torch.zeros([x.size(1) // 2 * 64])
-        y = y + h.sum())";
-  torch::jit::Module reference = attention(half), planned = attention(half);
+  torch::jit::Module reference = attention(kHalfBuffer), planned = attention(kHalfBuffer);
   fit(planned);
-  const PlanStats before = plan_stats();
-  for (int64_t length : {33, 35, 48}) {  // two misses before either odd length is profiled
-    EXPECT_TRUE(torch::equal(run(planned, length), run(reference, length))) << length;
-  }
-  const PlanStats d = plan_stats() - before;
+  // Two misses before either odd length is profiled.
+  const PlanStats d = run_lengths(planned, reference, {33, 35, 48});
   EXPECT_EQ(d.family_plans, 2u) << to_string(d);
   EXPECT_EQ(d.family_mispredictions, 2u) << to_string(d);
   EXPECT_EQ(d.unplanned_passes, 1u) << to_string(d);  // 48 would have fitted: not predicted now
@@ -146,18 +139,12 @@ TEST(FamilyPlan, PassesThatDifferInStructureKeepExactKeys) {
             y = torch.layer_norm(y, [64]))";
   torch::jit::Module reference = attention(loop), planned = attention(loop);
   fit(planned);  // 16 and 24 run one more layer norm, 40 two: no three shapes alike yet
-  PlanStats before = plan_stats();
-  EXPECT_TRUE(torch::equal(run(planned, 64), run(reference, 64)));  // four: profiled at once
-  PlanStats d = plan_stats() - before;
+  PlanStats d = run_lengths(planned, reference, {64});  // a fourth shape: profiled at once
   EXPECT_EQ(d.family_plans, 0u) << to_string(d);
   EXPECT_EQ(d.profiled_passes, 1u) << to_string(d);
   // Six shapes and no three alike: the family is given up, new lengths warm up as before.
-  for (int64_t length : {80, 100}) {
-    EXPECT_TRUE(torch::equal(run(planned, length), run(reference, length)));
-  }
-  before = plan_stats();
-  EXPECT_TRUE(torch::equal(run(planned, 120), run(reference, 120)));
-  d = plan_stats() - before;
+  run_lengths(planned, reference, {80, 100});
+  d = run_lengths(planned, reference, {120});
   EXPECT_EQ(d.family_plans + d.profiled_passes, 0u) << to_string(d);
   EXPECT_EQ(d.unplanned_passes, 1u) << to_string(d);
 }
@@ -173,11 +160,7 @@ TEST(FamilyPlan, AShapeOfAnotherStructureIsLeftOut) {
             y = torch.layer_norm(y, [64]))";
   torch::jit::Module reference = attention(odd), planned = attention(odd);
   fit(planned);  // 16 (the odd one), 24, 40
-  const PlanStats before = plan_stats();
-  for (int64_t length : {30, 20, 28, 18, 16}) {
-    EXPECT_TRUE(torch::equal(run(planned, length), run(reference, length))) << length;
-  }
-  const PlanStats d = plan_stats() - before;
+  const PlanStats d = run_lengths(planned, reference, {30, 20, 28, 18, 16});
   EXPECT_EQ(d.profiled_passes, 1u) << to_string(d);  // 30: the third of the larger structure
   EXPECT_EQ(d.family_plans, 3u) << to_string(d);     // 20, 28, 18; 16 keeps its own plan
   EXPECT_EQ(d.planned_passes, 4u) << to_string(d);
