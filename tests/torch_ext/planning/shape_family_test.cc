@@ -12,6 +12,7 @@
 #include <ATen/ops/randn.h>
 #include <ATen/ops/relu.h>
 #include <ATen/ops/softmax.h>
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -23,6 +24,17 @@
 
 namespace memoplan::torch_ext {
 namespace {
+
+// Debian's OpenBLAS runs large GEMMs on a thread pool of its own, which at::set_num_threads does
+// not reach and ThreadSanitizer cannot see into (it takes the pool's writes for races). The
+// attention tests here (and family_plan_test.cc's, same binary) multiply matrices large enough
+// for it: one BLAS thread for the whole test binary.
+const bool one_blas_thread = [] {
+  using SetThreads = void (*)(int);
+  auto set = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"));
+  if (set) set(1);
+  return set != nullptr;
+}();
 
 // One pass of `run`, profiled on the calling thread, after one unprofiled pass (first-call
 // allocations are not the pass's).
