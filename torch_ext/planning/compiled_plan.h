@@ -31,7 +31,8 @@ struct CompiledPlan {
   uint64_t escaping_tensors = 0;
   std::string strategy;
   double planning_ms = 0;
-  // The profiled pass and its plan as the planner made them (plan_detail(): heap maps). Shared:
+  // The profiled pass and its plan as the planner made them (plan_detail(): heap maps; null for a
+  // plan predicted from a shape family). Shared:
   // copies of a plan and the threads replaying it never copy the rows.
   std::shared_ptr<const PlanDetail> detail;
 };

@@ -215,6 +215,9 @@ std::shared_ptr<const CompiledPlan> predict_plan(ModuleState& m, const std::stri
   plan->key = key;
   plan->family = family_key;
   plan->predicted = true;
+  // The trace and plan behind it (plan_detail(), for heap maps) are kept for profiled plans only:
+  // some 30 KiB a predicted bert_encoder plan, up to kMaxPredictedPlans of them.
+  plan->detail.reset();
   auto shared = std::make_shared<const CompiledPlan>(std::move(*plan));
   m.plans[key] = shared;
   f.predicted.push_back(key);

@@ -117,7 +117,8 @@ struct PlanDetail {
   Plan plan;
 };
 // The detail of `module`'s plan for `key` (PlanSummary::key); nullopt when the module was never
-// planned or has no plan for that key.
+// planned, has no plan for that key, or planned it from a shape family's formulas (no profiled
+// pass: only profiled plans keep their trace).
 std::optional<PlanDetail> plan_detail(const torch::jit::Module& module, const std::string& key);
 
 }  // namespace memoplan::torch_ext
