@@ -38,6 +38,7 @@ struct Family {
   std::vector<std::string> predicted;            // keys planned from the model, oldest first
   std::unordered_set<std::string> mispredicted;  // keys never predicted again
   int mispredicted_keys = 0;
+  int profiling = 0;     // its keys being profiled now (one at a time while it collects shapes)
   bool refused = false;  // not one family, or predictions missed twice: exact keys only
 };
 constexpr size_t kFamilyShapes = 6;         // profiled shapes a family keeps to fit on
@@ -94,6 +95,13 @@ void flush(ThreadPass& t) {
 
 // ---- Pass begin and end. ----
 
+// A profiled pass of one of the family's keys ended (under the module's lock).
+void family_profile_ended(ModuleState& m, const std::string& family_key) {
+  if (family_key.empty()) return;
+  auto f = m.families.find(family_key);
+  if (f != m.families.end() && f->second.profiling > 0) --f->second.profiling;
+}
+
 void abandon_profile(ThreadPass& t) {
   if (!t.session) return;
   t.session->end();  // the trace of an unfinished pass is dropped
@@ -102,6 +110,7 @@ void abandon_profile(ThreadPass& t) {
   ModuleState& m = module_state(t.module);
   std::lock_guard<std::mutex> lock(m.mutex);
   m.profiling.erase(t.key);
+  family_profile_ended(m, t.family_key);
 }
 
 // The arena a family's plan replays in on this thread: the family's, grown (replaced) when the plan
@@ -385,12 +394,15 @@ void allocate_slab(int64_t module, const std::string& key, FamilyOf family) {
   // A new shape of a family that already has a profiled shape is profiled on its first pass: the
   // module is warm (the JIT's profiling runs are behind it), and the family needs three shapes
   // before it can predict the rest.
+  // One at a time: threads that meet new shapes at once would otherwise profile more of them
+  // than the family needs; the others wait out the usual warm-up meanwhile (a profile a thread
+  // never finished cannot hold them back for good).
   int warmup = m.options.warmup_passes;
   if (!t.family_key.empty()) {
     auto f = m.families.find(t.family_key);
     if (f != m.families.end() && !f->second.refused && !f->second.shapes.empty() &&
         !f->second.mispredicted.count(key)) {
-      warmup = 0;
+      if (f->second.profiling == 0) warmup = 0;
     }
   }
   const bool due = allowed && ++m.unplanned_passes[key] > warmup && !m.profiling.count(key);
@@ -406,6 +418,7 @@ void allocate_slab(int64_t module, const std::string& key, FamilyOf family) {
     return;
   }
   m.profiling.insert(key);
+  if (!t.family_key.empty()) ++m.families[t.family_key].profiling;
   lock.unlock();
   ProfileOptions options;
   options.meta.input_shapes = key;
@@ -477,6 +490,7 @@ void end_pass(int64_t module) {
   Result<CompiledPlan> plan = compile_plan(trace, t.visit_nodes, m.options.strategy);
   std::lock_guard<std::mutex> lock(m.mutex);
   m.profiling.erase(t.key);
+  family_profile_ended(m, t.family_key);
   if (!plan) {
     TORCH_WARN("memoplan: planning the pass for ", t.key, " failed: ", plan.error());
     m.unplanned_passes[t.key] = 0;  // try again after another warm-up

@@ -194,6 +194,31 @@ TEST(FamilyPlan, AThreadsSlabForAFamilyGrowsInsteadOfMultiplying) {
   EXPECT_EQ(d.fallback_not_planned + d.fallback_overlap, 0u) << to_string(d);
 }
 
+// The plans of a family are bounded: a thread keeps its 64 most recently used, the module the
+// 256 newest predicted ones of a family; an older length is predicted again when it returns
+// (a fraction of a millisecond), a recent one is still cached.
+TEST(FamilyPlan, CachedPlansAreBounded) {
+  at::set_num_threads(1);
+  c10::InferenceMode guard;
+  torch::jit::Module reference = attention(), planned = attention();
+  fit(planned);
+  std::vector<int64_t> lengths;
+  for (int64_t length = 41; length < 41 + 300; ++length) lengths.push_back(length);
+  PlanStats before = plan_stats();
+  for (int64_t length : lengths) {
+    EXPECT_TRUE(torch::equal(run(planned, length), run(reference, length))) << length;
+  }
+  PlanStats d = plan_stats() - before;
+  EXPECT_EQ(d.family_plans, 300u) << to_string(d);
+  d = run_lengths(planned, reference, {340});  // the newest: in the thread's cache
+  EXPECT_EQ(d.family_plans, 0u) << to_string(d);
+  EXPECT_EQ(d.planned_passes, 1u) << to_string(d);
+  d = run_lengths(planned, reference, {41});  // the oldest: dropped by both, predicted again
+  EXPECT_EQ(d.family_plans, 1u) << to_string(d);
+  EXPECT_EQ(d.planned_passes, 1u) << to_string(d);
+  EXPECT_EQ(d.fallback_not_planned + d.fallback_overlap, 0u) << to_string(d);
+}
+
 TEST(FamilyPlan, ForgetPlansStartsOverAndGivesTheSlabsBack) {
   at::set_num_threads(1);
   c10::InferenceMode guard;
