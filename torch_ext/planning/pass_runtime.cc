@@ -14,7 +14,7 @@
 
 #include "arena_region.h"
 #include "compiled_plan.h"
-#include "memoplan/planner/family.h"
+#include "family_state.h"
 #include "memoplan/torch/graph_node.h"
 #include "memoplan/torch/profiler.h"
 #include "tagged_allocator.h"
@@ -24,28 +24,6 @@ namespace memoplan::torch_ext {
 namespace runtime_pass {
 namespace {
 
-// A shape family (memoplan/planner/family.h) of one module: the passes its keys profiled, and once
-// three distinct shapes made the same allocations, the formulas that plan its other keys.
-struct Family {
-  struct Shape {
-    std::vector<int64_t> dims;
-    std::shared_ptr<const PlanDetail> detail;  // the profiled trace
-    std::vector<int64_t> visit_nodes;          // the graph nodes its pass ran
-  };
-  std::vector<Shape> shapes;         // distinct, newest last (at most kFamilyShapes)
-  std::vector<int64_t> visit_nodes;  // the graph nodes the fitted shapes' passes ran
-  std::optional<family::Model> model;
-  std::vector<std::string> predicted;            // keys planned from the model, oldest first
-  std::unordered_set<std::string> mispredicted;  // keys never predicted again
-  int mispredicted_keys = 0;
-  int profiling = 0;     // its keys being profiled now (one at a time while it collects shapes)
-  bool refused = false;  // not one family, or predictions missed twice: exact keys only
-};
-constexpr size_t kFamilyShapes = 6;         // profiled shapes a family keeps to fit on
-constexpr size_t kFamilyMinShapes = 3;      // fitted from the third: one shape checks the others
-constexpr size_t kMaxPredictedPlans = 256;  // per family; the oldest goes first
-constexpr int kMispredictionsToRefuse = 2;  // keys whose predicted plan missed
-
 struct ModuleState {
   PlanOptions options;
   std::mutex mutex;  // everything below; taken once per new (thread, key), never per pass
@@ -53,7 +31,7 @@ struct ModuleState {
   std::unordered_map<std::string, int> unplanned_passes;  // per key, before its profile
   std::unordered_set<std::string> profiling;              // keys a thread is profiling now
   std::unordered_set<std::string> requested;              // keys plan() was called with
-  std::unordered_map<std::string, Family> families;       // by family key
+  std::unordered_map<std::string, FamilyState> families;  // by family key
   std::atomic<uint64_t> generation{0};                    // bumped by forget_plans
 };
 
@@ -99,7 +77,7 @@ void flush(ThreadPass& t) {
 void family_profile_ended(ModuleState& m, const std::string& family_key) {
   if (family_key.empty()) return;
   auto f = m.families.find(family_key);
-  if (f != m.families.end() && f->second.profiling > 0) --f->second.profiling;
+  if (f != m.families.end()) f->second.profile_ended();
 }
 
 void abandon_profile(ThreadPass& t) {
@@ -214,81 +192,25 @@ std::shared_ptr<const CompiledPlan> predict_plan(ModuleState& m, const std::stri
                                                  const std::string& family_key,
                                                  const std::vector<int64_t>& dims) {
   auto it = m.families.find(family_key);
-  if (it == m.families.end() || !it->second.model || it->second.refused) return nullptr;
-  Family& f = it->second;
-  if (f.mispredicted.count(key)) return nullptr;
-  Result<Trace> trace = family::instantiate(*f.model, dims);
-  if (!trace) return nullptr;  // a dim that did not vary so far: profiled, then fitted anew
-  Result<CompiledPlan> plan = compile_plan(*trace, f.visit_nodes, m.options.strategy);
+  if (it == m.families.end()) return nullptr;
+  FamilyState& f = it->second;
+  std::optional<Trace> trace = f.predict(key, dims);
+  if (!trace) return nullptr;
+  Result<CompiledPlan> plan = compile_plan(*trace, f.visit_nodes(), m.options.strategy);
   if (!plan) return nullptr;
   plan->key = key;
   plan->family = family_key;
   plan->predicted = true;
   // The trace and plan behind it (plan_detail(), for heap maps) are kept for profiled plans only:
-  // some 30 KiB a predicted bert_encoder plan, up to kMaxPredictedPlans of them.
+  // some 30 KiB a predicted bert_encoder plan, up to FamilyState::kMaxPredicted of them.
   plan->detail.reset();
   auto shared = std::make_shared<const CompiledPlan>(std::move(*plan));
   m.plans[key] = shared;
-  f.predicted.push_back(key);
-  if (f.predicted.size() > kMaxPredictedPlans) {
-    // Threads that cached it keep theirs; the module plans it again if it comes back.
-    m.plans.erase(f.predicted.front());
-    f.predicted.erase(f.predicted.begin());
-  }
+  // Threads that cached an evicted plan keep theirs; the module plans it again if it comes back.
+  if (std::string evicted = f.note_predicted(key); !evicted.empty()) m.plans.erase(evicted);
   family_plans.fetch_add(1, std::memory_order_relaxed);
   replay::SharedCounters::bump(counters.plans);
   return shared;
-}
-
-// A profiled pass of a key with a family: one more shape to fit the family on (under the module's
-// lock). The shapes are grouped by structure (the graph nodes their passes ran and how many
-// allocations they made): a CNN at batch 1 often takes another convolution path than at larger
-// batches, and one such shape must not spoil the others. The largest group (ties: the newest
-// shape's) is fitted once it has three shapes. The family is refused for good when a group's
-// passes still differ (other lifetimes or ops), when no formula fits five shapes of a group, or
-// when the family holds kFamilyShapes shapes and no group has three.
-void add_family_shape(ModuleState& m, const std::string& family_key,
-                      const std::vector<int64_t>& dims, const std::vector<int64_t>& visit_nodes,
-                      std::shared_ptr<const PlanDetail> detail) {
-  Family& f = m.families[family_key];
-  if (f.refused) return;
-  for (const Family::Shape& shape : f.shapes) {
-    if (shape.dims == dims) return;
-  }
-  f.shapes.push_back({dims, std::move(detail), visit_nodes});
-  if (f.shapes.size() > kFamilyShapes) f.shapes.erase(f.shapes.begin());
-  auto same_structure = [](const Family::Shape& a, const Family::Shape& b) {
-    return a.visit_nodes == b.visit_nodes &&
-           a.detail->trace.allocations.size() == b.detail->trace.allocations.size();
-  };
-  const Family::Shape* best = nullptr;
-  size_t best_count = 0;
-  for (const Family::Shape& candidate : f.shapes) {  // oldest first: ties go to the newer
-    size_t count = 0;
-    for (const Family::Shape& other : f.shapes) count += same_structure(candidate, other);
-    if (count >= best_count) {
-      best = &candidate;
-      best_count = count;
-    }
-  }
-  if (best_count < kFamilyMinShapes) {
-    f.model.reset();
-    if (f.shapes.size() >= kFamilyShapes) f.refused = true;
-    return;
-  }
-  std::vector<family::Sample> samples;
-  for (const Family::Shape& shape : f.shapes) {
-    if (same_structure(shape, *best)) samples.push_back({shape.dims, &shape.detail->trace});
-  }
-  Result<family::Model> model = family::fit_family(samples);
-  if (model) {
-    f.model = std::move(*model);
-    f.visit_nodes = best->visit_nodes;
-    return;
-  }
-  f.model.reset();
-  const bool formulas_only = model.error().find("no formula") != std::string::npos;
-  if (!formulas_only || samples.size() >= 5) f.refused = true;
 }
 
 // A pass that missed its predicted plan: the plan goes (its key is profiled like any new key, and
@@ -304,14 +226,8 @@ void drop_prediction(ThreadPass& t) {
       if (p != m.plans.end() && p->second.get() == plan) {
         m.plans.erase(p);
         m.unplanned_passes[plan->key] = 0;
-        Family& f = m.families[plan->family];
-        f.predicted.erase(std::remove(f.predicted.begin(), f.predicted.end(), plan->key),
-                          f.predicted.end());
-        f.mispredicted.insert(plan->key);
-        if (++f.mispredicted_keys >= kMispredictionsToRefuse && !f.refused) {
-          f.refused = true;
-          for (const std::string& key : f.predicted) m.plans.erase(key);
-          f.predicted.clear();
+        for (const std::string& key : m.families[plan->family].note_mispredicted(plan->key)) {
+          m.plans.erase(key);
         }
       }
     }
@@ -400,10 +316,7 @@ void allocate_slab(int64_t module, const std::string& key, FamilyOf family) {
   int warmup = m.options.warmup_passes;
   if (!t.family_key.empty()) {
     auto f = m.families.find(t.family_key);
-    if (f != m.families.end() && !f->second.refused && !f->second.shapes.empty() &&
-        !f->second.mispredicted.count(key)) {
-      if (f->second.profiling == 0) warmup = 0;
-    }
+    if (f != m.families.end() && f->second.profiles_at_once(key)) warmup = 0;
   }
   const bool due = allowed && ++m.unplanned_passes[key] > warmup && !m.profiling.count(key);
   if (!due) {
@@ -418,7 +331,7 @@ void allocate_slab(int64_t module, const std::string& key, FamilyOf family) {
     return;
   }
   m.profiling.insert(key);
-  if (!t.family_key.empty()) ++m.families[t.family_key].profiling;
+  if (!t.family_key.empty()) m.families[t.family_key].profile_started();
   lock.unlock();
   ProfileOptions options;
   options.meta.input_shapes = key;
@@ -501,8 +414,9 @@ void end_pass(int64_t module) {
   auto shared = std::make_shared<const CompiledPlan>(std::move(*plan));
   m.plans[t.key] = shared;
   replay::SharedCounters::bump(counters.plans);
-  if (!t.family_key.empty())
-    add_family_shape(m, t.family_key, t.dims, t.visit_nodes, shared->detail);
+  if (!t.family_key.empty()) {
+    m.families[t.family_key].add_shape(t.dims, t.visit_nodes, shared->detail);
+  }
 }
 
 bool has_plan(int64_t module, const std::string& key, PlanSummary* summary) {
