@@ -2,6 +2,8 @@
 // input dim, fit the family (memoplan/planner/family.h), then at every other value compare the
 // prediction with a profiled pass and measure the two ways to plan an unseen shape:
 //  * per shape: instantiate the family's trace and plan it (greedy_by_size), timed;
+//  * learned order: the same, plus the rows placed in the order of a `best` plan of the largest
+//    fitted shape (PlanOptions::row_order), the smaller plan kept (what the graph pass does);
 //  * bucket: one plan made for the largest value, reused for every smaller one (valid when no
 //    size shrinks as the dim grows), its slab against the shape's own lower bound.
 // For example (one line):
@@ -126,6 +128,28 @@ int main(int argc, char** argv) {
       static_cast<unsigned long long>(summary.by_degree[2]),
       static_cast<unsigned long long>(summary.by_degree[3]));
 
+  // The learned order: a `best` plan of the largest fitted shape, once.
+  size_t largest = 0;
+  for (size_t i = 1; i < a.fit.size(); ++i) {
+    if (a.fit[i] > a.fit[largest]) largest = i;
+  }
+  memoplan::PlanOptions learn_options;
+  learn_options.strategy = "best";
+  learn_options.strategy_options.time_limit_s = 0.05;
+  const auto learn_start = std::chrono::steady_clock::now();
+  const auto learned_on = memoplan::plan_trace(fitted[largest], learn_options);
+  if (!learned_on.ok()) {
+    std::printf("learned order: %s\n", learned_on.error().c_str());
+    return 1;
+  }
+  const std::vector<size_t> learned = memoplan::placement_order(fitted[largest], *learned_on);
+  std::printf(
+      "learned order: best on value %lld in %.1f ms, %.4fx of its lower bound\n",
+      static_cast<long long>(a.fit[largest]),
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - learn_start)
+          .count(),
+      learned_on->ratio_to_lower_bound());
+
   // The bucket plan: made once for the largest value evaluated.
   const int64_t top = *std::max_element(a.eval.begin(), a.eval.end());
   const auto top_trace = memoplan::family::instantiate(*model, dims_at(a, top));
@@ -140,8 +164,9 @@ int main(int argc, char** argv) {
   }
   std::printf(
       "| %s | allocations | predicted = profiled | plan time per shape (us, median of 21) "
-      "| slab per shape (KiB) | lower bound (KiB) | bucket plan fits | bucket slab / "
-      "lower bound |\n|---|---|---|---|---|---|---|---|\n",
+      "| slab per shape (KiB) | learned order: plan time (us) | learned order: slab (KiB) "
+      "| lower bound (KiB) | bucket plan fits | bucket slab / "
+      "lower bound |\n|---|---|---|---|---|---|---|---|---|---|\n",
       "value");
   int failures = 0;
   for (int64_t v : a.eval) {
@@ -154,18 +179,22 @@ int main(int argc, char** argv) {
       same = p.size == q.size && p.begin == q.begin && p.end == q.end;
     }
     failures += !same;
-    std::vector<double> times;
-    uint64_t slab = 0;
+    std::vector<double> times, learned_times;
+    uint64_t slab = 0, learned_slab = 0;
     for (int r = 0; r < 21 && predicted.ok(); ++r) {
-      const auto start = std::chrono::steady_clock::now();
-      const auto t = memoplan::family::instantiate(*model, dims);
-      memoplan::PlanOptions plan_options;
-      plan_options.strategy = a.strategy;
-      const auto plan = memoplan::plan_trace(*t, plan_options);
-      times.push_back(
-          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
-              .count());
-      slab = plan.ok() ? plan->slab_bytes : 0;
+      for (bool with_order : {false, true}) {
+        const auto start = std::chrono::steady_clock::now();
+        const auto t = memoplan::family::instantiate(*model, dims);
+        memoplan::PlanOptions plan_options;
+        plan_options.strategy = a.strategy;
+        if (with_order) plan_options.row_order = learned;
+        const auto plan = memoplan::plan_trace(*t, plan_options);
+        (with_order ? learned_times : times)
+            .push_back(
+                std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
+                    .count());
+        (with_order ? learned_slab : slab) = plan.ok() ? plan->slab_bytes : 0;
+      }
     }
     const auto own = memoplan::plan_trace(profiled);
     const uint64_t bound = own.ok() ? own->lower_bound_bytes : 0;
@@ -173,10 +202,12 @@ int main(int argc, char** argv) {
     for (size_t i = 0; fits && i < profiled.allocations.size(); ++i) {
       fits = profiled.allocations[i].size <= top_trace->allocations[i].size;
     }
-    std::printf("| %lld | %zu | %s | %.0f | %.0f | %.0f | %s | %.2f |\n", static_cast<long long>(v),
-                profiled.allocations.size(), same ? "yes" : "NO",
-                times.empty() ? 0.0 : median(times), slab / 1024.0, bound / 1024.0,
-                fits ? "yes" : "no", bound ? double(top_plan->slab_bytes) / double(bound) : 0.0);
+    std::printf("| %lld | %zu | %s | %.0f | %.0f | %.0f | %.0f | %.0f | %s | %.2f |\n",
+                static_cast<long long>(v), profiled.allocations.size(), same ? "yes" : "NO",
+                times.empty() ? 0.0 : median(times), slab / 1024.0,
+                learned_times.empty() ? 0.0 : median(learned_times), learned_slab / 1024.0,
+                bound / 1024.0, fits ? "yes" : "no",
+                bound ? double(top_plan->slab_bytes) / double(bound) : 0.0);
   }
   return failures ? 1 : 0;
 }

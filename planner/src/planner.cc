@@ -1,11 +1,40 @@
 #include "memoplan/planner/planner.h"
 
+#include <algorithm>
 #include <chrono>
+#include <limits>
 
 #include "memoplan/planner/lower_bound.h"
 #include "memoplan/planner/validator.h"
+#include "offset_placer.h"
 
 namespace memoplan {
+namespace {
+
+constexpr size_t kNoBlock = std::numeric_limits<size_t>::max();
+
+// The blocks of `problem` in the order of `rows` (PlanOptions::row_order), then the blocks it
+// lacks, largest first.
+std::vector<size_t> blocks_in_row_order(const planner::Problem& problem, size_t trace_rows,
+                                        const std::vector<size_t>& rows) {
+  std::vector<size_t> block_of_row(trace_rows, kNoBlock);
+  for (size_t i = 0; i < problem.blocks.size(); ++i) block_of_row[problem.row[i]] = i;
+  std::vector<bool> taken(problem.blocks.size(), false);
+  std::vector<size_t> order;
+  order.reserve(problem.blocks.size());
+  for (size_t row : rows) {
+    const size_t block = row < trace_rows ? block_of_row[row] : kNoBlock;
+    if (block == kNoBlock || taken[block]) continue;
+    taken[block] = true;
+    order.push_back(block);
+  }
+  for (size_t block : planner::order_by_size_desc(problem)) {
+    if (!taken[block]) order.push_back(block);
+  }
+  return order;
+}
+
+}  // namespace
 
 Result<Plan> plan_trace(const Trace& trace, const PlanOptions& options) {
   const planner::StrategyInfo* strategy = planner::find_strategy(options.strategy);
@@ -18,12 +47,25 @@ Result<Plan> plan_trace(const Trace& trace, const PlanOptions& options) {
 
   const auto start = std::chrono::steady_clock::now();
   planner::StrategyResult solved = strategy->solve(*problem, options.strategy_options);
-  const auto stop = std::chrono::steady_clock::now();
   if (solved.offsets.size() != problem->blocks.size()) {
     return Error{std::string("strategy ") + strategy->name + " returned " +
                  std::to_string(solved.offsets.size()) + " offsets for " +
                  std::to_string(problem->blocks.size()) + " blocks"};
   }
+  if (!options.row_order.empty()) {
+    const std::vector<size_t> order =
+        blocks_in_row_order(*problem, trace.allocations.size(), options.row_order);
+    std::vector<uint64_t> learned = planner::place_in_order(*problem, order, planner::Fit::kFirst);
+    const uint64_t learned_slab = planner::slab_size(*problem, learned);
+    const uint64_t strategy_slab = planner::slab_size(*problem, solved.offsets);
+    if (learned_slab < strategy_slab) {
+      solved.offsets = std::move(learned);
+      solved.status = SolveStatus::kHeuristic;
+      solved.note = "placed in the learned order: " + std::to_string(learned_slab) + " bytes, " +
+                    strategy->name + " " + std::to_string(strategy_slab);
+    }
+  }
+  const auto stop = std::chrono::steady_clock::now();
 
   Plan plan;
   plan.strategy = strategy->name;
@@ -50,6 +92,21 @@ Result<Plan> plan_trace(const Trace& trace, const PlanOptions& options) {
     return Error{message};
   }
   return plan;
+}
+
+std::vector<size_t> placement_order(const Trace& trace, const Plan& plan) {
+  std::vector<size_t> rows;
+  if (plan.offsets.size() != trace.allocations.size()) return rows;
+  for (size_t row = 0; row < trace.allocations.size(); ++row) {
+    if (planner::is_planned(trace.allocations[row])) rows.push_back(row);
+  }
+  const auto& a = trace.allocations;
+  std::sort(rows.begin(), rows.end(), [&](size_t x, size_t y) {
+    if (plan.offsets[x] != plan.offsets[y]) return plan.offsets[x] < plan.offsets[y];
+    if (a[x].size != a[y].size) return a[x].size > a[y].size;
+    return x < y;
+  });
+  return rows;
 }
 
 }  // namespace memoplan

@@ -7,9 +7,11 @@
 namespace memoplan::torch_ext {
 
 Result<CompiledPlan> compile_plan(const Trace& trace, const std::vector<int64_t>& visit_nodes,
-                                  const std::string& strategy) {
+                                  const std::string& strategy,
+                                  const std::vector<size_t>& row_order) {
   memoplan::PlanOptions options;  // the planner's, not torch_ext::PlanOptions
   options.strategy = strategy;
+  options.row_order = row_order;
   Result<Plan> plan = plan_trace(trace, options);
   if (!plan) return Error{plan.error()};
   CompiledPlan out;

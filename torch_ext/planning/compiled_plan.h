@@ -39,7 +39,10 @@ struct CompiledPlan {
 
 // Plans `trace` (rows in allocation order; provenance.node is the visit index each row was made
 // in) with `strategy` and lays it out by visit. visit_nodes[v] is the graph node of visit v.
+// `row_order`: a placement order learned on another shape of the same family (the planner's
+// PlanOptions::row_order), or empty.
 Result<CompiledPlan> compile_plan(const Trace& trace, const std::vector<int64_t>& visit_nodes,
-                                  const std::string& strategy);
+                                  const std::string& strategy,
+                                  const std::vector<size_t>& row_order = {});
 
 }  // namespace memoplan::torch_ext

@@ -4,14 +4,14 @@
 
 namespace memoplan::torch_ext::runtime_pass {
 
-void FamilyState::add_shape(const std::vector<int64_t>& dims,
+void FamilyState::add_shape(const std::string& key, const std::vector<int64_t>& dims,
                             const std::vector<int64_t>& visit_nodes,
                             std::shared_ptr<const PlanDetail> detail) {
   if (refused_) return;
   for (const Shape& shape : shapes_) {
     if (shape.dims == dims) return;
   }
-  shapes_.push_back({dims, std::move(detail), visit_nodes});
+  shapes_.push_back({key, dims, std::move(detail), visit_nodes});
   if (shapes_.size() > kShapes) shapes_.erase(shapes_.begin());
   auto same_structure = [](const Shape& a, const Shape& b) {
     return a.visit_nodes == b.visit_nodes &&
@@ -33,13 +33,19 @@ void FamilyState::add_shape(const std::vector<int64_t>& dims,
     return;
   }
   std::vector<family::Sample> samples;
+  std::shared_ptr<const PlanDetail> largest;
   for (const Shape& shape : shapes_) {
-    if (same_structure(shape, *best)) samples.push_back({shape.dims, &shape.detail->trace});
+    if (!same_structure(shape, *best)) continue;
+    samples.push_back({shape.dims, &shape.detail->trace});
+    if (!largest || shape.detail->plan.lower_bound_bytes > largest->plan.lower_bound_bytes) {
+      largest = shape.detail;
+    }
   }
   Result<family::Model> model = family::fit_family(samples);
   if (model) {
     model_ = std::move(*model);
     visit_nodes_ = best->visit_nodes;
+    fitted_largest_ = std::move(largest);
     return;
   }
   model_.reset();
@@ -53,6 +59,19 @@ std::optional<Trace> FamilyState::predict(const std::string& key,
   Result<Trace> trace = family::instantiate(*model_, dims);
   if (!trace) return std::nullopt;  // a dim that did not vary so far: profiled, then fitted anew
   return std::move(*trace);
+}
+
+std::shared_ptr<const PlanDetail> FamilyState::order_wanted() const {
+  if (!model_ || refused_ || fitted_largest_ == order_from_) return nullptr;
+  return fitted_largest_;
+}
+
+bool FamilyState::set_order(const std::shared_ptr<const PlanDetail>& from,
+                            std::vector<size_t> order) {
+  if (!from || from != order_wanted()) return false;
+  order_from_ = from;
+  order_ = std::move(order);
+  return true;
 }
 
 std::string FamilyState::note_predicted(const std::string& key) {

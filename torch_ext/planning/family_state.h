@@ -5,6 +5,7 @@
 // No torch headers.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -32,12 +33,29 @@ class FamilyState {
   // shapes. The family is refused for good when a group's passes still differ (other lifetimes or
   // ops), when no formula fits five shapes of a group, or when it holds kShapes shapes and no
   // group has three.
-  void add_shape(const std::vector<int64_t>& dims, const std::vector<int64_t>& visit_nodes,
-                 std::shared_ptr<const PlanDetail> detail);
+  void add_shape(const std::string& key, const std::vector<int64_t>& dims,
+                 const std::vector<int64_t>& visit_nodes, std::shared_ptr<const PlanDetail> detail);
   // The trace of `key`'s pass at `dims`, when the family is fitted and can predict it.
   std::optional<Trace> predict(const std::string& key, const std::vector<int64_t>& dims) const;
   // The graph nodes of the fitted shapes' passes (the predicted trace's visits).
   const std::vector<int64_t>& visit_nodes() const { return visit_nodes_; }
+
+  // The family's placement order (memoplan/planner/planner.h: PlanOptions::row_order): the rows
+  // of a `best` plan of its largest fitted shape by offset. Plans of every other shape place
+  // their rows in it too, keeping the smaller of that and the strategy's plan: as close to the
+  // lower bound as `best`, at the cost of a fast strategy. Empty until the family is fitted.
+  const std::vector<size_t>& order() const { return order_; }
+  // The profiled pass to learn the order from, when the fitted shapes' largest (by lower bound)
+  // is not the one the order was learned on; null otherwise.
+  std::shared_ptr<const PlanDetail> order_wanted() const;
+  // The order learned on `from`; ignored unless `from` is still what order_wanted() gives.
+  // Returns whether it was taken.
+  bool set_order(const std::shared_ptr<const PlanDetail>& from, std::vector<size_t> order);
+  // The profiled shapes: key, pass and graph nodes (to plan them again in a new order).
+  template <typename Visit>
+  void for_each_profiled(Visit visit) const {
+    for (const Shape& shape : shapes_) visit(shape.key, shape.detail, shape.visit_nodes);
+  }
   // A plan for `key` was predicted; returns the key whose plan goes to keep kMaxPredicted, or "".
   std::string note_predicted(const std::string& key);
   // `key`'s predicted plan missed: it is never predicted again. Returns the keys whose predicted
@@ -56,6 +74,7 @@ class FamilyState {
 
  private:
   struct Shape {
+    std::string key;
     std::vector<int64_t> dims;
     std::shared_ptr<const PlanDetail> detail;  // the profiled trace
     std::vector<int64_t> visit_nodes;          // the graph nodes its pass ran
@@ -63,6 +82,9 @@ class FamilyState {
   std::vector<Shape> shapes_;         // distinct, newest last (at most kShapes)
   std::vector<int64_t> visit_nodes_;  // of the fitted shapes' passes
   std::optional<family::Model> model_;
+  std::shared_ptr<const PlanDetail> fitted_largest_;  // the fitted shapes' largest pass
+  std::shared_ptr<const PlanDetail> order_from_;      // the pass order_ was learned on
+  std::vector<size_t> order_;
   std::vector<std::string> predicted_;            // keys planned from the model, oldest first
   std::unordered_set<std::string> mispredicted_;  // keys never predicted again
   int mispredicted_keys_ = 0;

@@ -15,6 +15,7 @@
 #include "arena_region.h"
 #include "compiled_plan.h"
 #include "family_state.h"
+#include "memoplan/planner/planner.h"
 #include "memoplan/torch/graph_node.h"
 #include "memoplan/torch/profiler.h"
 #include "tagged_allocator.h"
@@ -33,6 +34,9 @@ struct ModuleState {
   std::unordered_set<std::string> requested;              // keys plan() was called with
   std::unordered_map<std::string, FamilyState> families;  // by family key
   std::atomic<uint64_t> generation{0};                    // bumped by forget_plans
+  // Bumped when a family's plan is replaced by a smaller one (its placement order was learned):
+  // threads look such keys up again at their next pass.
+  std::atomic<uint64_t> plans_replaced{0};
 };
 
 // Module states by id, read without a lock on every pass; written once each, never freed.
@@ -138,7 +142,7 @@ bool start_replay(ThreadPass& t, ThreadPass::CachedPlan& cached) {
 // recently used entry when the cache is full. Returns the entry, or null when no arena could be
 // had.
 ThreadPass::CachedPlan* cache_plan(ThreadPass& t, int64_t module, uint64_t generation,
-                                   const std::string& key,
+                                   uint64_t replaced, const std::string& key,
                                    std::shared_ptr<const CompiledPlan> plan) {
   replay::Arena* arena = nullptr;
   if (plan->family.empty()) {
@@ -157,7 +161,7 @@ ThreadPass::CachedPlan* cache_plan(ThreadPass& t, int64_t module, uint64_t gener
     *oldest = std::move(t.cache.back());
     t.cache.pop_back();
   }
-  t.cache.push_back({module, generation, key, std::move(plan), arena});
+  t.cache.push_back({module, generation, key, std::move(plan), arena, 0, replaced});
   return &t.cache.back();
 }
 
@@ -196,7 +200,7 @@ std::shared_ptr<const CompiledPlan> predict_plan(ModuleState& m, const std::stri
   FamilyState& f = it->second;
   std::optional<Trace> trace = f.predict(key, dims);
   if (!trace) return nullptr;
-  Result<CompiledPlan> plan = compile_plan(*trace, f.visit_nodes(), m.options.strategy);
+  Result<CompiledPlan> plan = compile_plan(*trace, f.visit_nodes(), m.options.strategy, f.order());
   if (!plan) return nullptr;
   plan->key = key;
   plan->family = family_key;
@@ -211,6 +215,59 @@ std::shared_ptr<const CompiledPlan> predict_plan(ModuleState& m, const std::stri
   family_plans.fetch_add(1, std::memory_order_relaxed);
   replay::SharedCounters::bump(counters.plans);
   return shared;
+}
+
+// A family's plan this thread cached may since have been replaced by a smaller one (the family
+// learned its placement order): the module's plan for the key is taken instead. One atomic load
+// a pass; the lock only after a replacement.
+void refresh_family_plan(ModuleState& m, ThreadPass::CachedPlan& cached) {
+  if (m.plans_replaced.load(std::memory_order_acquire) == cached.replaced) return;
+  std::lock_guard<std::mutex> lock(m.mutex);
+  cached.replaced = m.plans_replaced.load(std::memory_order_relaxed);
+  auto it = m.plans.find(cached.key);
+  if (it != m.plans.end()) cached.plan = it->second;
+}
+
+// How long a family may spend learning its placement order (`best` on its largest fitted shape,
+// once per fit): 0.2-0.8 ms on the zoo's models, which reach their lower bound; the limit bounds
+// the order search on passes that do not.
+constexpr double kLearnOrderSeconds = 0.05;
+
+// Learns the family's placement order when it wants one (FamilyState::order_wanted), outside the
+// lock, then plans its profiled shapes again in that order, replacing each plan that gets
+// smaller. Called, and returns, with `lock` held.
+void learn_family_order(ModuleState& m, const std::string& family_key,
+                        std::unique_lock<std::mutex>& lock) {
+  auto f = m.families.find(family_key);
+  if (f == m.families.end()) return;
+  const std::shared_ptr<const PlanDetail> from = f->second.order_wanted();
+  if (!from) return;
+  lock.unlock();
+  memoplan::PlanOptions options;  // the planner's
+  options.strategy = "best";
+  options.strategy_options.time_limit_s = kLearnOrderSeconds;
+  Result<Plan> best = plan_trace(from->trace, options);
+  std::vector<size_t> order;
+  if (best) order = placement_order(from->trace, *best);
+  lock.lock();
+  f = m.families.find(family_key);  // forget_plans may have cleared it meanwhile
+  if (order.empty() || f == m.families.end() || !f->second.set_order(from, std::move(order))) {
+    return;
+  }
+  const FamilyState& family = f->second;
+  bool replaced = false;
+  family.for_each_profiled([&](const std::string& key, const std::shared_ptr<const PlanDetail>& d,
+                               const std::vector<int64_t>& visits) {
+    auto p = m.plans.find(key);
+    if (p == m.plans.end() || p->second->predicted) return;
+    Result<CompiledPlan> plan = compile_plan(d->trace, visits, m.options.strategy, family.order());
+    if (!plan || plan->slab_bytes >= p->second->slab_bytes) return;
+    plan->key = key;
+    plan->family = family_key;
+    p->second = std::make_shared<const CompiledPlan>(std::move(*plan));
+    replaced = true;
+  });
+  if (replaced) m.plans_replaced.fetch_add(1, std::memory_order_release);
 }
 
 // A pass that missed its predicted plan: the plan goes (its key is profiled like any new key, and
@@ -281,6 +338,7 @@ void allocate_slab(int64_t module, const std::string& key, FamilyOf family) {
   }
   for (ThreadPass::CachedPlan& cached : t.cache) {
     if (cached.module == module && cached.key == key) {
+      if (!cached.arena) refresh_family_plan(m, cached);
       if (start_replay(t, cached)) return;
       t.mode = ThreadPass::Mode::kUnplanned;  // no arena to be had: this pass runs unplanned
       ++t.counters.unplanned_passes;
@@ -299,8 +357,10 @@ void allocate_slab(int64_t module, const std::string& key, FamilyOf family) {
     t.family_key.clear();
   }
   if (plan) {
+    const uint64_t replaced = m.plans_replaced.load(std::memory_order_relaxed);
     lock.unlock();
-    ThreadPass::CachedPlan* cached = cache_plan(t, module, generation, key, std::move(plan));
+    ThreadPass::CachedPlan* cached =
+        cache_plan(t, module, generation, replaced, key, std::move(plan));
     if (!cached || !start_replay(t, *cached)) {  // out of arenas or memory: runs unplanned
       t.mode = ThreadPass::Mode::kUnplanned;
       ++t.counters.unplanned_passes;
@@ -383,6 +443,11 @@ void end_pass(int64_t module) {
   t.last.profiled = t.mode == ThreadPass::Mode::kProfile;
   t.last.planned_hits = t.counters.planned_hits;
   t.last.fallbacks = t.counters.all_fallbacks() - t.counters.fallback(replay::Fallback::kEscaping);
+  if (t.mode == ThreadPass::Mode::kReplay) {
+    t.last.predicted = t.plan->predicted;
+    t.last.slab_bytes = t.plan->slab_bytes;
+    t.last.lower_bound_bytes = t.plan->lower_bound_bytes;
+  }
   // A predicted plan that had no slot for a request of this pass (a size its formula got wrong,
   // an allocation it did not know): the request went to the allocator behind, and the plan goes.
   if (t.mode == ThreadPass::Mode::kReplay && t.plan->predicted &&
@@ -400,8 +465,14 @@ void end_pass(int64_t module) {
   set_current_node(kUnknownNode);
   t.mode = ThreadPass::Mode::kIdle;
   ModuleState& m = module_state(module);
-  Result<CompiledPlan> plan = compile_plan(trace, t.visit_nodes, m.options.strategy);
-  std::lock_guard<std::mutex> lock(m.mutex);
+  std::vector<size_t> order;  // the family's placement order, if it has learned one
+  if (!t.family_key.empty()) {
+    std::lock_guard<std::mutex> lock(m.mutex);
+    auto f = m.families.find(t.family_key);
+    if (f != m.families.end()) order = f->second.order();
+  }
+  Result<CompiledPlan> plan = compile_plan(trace, t.visit_nodes, m.options.strategy, order);
+  std::unique_lock<std::mutex> lock(m.mutex);
   m.profiling.erase(t.key);
   family_profile_ended(m, t.family_key);
   if (!plan) {
@@ -415,7 +486,8 @@ void end_pass(int64_t module) {
   m.plans[t.key] = shared;
   replay::SharedCounters::bump(counters.plans);
   if (!t.family_key.empty()) {
-    m.families[t.family_key].add_shape(t.dims, t.visit_nodes, shared->detail);
+    m.families[t.family_key].add_shape(t.key, t.dims, t.visit_nodes, shared->detail);
+    learn_family_order(m, t.family_key, lock);
   }
 }
 

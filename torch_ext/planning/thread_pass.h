@@ -25,8 +25,9 @@ struct ThreadPass {
     uint64_t generation;
     std::string key;
     std::shared_ptr<const CompiledPlan> plan;
-    replay::Arena* arena;  // its own; null for a family's plan (it uses the family's arena)
-    uint64_t used = 0;     // the thread's pass count when last used (the cache drops the oldest)
+    replay::Arena* arena;   // its own; null for a family's plan (it uses the family's arena)
+    uint64_t used = 0;      // the thread's pass count when last used (the cache drops the oldest)
+    uint64_t replaced = 0;  // the module's count of replaced plans when this one was looked up
   };
   // One arena per shape family and thread, for every plan predicted for that family: it grows to
   // the largest slab among them (a new arena, the old one retired) instead of one per key.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <random>
 
 namespace memoplan::run {
@@ -53,14 +54,36 @@ std::string spec_shape_text(const InputSpec& spec) {
   return s;
 }
 
+std::optional<Draw> parse_draw(const std::string& text) {
+  if (text == "uniform") return Draw::kUniform;
+  if (text == "lognormal") return Draw::kLognormal;
+  return std::nullopt;
+}
+
+const char* to_string(Draw draw) { return draw == Draw::kLognormal ? "lognormal" : "uniform"; }
+
 std::vector<int64_t> draw_shape(const InputSpec& spec, uint64_t seed, uint64_t index) {
   if (!spec.varies()) return spec.shape;
   std::mt19937_64 rng(seed * 0x9e3779b97f4a7c15ull + index);
+  // In [0, 1) from 53 of the generator's bits: the same everywhere.
+  auto unit = [&rng] { return static_cast<double>(rng() >> 11) * 0x1.0p-53; };
   std::vector<int64_t> shape = spec.shape;
   for (size_t d = 0; d < shape.size(); ++d) {
-    if (spec.high_shape[d] != spec.shape[d]) {
-      shape[d] = std::uniform_int_distribution<int64_t>(spec.shape[d], spec.high_shape[d])(rng);
+    const int64_t lo = spec.shape[d], hi = spec.high_shape[d];
+    if (lo == hi) continue;
+    if (spec.draw == Draw::kUniform) {
+      const uint64_t span = static_cast<uint64_t>(hi - lo) + 1;
+      shape[d] = lo + static_cast<int64_t>(unit() * static_cast<double>(span));
+    } else {
+      const double log_lo = std::log(static_cast<double>(lo)),
+                   log_hi = std::log(static_cast<double>(hi));
+      const double mu = (log_lo + log_hi) / 2, sigma = (log_hi - log_lo) / 5;
+      // Box-Muller: a standard normal from two uniforms (1 - unit() is in (0, 1]).
+      const double normal =
+          std::sqrt(-2 * std::log(1 - unit())) * std::cos(2 * 3.14159265358979323846 * unit());
+      shape[d] = static_cast<int64_t>(std::llround(std::exp(mu + sigma * normal)));
     }
+    shape[d] = std::clamp(shape[d], lo, hi);
   }
   return shape;
 }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,9 +14,19 @@
 
 namespace memoplan::run {
 
+// How a ranged dim is drawn (--draw).
+enum class Draw {
+  kUniform,    // every value of LO..HI alike
+  kLognormal,  // as request lengths come in practice: most short, a long tail (draw_shape)
+};
+// "uniform" or "lognormal"; nullopt for anything else.
+std::optional<Draw> parse_draw(const std::string& text);
+const char* to_string(Draw draw);
+
 struct InputSpec {
   std::vector<int64_t> shape;       // fixed: the shape; a range: each dim's lowest value
   std::vector<int64_t> high_shape;  // a range (--input 1x8:256): each dim's highest; else empty
+  Draw draw = Draw::kUniform;
   std::string dtype = "float32";
   int64_t high = 2;  // integer inputs are drawn from [0, high)
   bool varies() const { return !high_shape.empty(); }
@@ -27,8 +38,11 @@ Result<std::pair<std::vector<int64_t>, std::vector<int64_t>>> parse_shape_range(
     const std::string& text);
 // The text of a spec's shape: "1x8:256" for a range.
 std::string spec_shape_text(const InputSpec& spec);
-// The shape of pass `index` of a run seeded `seed`: every ranged dim drawn uniformly from its
-// range, the same for the same (seed, index) on every machine (std::mt19937_64).
+// The shape of pass `index` of a run seeded `seed`: every ranged dim drawn from its range, the
+// same for the same (seed, index) on every machine (std::mt19937_64's bits, no library
+// distribution). kLognormal: the median at the range's geometric middle, LO and HI 2.5 standard
+// deviations below and above it, clamped to the range (1x8:256: half the passes at most 45, one
+// in ten above 110).
 std::vector<int64_t> draw_shape(const InputSpec& spec, uint64_t seed, uint64_t index);
 
 // Shapes: memoplan::parse_shape (1 to 8 positive sizes, at most 2^31 elements in all).

@@ -73,6 +73,10 @@ int main(int argc, char** argv) {
       "range LO:HI, e.g. 1x8:256: each pass draws it uniformly (--seed)");
   app.add_option("--seed", options.seed,
                  "Seed of the shapes drawn from --input ranges (the same draws for both copies)");
+  app.add_option("--draw", options.draw,
+                 "How --input ranges are drawn: uniform (default), or lognormal (most passes "
+                 "short, a long tail: the median at the range's geometric middle)")
+      ->check(CLI::IsMember({"uniform", "lognormal"}));
   app.add_option("--dtype", options.dtype, "Input dtype (default: the file's, else float32)");
   app.add_option("-t,--threads", options.threads, "Inference threads (1 intra-op thread each)")
       ->check(CLI::Range(1, 256));

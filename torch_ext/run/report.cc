@@ -77,10 +77,10 @@ std::string format_text(const RunReport& r) {
       r.fallback_escaping);
   if (r.varying) {
     s += fmt::format(
-        "  shapes: {} distinct drawn (seed {}); {} of {} timed planned passes fully planned "
+        "  shapes: {} distinct drawn (seed {}, {}); {} of {} timed planned passes fully planned "
         "({:.1f}%); {} profiled passes in the whole run, {} plans from the shape family's "
         "formulas\n",
-        r.distinct_shapes, r.seed, r.fully_planned_passes, r.planned_passes,
+        r.distinct_shapes, r.seed, r.draw, r.fully_planned_passes, r.planned_passes,
         100.0 * per_pass(r.fully_planned_passes, r.planned_passes), r.profiled_passes,
         r.family_plans);
     s += fmt::format(
@@ -154,6 +154,7 @@ std::string format_json(const RunReport& r) {
   j["fallbacks_overlap"] = r.fallback_overlap;
   j["escaping_fallbacks"] = r.fallback_escaping;
   j["seed"] = r.seed;
+  j["draw"] = r.draw;
   j["distinct_shapes"] = r.distinct_shapes;
   j["planned_pass_fraction"] = round_to(per_pass(r.fully_planned_passes, r.planned_passes), 4);
   j["profiled_passes"] = r.profiled_passes;

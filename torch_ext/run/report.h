@@ -59,6 +59,7 @@ struct RunReport {
   // on a plan with no fallback, the profiled passes of the whole run (plan() included), the
   // largest slab a thread held and the lower bound of the largest shape drawn.
   uint64_t seed = 0;
+  std::string draw = "uniform";  // how ranged dims were drawn (--draw)
   bool varying = false;
   uint64_t distinct_shapes = 1;
   uint64_t fully_planned_passes = 0;

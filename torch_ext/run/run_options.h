@@ -6,13 +6,14 @@
 namespace memoplan::run {
 
 struct RunOptions {
-  std::string model;  // a TorchScript file (resolved: never empty here)
-  std::string input;  // "1x3x224x224" or with ranges "1x8:256"; empty: the file's shape
-  uint64_t seed = 0;  // of the shapes drawn from ranges
-  std::string dtype;  // "float32", "int64", ...; empty: the file's, else float32
-  int threads = 1;    // inference threads, each with one intra-op thread
-  int iters = 40;     // timed iterations: one unplanned and one planned pass each
-  int warmup = 3;     // untimed iterations per thread first
+  std::string model;             // a TorchScript file (resolved: never empty here)
+  std::string input;             // "1x3x224x224" or with ranges "1x8:256"; empty: the file's shape
+  uint64_t seed = 0;             // of the shapes drawn from ranges
+  std::string draw = "uniform";  // how ranged dims are drawn: "uniform" or "lognormal"
+  std::string dtype;             // "float32", "int64", ...; empty: the file's, else float32
+  int threads = 1;               // inference threads, each with one intra-op thread
+  int iters = 40;                // timed iterations: one unplanned and one planned pass each
+  int warmup = 3;                // untimed iterations per thread first
   std::string strategy = "greedy_by_size";
   // "tuned": a third copy, planned with memoplan's tuned kernels (docs/KERNELS.md), timed in the
   // same iterations.

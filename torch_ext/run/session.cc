@@ -109,6 +109,18 @@ at::Tensor make_input(const InputSpec& spec, uint64_t seed, uint64_t index) {
   return torch::randn(shape, generator).to(type);
 }
 
+// The input of the run: --input/--dtype/--draw over what the file carries.
+InputSpec input_spec(const RunOptions& options, torch::jit::ExtraFilesMap& extra) {
+  Result<InputSpec> spec =
+      make_input_spec(options.model, options.input, options.dtype, extra["input_shape"],
+                      extra["input_dtype"], extra["input_high"]);
+  if (!spec) throw BadInput(spec.error());
+  const std::optional<Draw> draw = parse_draw(options.draw);
+  if (!draw) throw BadInput("unknown --draw '" + options.draw + "' (uniform, lognormal)");
+  spec->draw = *draw;
+  return std::move(*spec);
+}
+
 // Every pass's inputs: one fixed input, or one drawn per pass.
 InputSource input_source(const InputSpec& spec, uint64_t seed) {
   if (!spec.varies()) {
@@ -175,15 +187,13 @@ RunReport run_session(const RunOptions& options) {
   progress->finish();
   report.load_ms = ms_since(start);
 
-  Result<InputSpec> spec =
-      make_input_spec(options.model, options.input, options.dtype, extra["input_shape"],
-                      extra["input_dtype"], extra["input_high"]);
-  if (!spec) throw BadInput(spec.error());
-  report.input = spec_shape_text(*spec);
-  report.dtype = spec->dtype;
+  const InputSpec spec = input_spec(options, extra);
+  report.input = spec_shape_text(spec);
+  report.dtype = spec.dtype;
   report.seed = options.seed;
-  report.varying = spec->varies();
-  const InputSource source = input_source(*spec, options.seed);
+  report.draw = options.draw;
+  report.varying = spec.varies();
+  const InputSource source = input_source(spec, options.seed);
   // plan() gets pass 0's inputs, the warm-up and timed passes those from 1 on.
   const std::vector<c10::IValue> inputs = source(0);
   const torch_ext::PlanStats at_start = torch_ext::plan_stats();
@@ -244,16 +254,16 @@ RunReport run_session(const RunOptions& options) {
   const uint64_t passes = 1 + static_cast<uint64_t>(options.threads) * options.warmup +
                           static_cast<uint64_t>(options.iters);
   std::set<std::vector<int64_t>> shapes;
-  std::vector<int64_t> largest = spec->shape;
+  std::vector<int64_t> largest = spec.shape;
   for (uint64_t i = 0; i < passes; ++i) {
-    const std::vector<int64_t> shape = draw_shape(*spec, options.seed, i);
+    const std::vector<int64_t> shape = draw_shape(spec, options.seed, i);
     if (shapes.insert(shape).second && elements(shape) > elements(largest)) largest = shape;
   }
   report.distinct_shapes = shapes.size();
   report.largest_shape = shape_text(largest);
   report.lower_bound_bytes_max = report.lower_bound_bytes;
-  if (spec->varies()) {
-    InputSpec top = *spec;
+  if (spec.varies()) {
+    InputSpec top = spec;
     top.shape = largest;
     top.high_shape.clear();
     torch_ext::PlanOptions largest_options;
@@ -275,11 +285,8 @@ void run_rss_probe(const RunOptions& options) {
   check_file(options.model);
   torch::jit::ExtraFilesMap extra{{"input_shape", ""}, {"input_dtype", ""}, {"input_high", ""}};
   torch::jit::Module module = load(options.model, &extra);
-  Result<InputSpec> spec =
-      make_input_spec(options.model, options.input, options.dtype, extra["input_shape"],
-                      extra["input_dtype"], extra["input_high"]);
-  if (!spec) throw BadInput(spec.error());
-  const InputSource source = input_source(*spec, options.seed);
+  const InputSpec spec = input_spec(options, extra);
+  const InputSource source = input_source(spec, options.seed);
   c10::InferenceMode inference;
   if (options.rss_probe == "planned") {
     torch_ext::PlanOptions plan_options;

@@ -194,6 +194,38 @@ TEST(FamilyPlan, AThreadsSlabForAFamilyGrowsInsteadOfMultiplying) {
   EXPECT_EQ(d.fallback_not_planned + d.fallback_overlap, 0u) << to_string(d);
 }
 
+// The family learns a placement order from a `best` plan of its largest fitted shape; every other
+// shape's plan, predicted or profiled, places its rows in that order too: as small as `best`'s
+// own plan of that shape, where the default strategy alone is not.
+TEST(FamilyPlan, EveryShapesPlanIsAsSmallAsTheBestStrategys) {
+  at::set_num_threads(1);
+  c10::InferenceMode guard;
+  torch::jit::Module reference = attention(), planned = attention();
+  fit(planned);
+  int default_larger = 0;
+  for (int64_t length : {8, 50, 100, 77, 16, 24, 40}) {  // the last three were profiled
+    EXPECT_TRUE(torch::equal(run(planned, length), run(reference, length))) << length;
+    const PassOutcome pass = last_pass();
+    ASSERT_TRUE(pass.fully_planned()) << length;
+    EXPECT_EQ(pass.predicted, length != 16 && length != 24 && length != 40) << length;
+    // What `best` and the default strategy make of this length's profiled pass (each a module's
+    // first key: no family behind it).
+    auto own_plan = [&](const char* strategy) {
+      torch::jit::Module alone = attention();
+      PlanOptions options;
+      options.strategy = strategy;
+      return plan(alone, {torch::randn({1, length, 64})}, options);
+    };
+    const PlanSummary best = own_plan("best"), plain = own_plan("greedy_by_size");
+    EXPECT_LE(pass.slab_bytes, best.slab_bytes)
+        << length << ": default strategy alone " << plain.slab_bytes;
+    EXPECT_GE(pass.slab_bytes, pass.lower_bound_bytes) << length;
+    EXPECT_EQ(pass.lower_bound_bytes, best.lower_bound_bytes) << length;
+    default_larger += plain.slab_bytes > pass.slab_bytes;
+  }
+  EXPECT_GT(default_larger, 0) << "the default strategy was as good alone: nothing was shown";
+}
+
 // The plans of a family are bounded: a thread keeps its 64 most recently used, the module the
 // 256 newest predicted ones of a family; an older length is predicted again when it returns
 // (a fraction of a millisecond), a recent one is still cached.

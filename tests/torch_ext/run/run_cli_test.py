@@ -104,8 +104,10 @@ def check_varying(memoplan, models):
     # Batch and length drawn per pass: after three profiled shapes every other one is planned
     # from the family's formulas, on its first pass.
     model = os.path.join(models, "tiny.pt")
+    # The default strategy: the family's learned placement order keeps every slab as small as
+    # `best` would make it.
     args = [model, "--input", "1:6x4:40", "--dtype", "int64", "--json", "--iters", "40",
-            "--seed", "3", "-s", "best", "--no-rss"]
+            "--seed", "3", "--no-rss"]
     code, out, err = run(memoplan, *args)
     report = check_report(out, code, err)
     check(report["input"] == "1:6x4:40" and report["seed"] == 3, f"input: {out}")
@@ -121,6 +123,14 @@ def check_varying(memoplan, models):
     for field in ["distinct_shapes", "profiled_passes", "family_plans", "largest_shape"]:
         check(again[field] == report[field], f"{field} differs between two runs: {out} {again}")
     print("ok: varying shapes of tiny.pt", report)
+    # Lengths as requests bring them: most short, a long tail.
+    code, out, err = run(memoplan, model, "--input", "1x4:200", "--dtype", "int64", "--json",
+                         "--iters", "60", "--seed", "5", "--draw", "lognormal", "--no-rss")
+    skewed = check_report(out, code, err)
+    check(skewed["draw"] == "lognormal", f"draw: {out}")
+    check(skewed["planned_pass_fraction"] >= 0.95, f"lognormal planned fraction: {out}")
+    check(skewed["slab_bytes_max"] <= 1.1 * skewed["lower_bound_bytes_max"], f"slab max: {out}")
+    print("ok: lognormal lengths of tiny.pt", skewed)
     return 0
 
 
@@ -157,6 +167,7 @@ def check_errors(memoplan, models):
                     "does not run on input 1x5x224x224 float32")
         check_error(memoplan, [resnet, "--dtype", "complex32"], "unknown dtype")
         check_error(memoplan, [resnet, "--strategy", "nope"], "unknown strategy 'nope'")
+        check_error(memoplan, [resnet, "--draw", "zipf"], "--draw: zipf not in")
         check_error(memoplan, [resnet, "--threads", "0"], "threads")
         check_error(memoplan, [os.path.join(models, "tiny.pt")], "carries no input shape")
         env = dict(os.environ, MEMOPLAN_MODELS=os.path.join(tmp, "nowhere"))

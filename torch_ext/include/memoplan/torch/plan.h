@@ -103,6 +103,11 @@ struct PassOutcome {
   bool profiled = false;
   uint64_t planned_hits = 0;
   uint64_t fallbacks = 0;  // not_planned, overlap, guard full, alignment (escaping outputs not)
+  // The plan it ran on (replayed): predicted from the shape family's formulas or profiled, its
+  // slab and the offset lower bound of its pass.
+  bool predicted = false;
+  uint64_t slab_bytes = 0;
+  uint64_t lower_bound_bytes = 0;
   bool fully_planned() const { return replayed && fallbacks == 0; }
 };
 PassOutcome last_pass();
