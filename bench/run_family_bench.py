@@ -6,7 +6,7 @@ and the table for docs/BENCHMARKS.md (between its "family" markers).
     /usr/bin/python3 bench/run_family_bench.py --report bench/results/family_<date> \
         --doc docs/BENCHMARKS.md
 
-Each cell is one `memoplan run --json -s best` process (its planned and unplanned copies
+Each cell is one `memoplan run --json` process (the default strategy) (its planned and unplanned copies
 interleaved in it, each copy's peak RSS in a fresh process of its own); cells run one after the
 other, configurations rotated per model. Standard library only.
 """
@@ -17,10 +17,13 @@ import subprocess
 import sys
 
 CASES = [
-    # (name, model file, range input, what varies)
-    ("bert_encoder", "models/bert_encoder.pt", "1x8:256", "sequence length 8-256"),
-    ("resnet18", "models/resnet18.pt", "1:8x3x224x224", "batch 1-8"),
-    ("resnet18", "models/resnet18.pt", "1x3x128:320x128:320", "image height and width 128-320"),
+    # (name, model file, range input, how drawn, what varies)
+    ("bert_encoder", "models/bert_encoder.pt", "1x8:256", "lognormal",
+     "sequence length 8-256, lognormal (median 45)"),
+    ("bert_encoder", "models/bert_encoder.pt", "1x8:256", "uniform", "sequence length 8-256"),
+    ("resnet18", "models/resnet18.pt", "1:8x3x224x224", "uniform", "batch 1-8"),
+    ("resnet18", "models/resnet18.pt", "1x3x128:320x128:320", "uniform",
+     "image height and width 128-320"),
 ]
 ALLOCATORS = {"tcmalloc": "", "mimalloc": "/usr/lib/x86_64-linux-gnu/libmimalloc.so.2"}
 BEGIN, END = "<!-- BEGIN GENERATED: family -->", "<!-- END GENERATED: family -->"
@@ -33,7 +36,7 @@ def run_cells(args):
                             text=True).stdout.strip()
     with open(os.path.join(args.run_dir, "meta.json"), "w") as f:
         json.dump({"commit": commit, "iters": args.iters, "seed": args.seed}, f)
-    for index, (name, model, shape, _) in enumerate(CASES):
+    for index, (name, model, shape, draw, _) in enumerate(CASES):
         allocators = list(ALLOCATORS.items())
         if index % 2:
             allocators.reverse()
@@ -46,7 +49,8 @@ def run_cells(args):
                 if preload:
                     env["LD_PRELOAD"] = preload
                 cmd = [args.memoplan, "run", model, "--input", shape, "-n", str(args.iters),
-                       "-t", str(threads), "-s", "best", "--seed", str(args.seed), "--json", "-q"]
+                       "-t", str(threads), "--draw", draw, "--seed", str(args.seed), "--json",
+                       "-q"]
                 print(" ".join(cmd), f"({allocator})", flush=True)
                 result = subprocess.run(cmd, capture_output=True, text=True, env=env)
                 if result.returncode != 0:
@@ -76,11 +80,11 @@ def report(args):
             allocator = parts[-1]
             if "error" in r:
                 why = (r["error"].strip().splitlines() or ["crashed, nothing on stderr"])[-1][:80]
-                rows.append(f"| {case[0]} | {case[3]} | {threads} | {allocator} | failed: {why} |"
+                rows.append(f"| {case[0]} | {case[4]} | {threads} | {allocator} | failed: {why} |"
                             + " |" * 8)
                 continue
             rows.append(
-                f"| {case[0]} | {case[3]} | {threads} | {allocator} | {r['distinct_shapes']} | "
+                f"| {case[0]} | {case[4]} | {threads} | {allocator} | {r['distinct_shapes']} | "
                 f"{r['planned_pass_fraction'] * 100:.0f}% | {r['profiled_passes']} | "
                 f"{r['family_plans']} | {r['fallbacks']} | "
                 f"{r['planned_ms']:.1f} / {r['unplanned_ms']:.1f} = "
@@ -89,7 +93,7 @@ def report(args):
                 f"{mib(r['peak_rss_bytes_planned'])} / {mib(r['peak_rss_bytes_unplanned'])} | "
                 f"{'yes' if r['outputs_identical'] else 'NO'} |")
     text = [BEGIN,
-            f"Run `{args.report}` at commit {meta.get('commit')}: `memoplan run --json -s best "
+            f"Run `{args.report}` at commit {meta.get('commit')}: `memoplan run --json "
             f"-n {meta.get('iters')} --seed {meta.get('seed')}` per cell, one process each; "
             "latency is the median of the timed passes, planned and unplanned copies interleaved "
             "in the same process; RSS each copy's peak in a fresh process of its own.",

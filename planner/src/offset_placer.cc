@@ -1,11 +1,19 @@
 #include "offset_placer.h"
 
+#include "occupancy_tree.h"
+
 #include <algorithm>
 #include <limits>
 #include <numeric>
 
 namespace memoplan::planner {
 namespace {
+
+// From this many blocks live at once, place_in_order places with OccupancyTree (the same offsets).
+// Measured (bench/planner_scaling.cc, docs/PLANNER.md): on recorded and DNN-like traces, a few
+// dozen live at once, OffsetPlacer is 4-10x faster; on random traces with every lifetime anywhere
+// the two meet near 500 live; on the IOPDDL traces (thousands live) the tree is 10-80x faster.
+constexpr size_t kTreeFromLive = 512;
 
 // k is a few dozen for DNN traces: insertion sort beats introsort's set-up there.
 void sort_ranges(std::vector<std::pair<uint64_t, uint64_t>>& ranges) {
@@ -19,6 +27,24 @@ void sort_ranges(std::vector<std::pair<uint64_t, uint64_t>>& ranges) {
     for (; j > 0 && value < ranges[j - 1]; --j) ranges[j] = ranges[j - 1];
     ranges[j] = value;
   }
+}
+
+// The largest number of blocks live at one tick: what a placement by OffsetPlacer reads and sorts
+// at worst.
+size_t most_live_at_once(const Problem& problem) {
+  std::vector<std::pair<uint64_t, int>> events;
+  events.reserve(problem.blocks.size() * 2);
+  for (const Block& b : problem.blocks) {
+    events.emplace_back(b.begin, 1);
+    events.emplace_back(b.end, -1);
+  }
+  std::sort(events.begin(), events.end());  // ends (-1) before begins at the same tick
+  size_t live = 0, most = 0;
+  for (const auto& [tick, step] : events) {
+    live = step > 0 ? live + 1 : live - 1;
+    most = std::max(most, live);
+  }
+  return most;
 }
 
 }  // namespace
@@ -45,7 +71,8 @@ uint64_t OffsetPlacer::place(size_t index, Fit fit) {
       if (gap >= block.size && gap < chosen_gap) {
         chosen = free_from;
         chosen_gap = gap;
-        if (fit == Fit::kFirst) break;
+        // The first fitting gap (kFirst), or one that fits exactly: nothing later can be better.
+        if (fit == Fit::kFirst || gap == block.size) break;
       }
     }
     free_from = std::max(free_from, hi);
@@ -61,6 +88,8 @@ uint64_t OffsetPlacer::place(size_t index, Fit fit) {
 
 std::vector<uint64_t> place_in_order(const Problem& problem, const std::vector<size_t>& order,
                                      Fit fit) {
+  if (most_live_at_once(problem) >= kTreeFromLive)
+    return place_in_order_by_tree(problem, order, fit);
   OffsetPlacer placer(problem);
   for (size_t index : order) placer.place(index, fit);
   return placer.take_offsets();

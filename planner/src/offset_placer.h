@@ -42,7 +42,9 @@ class OffsetPlacer {
   std::vector<std::pair<uint64_t, uint64_t>> occupied_;
 };
 
-// Places every block in `order` with `fit`; the offsets of a complete plan.
+// Places every block in `order` with `fit`; the offsets of a complete plan. Where many blocks are
+// live at once it places them with OccupancyTree (occupancy_tree.h): the same offsets, in time
+// that does not grow with the number of blocks a lifetime overlaps.
 std::vector<uint64_t> place_in_order(const Problem& problem, const std::vector<size_t>& order,
                                      Fit fit);
 

@@ -1,0 +1,162 @@
+#include "occupancy_tree.h"
+
+#include <algorithm>
+#include <limits>
+
+namespace memoplan::planner {
+
+OccupancyTree::OccupancyTree(const Problem& problem)
+    : problem_(problem), offsets_(problem.blocks.size(), 0), sets_(1) {
+  ticks_.reserve(problem.blocks.size() * 2);
+  for (const Block& b : problem.blocks) {
+    ticks_.push_back(b.begin);
+    ticks_.push_back(b.end);
+  }
+  std::sort(ticks_.begin(), ticks_.end());
+  ticks_.erase(std::unique(ticks_.begin(), ticks_.end()), ticks_.end());
+  leaves_ = ticks_.empty() ? 0 : ticks_.size() - 1;
+  nodes_.reserve(2 * leaves_ + 1);
+  nodes_.resize(1);  // the root
+}
+
+void OccupancyTree::add(RangeSet& set, uint64_t lo, uint64_t hi) {
+  // The first range that ends at or after lo: it and the ones after it that start at or before hi
+  // touch [lo, hi) and merge with it.
+  auto first = std::lower_bound(set.begin(), set.end(), lo,
+                                [](const Range& r, uint64_t value) { return r.hi < value; });
+  auto last = first;
+  while (last != set.end() && last->lo <= hi) {
+    lo = std::min(lo, last->lo);
+    hi = std::max(hi, last->hi);
+    ++last;
+  }
+  if (first == last) {
+    set.insert(first, Range{lo, hi});
+    return;
+  }
+  *first = Range{lo, hi};
+  set.erase(first + 1, last);
+}
+
+OccupancyTree::RangeSet& OccupancyTree::set_of(uint32_t& slot) {
+  if (slot == 0) {
+    slot = static_cast<uint32_t>(sets_.size());
+    sets_.emplace_back();
+  }
+  return sets_[slot];
+}
+
+void OccupancyTree::insert(size_t node, size_t node_lo, size_t node_hi, size_t lo, size_t hi,
+                           uint64_t address_lo, uint64_t address_hi) {
+  if (node_lo >= node_hi || hi <= node_lo || node_hi <= lo) return;
+  add(set_of(nodes_[node].below), address_lo, address_hi);
+  if (lo <= node_lo && node_hi <= hi) {
+    add(set_of(nodes_[node].covered), address_lo, address_hi);
+    return;
+  }
+  if (nodes_[node].children == 0) {
+    nodes_[node].children = static_cast<uint32_t>(nodes_.size());
+    nodes_.resize(nodes_.size() + kFanOut);
+  }
+  const size_t first = nodes_[node].children;
+  for (size_t i = 0; i < kFanOut; ++i) {
+    insert(first + i, split(node_lo, node_hi, i), split(node_lo, node_hi, i + 1), lo, hi,
+           address_lo, address_hi);
+  }
+}
+
+void OccupancyTree::collect(size_t node, size_t node_lo, size_t node_hi, size_t lo, size_t hi) {
+  if (node_lo >= node_hi || hi <= node_lo || node_hi <= lo) return;
+  const Node& n = nodes_[node];
+  if (lo <= node_lo && node_hi <= hi) {
+    if (n.below) query_.push_back(&sets_[n.below]);
+    return;
+  }
+  if (n.covered) query_.push_back(&sets_[n.covered]);
+  if (n.children == 0) return;  // nothing placed under it
+  for (size_t i = 0; i < kFanOut; ++i) {
+    collect(n.children + i, split(node_lo, node_hi, i), split(node_lo, node_hi, i + 1), lo, hi);
+  }
+}
+
+// Moves the cursor to its set's first range that ends above `address`: galloping, so a jump over
+// many ranges costs their logarithm.
+void OccupancyTree::skip_below(Cursor& c, uint64_t address) {
+  if (c.at == c.end || c.at->hi > address) return;
+  size_t step = 1;
+  const Range* below = c.at;  // ends at or below address
+  while (static_cast<size_t>(c.end - below) > step && below[step].hi <= address) {
+    below += step;
+    step *= 2;
+  }
+  const Range* limit = static_cast<size_t>(c.end - below) > step ? below + step + 1 : c.end;
+  c.at = std::lower_bound(below + 1, limit, address,
+                          [](const Range& r, uint64_t value) { return r.hi <= value; });
+}
+
+uint64_t OccupancyTree::place(size_t index, Fit fit) {
+  const Block& block = problem_.blocks[index];
+  const size_t lo = static_cast<size_t>(
+      std::lower_bound(ticks_.begin(), ticks_.end(), block.begin) - ticks_.begin());
+  const size_t hi = static_cast<size_t>(std::lower_bound(ticks_.begin(), ticks_.end(), block.end) -
+                                        ticks_.begin());
+  query_.clear();
+  collect(0, 0, leaves_, lo, hi);
+  // The walk OffsetPlacer::place makes over the sorted occupied ranges, here over the union of
+  // the sets, each read once from low to high addresses: `free_from` is the lowest address no
+  // range holds; a set's cursor skips the ranges that end at or below it.
+  // A k-way merge of the sets by range start: `cursors_` is kept sorted by the start of each
+  // set's next range (k is about 2 log T, a few dozen at most: insertion keeps it sorted).
+  cursors_.clear();
+  for (const RangeSet* set : query_) {
+    Cursor c{set->data(), set->data() + set->size()};
+    size_t j = cursors_.size();
+    cursors_.push_back(c);
+    for (; j > 0 && cursors_[j - 1].at->lo > c.at->lo; --j) cursors_[j] = cursors_[j - 1];
+    cursors_[j] = c;
+  }
+  uint64_t chosen = std::numeric_limits<uint64_t>::max();
+  uint64_t chosen_gap = std::numeric_limits<uint64_t>::max();
+  uint64_t free_from = 0;
+  size_t live = cursors_.size();  // cursors_[0, live) have ranges left, sorted
+  while (live > 0) {
+    Cursor& first = cursors_[0];
+    const Range r = *first.at;
+    if (r.lo > free_from) {
+      const uint64_t gap = r.lo - free_from;
+      if (gap >= block.size && gap < chosen_gap) {
+        chosen = free_from;
+        chosen_gap = gap;
+        // The first fitting gap (kFirst), or one that fits exactly: nothing later can be better.
+        if (fit == Fit::kFirst || gap == block.size) break;
+      }
+    }
+    free_from = std::max(free_from, r.hi);
+    // Advance the set past the ranges now below free_from, and sink it to its place.
+    skip_below(first, free_from);
+    if (first.at == first.end) {
+      std::copy(cursors_.begin() + 1, cursors_.begin() + live, cursors_.begin());
+      --live;
+      continue;
+    }
+    const Cursor moved = first;
+    size_t j = 0;
+    for (; j + 1 < live && cursors_[j + 1].at->lo < moved.at->lo; ++j)
+      cursors_[j] = cursors_[j + 1];
+    cursors_[j] = moved;
+  }
+  if (chosen == std::numeric_limits<uint64_t>::max()) chosen = free_from;
+
+  offsets_[index] = chosen;
+  insert(0, 0, leaves_, lo, hi, chosen, chosen + block.size);
+  return chosen;
+}
+
+std::vector<uint64_t> place_in_order_by_tree(const Problem& problem,
+                                             const std::vector<size_t>& order, Fit fit) {
+  OccupancyTree tree(problem);
+  for (size_t index : order) tree.place(index, fit);
+  return tree.take_offsets();
+}
+
+}  // namespace memoplan::planner
