@@ -88,6 +88,7 @@ int main(int argc, char** argv) {
   std::string csv;
   int repeats = 3;
   double skip_after_s = 20;
+  bool tree_only = false;  // OffsetPlacer not run at all
   std::vector<size_t> lengths = {1000, 4000, 16000, 64000, 256000, 1000000};
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -95,6 +96,8 @@ int main(int argc, char** argv) {
       csv = argv[++i];
     } else if (arg == "--repeats" && i + 1 < argc) {
       repeats = std::max(1, std::atoi(argv[++i]));
+    } else if (arg == "--tree-only") {
+      tree_only = true;
     } else if (arg == "--skip-after" && i + 1 < argc) {
       skip_after_s = std::atof(argv[++i]);
     } else if (arg == "--max" && i + 1 < argc) {
@@ -107,7 +110,7 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: %s [TRACE ...] [--csv FILE] [--repeats 3] [--skip-after 20] "
-                   "[--max N]\n",
+                   "[--max N] [--tree-only]\n",
                    argv[0]);
       return 2;
     }
@@ -135,7 +138,7 @@ int main(int argc, char** argv) {
       "greedy_by_size / lower bound |\n|---|---|---|---|---|---|\n");
   int mismatches = 0;
   for (const Source& source : sources) {
-    bool list_on = true, tree_on = true;
+    bool list_on = !tree_only, tree_on = true;
     for (size_t n : lengths) {
       const Trace trace =
           source.trace.allocations.empty()

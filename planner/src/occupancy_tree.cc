@@ -132,17 +132,20 @@ uint64_t OccupancyTree::place(size_t index, Fit fit) {
       }
     }
     free_from = std::max(free_from, r.hi);
-    // Advance the set past the ranges now below free_from, and sink it to its place.
-    skip_below(first, free_from);
+    // Advance the set past the ranges now below free_from, and sink it to its place: usually its
+    // next range is still the lowest start, or the next one or two sets' are.
+    ++first.at;
+    if (first.at != first.end && first.at->hi <= free_from) skip_below(first, free_from);
     if (first.at == first.end) {
       std::copy(cursors_.begin() + 1, cursors_.begin() + live, cursors_.begin());
       --live;
       continue;
     }
+    const uint64_t key = first.at->lo;
+    if (live == 1 || key <= cursors_[1].at->lo) continue;
     const Cursor moved = first;
     size_t j = 0;
-    for (; j + 1 < live && cursors_[j + 1].at->lo < moved.at->lo; ++j)
-      cursors_[j] = cursors_[j + 1];
+    for (; j + 1 < live && cursors_[j + 1].at->lo < key; ++j) cursors_[j] = cursors_[j + 1];
     cursors_[j] = moved;
   }
   if (chosen == std::numeric_limits<uint64_t>::max()) chosen = free_from;

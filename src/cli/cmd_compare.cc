@@ -1,6 +1,8 @@
 // `memoplan compare TRACE...`: every strategy on every trace, like Pisarchyk & Lee's Table 2.
 #include <fmt/core.h>
 
+#include <algorithm>
+#include <filesystem>
 #include <sstream>
 
 #include "cli_common.h"
@@ -16,6 +18,7 @@ struct CompareArgs {
   double time_limit_s = 1.0;
   bool csv = false;
   bool markdown = false;
+  bool by_trace = false;  // one row per trace instead of one per strategy
 };
 
 struct Cell {
@@ -28,6 +31,37 @@ std::string trace_label(const Trace& trace, const std::string& path) {
   if (!trace.meta.name.empty()) return trace.meta.name;
   std::string name = path.substr(path.find_last_of('/') + 1);
   return name.substr(0, name.find('.'));
+}
+
+// The trace files named: a folder stands for every trace file in it (.json, .csv, optionally
+// .gz), in name order.
+Result<std::vector<std::string>> expand_folders(const std::vector<std::string>& paths) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> out;
+  for (const std::string& path : paths) {
+    std::error_code error;
+    if (!fs::is_directory(path, error)) {
+      out.push_back(path);
+      continue;
+    }
+    std::vector<std::string> found;
+    for (const fs::directory_entry& entry : fs::directory_iterator(path, error)) {
+      const std::string name = entry.path().filename().string();
+      auto ends = [&](const char* suffix) {
+        const std::string s(suffix);
+        return name.size() > s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0;
+      };
+      if (entry.is_regular_file() &&
+          (ends(".json") || ends(".json.gz") || ends(".csv") || ends(".csv.gz"))) {
+        found.push_back(entry.path().string());
+      }
+    }
+    if (error) return Error{path + ": " + error.message()};
+    if (found.empty()) return Error{path + ": a folder with no trace files (.json, .csv, .gz)"};
+    std::sort(found.begin(), found.end());
+    out.insert(out.end(), found.begin(), found.end());
+  }
+  return out;
 }
 
 std::vector<std::string> split_commas(const std::vector<std::string>& items) {
@@ -101,6 +135,41 @@ void print_table(const std::vector<std::string>& labels, const std::vector<std::
   if (!markdown) fmt::print("\ncells: slab / lower bound (planning time)\n");
 }
 
+// Rows: traces (allocations, lower bound); a column per strategy: "slab bytes, ratio, ms", `*`
+// after the ratio when proven optimal. The layout of MiniMalloc's and TelaMalloc's tables.
+void print_by_trace(const std::vector<std::string>& labels, const std::vector<size_t>& rows,
+                    const std::vector<std::string>& strategies,
+                    const std::vector<std::vector<Cell>>& cells, bool markdown) {
+  const std::string sep = markdown ? " | " : "  ";
+  std::string head =
+      markdown ? "| trace | allocations | lower bound B" : "trace  allocations  lower bound B";
+  for (const std::string& s : strategies) head += sep + s + ": slab B, ratio, ms";
+  fmt::print("{}{}\n", head, markdown ? " |" : "");
+  if (markdown) {
+    std::string line = "|---|---:|---:";
+    for (size_t i = 0; i < strategies.size(); ++i) line += "|---:";
+    fmt::print("{}|\n", line);
+  }
+  for (size_t t = 0; t < labels.size(); ++t) {
+    uint64_t bound = 0;
+    for (const Cell& c : cells[t]) {
+      if (c.ok) bound = c.plan.lower_bound_bytes;
+    }
+    std::string line = (markdown ? "| " : "") + labels[t] + sep + std::to_string(rows[t]) + sep +
+                       std::to_string(bound);
+    for (const Cell& c : cells[t]) {
+      line += sep + (c.ok ? fmt::format("{}, {:.4f}{}, {:.1f}", c.plan.slab_bytes,
+                                        c.plan.ratio_to_lower_bound(),
+                                        c.plan.status == SolveStatus::kOptimal ? "*" : "",
+                                        c.plan.planning_ms)
+                          : std::string("error"));
+    }
+    fmt::print("{}{}\n", line, markdown ? " |" : "");
+  }
+  if (!markdown)
+    fmt::print("\ncells: slab bytes, slab / lower bound (* proven optimal), planning ms\n");
+}
+
 int run_compare(const CompareArgs& args) {
   std::vector<std::string> strategies = split_commas(args.strategies);
   if (strategies.empty()) {
@@ -111,13 +180,17 @@ int run_compare(const CompareArgs& args) {
       return fail("unknown strategy '" + name + "' (known: " + planner::strategy_names() + ")");
     }
   }
+  Result<std::vector<std::string>> paths = expand_folders(args.traces);
+  if (!paths) return fail(paths.error());
   std::vector<std::string> labels;
+  std::vector<size_t> rows;
   std::vector<std::vector<Cell>> cells;
   int exit_code = 0;
-  for (const std::string& path : args.traces) {
+  for (const std::string& path : *paths) {
     Result<Trace> trace = read_trace(path);
     if (!trace) return fail(trace.error());
     labels.push_back(trace_label(*trace, path));
+    rows.push_back(trace->allocations.size());
     cells.emplace_back();
     for (const std::string& name : strategies) {
       PlanOptions options;
@@ -138,6 +211,8 @@ int run_compare(const CompareArgs& args) {
   }
   if (args.csv) {
     print_csv(labels, strategies, cells);
+  } else if (args.by_trace) {
+    print_by_trace(labels, rows, strategies, cells, args.markdown);
   } else {
     print_table(labels, strategies, cells, args.markdown);
   }
@@ -150,12 +225,14 @@ void add_compare_command(CLI::App& app, int& exit_code) {
   auto* cmd =
       app.add_subcommand("compare", "Every strategy on every trace: slab, ratio, planning time");
   auto args = std::make_shared<CompareArgs>();
-  cmd->add_option("TRACE", args->traces, "Trace files")->required();
+  cmd->add_option("TRACE", args->traces, "Trace files, or folders of them")->required();
   cmd->add_option("-s,--strategies", args->strategies, "Comma-separated strategies (default all)");
   cmd->add_option("--time-limit", args->time_limit_s, "Seconds for mip and best, per trace")
       ->check(CLI::PositiveNumber);
   cmd->add_flag("--csv", args->csv, "One CSV row per trace and strategy");
   cmd->add_flag("--markdown", args->markdown, "A Markdown table");
+  cmd->add_flag("--by-trace", args->by_trace,
+                "One row per trace (slab bytes, ratio, ms per strategy) instead of per strategy");
   cmd->callback([args, &exit_code] { exit_code = run_compare(*args); });
 }
 

@@ -119,6 +119,21 @@ def test_compare(memoplan, data):
     check("resnet18" in lines[0] and "squeezenet1_0" in lines[0], f"markdown header: {lines[:1]}")
     check(set(lines[1].replace("|", "").replace(" ", "")) <= set("-:"), f"separator: {lines[1:2]}")
 
+    # A folder stands for every trace file in it; --by-trace puts a trace on each row.
+    rc, out, err = run(memoplan, "compare", data, "--by-trace", "--markdown", "-s",
+                       "greedy_by_size")
+    lines = [line for line in out.splitlines() if line.startswith("|")]
+    names = sorted(f for f in os.listdir(data) if f.endswith((".json", ".json.gz", ".csv",
+                                                             ".csv.gz")))
+    check(rc == 0 and len(lines) == 2 + len(names), f"compare FOLDER --by-trace: rc {rc}, {out!r}")
+    check(lines[2].split("|")[1].strip() == names[0].split(".")[0], f"first row: {lines[2]}")
+    cells = [c.strip() for c in lines[2].split("|")[1:-1]]
+    slab, ratio, ms = [v.strip() for v in cells[3].split(",")]
+    check(int(slab) >= int(cells[2]) > 0 and float(ratio.rstrip("*")) >= 1.0 and float(ms) >= 0,
+          f"row cells: {cells}")
+    rc, out, err = run(memoplan, "compare", os.path.join(data, "no_such_folder"))
+    check(rc != 0 and "no_such_folder" in err, f"missing folder: rc {rc}, {err!r}")
+
 
 def test_heapmap(memoplan, tmp, data, trace, plan):
     for args, name in ((["heapmap", trace, plan], "given plan"),
