@@ -14,9 +14,21 @@ OccupancyTree::OccupancyTree(const Problem& problem)
   }
   std::sort(ticks_.begin(), ticks_.end());
   ticks_.erase(std::unique(ticks_.begin(), ticks_.end()), ticks_.end());
-  leaves_ = ticks_.empty() ? 0 : ticks_.size() - 1;
-  nodes_.reserve(2 * leaves_ + 1);
-  nodes_.resize(1);  // the root
+  const size_t leaves = ticks_.empty() ? 1 : ticks_.size() - 1;
+  while (first_leaf_ < leaves) first_leaf_ *= 2;
+  nodes_.resize(2 * first_leaf_);
+  // Every lifetime is known: the sets each block's query will read are marked now, and a set no
+  // query reads is never kept (the root's `below`, for one, unless a block spans the whole pass).
+  leaf_range_.reserve(problem.blocks.size());
+  for (const Block& b : problem.blocks) {
+    const auto lo = std::lower_bound(ticks_.begin(), ticks_.end(), b.begin) - ticks_.begin();
+    const auto hi = std::lower_bound(ticks_.begin(), ticks_.end(), b.end) - ticks_.begin();
+    leaf_range_.emplace_back(static_cast<uint32_t>(lo), static_cast<uint32_t>(hi));
+    for_each_canonical(static_cast<size_t>(lo), static_cast<size_t>(hi),
+                       [&](size_t node) { nodes_[node].read_below = true; });
+    for_each_straddling(static_cast<size_t>(lo), static_cast<size_t>(hi),
+                        [&](size_t node) { nodes_[node].read_covered = true; });
+  }
 }
 
 void OccupancyTree::add(RangeSet& set, uint64_t lo, uint64_t hi) {
@@ -46,39 +58,6 @@ OccupancyTree::RangeSet& OccupancyTree::set_of(uint32_t& slot) {
   return sets_[slot];
 }
 
-void OccupancyTree::insert(size_t node, size_t node_lo, size_t node_hi, size_t lo, size_t hi,
-                           uint64_t address_lo, uint64_t address_hi) {
-  if (node_lo >= node_hi || hi <= node_lo || node_hi <= lo) return;
-  add(set_of(nodes_[node].below), address_lo, address_hi);
-  if (lo <= node_lo && node_hi <= hi) {
-    add(set_of(nodes_[node].covered), address_lo, address_hi);
-    return;
-  }
-  if (nodes_[node].children == 0) {
-    nodes_[node].children = static_cast<uint32_t>(nodes_.size());
-    nodes_.resize(nodes_.size() + kFanOut);
-  }
-  const size_t first = nodes_[node].children;
-  for (size_t i = 0; i < kFanOut; ++i) {
-    insert(first + i, split(node_lo, node_hi, i), split(node_lo, node_hi, i + 1), lo, hi,
-           address_lo, address_hi);
-  }
-}
-
-void OccupancyTree::collect(size_t node, size_t node_lo, size_t node_hi, size_t lo, size_t hi) {
-  if (node_lo >= node_hi || hi <= node_lo || node_hi <= lo) return;
-  const Node& n = nodes_[node];
-  if (lo <= node_lo && node_hi <= hi) {
-    if (n.below) query_.push_back(&sets_[n.below]);
-    return;
-  }
-  if (n.covered) query_.push_back(&sets_[n.covered]);
-  if (n.children == 0) return;  // nothing placed under it
-  for (size_t i = 0; i < kFanOut; ++i) {
-    collect(n.children + i, split(node_lo, node_hi, i), split(node_lo, node_hi, i + 1), lo, hi);
-  }
-}
-
 // Moves the cursor to its set's first range that ends above `address`: galloping, so a jump over
 // many ranges costs their logarithm.
 void OccupancyTree::skip_below(Cursor& c, uint64_t address) {
@@ -96,12 +75,16 @@ void OccupancyTree::skip_below(Cursor& c, uint64_t address) {
 
 uint64_t OccupancyTree::place(size_t index, Fit fit) {
   const Block& block = problem_.blocks[index];
-  const size_t lo = static_cast<size_t>(
-      std::lower_bound(ticks_.begin(), ticks_.end(), block.begin) - ticks_.begin());
-  const size_t hi = static_cast<size_t>(std::lower_bound(ticks_.begin(), ticks_.end(), block.end) -
-                                        ticks_.begin());
+  const size_t lo = leaf_range_[index].first, hi = leaf_range_[index].second;
+  // The blocks whose lifetimes overlap this one: those placed at or under the range's canonical
+  // nodes, and those covering the nodes that straddle its ends.
   query_.clear();
-  collect(0, 0, leaves_, lo, hi);
+  for_each_canonical(lo, hi, [&](size_t node) {
+    if (nodes_[node].below) query_.push_back(&sets_[nodes_[node].below]);
+  });
+  for_each_straddling(lo, hi, [&](size_t node) {
+    if (nodes_[node].covered) query_.push_back(&sets_[nodes_[node].covered]);
+  });
   // The walk OffsetPlacer::place makes over the sorted occupied ranges, here over the union of
   // the sets, each read once from low to high addresses: `free_from` is the lowest address no
   // range holds; a set's cursor skips the ranges that end at or below it.
@@ -151,7 +134,18 @@ uint64_t OccupancyTree::place(size_t index, Fit fit) {
   if (chosen == std::numeric_limits<uint64_t>::max()) chosen = free_from;
 
   offsets_[index] = chosen;
-  insert(0, 0, leaves_, lo, hi, chosen, chosen + block.size);
+  const uint64_t end = chosen + block.size;
+  for_each_canonical(lo, hi, [&](size_t node) {
+    if (nodes_[node].read_covered) add(set_of(nodes_[node].covered), chosen, end);
+    if (nodes_[node].read_below && !on_paths(lo, hi, node)) {
+      add(set_of(nodes_[node].below), chosen, end);
+    }
+  });
+  // `below` of the canonical nodes' ancestors: every node on the two leaf paths (with nodes inside
+  // the range, harmlessly: the block overlaps them too).
+  for_each_on_paths(lo, hi, [&](size_t node) {
+    if (nodes_[node].read_below) add(set_of(nodes_[node].below), chosen, end);
+  });
   return chosen;
 }
 
