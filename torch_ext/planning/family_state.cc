@@ -12,6 +12,7 @@ void FamilyState::add_shape(const std::string& key, const std::vector<int64_t>& 
     if (shape.dims == dims) return;
   }
   shapes_.push_back({key, dims, std::move(detail), visit_nodes});
+  ++shapes_added_;
   if (shapes_.size() > kShapes) shapes_.erase(shapes_.begin());
   auto same_structure = [](const Shape& a, const Shape& b) {
     return a.visit_nodes == b.visit_nodes &&

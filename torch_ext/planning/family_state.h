@@ -25,6 +25,10 @@ class FamilyState {
   static constexpr size_t kMinShapes = 3;       // fitted from the third: one checks the others
   static constexpr size_t kMaxPredicted = 256;  // predicted plans kept; the oldest goes first
   static constexpr int kMispredictionsToRefuse = 2;
+  // New shapes profiled on their first pass, at most, in a family's life: one that still cannot
+  // predict (image sizes whose convolutions round differently at every size) would otherwise
+  // profile every new shape; later ones wait out the usual warm-up, like exact keys.
+  static constexpr size_t kProfiledAtOnce = 8;
 
   // A profiled pass of one of its keys: one more shape to fit on. The shapes are grouped by
   // structure (the graph nodes their passes ran and how many allocations they made): a CNN at
@@ -62,10 +66,11 @@ class FamilyState {
   // plans go (all of them when this was the kMispredictionsToRefuse-th such key).
   std::vector<std::string> note_mispredicted(const std::string& key);
   // Whether a new key of the family is profiled on its first pass: the family has a profiled
-  // shape (the module is warm), is not refused, no other of its keys is being profiled, and the
-  // key's prediction did not miss.
+  // shape (the module is warm), is not refused, no other of its keys is being profiled, the key's
+  // prediction did not miss, and fewer than kProfiledAtOnce shapes were profiled.
   bool profiles_at_once(const std::string& key) const {
-    return !refused_ && !shapes_.empty() && profiling_ == 0 && !mispredicted_.count(key);
+    return !refused_ && !shapes_.empty() && profiling_ == 0 && !mispredicted_.count(key) &&
+           shapes_added_ < kProfiledAtOnce;
   }
   void profile_started() { ++profiling_; }
   void profile_ended() {
@@ -88,8 +93,9 @@ class FamilyState {
   std::vector<std::string> predicted_;            // keys planned from the model, oldest first
   std::unordered_set<std::string> mispredicted_;  // keys never predicted again
   int mispredicted_keys_ = 0;
-  int profiling_ = 0;     // its keys being profiled now (one at a time while it collects)
-  bool refused_ = false;  // not one family, or predictions missed twice: exact keys only
+  int profiling_ = 0;        // its keys being profiled now (one at a time while it collects)
+  size_t shapes_added_ = 0;  // distinct shapes profiled in its life
+  bool refused_ = false;     // not one family, or predictions missed twice: exact keys only
 };
 
 }  // namespace memoplan::torch_ext::runtime_pass
