@@ -18,6 +18,7 @@ Result<CompiledPlan> compile_plan(const Trace& trace, const std::vector<int64_t>
   out.slab_bytes = plan->slab_bytes;
   out.lower_bound_bytes = plan->lower_bound_bytes;
   out.strategy = plan->strategy;
+  out.ordered = !row_order.empty();
   out.planning_ms = plan->planning_ms;
   out.visits.resize(visit_nodes.size());
   for (size_t v = 0; v < visit_nodes.size(); ++v) out.visits[v].node = visit_nodes[v];

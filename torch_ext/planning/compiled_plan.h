@@ -21,6 +21,7 @@ struct CompiledPlan {
   // The shape family of its key (empty: none): its threads replay it in the family's one arena.
   std::string family;
   bool predicted = false;  // made from the family's formulas, not profiled
+  bool ordered = false;    // planned with the family's learned placement order too
   // The runtime's slot table (replay::Slot; the key is the size: the extension matches a request
   // by size within its visit) and the visits that cut it.
   std::vector<replay::Visit> visits;

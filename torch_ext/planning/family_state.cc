@@ -76,6 +76,8 @@ bool FamilyState::set_order(const std::shared_ptr<const PlanDetail>& from,
 }
 
 std::string FamilyState::note_predicted(const std::string& key) {
+  // A key predicted again (its plan was dropped for one in the learned order) moves to the end.
+  predicted_.erase(std::remove(predicted_.begin(), predicted_.end(), key), predicted_.end());
   predicted_.push_back(key);
   if (predicted_.size() <= kMaxPredicted) return "";
   std::string oldest = std::move(predicted_.front());

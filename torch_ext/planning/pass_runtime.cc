@@ -220,12 +220,16 @@ std::shared_ptr<const CompiledPlan> predict_plan(ModuleState& m, const std::stri
 // A family's plan this thread cached may since have been replaced by a smaller one (the family
 // learned its placement order): the module's plan for the key is taken instead. One atomic load
 // a pass; the lock only after a replacement.
-void refresh_family_plan(ModuleState& m, ThreadPass::CachedPlan& cached) {
-  if (m.plans_replaced.load(std::memory_order_acquire) == cached.replaced) return;
+// Returns false when the module dropped the key's plan meanwhile (a prediction made before the
+// order): the thread's copy goes too, and the key is predicted again.
+bool refresh_family_plan(ModuleState& m, ThreadPass::CachedPlan& cached) {
+  if (m.plans_replaced.load(std::memory_order_acquire) == cached.replaced) return true;
   std::lock_guard<std::mutex> lock(m.mutex);
   cached.replaced = m.plans_replaced.load(std::memory_order_relaxed);
   auto it = m.plans.find(cached.key);
-  if (it != m.plans.end()) cached.plan = it->second;
+  if (it == m.plans.end()) return false;
+  cached.plan = it->second;
+  return true;
 }
 
 // How long a family may spend learning its placement order (`best` on its largest fitted shape,
@@ -267,6 +271,16 @@ void learn_family_order(ModuleState& m, const std::string& family_key,
     p->second = std::make_shared<const CompiledPlan>(std::move(*plan));
     replaced = true;
   });
+  // Plans predicted by other threads while the order was being learned (without it) go: their
+  // keys are predicted again, in the order, at their next pass.
+  for (auto p = m.plans.begin(); p != m.plans.end();) {
+    if (p->second->predicted && !p->second->ordered && p->second->family == family_key) {
+      p = m.plans.erase(p);
+      replaced = true;
+    } else {
+      ++p;
+    }
+  }
   if (replaced) m.plans_replaced.fetch_add(1, std::memory_order_release);
 }
 
@@ -336,9 +350,14 @@ void allocate_slab(int64_t module, const std::string& key, FamilyOf family) {
     forget_thread_plans(t, module);  // forget_plans: this thread's slabs of the module go
     t.generations_seen[static_cast<size_t>(module)] = generation;
   }
-  for (ThreadPass::CachedPlan& cached : t.cache) {
+  for (size_t i = 0; i < t.cache.size(); ++i) {
+    ThreadPass::CachedPlan& cached = t.cache[i];
     if (cached.module == module && cached.key == key) {
-      if (!cached.arena) refresh_family_plan(m, cached);
+      if (!cached.arena && !refresh_family_plan(m, cached)) {
+        t.cache[i] = std::move(t.cache.back());  // dropped by the module: looked up anew below
+        t.cache.pop_back();
+        break;
+      }
       if (start_replay(t, cached)) return;
       t.mode = ThreadPass::Mode::kUnplanned;  // no arena to be had: this pass runs unplanned
       ++t.counters.unplanned_passes;
