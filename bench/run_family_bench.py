@@ -66,9 +66,12 @@ def mib(n):
 def report(args):
     rows = []
     meta = {}
+    runs = []
     for run_dir in args.report.split(","):
         with open(os.path.join(run_dir, "meta.json")) as f:
             meta = json.load(f)
+        label = os.path.basename(run_dir.rstrip("/"))
+        runs.append(f"`{label}` (last started at {meta.get('commit')})")
         raw = os.path.join(run_dir, "raw")
         for file in sorted(os.listdir(raw)):
             with open(os.path.join(raw, file)) as f:
@@ -80,11 +83,12 @@ def report(args):
             allocator = parts[-1]
             if "error" in r:
                 why = (r["error"].strip().splitlines() or ["crashed, nothing on stderr"])[-1][:80]
-                rows.append(f"| {case[0]} | {case[4]} | {threads} | {allocator} | failed: {why} |"
-                            + " |" * 8)
+                rows.append(f"| {label} | {case[0]} | {case[4]} | {threads} | {allocator} | "
+                            f"failed: {why} |" + " |" * 8)
                 continue
             rows.append(
-                f"| {case[0]} | {case[4]} | {threads} | {allocator} | {r['distinct_shapes']} | "
+                f"| {label} | {case[0]} | {case[4]} | {threads} | {allocator} | "
+                f"{r['distinct_shapes']} | "
                 f"{r['planned_pass_fraction'] * 100:.0f}% | {r['profiled_passes']} | "
                 f"{r['family_plans']} | {r['fallbacks']} | "
                 f"{r['planned_ms']:.1f} / {r['unplanned_ms']:.1f} = "
@@ -93,16 +97,16 @@ def report(args):
                 f"{mib(r['peak_rss_bytes_planned'])} / {mib(r['peak_rss_bytes_unplanned'])} | "
                 f"{'yes' if r['outputs_identical'] else 'NO'} |")
     text = [BEGIN,
-            f"Run `{args.report}` at commit {meta.get('commit')}: `memoplan run --json "
-            f"-n {meta.get('iters')} --seed {meta.get('seed')}` per cell, one process each; "
-            "latency is the median of the timed passes, planned and unplanned copies interleaved "
-            "in the same process; RSS each copy's peak in a fresh process of its own.",
+            f"Runs {', '.join(runs)}: `memoplan run --json -n {meta.get('iters')} --seed "
+            f"{meta.get('seed')}` per cell, one process each; latency is the median of the timed "
+            "passes, planned and unplanned copies interleaved in the same process; RSS each copy's "
+            "peak in a fresh process of its own.",
             "",
-            "| model | what varies | threads | malloc | distinct shapes | passes fully planned | "
-            "profiled passes | family plans | fallbacks | planned / unplanned ms | largest slab "
+            "| run | model | what varies | threads | malloc | distinct shapes | passes fully planned "
+            "| profiled passes | family plans | fallbacks | planned / unplanned ms | largest slab "
             "/ bound of largest shape MiB | peak RSS planned / unplanned MiB | outputs "
             "identical |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|"] + rows + [END]
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"] + rows + [END]
     if args.doc:
         with open(args.doc) as f:
             doc = f.read()
