@@ -90,23 +90,24 @@ uint64_t OccupancyTree::place(size_t index, Fit fit) {
   // range holds; a set's cursor skips the ranges that end at or below it.
   // A k-way merge of the sets by range start: `cursors_` is kept sorted by the start of each
   // set's next range (k is about 2 log T, a few dozen at most: insertion keeps it sorted).
+  // Each cursor carries a copy of its current range, so keeping them sorted reads one array.
   cursors_.clear();
   for (const RangeSet* set : query_) {
-    Cursor c{set->data(), set->data() + set->size()};
+    const Range* at = set->data();
+    const Cursor c{at->lo, at->hi, at, at + set->size()};
     size_t j = cursors_.size();
     cursors_.push_back(c);
-    for (; j > 0 && cursors_[j - 1].at->lo > c.at->lo; --j) cursors_[j] = cursors_[j - 1];
+    for (; j > 0 && cursors_[j - 1].lo > c.lo; --j) cursors_[j] = cursors_[j - 1];
     cursors_[j] = c;
   }
   uint64_t chosen = std::numeric_limits<uint64_t>::max();
   uint64_t chosen_gap = std::numeric_limits<uint64_t>::max();
   uint64_t free_from = 0;
-  size_t live = cursors_.size();  // cursors_[0, live) have ranges left, sorted
+  size_t live = cursors_.size();  // cursors_[0, live) have ranges left, sorted by lo
   while (live > 0) {
     Cursor& first = cursors_[0];
-    const Range r = *first.at;
-    if (r.lo > free_from) {
-      const uint64_t gap = r.lo - free_from;
+    if (first.lo > free_from) {
+      const uint64_t gap = first.lo - free_from;
       if (gap >= block.size && gap < chosen_gap) {
         chosen = free_from;
         chosen_gap = gap;
@@ -114,7 +115,7 @@ uint64_t OccupancyTree::place(size_t index, Fit fit) {
         if (fit == Fit::kFirst || gap == block.size) break;
       }
     }
-    free_from = std::max(free_from, r.hi);
+    free_from = std::max(free_from, first.hi);
     // Advance the set past the ranges now below free_from, and sink it to its place: usually its
     // next range is still the lowest start, or the next one or two sets' are.
     ++first.at;
@@ -124,11 +125,12 @@ uint64_t OccupancyTree::place(size_t index, Fit fit) {
       --live;
       continue;
     }
-    const uint64_t key = first.at->lo;
-    if (live == 1 || key <= cursors_[1].at->lo) continue;
+    first.lo = first.at->lo;
+    first.hi = first.at->hi;
+    if (live == 1 || first.lo <= cursors_[1].lo) continue;
     const Cursor moved = first;
     size_t j = 0;
-    for (; j + 1 < live && cursors_[j + 1].at->lo < key; ++j) cursors_[j] = cursors_[j + 1];
+    for (; j + 1 < live && cursors_[j + 1].lo < moved.lo; ++j) cursors_[j] = cursors_[j + 1];
     cursors_[j] = moved;
   }
   if (chosen == std::numeric_limits<uint64_t>::max()) chosen = free_from;

@@ -90,6 +90,7 @@ class OccupancyTree {
   }
 
   struct Cursor {
+    uint64_t lo, hi;  // the range at `at`
     const Range* at;
     const Range* end;
   };
