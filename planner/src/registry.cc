@@ -35,6 +35,8 @@ const std::vector<StrategyInfo>& all_strategies() {
        "Pisarchyk & Lee 2020 §4.2", Family::kSharedObjects, true, solve_shared_greedy_by_breadth},
       {"mip", "exact offline DSA MIP (MemoMalloc Eq. 2.1) solved by CBC under a time limit",
        "MemoMalloc §2.3", Family::kExact, false, solve_mip},
+      {"exact", "branch and bound over canonical plans: minimal slab, or a plan within --capacity",
+       "MiniMalloc (Moffitt 2023)", Family::kExact, false, solve_exact},
       {"best", "every fast strategy, the smallest slab, then a bounded perturbed-order search",
        "Occamy §III-C, Pisarchyk §7, memoplan", Family::kPortfolio, false, solve_best},
   };

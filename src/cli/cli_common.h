@@ -12,9 +12,11 @@
 
 namespace memoplan::cli {
 
-// Exit codes: 0 fine, 1 a plan is invalid (or validation failed), 2 bad input or usage.
+// Exit codes: 0 fine, 1 a plan is invalid (or validation failed), 2 bad input or usage, 3 no plan
+// within `plan --capacity` was found.
 inline constexpr int kExitInvalidPlan = 1;
 inline constexpr int kExitBadInput = 2;
+inline constexpr int kExitOverCapacity = 3;
 
 // Each adds its subcommand to `app`; the callback stores its exit code in `exit_code`.
 void add_info_command(CLI::App& app, int& exit_code);

@@ -17,6 +17,7 @@ struct PlanArgs {
   std::string strategy{planner::kDefaultStrategy};
   double time_limit_s = PlanOptions{}.strategy_options.time_limit_s;
   uint64_t seed = 1;
+  uint64_t capacity = 0;  // 0: minimize
   bool as_json = false;
   bool list = false;
 };
@@ -40,6 +41,7 @@ int run_plan(const PlanArgs& args) {
   options.strategy = args.strategy;
   options.strategy_options.time_limit_s = args.time_limit_s;
   options.strategy_options.seed = args.seed;
+  options.strategy_options.capacity = args.capacity;
   Result<Plan> plan = plan_trace(*trace, options);
   if (!plan) return fail(args.trace + ": " + plan.error());
   // plan_trace refuses invalid plans; validating again here is what `valid` in --json reports.
@@ -60,6 +62,10 @@ int run_plan(const PlanArgs& args) {
                           {"allocations", trace->allocations.size()},
                           {"note", plan->note},
                           {"output", args.output}};
+    if (args.capacity) {
+      out["capacity"] = args.capacity;
+      out["fits_capacity"] = plan->slab_bytes <= args.capacity;
+    }
     fmt::print("{}\n", out.dump());
   } else {
     fmt::print("{}: {} allocations, strategy {} ({})\n", args.trace, trace->allocations.size(),
@@ -72,7 +78,15 @@ int run_plan(const PlanArgs& args) {
     fmt::print("validation: {}\n", report.valid ? "ok" : "FAILED");
     if (!args.output.empty()) fmt::print("wrote {}\n", args.output);
   }
-  return report.valid ? 0 : kExitInvalidPlan;
+  if (!report.valid) return kExitInvalidPlan;
+  if (args.capacity && plan->slab_bytes > args.capacity) {
+    fmt::print(stderr,
+               "memoplan: error: {}: no plan within --capacity {} bytes found; the best found "
+               "takes {} bytes ({})\n",
+               args.trace, args.capacity, plan->slab_bytes, plan->note);
+    return kExitOverCapacity;
+  }
+  return 0;
 }
 
 int run_validate(const std::string& trace_path, const std::string& plan_path) {
@@ -110,9 +124,16 @@ void add_plan_command(CLI::App& app, int& exit_code) {
   cmd->add_option("-s,--strategy", args->strategy, "Strategy (see --list)");
   cmd->add_option("-o,--output", args->output, "Write the plan here (JSON; .gz compresses)");
   cmd->add_option("--time-limit", args->time_limit_s,
-                  "Seconds for searching strategies (mip, best)")
+                  "Seconds for searching strategies (mip, exact, best)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--seed", args->seed, "Seed for randomized search");
+  auto* capacity =
+      cmd->add_option("--capacity", args->capacity,
+                      "Bytes the slab may take: `exact` searches for a plan within them instead "
+                      "of the smallest; any plan over them exits with code 3")
+          ->check(CLI::PositiveNumber);
+  cmd->add_flag("--minimize", "Search for the smallest slab (the default without --capacity)")
+      ->excludes(capacity);
   cmd->add_flag("--json", args->as_json, "Print one JSON object");
   cmd->add_flag("--list", args->list, "List the strategies");
   cmd->callback([args, &exit_code] { exit_code = run_plan(*args); });

@@ -1,4 +1,5 @@
 // CSV traces from other frameworks: a header row naming columns, one allocation per row.
+// MiniMalloc's benchmark files (id,lower,upper,size) read as they are.
 #include <charconv>
 #include <string_view>
 
@@ -54,6 +55,12 @@ bool parse_u64(std::string_view text, uint64_t& out) {
 Result<Trace> parse_trace_csv(const std::string& text, const std::string& origin) {
   enum Column { kSize, kBegin, kEnd, kId, kAlign, kName, kColumns };
   static const char* names[kColumns] = {"size", "begin", "end", "id", "align", "name"};
+  // MiniMalloc's benchmark CSVs (id,lower,upper,size; lifetimes half-open like ours).
+  struct Alias {
+    const char* name;
+    Column column;
+  };
+  static const Alias aliases[] = {{"lower", kBegin}, {"upper", kEnd}, {"alignment", kAlign}};
   int column_of[kColumns] = {-1, -1, -1, -1, -1, -1};
 
   Trace trace;
@@ -77,12 +84,17 @@ Result<Trace> parse_trace_csv(const std::string& text, const std::string& origin
         for (int c = 0; c < kColumns; ++c) {
           if (fields[i] == names[c]) known = c;
         }
+        for (const Alias& alias : aliases) {
+          if (fields[i] == alias.name) known = alias.column;
+        }
         if (known < 0) {
           return Error{where + ": unknown column \"" + fields[i] +
                        "\" (a CSV trace has a header row with size,begin,end and optionally "
-                       "id,align,name)"};
+                       "id,align,name; lower,upper,alignment are read as begin,end,align)"};
         }
-        if (column_of[known] >= 0) return Error{where + ": column \"" + fields[i] + "\" twice"};
+        if (column_of[known] >= 0) {
+          return Error{where + ": column \"" + fields[i] + "\" twice (or with its alias)"};
+        }
         column_of[known] = static_cast<int>(i);
       }
       for (Column required : {kSize, kBegin, kEnd}) {

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
-"""The memoplan command as a user runs it: info, plan (--json), validate, compare (--csv,
---markdown), heapmap, plan --list, and the exit codes (0 fine, 1 an invalid plan, 2 bad input with
-a message naming the file).
+"""The memoplan command as a user runs it: info, plan (--json, --capacity), validate, compare
+(--csv, --markdown), heapmap, plan --list, and the exit codes (0 fine, 1 an invalid plan, 2 bad
+input with a message naming the file, 3 no plan within --capacity).
 
     /usr/bin/python3 tests/cli/cli_test.py build/src/memoplan tests/data/traces
 """
@@ -53,6 +53,24 @@ def test_info_and_plan(memoplan, tmp):
     rc, out, err = run(memoplan, "plan", "--list")
     check(rc == 0 and "greedy_by_size" in out and "mip" in out, f"plan --list: {out!r}")
     return trace, plan
+
+
+def test_capacity(memoplan, tmp):
+    # MiniMalloc's column names; greedy_by_size takes 11 units where 9 suffice.
+    trace = write(os.path.join(tmp, "trap.csv"), "id,lower,upper,size\n0,0,3,2048\n1,0,2,3072\n"
+                  "2,3,5,4096\n3,2,6,2048\n4,2,6,3072\n")
+    rc, out, err = run(memoplan, "plan", trace, "-s", "exact", "--capacity", "9216", "--json")
+    report = json.loads(out) if rc == 0 else {}
+    check(rc == 0 and report.get("fits_capacity") is True and report["slab_bytes"] == 9216
+          and report["capacity"] == 9216, f"plan -s exact --capacity 9216: rc {rc}, {out!r} {err!r}")
+    rc, out, err = run(memoplan, "plan", trace, "-s", "exact", "--json")
+    check(rc == 0 and json.loads(out)["status"] == "optimal", f"plan -s exact: {out!r} {err!r}")
+    for strategy in ("exact", "greedy_by_size"):
+        rc, out, err = run(memoplan, "plan", trace, "-s", strategy, "--capacity", "8192")
+        check(rc == 3 and "no plan within --capacity 8192 bytes" in err and "valid" in out,
+              f"plan -s {strategy} --capacity 8192 fails with exit 3: rc {rc}, {err!r}")
+    rc, out, err = run(memoplan, "plan", trace, "--capacity", "9216", "--minimize")
+    check(rc == 2, f"--capacity excludes --minimize: rc {rc}")
 
 
 def test_validate(memoplan, tmp, trace, plan):
@@ -163,6 +181,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         trace, plan = test_info_and_plan(memoplan, tmp)
         test_validate(memoplan, tmp, trace, plan)
+        test_capacity(memoplan, tmp)
         test_bad_input(memoplan, tmp)
         test_compare(memoplan, data)
         test_heapmap(memoplan, tmp, data, trace, plan)

@@ -148,6 +148,38 @@ TEST(TraceIo, CsvWithOptionalColumnsInAnyOrder) {
   EXPECT_TRUE(plan_trace(*trace).ok());
 }
 
+TEST(TraceIo, CsvReadsMiniMallocColumnNames) {
+  // MiniMalloc's id,lower,upper,size (lifetimes half-open, as ours), alignment for align.
+  TempDir dir;
+  Result<Trace> trace = read_trace(dir.file("m.csv",
+                                            "id,lower,upper,size,alignment\n"
+                                            "7,0,3,4096,\n"
+                                            "8,3,9,100,128\n"));
+  ASSERT_TRUE(trace.ok()) << trace.error();
+  ASSERT_EQ(trace->allocations.size(), 2u);
+  EXPECT_EQ(trace->allocations[0].id, 7u);
+  EXPECT_EQ(trace->allocations[0].begin, 0u);
+  EXPECT_EQ(trace->allocations[0].end, 3u);
+  EXPECT_EQ(trace->allocations[0].size, 4096u);
+  EXPECT_EQ(trace->allocations[1].begin, 3u);
+  EXPECT_EQ(trace->allocations[1].end, 9u);
+  EXPECT_EQ(trace->allocations[1].align, 128u);
+  expect_trace_error("size,begin,lower,end\n", "column \"lower\" twice (or with its alias)",
+                     "m.csv");
+
+  // Its challenging benchmark, as committed (tests/data/minimalloc/README.md).
+  size_t files = 0;
+  for (const auto& entry : fs::directory_iterator(test_data() / "minimalloc")) {
+    if (entry.path().extension() != ".csv") continue;
+    Result<Trace> challenging = read_trace(entry.path().string());
+    ASSERT_TRUE(challenging.ok()) << challenging.error();
+    EXPECT_GE(challenging->allocations.size(), 154u) << entry.path();
+    EXPECT_LE(challenging->allocations.size(), 454u) << entry.path();
+    ++files;
+  }
+  EXPECT_EQ(files, 11u);
+}
+
 TEST(TraceIo, CommittedModelTracesLoadAndPlan) {
   size_t loaded = 0;
   for (const auto& entry : fs::directory_iterator(test_data() / "traces")) {

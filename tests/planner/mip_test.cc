@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <numeric>
 #include <random>
 #include <set>
 #include <string>
@@ -13,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "brute_force.h"
 #include "memoplan/planner/lower_bound.h"
 #include "memoplan/planner/planner.h"
 #include "memoplan/planner/validator.h"
@@ -48,45 +48,6 @@ uint64_t valid_slab(const Trace& trace, const Result<Plan>& plan, const std::str
   const ValidationReport report = validate_plan(trace, *plan);
   EXPECT_TRUE(report.valid) << name << ": " << report.messages.front();
   return plan->slab_bytes;
-}
-
-// The exact optimum by exhaustion. Placing blocks one by one at the lowest offset clear of the
-// already placed lifetime-overlapping blocks, in the order of an optimal plan's offsets, never puts
-// a block above where that plan has it; so the best such placement over all orders is optimal.
-uint64_t brute_force_optimum(const planner::Problem& problem) {
-  const std::vector<planner::Block>& blocks = problem.blocks;
-  std::vector<size_t> order(blocks.size());
-  std::iota(order.begin(), order.end(), size_t{0});
-  uint64_t best = UINT64_MAX;
-  do {
-    std::vector<uint64_t> offset(blocks.size(), 0);
-    std::vector<bool> placed(blocks.size(), false);
-    uint64_t slab = 0;
-    for (size_t i : order) {
-      std::vector<size_t> neighbours;
-      std::vector<uint64_t> candidates = {0};  // the lowest clear offset is 0 or some block's end
-      for (size_t j = 0; j < blocks.size(); ++j) {
-        if (placed[j] && planner::lifetimes_overlap(blocks[i], blocks[j])) {
-          neighbours.push_back(j);
-          candidates.push_back(offset[j] + blocks[j].size);
-        }
-      }
-      std::sort(candidates.begin(), candidates.end());
-      for (uint64_t c : candidates) {
-        const bool clear = std::none_of(neighbours.begin(), neighbours.end(), [&](size_t j) {
-          return c < offset[j] + blocks[j].size && offset[j] < c + blocks[i].size;
-        });
-        if (clear) {
-          offset[i] = c;
-          break;
-        }
-      }
-      placed[i] = true;
-      slab = std::max(slab, offset[i] + blocks[i].size);
-    }
-    best = std::min(best, slab);
-  } while (std::next_permutation(order.begin(), order.end()));
-  return best;
 }
 
 // Rows B, D, C, A, E. Largest first, A goes at 0 and B at 4 above it; C reuses A's range [0, 3),
@@ -150,7 +111,7 @@ bool built_with_cbc() {
   if (!built_with_cbc()) GTEST_SKIP() << "built without CBC"
 
 TEST(MipTest, BruteForceFindsTheTrapOptimum) {
-  EXPECT_EQ(brute_force_optimum(problem_of(greedy_trap())), 9 * KiB);
+  EXPECT_EQ(testing::brute_force_optimum(problem_of(greedy_trap())), 9 * KiB);
   Result<Plan> greedy = plan_with(greedy_trap(), "greedy_by_size", 1);
   EXPECT_EQ(valid_slab(greedy_trap(), greedy, "greedy_trap"), 10 * KiB);
 }
@@ -160,7 +121,7 @@ TEST(MipTest, MatchesBruteForceOnTinyTraces) {
   size_t greedy_beaten = 0;
   const std::vector<std::pair<std::string, Trace>> traces = tiny_traces();
   for (const auto& [name, trace] : traces) {
-    const uint64_t optimum = brute_force_optimum(problem_of(trace));
+    const uint64_t optimum = testing::brute_force_optimum(problem_of(trace));
     Result<Plan> mip = plan_with(trace, "mip", 10);
     EXPECT_EQ(valid_slab(trace, mip, name), optimum) << name;
     if (!mip.ok()) continue;

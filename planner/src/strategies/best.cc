@@ -1,14 +1,18 @@
 // The strategy to pick when a few hundred milliseconds of planning are affordable: every fast
 // strategy (a portfolio: no single heuristic wins on every model), then the remaining time spent
-// improving the winner by a search over placement orders (order_search.h).
+// improving the winner by a search over placement orders (order_search.h), and what is left of it
+// by the exact search (exact_capacity.h), which may also prove the plan optimal.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "../exact_capacity.h"
 #include "../order_search.h"
+#include "../time_sections.h"
 #include "memoplan/planner/lower_bound.h"
 #include "strategies.h"
 
@@ -28,6 +32,10 @@ std::vector<const StrategyInfo*> portfolio() {
   }
   return members;
 }
+
+// The exact search's node cap, as a share of the time limit: the order search's own cap leaves
+// most of the limit unused on an ordinary core, and the deadline stops a slower one.
+constexpr double kExactShare = 0.5;
 
 std::string ratio_text(uint64_t slab, uint64_t lower_bound) {
   char text[32];
@@ -85,7 +93,31 @@ StrategyResult solve_best(const Problem& problem, const StrategyOptions& options
     slab = improved.slab;
     offsets = std::move(improved.offsets);
   }
-  return {std::move(offsets), slab == lower_bound ? SolveStatus::kOptimal : SolveStatus::kHeuristic,
+  bool proven = slab == lower_bound;
+  if (!proven && Clock::now() < deadline) {
+    // Capped by nodes, not by the clock, so that best stays reproducible where the cap binds
+    // first. Too few nodes to get anywhere (a huge problem, a tiny limit) are not worth building
+    // the tables for, nor are tables that would take more than a fraction of the search's time.
+    const uint64_t nodes = exact_search_nodes(problem, seconds * kExactShare);
+    const size_t n = problem.blocks.size();
+    std::optional<TimeSections> sections;
+    if (nodes >= 16 * n && n <= kExactMaxBlocks) {
+      sections = make_time_sections(problem, std::min<uint64_t>(kExactMaxPairs, nodes * n / 4));
+    }
+    if (sections) {
+      ExactLimits limits;
+      limits.deadline = deadline;
+      limits.max_nodes = nodes;
+      MinimizeResult exact = minimize_slab(problem, *sections, offsets, lower_bound, limits);
+      note += "; exact search " + ratio_text(exact.slab, lower_bound) + ", " + exact.note;
+      if (exact.slab < slab) {
+        slab = exact.slab;
+        offsets = std::move(exact.offsets);
+      }
+      proven = exact.proven_lower == slab;
+    }
+  }
+  return {std::move(offsets), proven ? SolveStatus::kOptimal : SolveStatus::kHeuristic,
           std::move(note)};
 }
 

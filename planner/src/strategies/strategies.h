@@ -18,6 +18,7 @@ StrategyResult solve_strip_packing_best_fit(const Problem&, const StrategyOption
 StrategyResult solve_shared_greedy_by_size_improved(const Problem&, const StrategyOptions&);
 StrategyResult solve_shared_greedy_by_breadth(const Problem&, const StrategyOptions&);
 StrategyResult solve_mip(const Problem&, const StrategyOptions&);
+StrategyResult solve_exact(const Problem&, const StrategyOptions&);
 StrategyResult solve_best(const Problem&, const StrategyOptions&);
 
 }  // namespace memoplan::planner

@@ -16,6 +16,9 @@ namespace memoplan::planner {
 struct StrategyOptions {
   double time_limit_s = 0.25;  // budget for strategies that search (mip, best's improvement phase)
   uint64_t seed = 1;           // for randomized search; same seed, same plan
+  // Bytes the slab may take, for strategies that search for a plan within it (exact); 0: as few
+  // as they can find.
+  uint64_t capacity = 0;
 };
 
 struct StrategyResult {
