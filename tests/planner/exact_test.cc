@@ -20,6 +20,7 @@
 #include "memoplan/planner/lower_bound.h"
 #include "memoplan/planner/planner.h"
 #include "memoplan/planner/validator.h"
+#include "plan_checks.h"
 #include "random_traces.h"
 #include "time_sections.h"
 #include "trace_rows.h"
@@ -31,29 +32,9 @@ using testing::TraceShape;
 
 constexpr uint64_t KiB = 1024;
 
-Result<Plan> plan_with(const Trace& trace, const std::string& strategy, double time_limit_s,
-                       uint64_t capacity = 0) {
-  PlanOptions options;
-  options.strategy = strategy;
-  options.strategy_options.time_limit_s = time_limit_s;
-  options.strategy_options.capacity = capacity;
-  return plan_trace(trace, options);
-}
-
-// Checks the plan independently of plan_trace's own validation and returns its slab.
-uint64_t valid_slab(const Trace& trace, const Result<Plan>& plan, const std::string& name) {
-  EXPECT_TRUE(plan.ok()) << name << ": " << plan.error();
-  if (!plan.ok()) return 0;
-  const ValidationReport report = validate_plan(trace, *plan);
-  EXPECT_TRUE(report.valid) << name << ": " << report.messages.front();
-  return plan->slab_bytes;
-}
-
-planner::Problem problem_of(const Trace& trace) {
-  Result<planner::Problem> problem = planner::make_problem(trace);
-  EXPECT_TRUE(problem.ok()) << problem.error();
-  return problem.ok() ? std::move(*problem) : planner::Problem{};
-}
+using testing::plan_with;
+using testing::problem_of;
+using testing::valid_slab;
 
 // Largest first puts the 4-unit block at 0 and strands the 2-unit one above the 3-unit pair:
 // greedy_by_size needs 11 units where the 9 live at ticks 3-5 suffice.

@@ -17,6 +17,7 @@
 #include "memoplan/planner/planner.h"
 #include "memoplan/planner/validator.h"
 #include "mip_support.h"
+#include "plan_checks.h"
 #include "random_traces.h"
 #include "strategies/strategies.h"
 #include "trace_rows.h"
@@ -28,27 +29,9 @@ using testing::TraceShape;
 
 constexpr uint64_t KiB = 1024;
 
-planner::Problem problem_of(const Trace& trace) {
-  Result<planner::Problem> problem = planner::make_problem(trace);
-  EXPECT_TRUE(problem.ok()) << problem.error();
-  return problem.ok() ? std::move(*problem) : planner::Problem{};
-}
-
-Result<Plan> plan_with(const Trace& trace, const std::string& strategy, double time_limit_s) {
-  PlanOptions options;
-  options.strategy = strategy;
-  options.strategy_options.time_limit_s = time_limit_s;
-  return plan_trace(trace, options);
-}
-
-// Checks the plan independently of plan_trace's own validation and returns its slab.
-uint64_t valid_slab(const Trace& trace, const Result<Plan>& plan, const std::string& name) {
-  EXPECT_TRUE(plan.ok()) << name << ": " << plan.error();
-  if (!plan.ok()) return 0;
-  const ValidationReport report = validate_plan(trace, *plan);
-  EXPECT_TRUE(report.valid) << name << ": " << report.messages.front();
-  return plan->slab_bytes;
-}
+using testing::plan_with;
+using testing::problem_of;
+using testing::valid_slab;
 
 // Rows B, D, C, A, E. Largest first, A goes at 0 and B at 4 above it; C reuses A's range [0, 3),
 // D (live with B and C) must go above B at 7, and E, live with all four, lands on top at 9:
