@@ -53,21 +53,6 @@ Trace scaled_trace(const Trace& real, size_t n) {
   return out;
 }
 
-size_t most_live(const Problem& problem) {
-  std::vector<std::pair<uint64_t, int>> events;
-  for (const auto& b : problem.blocks) {
-    events.emplace_back(b.begin, 1);
-    events.emplace_back(b.end, -1);
-  }
-  std::sort(events.begin(), events.end());
-  size_t live = 0, most = 0;
-  for (const auto& e : events) {
-    live = e.second > 0 ? live + 1 : live - 1;
-    most = std::max(most, live);
-  }
-  return most;
-}
-
 template <typename Place>
 double best_ms(int repeats, std::vector<uint64_t>& offsets, Place place) {
   double best = 1e300;
@@ -174,7 +159,7 @@ int main(int argc, char** argv) {
               ? 0.0
               : static_cast<double>(memoplan::planner::slab_size(*problem, offsets)) /
                     static_cast<double>(memoplan::planner::offset_lower_bound(*problem));
-      const size_t live = most_live(*problem);
+      const size_t live = memoplan::planner::most_live_at_once(*problem);
       auto cell = [](double ms) {
         char text[32];
         if (ms < 0) return std::string("(skipped)");

@@ -29,24 +29,6 @@ void sort_ranges(std::vector<std::pair<uint64_t, uint64_t>>& ranges) {
   }
 }
 
-// The largest number of blocks live at one tick: what a placement by OffsetPlacer reads and sorts
-// at worst.
-size_t most_live_at_once(const Problem& problem) {
-  std::vector<std::pair<uint64_t, int>> events;
-  events.reserve(problem.blocks.size() * 2);
-  for (const Block& b : problem.blocks) {
-    events.emplace_back(b.begin, 1);
-    events.emplace_back(b.end, -1);
-  }
-  std::sort(events.begin(), events.end());  // ends (-1) before begins at the same tick
-  size_t live = 0, most = 0;
-  for (const auto& [tick, step] : events) {
-    live = step > 0 ? live + 1 : live - 1;
-    most = std::max(most, live);
-  }
-  return most;
-}
-
 }  // namespace
 
 OffsetPlacer::OffsetPlacer(const Problem& problem)
@@ -84,6 +66,22 @@ uint64_t OffsetPlacer::place(size_t index, Fit fit) {
   extent_ = std::max(extent_, chosen + block.size);
   index_.insert(index, chosen, chosen + block.size);
   return chosen;
+}
+
+size_t most_live_at_once(const Problem& problem) {
+  std::vector<std::pair<uint64_t, int>> events;
+  events.reserve(problem.blocks.size() * 2);
+  for (const Block& b : problem.blocks) {
+    events.emplace_back(b.begin, 1);
+    events.emplace_back(b.end, -1);
+  }
+  std::sort(events.begin(), events.end());  // ends (-1) before begins at the same tick
+  size_t live = 0, most = 0;
+  for (const auto& [tick, step] : events) {
+    live = step > 0 ? live + 1 : live - 1;
+    most = std::max(most, live);
+  }
+  return most;
 }
 
 std::vector<uint64_t> place_in_order(const Problem& problem, const std::vector<size_t>& order,

@@ -42,6 +42,10 @@ class OffsetPlacer {
   std::vector<std::pair<uint64_t, uint64_t>> occupied_;
 };
 
+// The largest number of blocks live at one tick: what a placement by OffsetPlacer reads and sorts
+// at worst.
+size_t most_live_at_once(const Problem& problem);
+
 // Places every block in `order` with `fit`; the offsets of a complete plan. Where many blocks are
 // live at once it places them with OccupancyTree (occupancy_tree.h): the same offsets, in time
 // that does not grow with the number of blocks a lifetime overlaps.

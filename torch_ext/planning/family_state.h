@@ -1,7 +1,8 @@
 // What the graph pass learns of one module's shape family (memoplan/planner/family.h): the passes
 // its keys profiled, and once three shapes of one structure are fitted, the formulas that give the
-// trace of every other shape. pass_runtime.cc keeps one per family key under the module's lock and
-// turns the traces into plans; this file decides what is fitted, predicted, dropped and refused.
+// trace of every other shape. A module keeps one per family key under its lock (module_state.h),
+// family_plans.cc turns the traces into plans; this file decides what is fitted, predicted,
+// dropped and refused.
 // No torch headers.
 #pragma once
 

@@ -14,30 +14,17 @@
 
 #include "arena_region.h"
 #include "compiled_plan.h"
+#include "family_plans.h"
 #include "family_state.h"
-#include "memoplan/planner/planner.h"
 #include "memoplan/torch/graph_node.h"
 #include "memoplan/torch/profiler.h"
+#include "module_state.h"
 #include "tagged_allocator.h"
 #include "thread_pass.h"
 
 namespace memoplan::torch_ext {
 namespace runtime_pass {
 namespace {
-
-struct ModuleState {
-  PlanOptions options;
-  std::mutex mutex;  // everything below; taken once per new (thread, key), never per pass
-  std::unordered_map<std::string, std::shared_ptr<const CompiledPlan>> plans;
-  std::unordered_map<std::string, int> unplanned_passes;  // per key, before its profile
-  std::unordered_set<std::string> profiling;              // keys a thread is profiling now
-  std::unordered_set<std::string> requested;              // keys plan() was called with
-  std::unordered_map<std::string, FamilyState> families;  // by family key
-  std::atomic<uint64_t> generation{0};                    // bumped by forget_plans
-  // Bumped when a family's plan is replaced by a smaller one (its placement order was learned):
-  // threads look such keys up again at their next pass.
-  std::atomic<uint64_t> plans_replaced{0};
-};
 
 // Module states by id, read without a lock on every pass; written once each, never freed.
 constexpr int64_t kMaxModules = 4096;
@@ -48,16 +35,7 @@ std::atomic<int64_t> registered{0};
 // How many visits on a graph that took another path finds its node's visit.
 constexpr uint32_t kVisitLookahead = 8;
 
-ModuleState& module_state(int64_t id) {
-  ModuleState* m =
-      id >= 0 && id < kMaxModules ? registry[id].load(std::memory_order_acquire) : nullptr;
-  TORCH_CHECK(m, "memoplan: unknown planned module ", id,
-              " (was the graph rewritten in another process?)");
-  return *m;
-}
-
 replay::SharedCounters counters;
-std::atomic<uint64_t> family_plans{0}, family_mispredictions{0};
 std::atomic<uint64_t> largest_slab{0};  // bytes of the largest arena made
 
 void note_slab_bytes(uint64_t bytes) {
@@ -190,128 +168,15 @@ void forget_thread_plans(ThreadPass& t, int64_t module) {
   t.arena = nullptr;
 }
 
-// The plan for a key of a fitted family, from its formulas (under the module's lock); null when
-// the family cannot predict these dims.
-std::shared_ptr<const CompiledPlan> predict_plan(ModuleState& m, const std::string& key,
-                                                 const std::string& family_key,
-                                                 const std::vector<int64_t>& dims) {
-  auto it = m.families.find(family_key);
-  if (it == m.families.end()) return nullptr;
-  FamilyState& f = it->second;
-  std::optional<Trace> trace = f.predict(key, dims);
-  if (!trace) return nullptr;
-  Result<CompiledPlan> plan = compile_plan(*trace, f.visit_nodes(), m.options.strategy, f.order());
-  if (!plan) return nullptr;
-  plan->key = key;
-  plan->family = family_key;
-  plan->predicted = true;
-  // The trace and plan behind it (plan_detail(), for heap maps) are kept for profiled plans only:
-  // some 30 KiB a predicted bert_encoder plan, up to FamilyState::kMaxPredicted of them.
-  plan->detail.reset();
-  auto shared = std::make_shared<const CompiledPlan>(std::move(*plan));
-  m.plans[key] = shared;
-  // Threads that cached an evicted plan keep theirs; the module plans it again if it comes back.
-  if (std::string evicted = f.note_predicted(key); !evicted.empty()) m.plans.erase(evicted);
-  family_plans.fetch_add(1, std::memory_order_relaxed);
-  replay::SharedCounters::bump(counters.plans);
-  return shared;
-}
-
-// A family's plan this thread cached may since have been replaced by a smaller one (the family
-// learned its placement order): the module's plan for the key is taken instead. One atomic load
-// a pass; the lock only after a replacement.
-// Returns false when the module dropped the key's plan meanwhile (a prediction made before the
-// order): the thread's copy goes too, and the key is predicted again.
-bool refresh_family_plan(ModuleState& m, ThreadPass::CachedPlan& cached) {
-  if (m.plans_replaced.load(std::memory_order_acquire) == cached.replaced) return true;
-  std::lock_guard<std::mutex> lock(m.mutex);
-  cached.replaced = m.plans_replaced.load(std::memory_order_relaxed);
-  auto it = m.plans.find(cached.key);
-  if (it == m.plans.end()) return false;
-  cached.plan = it->second;
-  return true;
-}
-
-// How long a family may spend learning its placement order (`best` on its largest fitted shape,
-// once per fit): 0.2-0.8 ms on the zoo's models, which reach their lower bound; the limit bounds
-// the order search on passes that do not.
-constexpr double kLearnOrderSeconds = 0.05;
-
-// Learns the family's placement order when it wants one (FamilyState::order_wanted), outside the
-// lock, then plans its profiled shapes again in that order, replacing each plan that gets
-// smaller. Called, and returns, with `lock` held.
-void learn_family_order(ModuleState& m, const std::string& family_key,
-                        std::unique_lock<std::mutex>& lock) {
-  auto f = m.families.find(family_key);
-  if (f == m.families.end()) return;
-  const std::shared_ptr<const PlanDetail> from = f->second.order_wanted();
-  if (!from) return;
-  lock.unlock();
-  memoplan::PlanOptions options;  // the planner's
-  options.strategy = "best";
-  options.strategy_options.time_limit_s = kLearnOrderSeconds;
-  Result<Plan> best = plan_trace(from->trace, options);
-  std::vector<size_t> order;
-  if (best) order = placement_order(from->trace, *best);
-  lock.lock();
-  f = m.families.find(family_key);  // forget_plans may have cleared it meanwhile
-  if (order.empty() || f == m.families.end() || !f->second.set_order(from, std::move(order))) {
-    return;
-  }
-  const FamilyState& family = f->second;
-  bool replaced = false;
-  family.for_each_profiled([&](const std::string& key, const std::shared_ptr<const PlanDetail>& d,
-                               const std::vector<int64_t>& visits) {
-    auto p = m.plans.find(key);
-    if (p == m.plans.end() || p->second->predicted) return;
-    Result<CompiledPlan> plan = compile_plan(d->trace, visits, m.options.strategy, family.order());
-    if (!plan || plan->slab_bytes >= p->second->slab_bytes) return;
-    plan->key = key;
-    plan->family = family_key;
-    p->second = std::make_shared<const CompiledPlan>(std::move(*plan));
-    replaced = true;
-  });
-  // Plans predicted by other threads while the order was being learned (without it) go: their
-  // keys are predicted again, in the order, at their next pass.
-  for (auto p = m.plans.begin(); p != m.plans.end();) {
-    if (p->second->predicted && !p->second->ordered && p->second->family == family_key) {
-      p = m.plans.erase(p);
-      replaced = true;
-    } else {
-      ++p;
-    }
-  }
-  if (replaced) m.plans_replaced.fetch_add(1, std::memory_order_release);
-}
-
-// A pass that missed its predicted plan: the plan goes (its key is profiled like any new key, and
-// becomes one more shape of the family), and a second such key ends the family's predictions.
-void drop_prediction(ThreadPass& t) {
-  const CompiledPlan* plan = t.plan;
-  for (auto it = t.cache.begin(); it != t.cache.end(); ++it) {
-    if (it->plan.get() != plan) continue;
-    ModuleState& m = module_state(it->module);
-    {
-      std::lock_guard<std::mutex> lock(m.mutex);
-      auto p = m.plans.find(plan->key);
-      if (p != m.plans.end() && p->second.get() == plan) {
-        m.plans.erase(p);
-        m.unplanned_passes[plan->key] = 0;
-        for (const std::string& key : m.families[plan->family].note_mispredicted(plan->key)) {
-          m.plans.erase(key);
-        }
-      }
-    }
-    t.cache.erase(it);  // a family's plan: no arena of its own
-    break;
-  }
-  t.plan = nullptr;
-  t.arena = nullptr;
-  t.mode = ThreadPass::Mode::kIdle;
-  family_mispredictions.fetch_add(1, std::memory_order_relaxed);
-}
-
 }  // namespace
+
+ModuleState& module_state(int64_t id) {
+  ModuleState* m =
+      id >= 0 && id < kMaxModules ? registry[id].load(std::memory_order_acquire) : nullptr;
+  TORCH_CHECK(m, "memoplan: unknown planned module ", id,
+              " (was the graph rewritten in another process?)");
+  return *m;
+}
 
 ThreadPass& thread_pass() {
   static thread_local ThreadPass pass;
@@ -552,8 +417,7 @@ void forget_plans(int64_t module) {
 }
 
 FamilyCounts family_counts() {
-  return {family_plans.load(std::memory_order_relaxed),
-          family_mispredictions.load(std::memory_order_relaxed),
+  return {family_plans_made(), family_mispredictions_seen(),
           largest_slab.load(std::memory_order_relaxed)};
 }
 

@@ -1,7 +1,7 @@
 // One thread's replay state for the graph pass: the pass it is in, the plan and arena it replays,
 // the matcher's cursor, and the plans (with their arenas) it has used. Shared by pass_runtime.cc
-// (the graph operators) and replay_allocator.cc (c10's CPU allocator while a module is planned).
-// No torch headers.
+// (the graph operators), family_plans.cc and replay_allocator.cc (c10's CPU allocator while a
+// module is planned). No torch headers.
 #pragma once
 
 #include <cstdint>
