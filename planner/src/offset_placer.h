@@ -46,6 +46,9 @@ class OffsetPlacer {
 // at worst.
 size_t most_live_at_once(const Problem& problem);
 
+// Whether place_in_order places `problem`'s blocks with OccupancyTree: from 512 live at once.
+bool places_with_tree(const Problem& problem);
+
 // Places every block in `order` with `fit`; the offsets of a complete plan. Where many blocks are
 // live at once it places them with OccupancyTree (occupancy_tree.h): the same offsets, in time
 // that does not grow with the number of blocks a lifetime overlaps.

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "occupancy_tree.h"
+
 namespace memoplan::planner {
 namespace {
 
@@ -15,7 +17,9 @@ constexpr size_t kPlacerBytesPerBlock = 64;
 
 }  // namespace
 
-OrderDecoder::OrderDecoder(const Problem& problem) {
+OrderDecoder::OrderDecoder(const Problem& problem)
+    : problem_(problem), with_tree_(places_with_tree(problem)) {
+  if (with_tree_) return;
   const size_t n = std::max<size_t>(problem.blocks.size(), 1);
   const size_t affordable = kCheckpointBytes / (2 * kPlacerBytesPerBlock * n);
   const size_t wanted = std::clamp<size_t>(affordable, 1, kMaxCheckpoints);
@@ -45,6 +49,7 @@ Decoded OrderDecoder::try_order(const std::vector<size_t>& order, Fit fit, uint6
 
 Decoded OrderDecoder::run(const std::vector<size_t>& order, Fit fit, size_t first_changed,
                           uint64_t limit, std::chrono::steady_clock::time_point deadline) {
+  if (with_tree_) return run_with_tree(order, fit, limit, deadline);
   const size_t n = order.size();
   const size_t resume = std::min(first_changed / stride_, checkpoints_.size() - 1);
   candidate_from_ = resume;
@@ -62,6 +67,22 @@ Decoded OrderDecoder::run(const std::vector<size_t>& order, Fit fit, size_t firs
   }
   slab_ = placer.extent();
   offsets_ = placer.take_offsets();
+  return Decoded::kComplete;
+}
+
+Decoded OrderDecoder::run_with_tree(const std::vector<size_t>& order, Fit fit, uint64_t limit,
+                                    std::chrono::steady_clock::time_point deadline) {
+  candidate_fit_ = fit;
+  OccupancyTree tree(problem_, order);
+  uint64_t extent = 0;
+  for (size_t position = 0; position < order.size(); ++position) {
+    const uint64_t offset = tree.place_next(fit);
+    extent = std::max(extent, offset + problem_.blocks[order[position]].size);
+    if (extent > limit) return Decoded::kAboveLimit;
+    if ((position & 63) == 63 && Clock::now() >= deadline) return Decoded::kOutOfTime;
+  }
+  slab_ = extent;
+  offsets_ = tree.take_offsets();
   return Decoded::kComplete;
 }
 

@@ -11,9 +11,7 @@ constexpr double kBlindChance = 0.15;
 }  // namespace
 
 OrderMoves::OrderMoves(const Problem& problem)
-    : problem_(problem), every_block_(problem.blocks), position_(problem.blocks.size()) {
-  for (size_t i = 0; i < problem.blocks.size(); ++i) every_block_.insert(i);
-}
+    : problem_(problem), position_(problem.blocks.size()) {}
 
 void OrderMoves::set_current(const std::vector<size_t>& order, const std::vector<uint64_t>& offsets,
                              uint64_t slab) {
@@ -21,9 +19,13 @@ void OrderMoves::set_current(const std::vector<size_t>& order, const std::vector
   offsets_ = &offsets;
   for (size_t p = 0; p < order.size(); ++p) position_[order[p]] = p;
   peak_blocks_.clear();
+  by_top_.clear();
   for (size_t i = 0; i < problem_.blocks.size(); ++i) {
-    if (offsets[i] + problem_.blocks[i].size == slab) peak_blocks_.push_back(i);
+    const uint64_t top = offsets[i] + problem_.blocks[i].size;
+    if (top == slab) peak_blocks_.push_back(i);
+    by_top_.emplace_back(top, i);
   }
+  std::sort(by_top_.begin(), by_top_.end());
 }
 
 void OrderMoves::move_to(std::vector<size_t>& order, size_t from, size_t to) {
@@ -39,16 +41,19 @@ void OrderMoves::critical_chain(size_t peak, SearchRandom& random) {
   chain_.assign(1, peak);
   for (size_t top = peak; offsets[top] > 0 && chain_.size() < problem_.blocks.size();) {
     const Block& block = problem_.blocks[top];
+    // The blocks ending where this one starts, placed before it, whose lifetimes meet its own;
+    // in index order (by_top_ sorts them so).
     neighbours_.clear();
-    every_block_.overlapping(block.begin, block.end, neighbours_);
-    size_t kept = 0;
-    for (size_t n : neighbours_) {
-      if (offsets[n] + problem_.blocks[n].size == offsets[top] && position_[n] < position_[top]) {
-        neighbours_[kept++] = n;
+    auto at = std::lower_bound(by_top_.begin(), by_top_.end(),
+                               std::pair<uint64_t, size_t>(offsets[top], 0));
+    for (; at != by_top_.end() && at->first == offsets[top]; ++at) {
+      const size_t n = at->second;
+      if (position_[n] < position_[top] && lifetimes_overlap(problem_.blocks[n], block)) {
+        neighbours_.push_back(n);
       }
     }
-    if (kept == 0) break;
-    top = neighbours_[random.below(kept)];
+    if (neighbours_.empty()) break;
+    top = neighbours_[random.below(neighbours_.size())];
     chain_.push_back(top);
   }
 }

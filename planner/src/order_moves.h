@@ -10,9 +10,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <random>
+#include <utility>
 #include <vector>
 
-#include "live_interval_index.h"
 #include "memoplan/planner/problem.h"
 
 namespace memoplan::planner {
@@ -51,7 +51,10 @@ class OrderMoves {
   void blind_move(SearchRandom& random, std::vector<size_t>& candidate);
 
   const Problem& problem_;
-  LiveIntervalIndex every_block_;  // all blocks inserted: answers "whose lifetime meets this one"
+  // Every block as (offset + size, index) in the current plan, sorted: the blocks a block can rest
+  // on directly are those ending at its offset. (Listing every block whose lifetime meets it
+  // instead cost most of the search's time on traces with thousands live at once.)
+  std::vector<std::pair<uint64_t, size_t>> by_top_;
   const std::vector<size_t>* order_ = nullptr;
   const std::vector<uint64_t>* offsets_ = nullptr;
   std::vector<size_t> position_;     // position_[block] = its index in *order_

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <random>
 #include <vector>
@@ -68,6 +69,39 @@ TEST(OccupancyTree, CrowdedLifetimesAndRepeatedSizes) {
   Result<Plan> plan = plan_trace(trace, options);
   ASSERT_TRUE(plan.ok()) << plan.error();
   EXPECT_GE(plan->slab_bytes, plan->lower_bound_bytes);
+}
+
+// A long pass shaped like IOPDDL's traces: most blocks live a few ticks, one in five a long
+// stretch or the whole pass, over thousands of begins, so the tree is deep enough to keep `above`
+// sets (from level 7) and blocks cover nodes up there.
+TEST(OccupancyTree, LongPassesWithLongAndShortLifetimes) {
+  for (uint64_t seed = 1; seed <= 2; ++seed) {
+    std::mt19937_64 rng(seed);
+    Trace trace;
+    const uint64_t ticks = 20000;
+    for (uint64_t i = 0; i < 6000; ++i) {
+      Allocation a;
+      a.id = i;
+      a.size = 64 * (1 + rng() % 16) * (rng() % 5 == 0 ? 4096 : 1);
+      a.begin = rng() % ticks;
+      const uint64_t kind = rng() % 10;
+      const uint64_t length = kind < 7 ? 1 + rng() % 8 : kind < 9 ? 1 + rng() % 4000 : ticks;
+      a.end = std::min(ticks + 1, a.begin + length);
+      if (kind == 9) a.begin = rng() % 4;
+      trace.allocations.push_back(a);
+    }
+    Result<Problem> problem = make_problem(trace);
+    ASSERT_TRUE(problem.ok()) << problem.error();
+    ASSERT_GE(most_live_at_once(*problem), 512u);  // place_in_order takes the tree
+    std::vector<size_t> shuffled = order_by_begin(*problem);
+    std::shuffle(shuffled.begin(), shuffled.end(), std::mt19937_64(seed));
+    for (const std::vector<size_t>& order : {order_by_size_desc(*problem), shuffled}) {
+      for (Fit fit : {Fit::kBest, Fit::kFirst}) {
+        EXPECT_EQ(place_in_order_by_tree(*problem, order, fit), by_list(*problem, order, fit))
+            << "seed " << seed << " fit " << static_cast<int>(fit);
+      }
+    }
+  }
 }
 
 }  // namespace
