@@ -85,7 +85,10 @@ void* mi_realloc_glibc(void* p, size_t size) {
 }
 
 bool load_mimalloc() {
+  // Debian 12 ships mimalloc 2 (libmimalloc.so.2), Debian 13 mimalloc 3 (libmimalloc.so.3): the
+  // same API.
   void* handle = dlopen("libmimalloc.so.2", RTLD_NOW | RTLD_LOCAL);
+  if (!handle) handle = dlopen("libmimalloc.so.3", RTLD_NOW | RTLD_LOCAL);
   if (!handle) return false;
   Functions mi = fn;  // fn changes only when every symbol is found
   if (!resolve(handle, "mi_malloc", mi.malloc) || !resolve(handle, "mi_calloc", mi.calloc) ||
@@ -145,7 +148,8 @@ bool init(FallbackKind kind, const char** error) {
       return true;
     }
     *error =
-        "memoplan: fallback:mimalloc but libmimalloc.so.2 could not be loaded; using the next "
+        "memoplan: fallback:mimalloc but neither libmimalloc.so.2 nor .so.3 could be loaded; using "
+        "the next "
         "malloc in the chain";
   }
   if (kind == FallbackKind::kJemalloc) {

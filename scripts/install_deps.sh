@@ -9,7 +9,7 @@ PACKAGES=(
   nlohmann-json3-dev libcli11-dev libfmt-dev zlib1g-dev
   coinor-libcbc-dev
   libunwind-dev libjemalloc-dev libgoogle-perftools-dev libmimalloc-dev
-  libtorch-dev python3-torch python3-torchvision libopenblas0-pthread
+  libtorch-dev libtorch-test python3-torch python3-torchvision libopenblas0-pthread
   libcpp-httplib-dev libsimdjson-dev gnuplot-nox wrk curl
   clang libclang-rt-14-dev  # the fuzz targets: libFuzzer (scripts/run_fuzz.sh)
 )

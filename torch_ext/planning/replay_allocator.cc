@@ -8,6 +8,7 @@
 
 #include "arena_region.h"
 #include "memoplan/replay/serve.h"
+#include "memoplan/torch/allocator_base.h"
 #include "memoplan/torch/cpu_allocator_swap.h"
 #include "tagged_allocator.h"
 #include "thread_pass.h"
@@ -20,11 +21,11 @@ constexpr uint64_t kAlignment = 64;  // c10's; every planned offset is a multipl
 // smaller ones stay with the allocator behind (whatever it keeps of them is small).
 constexpr size_t kExactBytes = 16 << 10;
 
-class ReplayAllocator final : public c10::Allocator {
+class ReplayAllocator final : public AllocatorBase<ReplayAllocator> {
  public:
   explicit ReplayAllocator(c10::Allocator* next) : next_(next) {}
 
-  c10::DataPtr allocate(size_t bytes) const override {
+  c10::DataPtr allocate_block(size_t bytes) const {
     ThreadPass& t = thread_pass();
     if (t.mode == ThreadPass::Mode::kReplay && bytes != 0) {
       replay::Fallback why = replay::Fallback::kNotPlanned;

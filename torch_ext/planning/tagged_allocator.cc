@@ -55,8 +55,8 @@ c10::DataPtr TaggedAllocator::allocate_exact(size_t bytes) {
   return c10::DataPtr(data, data, &free_block, cpu);
 }
 
-c10::DataPtr TaggedAllocator::allocate(size_t bytes) const {
-  // c10's interface is const; the one instance is not.
+c10::DataPtr TaggedAllocator::allocate_block(size_t bytes) const {
+  // Called const (LibTorch 1.13's interface); the one instance is not.
   return const_cast<TaggedAllocator*>(this)->make_block(bytes);
 }
 

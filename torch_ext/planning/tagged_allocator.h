@@ -6,7 +6,7 @@
 // an ordered map instead; both kinds are recorded. Zero-byte requests get a null DataPtr, as c10's
 // own allocator gives them, and are only counted.
 //
-// LibTorch 1.13 constraints it meets: the DataPtr's context equals its data pointer and
+// LibTorch constraints it meets (1.13 and 2.6): the DataPtr's context equals its data pointer and
 // raw_deleter() is non-null (oneDNN allocates through raw_allocate and asserts both), pointers stay
 // canonical (no tag bits in 48-63), data is 64-byte aligned (c10's alignment).
 //
@@ -24,15 +24,16 @@
 #include <vector>
 
 #include "memoplan/record/tag_region.h"
+#include "memoplan/torch/allocator_base.h"
 #include "record_table.h"
 
 namespace memoplan::torch_ext {
 
-class TaggedAllocator final : public c10::Allocator {
+class TaggedAllocator final : public AllocatorBase<TaggedAllocator> {
  public:
   static TaggedAllocator& instance();
 
-  c10::DataPtr allocate(size_t bytes) const override;
+  c10::DataPtr allocate_block(size_t bytes) const;
   c10::DeleterFnPtr raw_deleter() const override { return &free_block; }
 
   // Reserves the tag region (first call only; the largest slot size the address space allows).

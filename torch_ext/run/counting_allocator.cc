@@ -9,7 +9,7 @@ thread_local bool counting = false;
 
 }  // namespace
 
-c10::DataPtr CountingAllocator::allocate(size_t bytes) const {
+c10::DataPtr CountingAllocator::allocate_block(size_t bytes) const {
   if (counting && bytes != 0) counted_.fetch_add(1, std::memory_order_relaxed);
   return next_->allocate(bytes);  // its DataPtr, with its deleter: frees never come here
 }

@@ -14,15 +14,17 @@
 #include <cstdint>
 #include <memory>
 
+#include "memoplan/torch/allocator_base.h"
+
 namespace memoplan::torch_ext {
 class CpuAllocatorSwap;
 }
 
 namespace memoplan::run {
 
-class CountingAllocator final : public c10::Allocator {
+class CountingAllocator final : public torch_ext::AllocatorBase<CountingAllocator> {
  public:
-  c10::DataPtr allocate(size_t bytes) const override;
+  c10::DataPtr allocate_block(size_t bytes) const;
   c10::DeleterFnPtr raw_deleter() const override;
 
   // Puts this allocator in c10's CPU slot (on top of what is there) / the previous one back.

@@ -2,6 +2,7 @@
 #include "conv_weights.h"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>  // at::NoGradGuard (LibTorch 2.x: not through ATen.h)
 
 #include <atomic>
 #include <map>

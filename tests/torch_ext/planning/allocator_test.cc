@@ -11,6 +11,7 @@
 
 #include "memoplan/planner/planner.h"
 #include "memoplan/planner/validator.h"
+#include "memoplan/torch/allocator_base.h"
 #include "memoplan/torch/graph_node.h"
 #include "memoplan/torch/profiler.h"
 
@@ -30,8 +31,8 @@ TEST(TaggedAllocator, InstalledForTheSessionThenPreviousRestoredAtItsPriority) {
     EXPECT_EQ(cpu(), before);
   }
   // The slot's priority was not ratcheted up: a priority-0 SetAllocator still takes effect.
-  struct Dummy final : c10::Allocator {
-    c10::DataPtr allocate(size_t) const override { return {}; }
+  struct Dummy final : memoplan::torch_ext::AllocatorBase<Dummy> {
+    c10::DataPtr allocate_block(size_t) const { return {}; }
   } dummy;
   c10::SetAllocator(c10::DeviceType::CPU, &dummy, 0);
   EXPECT_EQ(cpu(), &dummy);

@@ -1,0 +1,285 @@
+#!/usr/bin/env bash
+# memoplan on Debian 13 (trixie) with LibTorch 2.6, from Debian packages only, in a debootstrap
+# root beside the host.
+#
+#   scripts/debian13.sh root              makes the root (debootstrap trixie) and installs in it the
+#                                         packages of scripts/install_deps.sh under their Debian 13
+#                                         names, plus libtorch-test; a second run takes seconds
+#   scripts/debian13.sh build             root, then builds this clone in it (CMake preset
+#                                         debian13: build-debian13/, ccache kept in the root)
+#   scripts/debian13.sh test              build, then runs every test with CTest in the root
+#   scripts/debian13.sh shell [-- CMD...] runs CMD (default: bash) in the root, this clone
+#                                         bind-mounted at /src and the working directory;
+#                                         e.g. scripts/debian13.sh shell -- g++ --version
+#
+# The root lives outside the clone so that a second run, other clones and CI reuse it:
+# ${MEMOPLAN_CACHE:-$HOME/.cache/memoplan}/debian13-root (MEMOPLAN_DEBIAN13_ROOT overrides it).
+# The mirror is the host's Debian mirror, from its apt sources (MEMOPLAN_DEBIAN_MIRROR overrides
+# it). A root whose debootstrap finished carries a stamp file; one without it (an interrupted
+# debootstrap) is removed and made again. Needs root (re-runs itself with sudo otherwise): the
+# mounts (/proc, /sys, /dev, /src) are made in a mount namespace of their own, so that they are
+# never seen outside this process, and are unmounted on exit.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repo="$(pwd)"
+
+SUITE=trixie
+ROOT="${MEMOPLAN_DEBIAN13_ROOT:-${MEMOPLAN_CACHE:-$HOME/.cache/memoplan}/debian13-root}"
+ROOT="${ROOT%/}"
+case "$ROOT" in
+  /?*) ;;
+  *) echo "memoplan: the Debian 13 root must be an absolute path other than /: '$ROOT'" >&2; exit 2 ;;
+esac
+STAMP="$ROOT/.memoplan-debootstrap-complete"
+
+# The packages of scripts/install_deps.sh under their Debian 13 names (checked with apt-cache
+# policy in the root), plus libtorch-test (LibTorch's own test binaries). Debian 12 -> Debian 13:
+#   libclang-rt-14-dev -> libclang-rt-dev   (LLVM 14 is gone; libclang-rt-dev follows the default
+#                                            clang, 19 in trixie, as the clang package does)
+#   (new)              -> libtorch-test
+# Every other name is the same in both. install_deps.sh has no gRPC or protobuf.
+PACKAGES=(
+  build-essential cmake ninja-build ccache pkg-config git
+  libgtest-dev libgmock-dev libbenchmark-dev
+  nlohmann-json3-dev libcli11-dev libfmt-dev zlib1g-dev
+  coinor-libcbc-dev
+  libunwind-dev libjemalloc-dev libgoogle-perftools-dev libmimalloc-dev
+  libtorch-dev libtorch-test python3-torch python3-torchvision libopenblas0-pthread
+  libcpp-httplib-dev libsimdjson-dev gnuplot-nox wrk curl
+  clang libclang-rt-dev  # the fuzz targets: libFuzzer (scripts/run_fuzz.sh)
+)
+
+usage() {
+  echo "usage:" >&2
+  sed -n '5,13p' "$0" | sed 's/^#//' >&2
+  exit 2
+}
+case "${1:-}" in
+  root | build | test | shell) ;;
+  *) usage ;;
+esac
+
+# Root privileges: debootstrap, chroot and mount need them. The root's path is fixed before sudo
+# (sudo may change HOME). Then a private mount namespace: what is mounted below is this process's
+# alone and goes with it, even when it is killed.
+if [ "$(id -u)" -ne 0 ]; then
+  exec sudo MEMOPLAN_DEBIAN13_ROOT="$ROOT" ${MEMOPLAN_DEBIAN_MIRROR:+MEMOPLAN_DEBIAN_MIRROR="$MEMOPLAN_DEBIAN_MIRROR"} \
+    "$repo/scripts/debian13.sh" "$@"
+fi
+if [ -z "${MEMOPLAN_DEBIAN13_NS:-}" ] && command -v unshare >/dev/null; then
+  export MEMOPLAN_DEBIAN13_NS=1
+  exec unshare --mount --propagation private "$repo/scripts/debian13.sh" "$@"
+fi
+
+# The host's Debian mirror: the first deb822 URIs (or one-line `deb`) entry that is not a security
+# or updates archive; deb.debian.org when none is found.
+host_mirror() {
+  local m=""
+  if ls /etc/apt/sources.list.d/*.sources >/dev/null 2>&1; then
+    m="$(awk 'tolower($1) == "uris:" { for (i = 2; i <= NF; i++) print $i }' \
+      /etc/apt/sources.list.d/*.sources | grep -v -e '-security' -e '-updates' | head -n 1 || true)"
+  fi
+  if [ -z "$m" ] && [ -f /etc/apt/sources.list ]; then
+    m="$(awk '$1 == "deb" { for (i = 2; i <= NF; i++) if ($i !~ /^\[/ && $i !~ /\]$/) { print $i; break } }' \
+      /etc/apt/sources.list | grep -v -e '-security' | head -n 1 || true)"
+  fi
+  echo "${m:-http://deb.debian.org/debian}"
+}
+MIRROR="${MEMOPLAN_DEBIAN_MIRROR:-$(host_mirror)}"
+MIRROR="${MIRROR%/}"
+# The security archive beside the mirror (deb.debian.org serves both), else security.debian.org.
+SECURITY="${MIRROR%/debian}/debian-security"
+[ "$SECURITY" != "$MIRROR/debian-security" ] || SECURITY=http://security.debian.org/debian-security
+
+# Mounts made by this process, unmounted in reverse order on exit.
+MOUNTED=()
+cleanup() {
+  local i
+  for ((i = ${#MOUNTED[@]} - 1; i >= 0; i--)); do
+    umount "${MOUNTED[i]}" 2>/dev/null || umount -l "${MOUNTED[i]}" 2>/dev/null || true
+  done
+  MOUNTED=()
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# mount_at TARGET MOUNT-ARGS...: mounts under the root unless something is mounted there already.
+mount_at() {
+  local target="$ROOT$1"
+  shift
+  mountpoint -q "$target" && return 0
+  mkdir -p "$target"
+  mount "$@" "$target"
+  MOUNTED+=("$target")
+}
+
+mount_system() {
+  mount_at /proc -t proc proc
+  mount_at /sys -t sysfs sysfs
+  mount_at /dev --bind /dev
+  mount_at /dev/pts --bind /dev/pts
+  # Name resolution for apt inside the root.
+  cp -L /etc/resolv.conf "$ROOT/etc/resolv.conf" 2>/dev/null || true
+}
+
+# in_root CMD...: runs CMD in the root with a clean environment.
+in_root() {
+  chroot "$ROOT" /usr/bin/env -i HOME=/root TERM="${TERM:-dumb}" LANG=C.UTF-8 \
+    PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin DEBIAN_FRONTEND=noninteractive \
+    "$@"
+}
+
+# Fails when anything is mounted at or below the root (an earlier run's leftovers): the root is
+# then not removed, whatever its state.
+check_nothing_mounted() {
+  if awk -v r="$ROOT" '$2 == r || index($2, r "/") == 1 { found = 1 } END { exit !found }' /proc/mounts; then
+    echo "memoplan: something is mounted under $ROOT; unmount it first:" >&2
+    awk -v r="$ROOT" '$2 == r || index($2, r "/") == 1 { print "  " $2 }' /proc/mounts >&2
+    exit 1
+  fi
+}
+
+# Step 1: the Debian 13 root, made with debootstrap, or reused when its stamp says it is complete.
+make_root() {
+  if [ -f "$STAMP" ]; then
+    return 0
+  fi
+  if ! command -v debootstrap >/dev/null; then
+    echo "memoplan: installing debootstrap on the host"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends debootstrap
+  fi
+  if [ -e "$ROOT" ]; then
+    # No stamp: an interrupted debootstrap; it cannot be resumed reliably, so it is redone.
+    check_nothing_mounted
+    echo "memoplan: $ROOT is incomplete (no stamp); removing it"
+    rm -rf --one-file-system "$ROOT"
+  fi
+  echo "memoplan: debootstrap $SUITE $ROOT $MIRROR"
+  mkdir -p "$(dirname "$ROOT")"
+  # minbase: apt and the essential packages; build-essential and the rest come in step 2.
+  debootstrap --variant=minbase "$SUITE" "$ROOT" "$MIRROR"
+  printf '%s %s %s\n' "$SUITE" "$MIRROR" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" > "$STAMP"
+}
+
+# The root's apt sources: trixie (main) on the mirror, and trixie-security when it answers. Written
+# only when they change, so that a second run does not touch apt.
+write_sources() {
+  local keyring=/usr/share/keyrings/debian-archive-keyring.gpg sources
+  sources="Types: deb
+URIs: $MIRROR
+Suites: $SUITE $SUITE-updates
+Components: main
+Signed-By: $keyring
+"
+  if curl -fsI --max-time 15 "$SECURITY/dists/$SUITE-security/Release" >/dev/null 2>&1 ||
+     wget -q --spider --timeout=15 "$SECURITY/dists/$SUITE-security/Release" >/dev/null 2>&1; then
+    sources+="
+Types: deb
+URIs: $SECURITY
+Suites: $SUITE-security
+Components: main
+Signed-By: $keyring
+"
+  else
+    echo "memoplan: $SECURITY does not answer; the root has no $SUITE-security source" >&2
+  fi
+  local file="$ROOT/etc/apt/sources.list.d/debian.sources"
+  if [ "$(cat "$file" 2>/dev/null)" != "${sources%$'\n'}" ] || [ -s "$ROOT/etc/apt/sources.list" ]; then
+    printf '%s' "$sources" > "$file"
+    # debootstrap's one-line list names the same archive; the deb822 file replaces it.
+    rm -f "$ROOT/etc/apt/sources.list"
+  fi
+}
+
+# Step 2: the build and test dependencies, installed in the root unless they all are already
+# (one dpkg-query, no apt: a second run takes seconds).
+install_packages() {
+  local installed missing unknown
+  # shellcheck disable=SC2016  # dpkg-query's format, not the shell's
+  installed="$(chroot "$ROOT" dpkg-query -W -f='${db:Status-Abbrev} ${binary:Package}\n' \
+               "${PACKAGES[@]}" 2>/dev/null | awk '$1 == "ii" { sub(/:.*/, "", $2); print $2 }' || true)"
+  mapfile -t missing < <(printf '%s\n' "${PACKAGES[@]}" | sort -u | comm -23 - <(sort -u <<<"$installed"))
+  if [ ${#missing[@]} -eq 0 ]; then
+    return 0
+  fi
+  mount_system
+  # No services start inside the root.
+  printf '#!/bin/sh\nexit 101\n' > "$ROOT/usr/sbin/policy-rc.d"
+  chmod 755 "$ROOT/usr/sbin/policy-rc.d"
+  in_root apt-get update -qq
+  # Every name must exist in trixie: a renamed package fails here, by name, not inside apt-get.
+  # (apt-cache policy prints nothing for an unknown name and "Candidate: (none)" for one that
+  # has no installable version.)
+  mapfile -t unknown < <(in_root apt-cache policy "${missing[@]}" |
+    awk '/^[^ ]/ { pkg = $1; sub(/:$/, "", pkg) } /^  Candidate: [^(]/ { print pkg }' |
+    sort -u | comm -13 - <(printf '%s\n' "${missing[@]}" | sort -u))
+  if [ ${#unknown[@]} -gt 0 ]; then
+    echo "memoplan: no such package in Debian 13 ($SUITE): ${unknown[*]}" >&2
+    exit 1
+  fi
+  echo "memoplan: installing in the Debian 13 root: ${missing[*]}"
+  in_root apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  in_root apt-get clean
+}
+
+# in_src CMD...: runs CMD in the root with this clone at /src, its working directory; the
+# environment is clean but for what the tests read (MEMOPLAN_*). Returns CMD's status.
+in_src() {
+  mount_system
+  mount_at /src --bind "$repo"
+  local status=0
+  chroot "$ROOT" /usr/bin/env -i HOME=/root TERM="${TERM:-dumb}" LANG=C.UTF-8 \
+    PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    MEMOPLAN_REQUIRE_PLANS="${MEMOPLAN_REQUIRE_PLANS:-}" \
+    /bin/sh -c 'cd /src && exec "$@"' sh "$@" || status=$?
+  return "$status"
+}
+
+require_root() {
+  if [ ! -f "$STAMP" ]; then
+    echo "memoplan: no Debian 13 root at $ROOT; run scripts/debian13.sh root first" >&2
+    exit 1
+  fi
+}
+
+cmd="${1:-}"
+[ $# -eq 0 ] || shift
+case "$cmd" in
+  root)
+    [ $# -eq 0 ] || usage
+    make_root
+    write_sources
+    install_packages
+    echo "memoplan: Debian 13 root ready: $ROOT"
+    ;;
+  build | test)
+    [ $# -eq 0 ] || usage
+    make_root
+    write_sources
+    install_packages
+    # Not exec: the trap unmounts once the command is done; its status is this script's.
+    status=0
+    # shellcheck disable=SC2016  # $(nproc) expands in the root
+    in_src sh -c 'cmake --preset debian13 >/dev/null && cmake --build --preset debian13 -j "$(nproc)"' ||
+      status=$?
+    if [ "$cmd" = test ] && [ "$status" -eq 0 ]; then
+      # As scripts/run_tests.sh: the shim's engine tests fail, rather than skip, where the engine
+      # cannot reserve its address space.
+      # shellcheck disable=SC2016
+      MEMOPLAN_REQUIRE_PLANS=1 in_src sh -c 'ctest --preset debian13 -j "$(nproc)"' || status=$?
+    fi
+    exit "$status"
+    ;;
+  shell)
+    [ "${1:-}" != "--" ] || shift
+    require_root
+    [ $# -gt 0 ] || set -- bash
+    status=0
+    in_src "$@" || status=$?
+    exit "$status"
+    ;;
+  *)
+    usage
+    ;;
+esac

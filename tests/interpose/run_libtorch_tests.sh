@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# LibTorch's own C++ test binaries (Debian's libtorch-test: /usr/lib/libtorch-test, about 100
+# gtest programs of c10, ATen, the dispatcher and the JIT) under the shim: each runs once as is and
+# once with LD_PRELOAD=SHIM and MEMOPLAN_CONF=mode:auto (the shim's default), and every binary that
+# passes as is must pass under the shim too. A binary that fails as is (one needs a GPU or a data
+# file) is listed and not held against the shim.
+#
+#   tests/interpose/run_libtorch_tests.sh SHIM [DIR] [--timeout SECONDS] [--jobs N]
+#
+# Prints one line per binary (as-is status, shim status, seconds each) and a summary; exits 1 when
+# a binary passes as is and fails under the shim, 77 (CTest's skip) when DIR has no test binaries.
+set -uo pipefail
+
+shim="${1:?usage: run_libtorch_tests.sh SHIM [DIR] [--timeout SECONDS] [--jobs N]}"
+shift
+dir=/usr/lib/libtorch-test
+if [ $# -gt 0 ] && [ "${1#--}" = "$1" ]; then
+  dir="$1"
+  shift
+fi
+timeout_s=300
+jobs=$(nproc)
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --timeout) timeout_s="$2"; shift 2 ;;
+    --jobs) jobs="$2"; shift 2 ;;
+    *) echo "unknown argument: $1" >&2; exit 2 ;;
+  esac
+done
+[ -f "$shim" ] || { echo "no shim at $shim" >&2; exit 2; }
+shim="$(cd "$(dirname "$shim")" && pwd)/$(basename "$shim")"
+
+mapfile -t binaries < <(find -L "$dir" -maxdepth 1 -type f -perm -u+x 2>/dev/null | sort)
+if [ ${#binaries[@]} -eq 0 ]; then
+  echo "no LibTorch test binaries in $dir (Debian package libtorch-test): skipped"
+  exit 77
+fi
+
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+
+# run_one BINARY: writes "name plain_status plain_ms shim_status shim_ms" to $work/NAME.result. Each
+# run in a scratch directory of its own (some tests write files) with OpenBLAS and OpenMP at one
+# thread each, so that the two runs of a binary see the same program.
+run_one() {
+  local binary="$1" name
+  name="$(basename "$binary")"
+  local scratch="$work/$name"
+  mkdir -p "$scratch/plain" "$scratch/shim"
+  local start end plain shimmed plain_ms shim_ms
+  start=$(date +%s%N)
+  (cd "$scratch/plain" && OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 \
+    timeout "$timeout_s" "$binary" >"$scratch/plain.log" 2>&1)
+  plain=$?
+  end=$(date +%s%N)
+  plain_ms=$(((end - start) / 1000000))
+  start=$(date +%s%N)
+  (cd "$scratch/shim" && OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 LD_PRELOAD="$shim" \
+    MEMOPLAN_CONF=mode:auto timeout "$timeout_s" "$binary" >"$scratch/shim.log" 2>&1)
+  shimmed=$?
+  end=$(date +%s%N)
+  shim_ms=$(((end - start) / 1000000))
+  echo "$name $plain $plain_ms $shimmed $shim_ms" >"$work/$name.result"
+}
+export -f run_one
+export work timeout_s shim
+
+printf '%s\n' "${binaries[@]}" | xargs -P "$jobs" -I{} bash -c 'run_one "$@"' _ {}
+
+both=0 broken=0 plain_failures=0
+printf '%-45s %8s %9s %8s %9s\n' binary as-is ms shim ms
+for binary in "${binaries[@]}"; do
+  name="$(basename "$binary")"
+  read -r _ plain plain_ms shimmed shim_ms <"$work/$name.result"
+  printf '%-45s %8s %9s %8s %9s\n' "$name" "$plain" "$plain_ms" "$shimmed" "$shim_ms"
+  if [ "$plain" -ne 0 ]; then
+    plain_failures=$((plain_failures + 1))
+  elif [ "$shimmed" -eq 0 ]; then
+    both=$((both + 1))
+  else
+    broken=$((broken + 1))
+    echo "  FAILS under the shim (passes as is); its last lines:"
+    tail -n 15 "$work/$name/shim.log" | sed 's/^/    /'
+  fi
+done
+echo "LibTorch test binaries in $dir: ${#binaries[@]}; pass as is and under the shim: $both;" \
+  "pass as is, fail under the shim: $broken; fail as is (not counted): $plain_failures"
+[ "$broken" -eq 0 ]
