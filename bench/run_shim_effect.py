@@ -38,8 +38,11 @@ from run_best_alloc import wait_for_load  # noqa: E402
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LIB = "/usr/lib/x86_64-linux-gnu"
 TORCH_PYTHON = "/usr/bin/python3"
+# mimalloc 2 on Debian 12, mimalloc 3 on Debian 13 (scripts/debian13.sh).
+MIMALLOC = next((f"{LIB}/{n}" for n in ("libmimalloc.so.2", "libmimalloc.so.3")
+                 if os.path.exists(f"{LIB}/{n}")), f"{LIB}/libmimalloc.so.2")
 ALLOCATORS = {"glibc": "", "jemalloc": f"{LIB}/libjemalloc.so.2",
-              "tcmalloc": f"{LIB}/libtcmalloc_minimal.so.4", "mimalloc": f"{LIB}/libmimalloc.so.2"}
+              "tcmalloc": f"{LIB}/libtcmalloc_minimal.so.4", "mimalloc": MIMALLOC}
 DEFAULTS = dict(models="resnet18,mobilenet_v2,efficientnet_b0,bert_encoder,gpt_decoder",
                 modes="eager,scripted", cells="1x1,2x1,1x2,1x1w", rounds=2, passes=100)
 
@@ -115,7 +118,9 @@ def run(args):
                             capture_output=True, text=True).stdout.strip()
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
                 if l.startswith("model name")), "?")
-    json.dump({"commit": commit, "cpu": cpu, "cores": os.cpu_count(),
+    torch_version = subprocess.run([TORCH_PYTHON, "-c", "import torch; print(torch.__version__)"],
+                                   capture_output=True, text=True).stdout.strip()
+    json.dump({"commit": commit, "cpu": cpu, "cores": os.cpu_count(), "torch": torch_version,
                "command": " ".join(sys.argv)},
               open(os.path.join(run_dir, "machine.json"), "w"), indent=1)
     configs = args.configs.split(",")
@@ -251,7 +256,9 @@ def report(run_dirs, doc=None, shim_config="shim"):
         machine = json.load(open(os.path.join(run_dir, "machine.json")))
         rounds = len({f.split("_", 1)[0] for f in os.listdir(raw) if f.endswith(".json")})
         runs.append(f"`{os.path.relpath(run_dir, ROOT)}` at commit {machine['commit']} "
-                    f"({machine['cpu']}, {machine['cores']} cores; {settings['models']}: "
+                    f"({machine['cpu']}, {machine['cores']} cores"
+                    f"{', PyTorch ' + machine['torch'] if machine.get('torch') else ''}; "
+                    f"{settings['models']}: "
                     f"{rounds} round{'s' if rounds > 1 else ''})")
     by_cell = {}
     for row in rows:

@@ -4,8 +4,10 @@ would run it, timed pass by pass.
 
     /usr/bin/python3 bench/shim_effect_workload.py MODEL MODE PASSES INTRA INFER OUT.json [--work]
 
-MODE: eager (the torch.nn module, built as bench/models/zoo_models.py builds it) or scripted (the
-zoo's TorchScript file, models/MODEL.pt, as made by bench/models/make_zoo.py). INTRA: intra-op
+MODE: eager (the torch.nn module, built as bench/models/zoo_models.py builds it), scripted (the
+zoo's TorchScript file, models/MODEL.pt, as made by bench/models/make_zoo.py) or compiled (PyTorch
+2.x: the eager module through torch.compile, Inductor's generated C++ on CPU; its first pass
+compiles). INTRA: intra-op
 threads (torch.set_num_threads). INFER: inference threads, each running PASSES passes of the
 same model. --work: between passes each thread does other work, as a server does: builds a
 request (a Python list of token ids and a JSON string of a few KiB whose length varies from
@@ -38,9 +40,11 @@ def rss_kib():
 
 def load(name, mode):
     torch.manual_seed(0)
-    if mode == "eager":
+    if mode in ("eager", "compiled"):
         from zoo_models import MODELS
         model, example = MODELS[name][0]()
+        if mode == "compiled":
+            model = torch.compile(model)
         return model, example
     manifest = json.load(open(os.path.join(ROOT, "models", "manifest.json")))
     entry = next(m for m in manifest["models"] if m["name"] == name)

@@ -16,7 +16,7 @@ enum class Mode {
 inline constexpr size_t kPathCapacity = 512;
 // Where the requests the shim does not plan go (fallback.h): kAuto is kNext when an allocator
 // other than glibc's is next in the chain (the user composed one), else mimalloc when
-// libmimalloc.so.2 (or .so.3) loads, else glibc.
+// libmimalloc.so.2 loads (not Debian 13's mimalloc 3: fallback.cc), else glibc.
 enum class FallbackKind { kAuto, kNext, kJemalloc, kMimalloc };
 
 struct Options {

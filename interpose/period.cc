@@ -52,8 +52,17 @@ PeriodResult find_period(const uint64_t* keys, const uint64_t* begins, const uin
   }
   if (best_period == 0 || best_run < 2 * best_period || best_run < query.min_run) return result;
 
-  // Live records at each position of the newest period, counting records of the last two periods.
+  // A period none of whose blocks has been freed two periods later is accumulation, not a pass: a
+  // program filling a table at start-up (LibTorch 2.6's operator registration makes hundreds of
+  // equal requests of 4 KiB or more, kept for good). Planned, its blocks would only collide with
+  // their own earlier copies, still alive. (Two periods: a pass's output may live until the next
+  // pass has made its own; the three periods are there, 3 * period <= n.)
   const uint64_t p = best_period, window = n - 2 * p;
+  bool freed = false;
+  for (uint64_t r = n - 3 * p; r < window && !freed; ++r) freed = ends[r] <= begins[n - 1];
+  if (!freed) return result;
+
+  // Live records at each position of the newest period, counting records of the last two periods.
   uint64_t* sorted_ends = scratch;
   for (uint64_t r = 0; r < 2 * p; ++r) sorted_ends[r] = ends[window + r];
   std::sort(sorted_ends, sorted_ends + 2 * p);

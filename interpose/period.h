@@ -20,12 +20,14 @@ struct PeriodResult {
 // inside a pass is periodic only within the pass; the pass period holds across passes), ties to the
 // shorter. It must cover two whole periods (three passes seen). The pass boundary is placed where
 // the fewest recorded blocks are alive (between passes, activations are dead), so few lifetimes
-// cross it. A nonzero `required_key` (re-detection: a request the previous plan did not know)
-// admits only periods whose newest period contains it and that are at least `min_period` long (a
-// plan of min_period - 1 allocations missed it). `min_run`: the periodic suffix must also be at
-// least this many allocations: a pass made of identical layers is periodic with the layer inside
-// one pass, and only a run longer than such a pass tells the pass from a program whose whole pass
-// is one layer (kMinPeriodicRun in the shim). `scratch` holds 2 * period values.
+// cross it. A period none of whose blocks is freed two periods later is not a pass (a table
+// filled at start-up: equal requests kept for good) and is not returned. A nonzero `required_key`
+// (re-detection: a request the previous plan did not know) admits only periods whose newest period
+// contains it and that are at least `min_period` long (a plan of min_period - 1 allocations missed
+// it). `min_run`: the periodic suffix must also be at least this many allocations: a pass made of
+// identical layers is periodic with the layer inside one pass, and only a run longer than such a
+// pass tells the pass from a program whose whole pass is one layer (kMinPeriodicRun in the shim).
+// `scratch` holds 2 * period values.
 struct PeriodQuery {
   uint64_t max_period = 1 << 16;
   uint64_t required_key = 0;

@@ -112,6 +112,31 @@ TEST(FindPeriod, PeriodOfOneKey) {
   EXPECT_EQ(r.period, 1u);
 }
 
+// LibTorch 2.6's start-up (operator registration) makes hundreds of equal requests of 4 KiB or
+// more on the main thread and keeps them all: periodic with period 1, but not a pass.
+TEST(FindPeriod, EqualRequestsKeptForGoodAreNotAPass) {
+  History kept;
+  for (uint64_t i = 0; i < 400; ++i) {
+    kept.keys.push_back(7);
+    kept.begins.push_back(i);
+    kept.ends.push_back(record::kLive);
+  }
+  EXPECT_FALSE(search(kept, kMaxPeriod, 0, 256).found);
+  // The same requests, each freed before the next: a pass of one allocation.
+  const History freed = repeat({{7, 0}}, 400);
+  const PeriodResult r = search(freed, kMaxPeriod, 0, 256);
+  ASSERT_TRUE(r.found);
+  EXPECT_EQ(r.period, 1u);
+  // Freed a pass later (an output held until the next pass replaces it): still a pass.
+  History held;
+  for (uint64_t i = 0; i < 400; ++i) {
+    held.keys.push_back(7);
+    held.begins.push_back(2 * i);
+    held.ends.push_back(i + 1 < 400 ? 2 * i + 3 : record::kLive);
+  }
+  EXPECT_TRUE(search(held, kMaxPeriod, 0, 256).found);
+}
+
 TEST(FindPeriod, RandomKeysHaveNoPeriod) {
   std::mt19937_64 random(42);
   History h;

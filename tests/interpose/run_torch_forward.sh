@@ -1,7 +1,7 @@
 #!/bin/sh
 # The shim under a real PyTorch workload: resnet18 forward passes in Debian's Python must give
-# bit-identical outputs with and without the shim, in every mode: auto (one plan, no steady-state
-# fallbacks), off, profile (writes the pass as a trace) and replay (a new process replays that
+# bit-identical outputs with and without the shim, in every mode: auto (one plan, at most two
+# steady-state fallbacks), off, profile (writes the pass as a trace) and replay (a new process replays that
 # trace from its first pass).
 #   run_torch_forward.sh SHIM_SO SCRIPT [MODEL [PASSES]]
 # Exits 77 (CTest's SKIP_RETURN_CODE) when /usr/bin/python3 cannot import torch and torchvision.
@@ -37,9 +37,11 @@ expect() {  # expect MODE REGEX WHAT
   grep -Eq "$2" "$work/$1.err" || { echo "FAIL: $1: $3"; failed=1; }
 }
 
+# Steady-state fallbacks: none on LibTorch 1.13; on 2.6 two requests of 4 KiB or more that no
+# pass repeats, made once whatever the number of passes (40 or 100: 2), go to the fallback.
 run auto mode:auto
 expect auto 'plans 1,' "expected exactly one plan"
-expect auto 'steady-state fallbacks 0$' "steady-state fallbacks"
+expect auto 'steady-state fallbacks [0-2]$' "steady-state fallbacks"
 expect auto 'steady-state hits [1-9]' "no steady-state hits"
 expect auto 'peak live slab bytes [1-9]' "no peak live slab bytes"
 
@@ -53,8 +55,8 @@ expect profile ' plans 0,' "mode:profile planned"
 run replay "mode:replay,trace:$work/pass-0.json.gz"
 expect replay '^memoplan: replaying ' "the trace was not loaded"
 expect replay 'plans 1,' "expected exactly one plan"
-expect replay 'steady-state fallbacks 0$' "steady-state fallbacks"
+expect replay 'steady-state fallbacks [0-2]$' "steady-state fallbacks"
 expect replay 'steady-state hits [1-9]' "no steady-state hits"
 
-[ $failed -eq 0 ] && echo "PASS: $passes identical digests in modes auto, off, profile and replay; one plan, no steady-state fallbacks"
+[ $failed -eq 0 ] && echo "PASS: $passes identical digests in modes auto, off, profile and replay; one plan, at most two steady-state fallbacks"
 exit $failed
