@@ -160,8 +160,12 @@ def run(args):
 
 
 def shim_stats(text):
-    """The numbers of the shim's exit statistics (empty when it printed none)."""
+    """The numbers of the shim's exit statistics (empty when it printed none). Only the last
+    process's: torch.compile's compile workers are processes of their own and print theirs first."""
     stats = {}
+    starts = [m.start() for m in re.finditer(r"^memoplan: options ", text, re.M)]
+    if len(starts) > 1:
+        text = text[starts[-1]:]
     m = re.search(r"requests of min_size or more (\d+): in steady state (\d+) \(escaping (\d+)\), "
                   r"before it \(profiling, warm-up\) (\d+)(?: \(of them under plans later "
                   r"re-detected (\d+)\))?, outside marked passes (\d+), on threads that plan "
@@ -250,8 +254,14 @@ def report(run_dirs, doc=None, shim_config="shim"):
     rows, runs = [], []
     for run_dir in run_dirs:
         raw = os.path.join(run_dir, "raw")
-        rows += [json.load(open(os.path.join(raw, f)))
-                 for f in sorted(os.listdir(raw)) if f.endswith(".json")]
+        for f in sorted(os.listdir(raw)):
+            if not f.endswith(".json"):
+                continue
+            row = json.load(open(os.path.join(raw, f)))
+            err = os.path.join(raw, f[:-len(".json")] + ".err")
+            if os.path.exists(err):  # the statistics as the shim printed them, parsed anew
+                row.update(shim_stats(open(err).read()))
+            rows.append(row)
         settings = json.load(open(os.path.join(run_dir, "settings.json")))
         machine = json.load(open(os.path.join(run_dir, "machine.json")))
         rounds = len({f.split("_", 1)[0] for f in os.listdir(raw) if f.endswith(".json")})

@@ -8,6 +8,8 @@
 #   scripts/debian13.sh build             root, then builds this clone in it (CMake preset
 #                                         debian13: build-debian13/, ccache kept in the root)
 #   scripts/debian13.sh test              build, then runs every test with CTest in the root
+#   scripts/debian13.sh main              root, then the README's main job (scripts/run_main.sh) in
+#                                         it: build, plan resnet18, run it under the shim, memoplan run
 #   scripts/debian13.sh shell [-- CMD...] runs CMD (default: bash) in the root, this clone
 #                                         bind-mounted at /src and the working directory;
 #                                         e.g. scripts/debian13.sh shell -- g++ --version
@@ -33,10 +35,10 @@ esac
 STAMP="$ROOT/.memoplan-debootstrap-complete"
 
 # The packages of scripts/install_deps.sh under their Debian 13 names (checked with apt-cache
-# policy in the root), plus libtorch-test (LibTorch's own test binaries). Debian 12 -> Debian 13:
+# policy in the root). Debian 12 -> Debian 13:
 #   libclang-rt-14-dev -> libclang-rt-dev   (LLVM 14 is gone; libclang-rt-dev follows the default
 #                                            clang, 19 in trixie, as the clang package does)
-#   (new)              -> libtorch-test
+#   (new)              -> python3-setuptools python3-dev (torch.compile, PyTorch 2.x only)
 # Every other name is the same in both. install_deps.sh has no gRPC or protobuf.
 PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config git
@@ -47,15 +49,16 @@ PACKAGES=(
   libtorch-dev libtorch-test python3-torch python3-torchvision libopenblas0-pthread
   libcpp-httplib-dev libsimdjson-dev gnuplot-nox wrk curl
   clang libclang-rt-dev  # the fuzz targets: libFuzzer (scripts/run_fuzz.sh)
+  python3-setuptools python3-dev  # torch.compile (Inductor) builds C++ at run time with them
 )
 
 usage() {
   echo "usage:" >&2
-  sed -n '5,13p' "$0" | sed 's/^#//' >&2
+  sed -n '5,15p' "$0" | sed 's/^#//' >&2
   exit 2
 }
 case "${1:-}" in
-  root | build | test | shell) ;;
+  root | build | test | main | shell) ;;
   *) usage ;;
 esac
 
@@ -149,6 +152,13 @@ make_root() {
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends debootstrap
   fi
+  # No root yet and no mirror to make it from: exit 77, which scripts/run_tests.sh reports as a
+  # skipped stage rather than a failure.
+  if ! curl -fsI --max-time 30 "$MIRROR/dists/$SUITE/Release" >/dev/null 2>&1 &&
+     ! wget -q --spider --timeout=30 "$MIRROR/dists/$SUITE/Release" >/dev/null 2>&1; then
+    echo "memoplan: cannot reach $MIRROR to make the Debian 13 root: skipped" >&2
+    exit 77
+  fi
   if [ -e "$ROOT" ]; then
     # No stamp: an interrupted debootstrap; it cannot be resumed reliably, so it is redone.
     check_nothing_mounted
@@ -231,7 +241,8 @@ in_src() {
   local status=0
   chroot "$ROOT" /usr/bin/env -i HOME=/root TERM="${TERM:-dumb}" LANG=C.UTF-8 \
     PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-    MEMOPLAN_REQUIRE_PLANS="${MEMOPLAN_REQUIRE_PLANS:-}" \
+    MEMOPLAN_REQUIRE_PLANS="${MEMOPLAN_REQUIRE_PLANS:-}" MEMOPLAN_PRESET="${MEMOPLAN_PRESET:-}" \
+    MEMOPLAN_NO_INSTALL="${MEMOPLAN_NO_INSTALL:-}" MEMOPLAN_MODELS="${MEMOPLAN_MODELS:-}" \
     /bin/sh -c 'cd /src && exec "$@"' sh "$@" || status=$?
   return "$status"
 }
@@ -269,6 +280,16 @@ case "$cmd" in
       # shellcheck disable=SC2016
       MEMOPLAN_REQUIRE_PLANS=1 in_src sh -c 'ctest --preset debian13 -j "$(nproc)"' || status=$?
     fi
+    exit "$status"
+    ;;
+  main)
+    [ $# -eq 0 ] || usage
+    make_root
+    write_sources
+    install_packages
+    status=0
+    MEMOPLAN_PRESET=debian13 MEMOPLAN_NO_INSTALL=1 MEMOPLAN_MODELS=models-debian13 \
+      in_src scripts/run_main.sh || status=$?
     exit "$status"
     ;;
   shell)
