@@ -7,7 +7,9 @@ would run it, timed pass by pass.
 MODE: eager (the torch.nn module, built as bench/models/zoo_models.py builds it), scripted (the
 zoo's TorchScript file, models/MODEL.pt, as made by bench/models/make_zoo.py) or compiled (PyTorch
 2.x: the eager module through torch.compile, Inductor's generated C++ on CPU; its first pass
-compiles). INTRA: intra-op
+compiles) or aoti (PyTorch 2.x: AOTInductor, the module exported and compiled ahead of time into a
+package, /tmp/memoplan_aoti_MODEL.pt2, made by the first run that lacks it: make it before timed
+runs, e.g. with PASSES 1, so that no timed process compiles). INTRA: intra-op
 threads (torch.set_num_threads). INFER: inference threads, each running PASSES passes of the
 same model. --work: between passes each thread does other work, as a server does: builds a
 request (a Python list of token ids and a JSON string of a few KiB whose length varies from
@@ -40,11 +42,19 @@ def rss_kib():
 
 def load(name, mode):
     torch.manual_seed(0)
-    if mode in ("eager", "compiled"):
+    if mode in ("eager", "compiled", "aoti"):
         from zoo_models import MODELS
         model, example = MODELS[name][0]()
         if mode == "compiled":
             model = torch.compile(model)
+        if mode == "aoti":
+            package = os.path.join("/tmp", f"memoplan_aoti_{name}.pt2")
+            if not os.path.exists(package):
+                exported = torch.export.export(model.eval(), (example,))
+                partial = package[:-len(".pt2")] + ".part.pt2"  # the name must end in .pt2
+                torch._inductor.aoti_compile_and_package(exported, package_path=partial)
+                os.rename(partial, package)
+            model = torch._inductor.aoti_load_package(package)
         return model, example
     manifest = json.load(open(os.path.join(ROOT, "models", "manifest.json")))
     entry = next(m for m in manifest["models"] if m["name"] == name)

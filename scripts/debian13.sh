@@ -39,18 +39,9 @@ STAMP="$ROOT/.memoplan-debootstrap-complete"
 #   libclang-rt-14-dev -> libclang-rt-dev   (LLVM 14 is gone; libclang-rt-dev follows the default
 #                                            clang, 19 in trixie, as the clang package does)
 #   (new)              -> python3-setuptools python3-dev (torch.compile, PyTorch 2.x only)
-# Every other name is the same in both. install_deps.sh has no gRPC or protobuf.
-PACKAGES=(
-  build-essential cmake ninja-build ccache pkg-config git
-  libgtest-dev libgmock-dev libbenchmark-dev
-  nlohmann-json3-dev libcli11-dev libfmt-dev zlib1g-dev
-  coinor-libcbc-dev
-  libunwind-dev libjemalloc-dev libgoogle-perftools-dev libmimalloc-dev
-  libtorch-dev libtorch-test python3-torch python3-torchvision libopenblas0-pthread
-  libcpp-httplib-dev libsimdjson-dev gnuplot-nox wrk curl
-  clang libclang-rt-dev  # the fuzz targets: libFuzzer (scripts/run_fuzz.sh)
-  python3-setuptools python3-dev  # torch.compile (Inductor) builds C++ at run time with them
-)
+# Every other name is the same in both.
+mapfile -t PACKAGES < <("$repo/scripts/install_deps.sh" --list | sed 's/^libclang-rt-14-dev$/libclang-rt-dev/')
+PACKAGES+=(python3-setuptools python3-dev)
 
 usage() {
   echo "usage:" >&2

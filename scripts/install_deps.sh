@@ -13,6 +13,11 @@ PACKAGES=(
   libcpp-httplib-dev libsimdjson-dev gnuplot-nox wrk curl
   clang libclang-rt-14-dev  # the fuzz targets: libFuzzer (scripts/run_fuzz.sh)
 )
+# --list: the names only (scripts/debian13.sh maps them to Debian 13's).
+if [ "${1:-}" = --list ]; then
+  printf '%s\n' "${PACKAGES[@]}"
+  exit 0
+fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do
