@@ -5,7 +5,7 @@ would run it, timed pass by pass.
     /usr/bin/python3 bench/shim_effect_workload.py MODEL MODE PASSES INTRA INFER OUT.json [--work]
 
 MODE: eager (the torch.nn module, built as bench/models/zoo_models.py builds it), scripted (the
-zoo's TorchScript file, models/MODEL.pt, as made by bench/models/make_zoo.py) or compiled (PyTorch
+zoo's TorchScript file, models/MODEL.pt, as made by bench/models/make_zoo.py), compiled (PyTorch
 2.x: the eager module through torch.compile, Inductor's generated C++ on CPU; its first pass
 compiles) or aoti (PyTorch 2.x: AOTInductor, the module exported and compiled ahead of time into a
 package, /tmp/memoplan_aoti_MODEL.pt2, made by the first run that lacks it: make it before timed

@@ -238,6 +238,13 @@ in_src() {
   return "$status"
 }
 
+# Steps 1 and 2: the root, its apt sources and its packages, each skipped when already done.
+prepare_root() {
+  make_root
+  write_sources
+  install_packages
+}
+
 require_root() {
   if [ ! -f "$STAMP" ]; then
     echo "memoplan: no Debian 13 root at $ROOT; run scripts/debian13.sh root first" >&2
@@ -250,16 +257,12 @@ cmd="${1:-}"
 case "$cmd" in
   root)
     [ $# -eq 0 ] || usage
-    make_root
-    write_sources
-    install_packages
+    prepare_root
     echo "memoplan: Debian 13 root ready: $ROOT"
     ;;
   build | test)
     [ $# -eq 0 ] || usage
-    make_root
-    write_sources
-    install_packages
+    prepare_root
     # Not exec: the trap unmounts once the command is done; its status is this script's.
     status=0
     # shellcheck disable=SC2016  # $(nproc) expands in the root
@@ -275,9 +278,7 @@ case "$cmd" in
     ;;
   main)
     [ $# -eq 0 ] || usage
-    make_root
-    write_sources
-    install_packages
+    prepare_root
     status=0
     MEMOPLAN_PRESET=debian13 MEMOPLAN_NO_INSTALL=1 MEMOPLAN_MODELS=models-debian13 \
       in_src scripts/run_main.sh || status=$?

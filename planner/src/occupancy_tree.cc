@@ -51,9 +51,9 @@ OccupancyTree::OccupancyTree(const Problem& problem, const std::vector<size_t>& 
     const size_t lo = leaf_range_[order[position]].first, hi = leaf_range_[order[position]].second;
     for_each_canonical(lo, hi, [&](size_t node, size_t) { nodes_[node].last_below = reader; });
     for_each_straddling(lo, hi, [&](size_t node, size_t level) {
-      if (level < above_level_ || above_level_ == 0) nodes_[node].last_covered = reader;
+      if (level < above_level_) nodes_[node].last_covered = reader;
     });
-    if (above_level_ != 0) {
+    if (keeps_above()) {
       nodes_[(lo + first_leaf_) >> above_level_].last_above = reader;
       nodes_[(hi - 1 + first_leaf_) >> above_level_].last_above = reader;
     }
@@ -115,10 +115,10 @@ uint64_t OccupancyTree::place_next(Fit fit) {
     if (nodes_[node].below) query_.push_back(&sets_[nodes_[node].below]);
   });
   for_each_straddling(lo, hi, [&](size_t node, size_t level) {
-    if ((level < above_level_ || above_level_ == 0) && nodes_[node].covered)
+    if (level < above_level_ && nodes_[node].covered)
       query_.push_back(&sets_[nodes_[node].covered]);
   });
-  if (above_level_ != 0) {
+  if (keeps_above()) {
     // The `covered` sets of the straddling nodes from above_level_ up, as two `above` sets (with
     // the blocks covering the path nodes inside the lifetime: they overlap it too).
     const size_t left = (lo + first_leaf_) >> above_level_;
@@ -186,7 +186,7 @@ uint64_t OccupancyTree::place_next(Fit fit) {
   offsets_[index] = chosen;
   const uint64_t end = chosen + block.size;
   for_each_canonical(lo, hi, [&](size_t node, size_t level) {
-    if (above_level_ != 0 && level >= above_level_) {
+    if (level >= above_level_) {
       // Into `above` of the node's descendants at above_level_ that some query reads.
       const size_t shift = level - above_level_;
       for (size_t v = node << shift, last = (node + 1) << shift; v < last; ++v) {

@@ -125,8 +125,11 @@ class OccupancyTree {
   size_t first_leaf_ = 1;  // the leaves (tick intervals), rounded up to a power of two
   // Nodes at this level (leaves 0) keep `above`, the union of the `covered` sets of their
   // ancestors at this level or higher; a query reads the `above` set of the two nodes at this level
-  // on its leaf paths instead of the many `covered` sets up there. 0: none kept (a small tree).
-  size_t above_level_ = 0;
+  // on its leaf paths instead of the many `covered` sets up there. kNoAbove: none kept (a small
+  // tree), so every level reads `covered`.
+  static constexpr size_t kNoAbove = SIZE_MAX;
+  size_t above_level_ = kNoAbove;
+  bool keeps_above() const { return above_level_ != kNoAbove; }
   std::vector<std::pair<uint32_t, uint32_t>> leaf_range_;  // per block: its leaves [first, second)
   std::vector<Node> nodes_;                                // nodes_[0] is the root
   // Every set's ranges come from one arena, freed at once with the tree: tens of thousands of
