@@ -110,4 +110,87 @@ uint64_t keep_recurring(uint64_t* keys, uint64_t* begins, uint64_t* ends, uint64
   return m;
 }
 
+uint64_t keep_regular(uint64_t* keys, uint64_t* begins, uint64_t* ends, uint64_t* kept, uint64_t n,
+                      uint64_t anchor, uint64_t intervals, uint64_t* table, uint64_t table_slots,
+                      uint64_t* dropped, int max_dropped, int* dropped_count) {
+  *dropped_count = 0;
+  if (intervals == 0) return 0;
+  // The anchor's last intervals + 1 occurrences: stretches [start, ...) up to the newest one.
+  uint64_t seen = 0, start = n;
+  for (uint64_t i = n; i-- > 0;) {
+    if (keys[i] != anchor) continue;
+    start = i;
+    if (++seen == intervals + 1) break;
+  }
+  if (seen < intervals + 1) return 0;
+  // (key, count in the first stretch, count in the current one, irregular) per slot.
+  for (uint64_t i = 0; i < 4 * table_slots; ++i) table[i] = 0;
+  const uint64_t mask = table_slots - 1;
+  auto find = [&](uint64_t key) -> uint64_t* {
+    uint64_t slot = (key * 0x9e3779b97f4a7c15ull) >> 20 & mask;
+    while ((table[4 * slot + 1] | table[4 * slot + 2] | table[4 * slot + 3]) != 0 &&
+           table[4 * slot] != key) {
+      slot = (slot + 1) & mask;
+    }
+    return table + 4 * slot;
+  };
+  // Stretch by stretch: a key counted differently from the first stretch is irregular.
+  uint64_t stretch = 0, last_anchor = n;  // the newest anchor ends the last stretch
+  for (uint64_t i = n; i-- > start;) {
+    if (keys[i] == anchor) {
+      last_anchor = i;
+      break;
+    }
+  }
+  auto close_stretch = [&] {
+    for (uint64_t s = 0; s < table_slots; ++s) {
+      uint64_t* e = table + 4 * s;
+      if ((e[1] | e[2] | e[3]) == 0) continue;
+      if (stretch == 0) {
+        e[1] = e[2];
+      } else if (e[2] != e[1]) {
+        e[3] = 1;
+      }
+      e[2] = 0;
+      if (e[1] == 0 && e[3] == 0) e[3] = 1;  // absent from the first stretch: irregular
+    }
+    ++stretch;
+  };
+  for (uint64_t i = start; i < last_anchor; ++i) {
+    if (keys[i] == anchor && i != start) close_stretch();
+    uint64_t* e = find(keys[i]);
+    e[0] = keys[i];
+    ++e[2];
+  }
+  close_stretch();
+  uint64_t m = 0;
+  for (uint64_t i = start; i < n; ++i) {
+    const uint64_t* e = find(keys[i]);
+    const bool regular = e[0] == keys[i] && (e[1] | e[3]) != 0 && e[3] == 0;
+    if (!regular) {
+      bool known = false;
+      for (int d = 0; d < *dropped_count && !known; ++d) known = dropped[d] == keys[i];
+      if (!known && *dropped_count < max_dropped) dropped[(*dropped_count)++] = keys[i];
+      continue;
+    }
+    keys[m] = keys[i];
+    begins[m] = begins[i];
+    ends[m] = ends[i];
+    kept[m++] = kept[i];
+  }
+  return m;
+}
+
+bool counts_repeat(const uint8_t* counts, uint32_t n) {
+  bool any = false;
+  for (uint32_t j = 0; j < n && !any; ++j) any = counts[j] != 0;
+  if (!any) return false;
+  for (uint32_t q = 1; q <= n / 2; ++q) {
+    bool periodic = true;
+    for (uint32_t j = q; j < n && periodic; ++j) periodic = counts[j] == counts[j - q];
+    if (periodic) return true;
+  }
+  return false;
+}
+
 }  // namespace memoplan::shim

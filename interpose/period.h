@@ -45,4 +45,25 @@ PeriodResult find_period(const uint64_t* keys, const uint64_t* begins, const uin
 uint64_t keep_recurring(uint64_t* keys, uint64_t* begins, uint64_t* ends, uint64_t n,
                         uint64_t* kept, uint64_t* table, uint64_t table_slots);
 
+// The search again when work between passes repeats irregularly: requests of a few recurring
+// sizes made a varying number of times between passes (a response string grown by doubling) are
+// not made once, yet break the period of every pass around them. Takes the last `intervals`
+// stretches between consecutive occurrences of `anchor` (a key the pass makes once) and keeps,
+// in [first occurrence, n), the records whose key occurs the same nonzero number of times in
+// every stretch: the pass's requests; the irregular ones are dropped. Compacts keys, begins,
+// ends and kept (original indices) in place and returns how many were kept (0 when the anchor
+// has fewer than intervals + 1 occurrences). Up to `max_dropped` of the dropped keys that
+// occurred in the stretches go to `dropped` (*dropped_count of them). `table` holds 4 *
+// table_slots values; table_slots is a power of two of at least 2 * n.
+uint64_t keep_regular(uint64_t* keys, uint64_t* begins, uint64_t* ends, uint64_t* kept, uint64_t n,
+                      uint64_t anchor, uint64_t intervals, uint64_t* table, uint64_t table_slots,
+                      uint64_t* dropped, int max_dropped, int* dropped_count);
+
+// Whether counts[0, n) (a key's misses in each of n consecutive replayed passes) is not all zero
+// and repeats with some period q of at most n / 2 passes: counts[j] == counts[j - q] for every j
+// >= q. A key missed once never repeats (q <= n / 2 compares it with a zero); a pass's head under
+// a plan of one of its L layers repeats with q = L; a response's sizes drawn from request to
+// request do not repeat.
+bool counts_repeat(const uint8_t* counts, uint32_t n);
+
 }  // namespace memoplan::shim

@@ -185,6 +185,149 @@ uint64_t* search_size_free(ThreadState& t, uint64_t first, uint64_t n, uint64_t*
   return sizes;
 }
 
+// Whether any of the dropped keys' counts per stretch between the anchor's last intervals + 1
+// occurrences (in keys[0, n)) repeat with a period of 2 to intervals / 2 stretches.
+bool dropped_keys_repeat(const uint64_t* keys, uint64_t n, uint64_t anchor, uint64_t intervals,
+                         const uint64_t* dropped, int dropped_count) {
+  constexpr uint64_t kMaxStretches = 32;
+  uint64_t start = n, seen = 0;
+  for (uint64_t i = n; i-- > 0 && seen < intervals + 1;) {
+    if (keys[i] == anchor) {
+      start = i;
+      ++seen;
+    }
+  }
+  const uint64_t stretches = intervals < kMaxStretches ? intervals : kMaxStretches;
+  for (int d = 0; d < dropped_count; ++d) {
+    uint64_t counts[kMaxStretches] = {};
+    uint64_t stretch = 0;
+    for (uint64_t i = start; i < n && stretch < stretches; ++i) {
+      if (keys[i] == anchor && i != start) ++stretch;
+      if (stretch < stretches) counts[stretch] += keys[i] == dropped[d];
+    }
+    for (uint64_t q = 2; q <= stretches / 2; ++q) {
+      bool periodic = true;
+      for (uint64_t j = q; j < stretches && periodic; ++j) periodic = counts[j] == counts[j - q];
+      if (periodic) return true;
+    }
+  }
+  return false;
+}
+
+// When the exact search fails: the same records without the requests that recur irregularly
+// between passes (keep_regular), anchored in turn on the distinct keys among the newest records
+// (the pass makes some of them once). Of the anchors under which a pass is found, the longest pass
+// wins: an anchor a layer makes cuts the pass into layers (the head and tail then look irregular),
+// and where the whole pass is found too, it is longer. The columns' first 6n values are the exact
+// search's (keys, begins, ends, scratch, kept); the recurring records are copied to the four
+// columns after them and restored before each try. On success the compacted columns hold the
+// search's records, *searched of them, and the dropped keys go to t.irregular.
+PeriodResult search_through_irregular_work(ThreadState& t, uint64_t* columns, uint64_t n,
+                                           uint64_t recurring, const PeriodQuery& query,
+                                           uint64_t* searched) {
+  uint64_t *keys = columns, *begins = columns + n, *ends = columns + 2 * n;
+  uint64_t *scratch = columns + 3 * n, *kept = columns + 5 * n, *table = columns + 10 * n;
+  uint64_t* saved = columns + 6 * n;  // keys, begins, ends, kept
+  uint64_t table_slots = 16;
+  while (table_slots < 2 * n) table_slots *= 2;
+  for (uint64_t i = 0; i < recurring; ++i) {
+    saved[i] = keys[i];
+    saved[n + i] = begins[i];
+    saved[2 * n + i] = ends[i];
+    saved[3 * n + i] = kept[i];
+  }
+  // Anchors: of the distinct keys among the newest records, the rarest ones that occur 17 times
+  // or more (a key the pass makes once is as rare as a pass; a layer's keys recur with every layer,
+  // and a layer may have more distinct keys than there are anchors). The counts are
+  // keep_recurring's, still in `table` (two values a slot), read before keep_regular reuses it.
+  constexpr int kAnchors = 8;
+  constexpr uint64_t kMinOccurrences = 17, kAnchorScan = 8192;
+  uint64_t anchors[kAnchors], anchor_counts[kAnchors];
+  int anchor_count = 0;
+  const uint64_t mask = table_slots - 1;
+  auto count_of = [&](uint64_t key) {
+    uint64_t slot = (key * 0x9e3779b97f4a7c15ull) >> 20 & mask;
+    while (table[2 * slot + 1] != 0 && table[2 * slot] != key) slot = (slot + 1) & mask;
+    return table[2 * slot + 1];
+  };
+  for (uint64_t i = recurring; i-- > 0 && recurring - i <= kAnchorScan;) {
+    const uint64_t key = saved[i];
+    bool seen = false;
+    for (int a = 0; a < anchor_count && !seen; ++a) seen = anchors[a] == key;
+    if (seen) continue;
+    const uint64_t count = count_of(key);
+    if (count < kMinOccurrences) continue;
+    if (anchor_count == kAnchors && count >= anchor_counts[kAnchors - 1]) continue;
+    int at = anchor_count < kAnchors ? anchor_count++ : kAnchors - 1;  // drop the most frequent
+    for (; at > 0 && anchor_counts[at - 1] > count; --at) {
+      anchors[at] = anchors[at - 1];
+      anchor_counts[at] = anchor_counts[at - 1];
+    }
+    anchors[at] = key;
+    anchor_counts[at] = count;
+  }
+  // Compacts the columns to the records regular under anchor a and searches them.
+  auto try_anchor = [&](int a, uint64_t* m, int* dropped) -> PeriodResult {
+    for (uint64_t i = 0; i < recurring; ++i) {
+      keys[i] = saved[i];
+      begins[i] = saved[n + i];
+      ends[i] = saved[2 * n + i];
+      kept[i] = i;  // positions in saved, for the check
+    }
+    uint64_t occurrences = 0;
+    for (uint64_t i = 0; i < recurring; ++i) occurrences += keys[i] == anchors[a];
+    if (occurrences < kMinOccurrences) return {};
+    const uint64_t intervals = occurrences - 1 < 32 ? occurrences - 1 : 32;
+    *m = keep_regular(keys, begins, ends, kept, recurring, anchors[a], intervals, table,
+                      table_slots, t.irregular, ThreadState::kIrregularKeys, dropped);
+    if (*m == 0 || *dropped == 0 || *dropped >= ThreadState::kIrregularKeys) return {};
+    // The keys a pass makes once (its head and tail) look irregular under a layer's anchor, and
+    // their counts per stretch repeat with the number of layers; a truly irregular key's do not
+    // repeat at any scale. (The JIT's first passes can hide that repetition: the replay checks it
+    // again on the plan's passes, note_irregular_pass.)
+    if (dropped_keys_repeat(saved, recurring, anchors[a], intervals, t.irregular, *dropped)) {
+      return {};
+    }
+    PeriodResult result = find_period(keys, begins, ends, *m, query, scratch);
+    bool required_dropped = false;
+    for (int d = 0; d < *dropped && query.required_key; ++d) {
+      required_dropped |= t.irregular[d] == query.required_key;
+    }
+    if (!result.found && required_dropped) {
+      // The request the old plan missed is itself irregular work: any pass longer than the old
+      // plan will do.
+      PeriodQuery longer = query;
+      longer.required_key = 0;
+      result = find_period(keys, begins, ends, *m, longer, scratch);
+    }
+    return result;
+  };
+  int best = -1;
+  uint64_t best_period = 0;
+  for (int a = 0; a < anchor_count; ++a) {
+    uint64_t m = 0;
+    int dropped = 0;
+    const PeriodResult candidate = try_anchor(a, &m, &dropped);
+    if (candidate.found && candidate.period > best_period) {
+      best = a;
+      best_period = candidate.period;
+    }
+  }
+  if (best < 0) return {};
+  uint64_t m = 0;
+  int dropped = 0;
+  const PeriodResult found = try_anchor(best, &m, &dropped);
+  for (uint64_t i = 0; i < m; ++i) kept[i] = saved[3 * n + kept[i]];
+  *searched = m;
+  t.irregular_plan = true;
+  t.irregular_count = dropped;
+  t.irregular_passes = 0;
+  for (auto& history : t.irregular_history) {
+    for (uint8_t& count : history) count = 0;
+  }
+  return found;
+}
+
 }  // namespace
 
 void profile_maybe_detect(ThreadState& t) {
@@ -226,14 +369,16 @@ void profile_maybe_detect(ThreadState& t) {
   const uint64_t first = t.profile->log.count() - n;
   uint64_t table_slots = 16;
   while (table_slots < 2 * n) table_slots *= 2;
+  // Four more columns keep the recurring records for the search through irregular work, whose
+  // table takes four values a slot.
   uint64_t* columns =
-      static_cast<uint64_t*>(fallback::malloc((6 * n + 2 * table_slots) * sizeof(uint64_t)));
+      static_cast<uint64_t*>(fallback::malloc((10 * n + 4 * table_slots) * sizeof(uint64_t)));
   if (!columns) {  // searched again at the next interval
     stats().bookkeeping_failures.fetch_add(1, std::memory_order_relaxed);
     return;
   }
   uint64_t *keys = columns, *begins = columns + n, *ends = columns + 2 * n;
-  uint64_t *scratch = columns + 3 * n, *kept = columns + 5 * n, *table = columns + 6 * n;
+  uint64_t *scratch = columns + 3 * n, *kept = columns + 5 * n, *table = columns + 10 * n;
   for (uint64_t i = 0; i < n; ++i) {
     const record::Record& r = t.profile->log.at(first + i);
     keys[i] = r.key;
@@ -248,9 +393,16 @@ void profile_maybe_detect(ThreadState& t) {
   query.min_period = t.required_key ? t.redetect_min_period : 1;
   query.min_run = kMinPeriodicRun;
   PeriodResult found = find_period(keys, begins, ends, recurring, query, scratch);
+  uint64_t searched = recurring;
+  t.irregular_plan = false;
+  t.irregular_count = 0;
+  if (!found.found) {
+    found = search_through_irregular_work(t, columns, n, recurring, query, &searched);
+  }
   uint64_t* sizes = nullptr;  // a pass whose sizes vary: each slot's largest
   if (!found.found && !t.required_key) {
     sizes = search_size_free(t, first, n, columns, table, table_slots, query, &recurring, &found);
+    searched = recurring;
   }
   // Re-detection: the old slab goes once its last block is freed; until then, keep profiling.
   if (!found.found || !retire_replay(t)) {
@@ -264,7 +416,7 @@ void profile_maybe_detect(ThreadState& t) {
   uint64_t* pass = kept + found.start;
   for (uint64_t i = 0; i <= found.period; ++i) pass[i] += first;
   const uint64_t cut_tick = t.profile->log.at(pass[found.period]).begin;
-  const uint32_t cursor = static_cast<uint32_t>((recurring - found.start) % found.period);
+  const uint32_t cursor = static_cast<uint32_t>((searched - found.start) % found.period);
   if (g.options.verbose) {
     log_line(
         "memoplan: thread %u: detected a pass of %llu allocations (records %llu-%llu of %llu, "

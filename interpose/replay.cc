@@ -8,6 +8,7 @@
 #include "fallback.h"
 #include "fault_injection.h"
 #include "memoplan/replay/serve.h"
+#include "period.h"
 #include "stats.h"
 
 namespace memoplan::shim {
@@ -30,6 +31,37 @@ constexpr uint32_t kMissingWindows = 3;
 constexpr uint32_t kMaxRedetections = 8;
 constexpr uint32_t kCleanWindows = 4;  // windows without a miss that end a series of missing ones
 
+// The plan does not describe the pass: profile afresh, requiring a period that contains `key`
+// and is longer than the plan. The old arena stays until its last block is freed (retire_replay).
+__attribute__((noinline)) void start_redetection(ThreadState& t, uint64_t key) {
+  ReplayRecheck& r = t.recheck;
+  if (r.redetections >= kMaxRedetections || !global().options.detect) return;
+  ++r.redetections;
+  stats().redetections.fetch_add(1, std::memory_order_relaxed);
+  // This plan's "steady state" was not the program's: its requests count as before steady state.
+  stats().retracted_steady_hits.fetch_add(r.plan_steady_hits, std::memory_order_relaxed);
+  stats().retracted_steady.fetch_add(r.plan_steady_hits + r.plan_steady_misses,
+                                     std::memory_order_relaxed);
+  stats().retracted_between.fetch_add(r.plan_steady_between, std::memory_order_relaxed);
+  stats().steady_passes.fetch_sub(r.plan_steady_passes, std::memory_order_relaxed);
+  stats().full_passes.fetch_sub(r.plan_full_passes, std::memory_order_relaxed);
+  if (global().options.verbose) {
+    log_line(
+        "memoplan: thread %u: its plan of %u allocations does not describe the pass (a "
+        "request it does not know recurs): detecting again",
+        t.index, t.slot_count);
+  }
+  t.phase = Phase::kProfiling;
+  t.detect_first_record = t.profile->log.count();
+  t.next_detection = t.profile->log.count() + 64;
+  t.required_key = key;
+  t.redetect_min_period = uint64_t{t.slot_count} + 1;
+  t.redetect_budget = t.slot_count * 16 > 4096 ? t.slot_count * 16 : 4096;
+  t.redetect_relaxed = false;
+  t.irregular_plan = false;
+  t.irregular_count = 0;
+}
+
 __attribute__((noinline)) void close_recheck_window(ThreadState& t) {
   ReplayRecheck& r = t.recheck;
   r.requests = 0;
@@ -49,29 +81,7 @@ __attribute__((noinline)) void close_recheck_window(ThreadState& t) {
   }
   if (r.missing_windows < kMissingWindows || t.explicit_passes) return;
   r.missing_windows = 0;
-  if (r.redetections >= kMaxRedetections || !global().options.detect) return;
-  ++r.redetections;
-  stats().redetections.fetch_add(1, std::memory_order_relaxed);
-  // This plan's "steady state" was not the program's: its requests count as before steady state.
-  stats().retracted_steady_hits.fetch_add(r.plan_steady_hits, std::memory_order_relaxed);
-  stats().retracted_steady.fetch_add(r.plan_steady_hits + r.plan_steady_misses,
-                                     std::memory_order_relaxed);
-  stats().steady_passes.fetch_sub(r.plan_steady_passes, std::memory_order_relaxed);
-  stats().full_passes.fetch_sub(r.plan_full_passes, std::memory_order_relaxed);
-  if (global().options.verbose) {
-    log_line(
-        "memoplan: thread %u: its plan of %u allocations misses a request in %u windows of %u "
-        "in a row: detecting again",
-        t.index, t.slot_count, kMissingWindows, r.window);
-  }
-  // Profile afresh; the old arena stays until its last block is freed (see retire_replay).
-  t.phase = Phase::kProfiling;
-  t.detect_first_record = t.profile->log.count();
-  t.next_detection = t.profile->log.count() + 64;
-  t.required_key = r.unexplained_key;
-  t.redetect_min_period = uint64_t{t.slot_count} + 1;
-  t.redetect_budget = t.slot_count * 16 > 4096 ? t.slot_count * 16 : 4096;
-  t.redetect_relaxed = false;
+  start_redetection(t, r.unexplained_key);
 }
 
 // The arena's peak, where the statistics read it (any thread).
@@ -85,6 +95,49 @@ void keep_peak(ThreadState& t) {
 // The profile's records, once the plan is made (profiled blocks still alive close nothing then).
 __attribute__((noinline)) void release_records(ThreadState& t) {
   stats().released_bytes.fetch_add(give_back_records(*t.profile), std::memory_order_relaxed);
+}
+
+// A plan found through irregular work (t.irregular_plan) leaves out the keys that recur
+// irregularly between passes: a miss of one is counted for this pass and is no reason to
+// re-check. A key the search did not see (a response's rarest size) joins them when it is missed
+// between passes (the cursor at the pass start, one pass completed); in a pass, a miss is checked
+// like any other.
+inline bool irregular_miss(ThreadState& t, uint64_t key) {
+  int i = 0;
+  while (i < t.irregular_count && t.irregular[i] != key) ++i;
+  if (i == t.irregular_count) {
+    if (!t.irregular_plan || i == ThreadState::kIrregularKeys || t.matcher.cursor() != 0 ||
+        t.replayed_passes == 0) {
+      return false;
+    }
+    t.irregular[t.irregular_count++] = key;
+  }
+  uint8_t& count = t.irregular_history[i][t.irregular_passes % ThreadState::kIrregularHistory];
+  if (count != 255) ++count;
+  return true;
+}
+
+// At a pass end while the plan leaves keys out as irregular: the next pass's counts. Every 16
+// passes from the 32nd on, over the last 32-64 passes, a key whose misses per pass repeat
+// (counts_repeat) is regular at a larger scale than the plan's pass (the plan is one layer of the
+// pass, and the key belongs to its head or tail; or a key that varied in the first passes, as the
+// JIT's do, and no longer does). The thread detects again, requiring that key.
+__attribute__((noinline, cold)) void note_irregular_pass(ThreadState& t) {
+  constexpr uint32_t kHistory = ThreadState::kIrregularHistory;
+  const uint32_t passes = ++t.irregular_passes;
+  for (int i = 0; i < t.irregular_count; ++i) t.irregular_history[i][passes % kHistory] = 0;
+  if (passes < kHistory / 2 || passes % 16 != 0) return;
+  const uint32_t counted = passes < kHistory ? passes : kHistory;
+  uint8_t counts[kHistory];
+  for (int i = 0; i < t.irregular_count; ++i) {
+    for (uint32_t j = 0; j < counted; ++j) {
+      counts[j] = t.irregular_history[i][(passes - counted + j) % kHistory];
+    }
+    if (counts_repeat(counts, counted)) {
+      start_redetection(t, t.irregular[i]);
+      return;
+    }
+  }
 }
 
 // A detected pass ends with its last planned allocation (every allocation, for a pass of one).
@@ -105,6 +158,7 @@ inline void detected_pass_completed(ThreadState& t) {
   // Publish now and then: a detected pass can be a single allocation long.
   replay::OwnedCounters::bump(t.counters.passes);
   if (t.counters.passes.load(std::memory_order_relaxed) % 64 == 0) flush_counters(t);
+  if (__builtin_expect(t.irregular_plan, 0)) note_irregular_pass(t);
 }
 
 // Every request the arena did not serve: counted by reason; a detected plan notes what it did not
@@ -112,12 +166,18 @@ inline void detected_pass_completed(ThreadState& t) {
 __attribute__((noinline, cold)) void* replay_miss(ThreadState& t, replay::Fallback why,
                                                   uint64_t key, bool recheck = true) {
   stats().fallback(why);
+  const bool checked = why == replay::Fallback::kNotPlanned && !t.explicit_passes && recheck;
+  const bool between = checked && irregular_miss(t, key);
   if (steady(t)) {
     (why == replay::Fallback::kEscaping ? stats().steady_escaping : stats().steady_fallbacks)
         .fetch_add(1, std::memory_order_relaxed);
     ++t.recheck.plan_steady_misses;
+    if (between) {
+      stats().steady_between.fetch_add(1, std::memory_order_relaxed);
+      ++t.recheck.plan_steady_between;
+    }
   }
-  if (why == replay::Fallback::kNotPlanned && !t.explicit_passes && recheck) {
+  if (checked && !between) {
     // Checked at each miss, not by comparing the two windows' first keys: a pass with more
     // distinct misses than kKeys, cut at another point by every window, would never match.
     ReplayRecheck& r = t.recheck;

@@ -53,6 +53,7 @@ struct ReplayRecheck {
   // steady-state statistics if the plan is re-detected.
   uint64_t plan_steady_hits = 0, plan_steady_misses = 0;
   uint64_t plan_steady_passes = 0, plan_full_passes = 0;  // the same for Stats' pass counts
+  uint64_t plan_steady_between = 0;  // of the misses: irregular work between passes
 };
 
 // A thread's profile: its records (record::RecordLog, on the thread's event clock; memory from the
@@ -109,6 +110,19 @@ struct ThreadState {
   uint64_t redetect_min_period = 1;  // re-detection: and be longer than the plan that missed it
   uint64_t redetect_budget = 0;      // re-detection: records to find the pass in, then relax / stop
   bool redetect_relaxed = false;     // re-detection: already searching without required_key
+  // Keys the plan left out as irregular work between passes (keep_regular): their misses in
+  // replay are expected and do not start a re-detection while they stay irregular. Each key's
+  // misses are counted per replayed pass (a ring of the last kIrregularHistory); a key whose
+  // counts repeat (counts_repeat: a pass's head or tail under a plan of one layer, missed every
+  // L-th pass) is not irregular: the thread detects again, requiring it.
+  static constexpr int kIrregularKeys = 16;
+  static constexpr uint32_t kIrregularHistory = 64;
+  bool irregular_plan = false;  // the plan came from the search through irregular work
+  int irregular_count = 0;
+  uint64_t irregular[kIrregularKeys] = {};
+  uint32_t irregular_passes = 0;  // passes counted since the plan; the current one's counts are
+                                  // at irregular_passes % kIrregularHistory
+  uint8_t irregular_history[kIrregularKeys][kIrregularHistory] = {};  // misses per pass, capped
 
   // Replay: the plan's slots in pass order, the matcher's cursor over them and this thread's arena.
   replay::Slot* slots = nullptr;

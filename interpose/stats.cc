@@ -175,9 +175,19 @@ void print_stats(int fd) {
   } else {
     append(text, sizeof text, n,
            "memoplan: planned %.1f%% of %llu steady-state requests of min_size or more (%.1f%% of "
-           "all %llu)\n",
+           "all %llu)",
            percent(steady_hits, steady), steady, percent(c.planned_hits, c.requests),
            ull{c.requests});
+    // Irregular work between passes (a response grown by appending): left out of the plan.
+    const ull between =
+        c.steady_between > c.retracted_between ? c.steady_between - c.retracted_between : 0;
+    if (between > 0 && steady > between) {
+      append(text, sizeof text, n,
+             "; %llu of them made between passes by work that recurs irregularly, left to the "
+             "fallback: the passes' own %.1f%% planned",
+             between, percent(steady_hits, steady - between));
+    }
+    append(text, sizeof text, n, "\n");
   }
   append(text, sizeof text, n,
          "memoplan: detected passes in steady state %llu, every request served from the slab in "

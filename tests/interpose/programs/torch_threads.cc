@@ -5,7 +5,8 @@
 // must detect the pass), and between passes a response is formatted whose size changes from
 // request to request, into a string reserved at its size; "unmarked_growing" grows that string
 // by appending instead (std::string doubles its capacity: a varying number of requests of the
-// same few sizes between passes, which pass detection does not see through; docs/SHIM.md).
+// same few sizes between passes, which only the search through irregular work sees through;
+// docs/SHIM.md, "Pass detection").
 #include <torch/torch.h>
 
 #include <cstdio>

@@ -41,6 +41,8 @@ const char* to_string(Fallback reason);
   X(unplanned_requests)    /* ... of them on threads that plan nothing (shim) */                  \
   X(retracted_steady)      /* steady-state requests of plans later re-detected (shim) */          \
   X(retracted_steady_hits) /* ... of them served from those plans' slabs (shim) */                \
+  X(steady_between)        /* steady-state fallbacks of irregular work between passes (shim) */   \
+  X(retracted_between)     /* ... of them under plans later re-detected (shim) */                 \
   X(slabs)                 /* arenas made */                                                      \
   X(slab_bytes)            /* their bytes */                                                      \
   X(escaping_bytes)        /* ... of them for escaping blocks' two places (shim) */               \
