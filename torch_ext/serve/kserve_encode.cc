@@ -7,6 +7,7 @@
 
 #include "http_error.h"
 #include "json_tensor.h"
+#include "tensor_names.h"
 
 namespace memoplan::serve {
 namespace {
@@ -21,22 +22,25 @@ json spec_json(const TensorSpec& spec) {
 
 InferResponseBody encode_infer_response(const std::string& model_name, const InferRequest& request,
                                         const std::vector<HostTensor>& outputs) {
-  // (output, binary?) in the order the response lists them.
-  std::vector<std::pair<const HostTensor*, bool>> selected;
+  // (output, binary?, the name the response gives it) in the order the response lists them: a
+  // requested output keeps the client's name (OUTPUT__0 as Triton's clients ask for it).
+  struct Selected {
+    const HostTensor* tensor;
+    bool binary;
+    const std::string* name;
+  };
+  std::vector<Selected> selected;
   if (request.outputs.empty()) {
-    for (const HostTensor& t : outputs) selected.emplace_back(&t, request.binary_outputs);
+    for (const HostTensor& t : outputs) selected.push_back({&t, request.binary_outputs, &t.name});
   }
   for (const RequestedOutput& r : request.outputs) {
-    const HostTensor* found = nullptr;
-    std::string names;
-    for (const HostTensor& t : outputs) {
-      if (t.name == r.name) found = &t;
-      names += (names.empty() ? "" : ", ") + t.name;
-    }
-    if (!found) {
+    const std::optional<size_t> index = find_tensor(outputs, r.name);
+    if (!index) {
+      std::string names;
+      for (const HostTensor& t : outputs) names += (names.empty() ? "" : ", ") + t.name;
       throw bad_request("unknown output '" + r.name + "' (the model's outputs: " + names + ")");
     }
-    selected.emplace_back(found, r.binary.value_or(request.binary_outputs));
+    selected.push_back({&outputs[*index], r.binary.value_or(request.binary_outputs), &r.name});
   }
 
   // Written by hand rather than through a json object: large outputs are mostly numbers, and
@@ -46,11 +50,11 @@ InferResponseBody encode_infer_response(const std::string& model_name, const Inf
   text += ",\"outputs\":[";
   size_t binary_bytes = 0;
   for (size_t i = 0; i < selected.size(); ++i) {
-    const HostTensor& t = *selected[i].first;
+    const HostTensor& t = *selected[i].tensor;
     if (i) text += ',';
-    text += "{\"name\":" + json(t.name).dump() + ",\"datatype\":\"" + datatype_name(t.datatype) +
-            "\",\"shape\":" + json(t.shape).dump();
-    if (selected[i].second) {
+    text += "{\"name\":" + json(*selected[i].name).dump() + ",\"datatype\":\"" +
+            datatype_name(t.datatype) + "\",\"shape\":" + json(t.shape).dump();
+    if (selected[i].binary) {
       text += ",\"parameters\":{\"binary_data_size\":" + std::to_string(t.bytes.size()) + "}}";
       binary_bytes += t.bytes.size();
     } else {
@@ -61,11 +65,11 @@ InferResponseBody encode_infer_response(const std::string& model_name, const Inf
   }
   text += "]}";
   InferResponseBody response;
-  if (std::any_of(selected.begin(), selected.end(), [](const auto& s) { return s.second; })) {
+  if (std::any_of(selected.begin(), selected.end(), [](const Selected& s) { return s.binary; })) {
     response.header_length = text.size();
     text.reserve(text.size() + binary_bytes);
-    for (const auto& [tensor, binary] : selected) {
-      if (binary) text += tensor->bytes;
+    for (const Selected& s : selected) {
+      if (s.binary) text += s.tensor->bytes;
     }
   }
   response.body = std::move(text);
@@ -78,6 +82,8 @@ std::string encode_model_metadata(const ModelSpec& spec) {
   for (const TensorSpec& t : spec.inputs) doc["inputs"].push_back(spec_json(t));
   doc["outputs"] = json::array();
   for (const TensorSpec& t : spec.outputs) doc["outputs"].push_back(spec_json(t));
+  // Requests may name a tensor as listed here or by Triton's position (INPUT__0, OUTPUT__1).
+  doc["parameters"] = {{"tensor_names", "name_or_position"}};
   return doc.dump();
 }
 

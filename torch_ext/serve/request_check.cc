@@ -1,6 +1,7 @@
 #include "request_check.h"
 
 #include "http_error.h"
+#include "tensor_names.h"
 
 namespace memoplan::serve {
 namespace {
@@ -20,35 +21,48 @@ std::string names_of(const std::vector<TensorSpec>& specs) {
   return names;
 }
 
+// "<name>__0 .. <name>__2" for three: Triton's names, any prefix (INPUT__0, output__1).
+std::string positional_names(const std::vector<TensorSpec>& specs) {
+  if (specs.size() <= 1) return "<name>__0";
+  return "<name>__0 .. <name>__" + std::to_string(specs.size() - 1);
+}
+
 }  // namespace
 
 std::vector<HostTensor> match_inputs(const std::vector<TensorSpec>& expected,
                                      std::vector<HostTensor> inputs) {
-  for (const HostTensor& in : inputs) {
-    bool known = false;
-    for (const TensorSpec& spec : expected) known = known || spec.name == in.name;
-    if (!known) {
+  // Each input's place among the model's, by name or by Triton's position (tensor_names.h).
+  std::vector<HostTensor*> at(expected.size(), nullptr);
+  for (HostTensor& in : inputs) {
+    const std::optional<size_t> index = find_tensor(expected, in.name);
+    if (!index) {
       throw bad_request("unknown input '" + in.name +
-                        "' (the model's inputs: " + names_of(expected) + ")");
+                        "' (the model's inputs: " + names_of(expected) + ", or by position " +
+                        positional_names(expected) + ")");
     }
+    if (at[*index]) {
+      throw bad_request("input '" + expected[*index].name + "' given twice (as '" +
+                        at[*index]->name + "' and '" + in.name + "')");
+    }
+    at[*index] = &in;
   }
   std::vector<HostTensor> ordered;
-  for (const TensorSpec& spec : expected) {
-    auto it = inputs.begin();
-    while (it != inputs.end() && it->name != spec.name) ++it;
-    if (it == inputs.end()) {
+  for (size_t i = 0; i < expected.size(); ++i) {
+    const TensorSpec& spec = expected[i];
+    HostTensor* in = at[i];
+    if (!in) {
       throw bad_request("the model takes " + std::to_string(expected.size()) + " input(s) (" +
                         names_of(expected) + "); '" + spec.name + "' is missing");
     }
-    if (it->datatype != spec.datatype && !spec.unchecked) {
-      throw bad_request("input '" + spec.name + "': datatype " + datatype_name(it->datatype) +
+    if (in->datatype != spec.datatype && !spec.unchecked) {
+      throw bad_request("input '" + in->name + "': datatype " + datatype_name(in->datatype) +
                         ", the model takes " + datatype_name(spec.datatype));
     }
-    if (!shape_fits(spec, it->shape)) {
-      throw bad_request("input '" + spec.name + "': shape " + shape_text(it->shape) +
+    if (!shape_fits(spec, in->shape)) {
+      throw bad_request("input '" + in->name + "': shape " + shape_text(in->shape) +
                         ", the model takes " + shape_text(spec.shape) + " (-1: any size)");
     }
-    ordered.push_back(std::move(*it));
+    ordered.push_back(std::move(*in));
   }
   return ordered;
 }
@@ -56,11 +70,9 @@ std::vector<HostTensor> match_inputs(const std::vector<TensorSpec>& expected,
 void check_requested_outputs(const std::vector<TensorSpec>& outputs,
                              const std::vector<RequestedOutput>& requested) {
   for (const RequestedOutput& r : requested) {
-    bool known = false;
-    for (const TensorSpec& spec : outputs) known = known || spec.name == r.name;
-    if (!known) {
-      throw bad_request("unknown output '" + r.name +
-                        "' (the model's outputs: " + names_of(outputs) + ")");
+    if (!find_tensor(outputs, r.name)) {
+      throw bad_request("unknown output '" + r.name + "' (the model's outputs: " +
+                        names_of(outputs) + ", or by position " + positional_names(outputs) + ")");
     }
   }
 }

@@ -14,6 +14,7 @@
 #include "json_tensor.h"
 #include "kserve_codec.h"
 #include "request_check.h"
+#include "tensor_names.h"
 
 namespace memoplan::serve {
 namespace {
@@ -235,6 +236,49 @@ TEST(RequestCheck, OrdersInputsAndChecksTypesAndShapes) {
                     {"b", DataType::kInt64, {}, ""},
                     {"c", DataType::kInt64, {}, ""}}),
             400);
+}
+
+// Triton's PyTorch-backend names: <prefix>__<index>, any prefix, the position among the model's
+// tensors; an exact name comes first.
+TEST(TensorNames, TakesNamesAndTritonsPositions) {
+  EXPECT_EQ(positional_index("INPUT__0"), 0u);
+  EXPECT_EQ(positional_index("input__12"), 12u);
+  EXPECT_EQ(positional_index("my_input__3"), 3u);
+  EXPECT_EQ(positional_index("a__b__2"), 2u);
+  for (const char* not_positional : {"x", "__0", "INPUT__", "INPUT_0", "INPUT__01", "INPUT__0x",
+                                     "INPUT__-1", "INPUT__1234567890"}) {
+    EXPECT_FALSE(positional_index(not_positional)) << not_positional;
+  }
+  const std::vector<TensorSpec> spec = {{"a", DataType::kFp32, {-1, 3}, false},
+                                        {"b__0", DataType::kInt64, {}, true}};
+  EXPECT_EQ(find_tensor(spec, "a"), 0u);
+  EXPECT_EQ(find_tensor(spec, "INPUT__1"), 1u);
+  EXPECT_EQ(find_tensor(spec, "b__0"), 1u) << "an exact name before a position";
+  EXPECT_FALSE(find_tensor(spec, "INPUT__2"));
+
+  std::vector<HostTensor> in = {{"INPUT__1", DataType::kInt64, {4, 5}, ""},
+                                {"input__0", DataType::kFp32, {7, 3}, ""}};
+  const std::vector<HostTensor> ordered = match_inputs(spec, in);
+  EXPECT_EQ(ordered[0].name, "input__0");
+  EXPECT_EQ(ordered[1].name, "INPUT__1");
+  EXPECT_EQ(status_of([&] {
+              match_inputs(spec, {{"a", DataType::kFp32, {7, 3}, ""},
+                                  {"INPUT__0", DataType::kFp32, {7, 3}, ""}});
+            }),
+            400)
+      << "the same input by name and by position";
+  EXPECT_EQ(status_of([&] { check_requested_outputs(spec, {{"OUTPUT__1", std::nullopt}}); }), 0);
+  EXPECT_EQ(status_of([&] { check_requested_outputs(spec, {{"OUTPUT__2", std::nullopt}}); }), 400);
+
+  // A requested output keeps the name the client asked for.
+  const std::vector<HostTensor> outputs = {
+      {"output__0", DataType::kFp32, {1}, std::string(4, 'a')},
+      {"output__1", DataType::kFp32, {1}, std::string(4, 'b')}};
+  InferRequest request;
+  request.outputs = {{"OUTPUT__1", std::nullopt}};
+  const json body = json::parse(encode_infer_response("m", request, outputs).body);
+  ASSERT_EQ(body["outputs"].size(), 1u);
+  EXPECT_EQ(body["outputs"][0]["name"], "OUTPUT__1");
 }
 
 TEST(InputSpec, ParsesShapesAndDatatypes) {

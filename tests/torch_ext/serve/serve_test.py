@@ -85,6 +85,49 @@ def infer_results(server, model_path, tmp):
           "bit-identical to LibTorch")
 
 
+def triton_names(server, model_path):
+    """Triton's PyTorch-backend names (issue 21): inputs by position as INPUT__0 or input__0
+    (any prefix, the case as the client sends it), outputs asked for as OUTPUT__0 and answered
+    under that name; the same outputs as by forward's argument name and as LibTorch."""
+    torch.manual_seed(2)
+    x = torch.randn(2, 3, 32, 32)
+    expected = reference(model_path, {"x": x})["output__0"]
+    for name in ("x", "input__0", "INPUT__0", "data__0"):
+        for asked in (None, "OUTPUT__0", "output__0"):
+            extra = {"outputs": [{"name": asked}]} if asked else {}
+            status, _, body = post_infer(server, "tiny_cnn", infer_body({name: x}, **extra))
+            check(status == 200, "input %s, output %s: %d %s" % (name, asked, status, body[:300]))
+            outputs = outputs_of(body)
+            answered = asked or "output__0"
+            check(list(outputs) == [answered], "input %s: outputs named %s, expected %s"
+                  % (name, list(outputs), answered))
+            check(torch.equal(outputs[answered], expected),
+                  "input %s, output %s: differs from LibTorch" % (name, asked))
+        raw, header_length = binary_body({name: x})
+        status, headers, body = post_infer(
+            server, "tiny_cnn", raw, {"Inference-Header-Content-Length": str(header_length),
+                                      "Content-Type": "application/octet-stream"})
+        check(status == 200, "binary, input %s: %d %s" % (name, status, body[:300]))
+        length = int(headers["Inference-Header-Content-Length"])
+        check(torch.equal(outputs_of(body, length)["output__0"], expected),
+              "binary, input %s: differs from LibTorch" % name)
+    status, _, body = post_infer(server, "tiny_cnn", infer_body({"INPUT__1": x}))
+    check_error(status, body, 400, "unknown input 'INPUT__1'", "position out of range")
+    status, _, body = post_infer(server, "tiny_cnn", infer_body({"input__00": x}))
+    check_error(status, body, 400, "unknown input 'input__00'", "position with a leading 0")
+    status, _, body = post_infer(server, "tiny_cnn", infer_body({"x": x, "INPUT__0": x}))
+    check_error(status, body, 400, "input 'x' given twice (as 'x' and 'INPUT__0')",
+                "one input by name and position")
+    status, _, body = post_infer(server, "tiny_cnn",
+                                 infer_body({"x": x}, outputs=[{"name": "OUTPUT__1"}]))
+    check_error(status, body, 400, "unknown output 'OUTPUT__1'", "output position out of range")
+    meta = get_json(server, "/v2/models/tiny_cnn")
+    check(meta.get("parameters", {}).get("tensor_names") == "name_or_position",
+          "metadata does not say that names by position are taken: %s" % meta)
+    print("  Triton names (INPUT__0, input__0, data__0; OUTPUT__0 asked and answered): "
+          "bit-identical to LibTorch, JSON and binary")
+
+
 def varying_batches(server, model_path):
     """Requests of new batch sizes: three are profiled, then each new one is planned from the
     shape family's formulas on its first pass (docs/TORCH_EXT.md); every result bit-identical."""
@@ -353,6 +396,7 @@ def main():
             print("tiny_cnn on %s" % server.base)
             protocol(server)
             infer_results(server, model_path, tmp)
+            triton_names(server, model_path)
             varying_batches(server, model_path)
             before = metrics(server)
             errors(server, tmp)
