@@ -11,6 +11,8 @@ PACKAGES=(
   libunwind-dev libjemalloc-dev libgoogle-perftools-dev libmimalloc-dev
   libtorch-dev libtorch-test python3-torch python3-torchvision libopenblas0-pthread
   libcpp-httplib-dev libsimdjson-dev gnuplot-nox wrk curl
+  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc  # memoplan-serve --grpc-port
+  python3-grpcio python3-protobuf  # its test's gRPC client
   clang libclang-rt-14-dev  # the fuzz targets: libFuzzer (scripts/run_fuzz.sh)
 )
 # --list: the names only (scripts/debian13.sh maps them to Debian 13's).

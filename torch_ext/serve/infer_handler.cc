@@ -52,7 +52,21 @@ InferReply InferHandler::run(std::string_view body, const std::string& header_le
     throw HttpError(503, "model '" + model_.spec().name + "' is not ready yet");
   }
   InferRequest request = decode_infer_request(body, parse_header_length(header_length_field));
-  const ModelSpec spec = model_.spec();
+  ModelSpec spec;
+  const std::vector<HostTensor> outputs = infer(request, spec);
+  InferResponseBody encoded = encode_infer_response(spec.name, request, outputs);
+  InferReply reply;
+  reply.body = std::move(encoded.body);
+  reply.header_length = encoded.header_length;
+  if (reply.header_length) reply.content_type = "application/octet-stream";
+  return reply;
+}
+
+std::vector<HostTensor> InferHandler::infer(InferRequest& request, ModelSpec& spec) {
+  if (!ready_.load(std::memory_order_acquire)) {
+    throw HttpError(503, "model '" + model_.spec().name + "' is not ready yet");
+  }
+  spec = model_.spec();
   std::vector<HostTensor> inputs = match_inputs(spec.inputs, std::move(request.inputs));
   if (!spec.outputs.empty()) check_requested_outputs(spec.outputs, request.outputs);
 
@@ -88,14 +102,7 @@ InferReply InferHandler::run(std::string_view body, const std::string& header_le
                              std::to_string(pool_.capacity()) +
                              " queue slot(s) taken; retry later");
   }
-  const std::vector<HostTensor> outputs = result.get();  // rethrows the worker's HttpError
-
-  InferResponseBody encoded = encode_infer_response(spec.name, request, outputs);
-  InferReply reply;
-  reply.body = std::move(encoded.body);
-  reply.header_length = encoded.header_length;
-  if (reply.header_length) reply.content_type = "application/octet-stream";
-  return reply;
+  return result.get();  // rethrows the worker's HttpError
 }
 
 }  // namespace memoplan::serve

@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 
+#include "kserve_codec.h"
 #include "metrics.h"
 #include "model.h"
 #include "worker_pool.h"
@@ -28,6 +29,14 @@ class InferHandler {
 
   // Never throws: errors become the protocol's {"error": ...} body with their status.
   InferReply handle(std::string_view body, const std::string& header_length_field);
+
+  // The protocol-neutral part, for HTTP and gRPC alike: checks the decoded request against the
+  // model (its inputs moved out, in forward's order), runs it on a worker and returns every output
+  // of the model in order; `spec` is the model's signature it was checked against. Throws
+  // HttpError (400 bad request, 503 busy or not ready).
+  std::vector<HostTensor> infer(InferRequest& request, ModelSpec& spec);
+
+  Model& model() { return model_; }
 
  private:
   InferReply run(std::string_view body, const std::string& header_length_field);

@@ -7,7 +7,7 @@
 
 #include "http_error.h"
 #include "json_tensor.h"
-#include "tensor_names.h"
+#include "request_check.h"
 
 namespace memoplan::serve {
 namespace {
@@ -22,26 +22,7 @@ json spec_json(const TensorSpec& spec) {
 
 InferResponseBody encode_infer_response(const std::string& model_name, const InferRequest& request,
                                         const std::vector<HostTensor>& outputs) {
-  // (output, binary?, the name the response gives it) in the order the response lists them: a
-  // requested output keeps the client's name (OUTPUT__0 as Triton's clients ask for it).
-  struct Selected {
-    const HostTensor* tensor;
-    bool binary;
-    const std::string* name;
-  };
-  std::vector<Selected> selected;
-  if (request.outputs.empty()) {
-    for (const HostTensor& t : outputs) selected.push_back({&t, request.binary_outputs, &t.name});
-  }
-  for (const RequestedOutput& r : request.outputs) {
-    const std::optional<size_t> index = find_tensor(outputs, r.name);
-    if (!index) {
-      std::string names;
-      for (const HostTensor& t : outputs) names += (names.empty() ? "" : ", ") + t.name;
-      throw bad_request("unknown output '" + r.name + "' (the model's outputs: " + names + ")");
-    }
-    selected.push_back({&outputs[*index], r.binary.value_or(request.binary_outputs), &r.name});
-  }
+  const std::vector<SelectedOutput> selected = select_outputs(request, outputs);
 
   // Written by hand rather than through a json object: large outputs are mostly numbers, and
   // std::to_chars writes them several times faster than building a DOM first.
@@ -65,10 +46,11 @@ InferResponseBody encode_infer_response(const std::string& model_name, const Inf
   }
   text += "]}";
   InferResponseBody response;
-  if (std::any_of(selected.begin(), selected.end(), [](const Selected& s) { return s.binary; })) {
+  if (std::any_of(selected.begin(), selected.end(),
+                  [](const SelectedOutput& s) { return s.binary; })) {
     response.header_length = text.size();
     text.reserve(text.size() + binary_bytes);
-    for (const Selected& s : selected) {
+    for (const SelectedOutput& s : selected) {
       if (s.binary) text += s.tensor->bytes;
     }
   }

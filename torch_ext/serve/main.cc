@@ -10,9 +10,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <memory>
 #include <thread>
 
 #include "http_server.h"
+#ifdef MEMOPLAN_SERVE_GRPC
+#include "grpc_server.h"
+#endif
 #include "memoplan/planner/strategy.h"
 #include "memoplan/torch/plan.h"
 #include "model.h"
@@ -29,6 +33,7 @@ struct Options {
   std::string model_path;
   std::string host = "127.0.0.1";
   int port = 8000;
+  int grpc_port = -1;  // -1: no gRPC; 0: any free port (printed)
   int workers = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   std::string name;
   size_t queue = 32;
@@ -113,12 +118,33 @@ int serve(const Options& o) {
     log("cannot listen on " + o.host + ":" + std::to_string(o.port));
     return kExitFailure;
   }
+  int grpc_port = -1;
+#ifdef MEMOPLAN_SERVE_GRPC
+  std::unique_ptr<GrpcServer> grpc;
+  if (o.grpc_port >= 0) {
+    GrpcOptions grpc_options;
+    grpc_options.model_name = model_options.name;
+    grpc_options.max_message = o.max_body;
+    grpc_options.threads = http.threads;
+    grpc_options.version = kVersion;
+    grpc = std::make_unique<GrpcServer>(grpc_options, *model, pool, metrics);
+    const int bound = grpc->start(o.host, o.grpc_port);
+    if (bound < 0) {
+      log("cannot listen for gRPC on " + o.host + ":" + std::to_string(o.grpc_port));
+      return kExitFailure;
+    }
+    grpc_port = bound;
+  }
+#endif
   bool served = true;
   std::thread listener([&] { served = server.run(); });
   // stop() only acts on a running server: wait for it before the watcher may call it.
   while (!server.running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   // stdout, flushed: scripts (the tests) read the port from this line when --port is 0.
   std::printf("memoplan-serve: listening on http://%s:%d\n", o.host.c_str(), port);
+  if (grpc_port >= 0) {
+    std::printf("memoplan-serve: listening for gRPC on %s:%d\n", o.host.c_str(), grpc_port);
+  }
   std::fflush(stdout);
 
   ShutdownWatcher watcher([&server](int signal) {
@@ -130,6 +156,9 @@ int serve(const Options& o) {
   try {
     log(model->prepare());
     server.set_ready();
+#ifdef MEMOPLAN_SERVE_GRPC
+    if (grpc) grpc->set_ready();
+#endif
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     log("ready after " + std::to_string(seconds).substr(0, 4) + " s: " + std::to_string(o.workers) +
@@ -141,7 +170,10 @@ int serve(const Options& o) {
     status = kExitBadInput;
   }
   listener.join();
-  pool.stop();  // every queued request was answered before run() returned
+#ifdef MEMOPLAN_SERVE_GRPC
+  if (grpc) grpc->stop();  // answers the calls in flight
+#endif
+  pool.stop();  // every queued request was answered before run() returned and stop()
   if (!served) {
     log("the listening socket failed");
     return kExitFailure;
@@ -164,6 +196,10 @@ int main(int argc, char** argv) {
   app.add_option("--host", o.host, "address to listen on")->capture_default_str();
   app.add_option("--port", o.port, "port; 0: any free one (printed)")
       ->capture_default_str()
+      ->check(CLI::Range(0, 65535));
+  app.add_option("--grpc-port", o.grpc_port,
+                 "also serve the KServe v2 gRPC protocol on this port (Triton's is 8001); 0: any "
+                 "free one (printed); default: no gRPC")
       ->check(CLI::Range(0, 65535));
   app.add_option("--workers", o.workers,
                  "inference threads, one intra-op thread each (default: the CPUs)")

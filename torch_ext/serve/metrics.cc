@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <fstream>
+#include <iterator>
+#include <tuple>
 
 namespace memoplan::serve {
 namespace {
@@ -31,6 +33,12 @@ void Metrics::count_response(int status) {
   }
 }
 
+void Metrics::count_grpc(int code) {
+  if (code >= 0 && code < static_cast<int>(grpc_responses_.size())) {
+    grpc_responses_[static_cast<size_t>(code)].fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
 void Metrics::observe_infer_latency(double seconds) {
   size_t bucket = 0;
   while (bucket < kBuckets.size() && seconds > kBuckets[bucket]) ++bucket;
@@ -51,6 +59,35 @@ std::string Metrics::render(const Gauges& gauges, const torch_ext::PlanStats& pl
   for (size_t code = 100; code < responses_.size(); ++code) {
     const uint64_t n = responses_[code].load(std::memory_order_relaxed);
     if (n) sample(out, "memoplan_serve_http_responses_total", n, fmt::format("code=\"{}\"", code));
+  }
+
+  // The protocol's names of gRPC's status codes, by number.
+  static constexpr const char* kGrpcCodes[] = {"OK",
+                                               "CANCELLED",
+                                               "UNKNOWN",
+                                               "INVALID_ARGUMENT",
+                                               "DEADLINE_EXCEEDED",
+                                               "NOT_FOUND",
+                                               "ALREADY_EXISTS",
+                                               "PERMISSION_DENIED",
+                                               "RESOURCE_EXHAUSTED",
+                                               "FAILED_PRECONDITION",
+                                               "ABORTED",
+                                               "OUT_OF_RANGE",
+                                               "UNIMPLEMENTED",
+                                               "INTERNAL",
+                                               "UNAVAILABLE",
+                                               "DATA_LOSS",
+                                               "UNAUTHENTICATED"};
+  static_assert(std::size(kGrpcCodes) == std::tuple_size_v<decltype(grpc_responses_)>);
+  header(out, "memoplan_serve_grpc_responses_total", "counter",
+         "gRPC calls answered, by status code.");
+  for (size_t code = 0; code < grpc_responses_.size(); ++code) {
+    const uint64_t n = grpc_responses_[code].load(std::memory_order_relaxed);
+    if (n) {
+      sample(out, "memoplan_serve_grpc_responses_total", n,
+             fmt::format("code=\"{}\"", kGrpcCodes[code]));
+    }
   }
 
   header(out, "memoplan_serve_infer_request_duration_seconds", "histogram",

@@ -29,6 +29,8 @@ class Metrics {
                                                       0.25,  0.5,    1,     2.5,  5,     10,   30};
 
   void count_response(int status);
+  // A gRPC call answered, by its status code (grpc::StatusCode: 0 OK .. 16 UNAUTHENTICATED).
+  void count_grpc(int code);
   // An infer request, from its body read to its response encoded, whatever its status.
   void observe_infer_latency(double seconds);
   // A forward call of a worker: its duration and whether it returned.
@@ -37,7 +39,8 @@ class Metrics {
   std::string render(const Gauges& gauges, const torch_ext::PlanStats& plan) const;
 
  private:
-  std::array<std::atomic<uint64_t>, 600> responses_{};  // by status code (100-599)
+  std::array<std::atomic<uint64_t>, 600> responses_{};      // by status code (100-599)
+  std::array<std::atomic<uint64_t>, 17> grpc_responses_{};  // by gRPC status code
   std::array<std::atomic<uint64_t>, kBuckets.size() + 1> latency_buckets_{};  // last: +Inf
   std::atomic<uint64_t> latency_count_{0};
   std::atomic<uint64_t> latency_sum_ns_{0};

@@ -77,4 +77,22 @@ void check_requested_outputs(const std::vector<TensorSpec>& outputs,
   }
 }
 
+std::vector<SelectedOutput> select_outputs(const InferRequest& request,
+                                           const std::vector<HostTensor>& outputs) {
+  std::vector<SelectedOutput> selected;
+  if (request.outputs.empty()) {
+    for (const HostTensor& t : outputs) selected.push_back({&t, request.binary_outputs, &t.name});
+  }
+  for (const RequestedOutput& r : request.outputs) {
+    const std::optional<size_t> index = find_tensor(outputs, r.name);
+    if (!index) {
+      std::string names;
+      for (const HostTensor& t : outputs) names += (names.empty() ? "" : ", ") + t.name;
+      throw bad_request("unknown output '" + r.name + "' (the model's outputs: " + names + ")");
+    }
+    selected.push_back({&outputs[*index], r.binary.value_or(request.binary_outputs), &r.name});
+  }
+  return selected;
+}
+
 }  // namespace memoplan::serve

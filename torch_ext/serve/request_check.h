@@ -20,4 +20,16 @@ std::vector<HostTensor> match_inputs(const std::vector<TensorSpec>& expected,
 void check_requested_outputs(const std::vector<TensorSpec>& outputs,
                              const std::vector<RequestedOutput>& requested);
 
+// An output as the response lists it: the request picks and orders the model's outputs (all of
+// them, in order, when it names none), and a requested output keeps the client's name (OUTPUT__0
+// as Triton's clients ask for it).
+struct SelectedOutput {
+  const HostTensor* tensor;
+  bool binary;              // the HTTP binary tensor extension: raw bytes after the JSON header
+  const std::string* name;  // the request's or the tensor's (both outlive the selection)
+};
+// Throws HttpError 400 when the request names an output the model does not have.
+std::vector<SelectedOutput> select_outputs(const InferRequest& request,
+                                           const std::vector<HostTensor>& outputs);
+
 }  // namespace memoplan::serve

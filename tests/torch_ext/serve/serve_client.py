@@ -58,6 +58,13 @@ class Server:
             self.proc.kill()
             raise TestFailure("server did not start: %r\n%s" % (line, self.log_text()))
         self.base = line.strip().split("listening on ")[1]
+        self.grpc = None  # host:port with --grpc-port
+        if "--grpc-port" in args:
+            line = self.proc.stdout.readline()
+            if "listening for gRPC on " not in line:
+                self.proc.kill()
+                raise TestFailure("no gRPC port: %r\n%s" % (line, self.log_text()))
+            self.grpc = line.strip().split("listening for gRPC on ")[1]
         self.pid = self.proc.pid
 
     def log_text(self):

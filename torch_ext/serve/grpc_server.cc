@@ -1,0 +1,169 @@
+#include "grpc_server.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+
+#include "grpc_codec.h"
+#include "http_error.h"
+#include "kserve_v2.grpc.pb.h"
+
+namespace memoplan::serve {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+grpc::StatusCode code_of(int http_status) {
+  switch (http_status) {
+    case 400:
+      return grpc::StatusCode::INVALID_ARGUMENT;
+    case 404:
+      return grpc::StatusCode::NOT_FOUND;
+    case 413:
+      return grpc::StatusCode::RESOURCE_EXHAUSTED;
+    case 503:
+      return grpc::StatusCode::UNAVAILABLE;
+    default:
+      return grpc::StatusCode::INTERNAL;
+  }
+}
+
+}  // namespace
+
+// The service: every call checks the model name and version as the HTTP routes do.
+class KserveService final : public inference::GRPCInferenceService::Service {
+ public:
+  KserveService(const GrpcOptions& options, Model& model, Metrics& metrics,
+                const std::atomic<bool>& ready, InferHandler& infer)
+      : options_(options), model_(model), metrics_(metrics), ready_(ready), infer_(infer) {}
+
+  grpc::Status ServerLive(grpc::ServerContext*, const inference::ServerLiveRequest*,
+                          inference::ServerLiveResponse* response) override {
+    response->set_live(true);
+    return counted(grpc::Status::OK);
+  }
+
+  grpc::Status ServerReady(grpc::ServerContext*, const inference::ServerReadyRequest*,
+                           inference::ServerReadyResponse* response) override {
+    response->set_ready(ready_.load(std::memory_order_acquire));
+    return counted(grpc::Status::OK);
+  }
+
+  grpc::Status ModelReady(grpc::ServerContext*, const inference::ModelReadyRequest* request,
+                          inference::ModelReadyResponse* response) override {
+    return answer([&] {
+      check_model(request->name(), request->version());
+      response->set_ready(ready_.load(std::memory_order_acquire));
+    });
+  }
+
+  grpc::Status ServerMetadata(grpc::ServerContext*, const inference::ServerMetadataRequest*,
+                              inference::ServerMetadataResponse* response) override {
+    response->set_name("memoplan-serve");
+    response->set_version(options_.version);
+    return counted(grpc::Status::OK);
+  }
+
+  grpc::Status ModelMetadata(grpc::ServerContext*, const inference::ModelMetadataRequest* request,
+                             inference::ModelMetadataResponse* response) override {
+    return answer([&] {
+      check_model(request->name(), request->version());
+      encode_grpc_model_metadata(model_.spec(), response);
+    });
+  }
+
+  grpc::Status ModelInfer(grpc::ServerContext*, const inference::ModelInferRequest* request,
+                          inference::ModelInferResponse* response) override {
+    const Clock::time_point start = Clock::now();
+    const grpc::Status status = answer([&] {
+      check_model(request->model_name(), request->model_version());
+      InferRequest decoded = decode_grpc_infer_request(*request);
+      ModelSpec spec;
+      const std::vector<HostTensor> outputs = infer_.infer(decoded, spec);
+      encode_grpc_infer_response(spec.name, decoded, outputs, response);
+    });
+    metrics_.observe_infer_latency(std::chrono::duration<double>(Clock::now() - start).count());
+    return status;
+  }
+
+ private:
+  void check_model(const std::string& name, const std::string& version) const {
+    if (name != options_.model_name) {
+      throw HttpError(
+          404, "unknown model '" + name + "' (this server serves '" + options_.model_name + "')");
+    }
+    if (!version.empty() && version != "1") {
+      throw HttpError(404, "model '" + name + "' has no version '" + version + "' (only 1)");
+    }
+  }
+
+  // Runs `fill`; an HttpError becomes the protocol's status code with its message.
+  template <typename Fill>
+  grpc::Status answer(Fill&& fill) {
+    try {
+      fill();
+      return counted(grpc::Status::OK);
+    } catch (const HttpError& e) {
+      return counted(grpc::Status(code_of(e.status()), e.what()));
+    } catch (const std::exception& e) {
+      return counted(
+          grpc::Status(grpc::StatusCode::INTERNAL, std::string("internal error: ") + e.what()));
+    }
+  }
+
+  grpc::Status counted(grpc::Status status) {
+    metrics_.count_grpc(static_cast<int>(status.error_code()));
+    return status;
+  }
+
+  const GrpcOptions& options_;
+  Model& model_;
+  Metrics& metrics_;
+  const std::atomic<bool>& ready_;
+  InferHandler& infer_;
+};
+
+struct GrpcServer::Impl {
+  std::unique_ptr<KserveService> service;
+  std::unique_ptr<grpc::Server> server;
+};
+
+GrpcServer::GrpcServer(const GrpcOptions& options, Model& model, WorkerPool& pool, Metrics& metrics)
+    : options_(options),
+      model_(model),
+      metrics_(metrics),
+      infer_(model, pool, metrics, ready_),
+      impl_(std::make_unique<Impl>()) {}
+
+GrpcServer::~GrpcServer() { stop(); }
+
+int GrpcServer::start(const std::string& host, int port) {
+  impl_->service = std::make_unique<KserveService>(options_, model_, metrics_, ready_, infer_);
+  grpc::ServerBuilder builder;
+  int bound = -1;
+  builder.AddListeningPort(host + ":" + std::to_string(port), grpc::InsecureServerCredentials(),
+                           &bound);
+  builder.RegisterService(impl_->service.get());
+  builder.SetMaxReceiveMessageSize(
+      static_cast<int>(std::min<size_t>(options_.max_message, static_cast<size_t>(INT32_MAX))));
+  builder.SetMaxSendMessageSize(-1);  // outputs: as large as the model makes them
+  grpc::ResourceQuota quota("memoplan-serve-grpc");
+  quota.SetMaxThreads(options_.threads);
+  builder.SetResourceQuota(quota);
+  impl_->server = builder.BuildAndStart();
+  if (!impl_->server || bound <= 0) {
+    impl_->server.reset();
+    return -1;
+  }
+  return bound;
+}
+
+void GrpcServer::stop() {
+  if (impl_ && impl_->server) {
+    impl_->server->Shutdown();  // waits for the calls in flight
+    impl_->server->Wait();
+    impl_->server.reset();
+  }
+}
+
+}  // namespace memoplan::serve
