@@ -35,6 +35,7 @@ class GrpcServer {
   // Stops accepting calls; returns once the calls in flight have been answered.
   void stop();
   void set_ready() { ready_.store(true, std::memory_order_release); }
+  InferHandler& infer_handler() { return infer_; }
 
  private:
   struct Impl;

@@ -45,6 +45,7 @@ class HttpServer {
   // Stops accepting; run() returns once the requests being handled have been answered.
   void stop();
   void set_ready() { ready_.store(true, std::memory_order_release); }
+  InferHandler& infer_handler() { return infer_; }
 
  private:
   void add_routes();

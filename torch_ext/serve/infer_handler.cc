@@ -69,6 +69,7 @@ std::vector<HostTensor> InferHandler::infer(InferRequest& request, ModelSpec& sp
   spec = model_.spec();
   std::vector<HostTensor> inputs = match_inputs(spec.inputs, std::move(request.inputs));
   if (!spec.outputs.empty()) check_requested_outputs(spec.outputs, request.outputs);
+  if (batcher_) return batcher_->infer(std::move(inputs));
 
   // The worker runs the forward into `state`, then fulfils the promise the HTTP thread waits on.
   // shared_ptr: std::function needs a copyable callable.

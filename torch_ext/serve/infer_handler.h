@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 
+#include "batcher.h"
 #include "kserve_codec.h"
 #include "metrics.h"
 #include "model.h"
@@ -37,6 +38,8 @@ class InferHandler {
   std::vector<HostTensor> infer(InferRequest& request, ModelSpec& spec);
 
   Model& model() { return model_; }
+  // Dynamic batching: infer() hands checked requests to `batcher` instead of the pool (null: off).
+  void set_batcher(Batcher* batcher) { batcher_ = batcher; }
 
  private:
   InferReply run(std::string_view body, const std::string& header_length_field);
@@ -45,6 +48,7 @@ class InferHandler {
   WorkerPool& pool_;
   Metrics& metrics_;
   const std::atomic<bool>& ready_;
+  Batcher* batcher_ = nullptr;
 };
 
 }  // namespace memoplan::serve

@@ -13,6 +13,7 @@
 #include <memory>
 #include <thread>
 
+#include "batcher.h"
 #include "http_server.h"
 #ifdef MEMOPLAN_SERVE_GRPC
 #include "grpc_server.h"
@@ -42,6 +43,9 @@ struct Options {
   std::string strategy{memoplan::planner::kDefaultStrategy};
   bool no_plan = false;
   std::vector<std::string> inputs;
+  int max_batch_size = 0;  // dynamic batching: 0 or 1 off
+  std::vector<int> preferred_batch_sizes;
+  int64_t max_queue_delay_us = 0;
 };
 
 void log(const std::string& line) { std::fprintf(stderr, "memoplan-serve: %s\n", line.c_str()); }
@@ -136,6 +140,38 @@ int serve(const Options& o) {
     grpc_port = bound;
   }
 #endif
+  // Dynamic batching: HTTP and gRPC requests join the same batches.
+  std::unique_ptr<Batcher> batcher;
+  if (o.max_batch_size > 1) {
+    BatchingOptions batching;
+    batching.max_batch_size = o.max_batch_size;
+    batching.preferred_batch_sizes = o.preferred_batch_sizes;
+    batching.max_queue_delay = std::chrono::microseconds(o.max_queue_delay_us);
+    batching.max_pending = o.queue;
+    Model& served_model = *model;
+    batcher = std::make_unique<Batcher>(
+        batching, pool, metrics, [&served_model, &metrics](const std::vector<HostTensor>& in) {
+          const auto begin = std::chrono::steady_clock::now();
+          bool ok = false;
+          struct Count {  // counted whether forward returns or throws
+            Metrics& metrics;
+            std::chrono::steady_clock::time_point begin;
+            const bool& ok;
+            ~Count() {
+              metrics.count_inference(
+                  std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count(),
+                  ok);
+            }
+          } count{metrics, begin, ok};
+          std::vector<HostTensor> out = served_model.infer(in);
+          ok = true;
+          return out;
+        });
+    server.infer_handler().set_batcher(batcher.get());
+#ifdef MEMOPLAN_SERVE_GRPC
+    if (grpc) grpc->infer_handler().set_batcher(batcher.get());
+#endif
+  }
   bool served = true;
   std::thread listener([&] { served = server.run(); });
   // stop() only acts on a running server: wait for it before the watcher may call it.
@@ -163,7 +199,10 @@ int serve(const Options& o) {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     log("ready after " + std::to_string(seconds).substr(0, 4) + " s: " + std::to_string(o.workers) +
         " worker(s), queue " + std::to_string(o.queue) + ", " + std::to_string(http.threads) +
-        " HTTP threads");
+        " HTTP threads" +
+        (batcher ? ", dynamic batching up to " + std::to_string(o.max_batch_size) +
+                       " rows, queue delay " + std::to_string(o.max_queue_delay_us) + " us"
+                 : ""));
   } catch (const std::exception& e) {
     log(e.what());
     server.stop();
@@ -173,6 +212,7 @@ int serve(const Options& o) {
 #ifdef MEMOPLAN_SERVE_GRPC
   if (grpc) grpc->stop();  // answers the calls in flight
 #endif
+  if (batcher) batcher->stop();
   pool.stop();  // every queued request was answered before run() returned and stop()
   if (!served) {
     log("the listening socket failed");
@@ -201,6 +241,20 @@ int main(int argc, char** argv) {
                  "also serve the KServe v2 gRPC protocol on this port (Triton's is 8001); 0: any "
                  "free one (printed); default: no gRPC")
       ->check(CLI::Range(0, 65535));
+  app.add_option("--max-batch-size", o.max_batch_size,
+                 "dynamic batching: requests whose inputs differ only in dimension 0 are stacked "
+                 "into forward calls of up to this many rows (0 or 1: off)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 4096));
+  app.add_option("--preferred-batch-size", o.preferred_batch_sizes,
+                 "dynamic batching: a batch of this many rows goes to a worker at once "
+                 "(repeatable)")
+      ->check(CLI::Range(1, 4096));
+  app.add_option("--max-queue-delay-us", o.max_queue_delay_us,
+                 "dynamic batching: how long a request may wait for others to join its batch "
+                 "while a worker is idle")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{10'000'000}));
   app.add_option("--workers", o.workers,
                  "inference threads, one intra-op thread each (default: the CPUs)")
       ->capture_default_str()

@@ -39,6 +39,22 @@ void Metrics::count_grpc(int code) {
   }
 }
 
+void Metrics::observe_batch(uint64_t rows) {
+  size_t bucket = 0;
+  while (bucket < kBatchBuckets.size() && rows > kBatchBuckets[bucket]) ++bucket;
+  batch_buckets_[bucket].fetch_add(1, std::memory_order_relaxed);
+  batch_rows_.fetch_add(rows, std::memory_order_relaxed);
+  batch_count_.fetch_add(1, std::memory_order_relaxed);
+}
+
+void Metrics::observe_batch_queue_delay(double seconds) {
+  size_t bucket = 0;
+  while (bucket < kDelayBuckets.size() && seconds > kDelayBuckets[bucket]) ++bucket;
+  delay_buckets_[bucket].fetch_add(1, std::memory_order_relaxed);
+  delay_sum_ns_.fetch_add(nanoseconds(seconds), std::memory_order_relaxed);
+  delay_count_.fetch_add(1, std::memory_order_relaxed);
+}
+
 void Metrics::observe_infer_latency(double seconds) {
   size_t bucket = 0;
   while (bucket < kBuckets.size() && seconds > kBuckets[bucket]) ++bucket;
@@ -103,6 +119,29 @@ std::string Metrics::render(const Gauges& gauges, const torch_ext::PlanStats& pl
                      latency_sum_ns_.load(std::memory_order_relaxed) / 1e9);
   sample(out, "memoplan_serve_infer_request_duration_seconds_count",
          latency_count_.load(std::memory_order_relaxed));
+
+  header(out, "memoplan_batch_size", "histogram",
+         "Dynamic batching: rows per forward call of a batch sent to a worker.");
+  cumulative = 0;
+  for (size_t i = 0; i <= kBatchBuckets.size(); ++i) {
+    cumulative += batch_buckets_[i].load(std::memory_order_relaxed);
+    const std::string le = i < kBatchBuckets.size() ? std::to_string(kBatchBuckets[i]) : "+Inf";
+    sample(out, "memoplan_batch_size_bucket", cumulative, "le=\"" + le + "\"");
+  }
+  sample(out, "memoplan_batch_size_sum", batch_rows_.load(std::memory_order_relaxed));
+  sample(out, "memoplan_batch_size_count", batch_count_.load(std::memory_order_relaxed));
+  header(out, "memoplan_batch_queue_delay_seconds", "histogram",
+         "Dynamic batching: how long each request waited for its batch to go to a worker.");
+  cumulative = 0;
+  for (size_t i = 0; i <= kDelayBuckets.size(); ++i) {
+    cumulative += delay_buckets_[i].load(std::memory_order_relaxed);
+    const std::string le = i < kDelayBuckets.size() ? fmt::format("{}", kDelayBuckets[i]) : "+Inf";
+    sample(out, "memoplan_batch_queue_delay_seconds_bucket", cumulative, "le=\"" + le + "\"");
+  }
+  out += fmt::format("memoplan_batch_queue_delay_seconds_sum {:.6f}\n",
+                     delay_sum_ns_.load(std::memory_order_relaxed) / 1e9);
+  sample(out, "memoplan_batch_queue_delay_seconds_count",
+         delay_count_.load(std::memory_order_relaxed));
 
   metric(out, "memoplan_serve_inferences_total", "counter", "Forward calls that returned.",
          inferences_.load(std::memory_order_relaxed));

@@ -35,6 +35,9 @@ class Metrics {
   void observe_infer_latency(double seconds);
   // A forward call of a worker: its duration and whether it returned.
   void count_inference(double seconds, bool ok);
+  // Dynamic batching: the rows of a batch sent to a worker, and each request's wait before it.
+  void observe_batch(uint64_t rows);
+  void observe_batch_queue_delay(double seconds);
 
   std::string render(const Gauges& gauges, const torch_ext::PlanStats& plan) const;
 
@@ -44,6 +47,13 @@ class Metrics {
   std::array<std::atomic<uint64_t>, kBuckets.size() + 1> latency_buckets_{};  // last: +Inf
   std::atomic<uint64_t> latency_count_{0};
   std::atomic<uint64_t> latency_sum_ns_{0};
+  static constexpr std::array<uint64_t, 8> kBatchBuckets = {1, 2, 3, 4, 8, 16, 32, 64};
+  static constexpr std::array<double, 9> kDelayBuckets = {0.00005, 0.0001, 0.00025, 0.0005, 0.001,
+                                                          0.0025,  0.005,  0.01,    0.05};
+  std::array<std::atomic<uint64_t>, kBatchBuckets.size() + 1> batch_buckets_{};
+  std::atomic<uint64_t> batch_count_{0}, batch_rows_{0};
+  std::array<std::atomic<uint64_t>, kDelayBuckets.size() + 1> delay_buckets_{};
+  std::atomic<uint64_t> delay_count_{0}, delay_sum_ns_{0};
   std::atomic<uint64_t> inferences_{0};
   std::atomic<uint64_t> inference_errors_{0};
   std::atomic<uint64_t> inference_ns_{0};

@@ -36,6 +36,11 @@ void WorkerPool::stop() {
   for (std::thread& t : threads_) t.join();
 }
 
+void WorkerPool::set_on_idle(std::function<void()> on_idle) {
+  std::lock_guard<std::mutex> lock(on_idle_mutex_);  // no call of the old one is running after
+  on_idle_ = std::move(on_idle);
+}
+
 size_t WorkerPool::depth() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return queue_.size();
@@ -69,6 +74,10 @@ void WorkerPool::run(int index, const std::function<void(int)>& thread_init) {
     lock.unlock();
     if (job.finish) job.finish();
     job = Job{};  // its inputs and outputs are freed outside the lock
+    {
+      std::lock_guard<std::mutex> idle(on_idle_mutex_);
+      if (on_idle_) on_idle_();
+    }
     lock.lock();
   }
 }

@@ -36,6 +36,11 @@ class WorkerPool {
   // Runs what is queued, then joins the workers. Idempotent.
   void stop();
 
+  // Called on a worker each time it has finished a job and counts as idle (after the job's
+  // finish), outside the pool's lock: the batcher forms its next batch then. Null: none. Once
+  // set_on_idle returns, no call of the function it replaced is running.
+  void set_on_idle(std::function<void()> on_idle);
+
   size_t depth() const;  // jobs waiting for a worker
   int busy() const;      // jobs running
   int workers() const { return static_cast<int>(threads_.size()); }
@@ -51,6 +56,8 @@ class WorkerPool {
   int busy_ = 0;
   int initialized_ = 0;
   bool stopping_ = false;
+  std::mutex on_idle_mutex_;  // held while on_idle_ runs or changes
+  std::function<void()> on_idle_;
   std::vector<std::thread> threads_;
 };
 
