@@ -33,9 +33,8 @@ grpc::StatusCode code_of(int http_status) {
 // The service: every call checks the model name and version as the HTTP routes do.
 class KserveService final : public inference::GRPCInferenceService::Service {
  public:
-  KserveService(const GrpcOptions& options, Model& model, Metrics& metrics,
-                const std::atomic<bool>& ready, InferHandler& infer)
-      : options_(options), model_(model), metrics_(metrics), ready_(ready), infer_(infer) {}
+  KserveService(const GrpcOptions& options, ModelRegistry& models, Metrics& metrics)
+      : options_(options), models_(models), metrics_(metrics) {}
 
   grpc::Status ServerLive(grpc::ServerContext*, const inference::ServerLiveRequest*,
                           inference::ServerLiveResponse* response) override {
@@ -45,15 +44,14 @@ class KserveService final : public inference::GRPCInferenceService::Service {
 
   grpc::Status ServerReady(grpc::ServerContext*, const inference::ServerReadyRequest*,
                            inference::ServerReadyResponse* response) override {
-    response->set_ready(ready_.load(std::memory_order_acquire));
+    response->set_ready(models_.all_ready());
     return counted(grpc::Status::OK);
   }
 
   grpc::Status ModelReady(grpc::ServerContext*, const inference::ModelReadyRequest* request,
                           inference::ModelReadyResponse* response) override {
     return answer([&] {
-      check_model(request->name(), request->version());
-      response->set_ready(ready_.load(std::memory_order_acquire));
+      response->set_ready(find(request->name(), request->version())->ready());
     });
   }
 
@@ -67,34 +65,43 @@ class KserveService final : public inference::GRPCInferenceService::Service {
   grpc::Status ModelMetadata(grpc::ServerContext*, const inference::ModelMetadataRequest* request,
                              inference::ModelMetadataResponse* response) override {
     return answer([&] {
-      check_model(request->name(), request->version());
-      encode_grpc_model_metadata(model_.spec(), response);
+      encode_grpc_model_metadata(find(request->name(), request->version())->model().spec(),
+                                 response);
     });
   }
 
   grpc::Status ModelInfer(grpc::ServerContext*, const inference::ModelInferRequest* request,
                           inference::ModelInferResponse* response) override {
     const Clock::time_point start = Clock::now();
+    std::shared_ptr<ServedModel> model;  // held until answered
     const grpc::Status status = answer([&] {
-      check_model(request->model_name(), request->model_version());
+      model = find(request->model_name(), request->model_version());
       InferRequest decoded = decode_grpc_infer_request(*request);
       ModelSpec spec;
-      const std::vector<HostTensor> outputs = infer_.infer(decoded, spec);
+      const std::vector<HostTensor> outputs = model->handler().infer(decoded, spec);
       encode_grpc_infer_response(spec.name, decoded, outputs, response);
     });
-    metrics_.observe_infer_latency(std::chrono::duration<double>(Clock::now() - start).count());
+    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    if (model) model->metrics().observe_infer_latency(seconds);
     return status;
   }
 
  private:
-  void check_model(const std::string& name, const std::string& version) const {
-    if (name != options_.model_name) {
-      throw HttpError(
-          404, "unknown model '" + name + "' (this server serves '" + options_.model_name + "')");
+  // The model called `name`, or HttpError 404.
+  std::shared_ptr<ServedModel> find(const std::string& name, const std::string& version) const {
+    std::shared_ptr<ServedModel> model = models_.find(name);
+    if (!model) {
+      std::string names;
+      for (const auto& m : models_.models()) names += (names.empty() ? "'" : ", '") + m->name() + "'";
+      throw HttpError(404, "unknown model '" + name + "' (this server serves " +
+                               (names.empty() ? std::string("none") : names) + ")");
     }
-    if (!version.empty() && version != "1") {
-      throw HttpError(404, "model '" + name + "' has no version '" + version + "' (only 1)");
+    const std::string served_version = model->model().spec().version;
+    if (!version.empty() && version != served_version) {
+      throw HttpError(404, "model '" + name + "' has no version '" + version + "' (only " +
+                               served_version + ")");
     }
+    return model;
   }
 
   // Runs `fill`; an HttpError becomes the protocol's status code with its message.
@@ -117,10 +124,8 @@ class KserveService final : public inference::GRPCInferenceService::Service {
   }
 
   const GrpcOptions& options_;
-  Model& model_;
+  ModelRegistry& models_;
   Metrics& metrics_;
-  const std::atomic<bool>& ready_;
-  InferHandler& infer_;
 };
 
 struct GrpcServer::Impl {
@@ -128,17 +133,13 @@ struct GrpcServer::Impl {
   std::unique_ptr<grpc::Server> server;
 };
 
-GrpcServer::GrpcServer(const GrpcOptions& options, Model& model, WorkerPool& pool, Metrics& metrics)
-    : options_(options),
-      model_(model),
-      metrics_(metrics),
-      infer_(model, pool, metrics, ready_),
-      impl_(std::make_unique<Impl>()) {}
+GrpcServer::GrpcServer(const GrpcOptions& options, ModelRegistry& models, Metrics& metrics)
+    : options_(options), models_(models), metrics_(metrics), impl_(std::make_unique<Impl>()) {}
 
 GrpcServer::~GrpcServer() { stop(); }
 
 int GrpcServer::start(const std::string& host, int port) {
-  impl_->service = std::make_unique<KserveService>(options_, model_, metrics_, ready_, infer_);
+  impl_->service = std::make_unique<KserveService>(options_, models_, metrics_);
   grpc::ServerBuilder builder;
   int bound = -1;
   builder.AddListeningPort(host + ":" + std::to_string(port), grpc::InsecureServerCredentials(),

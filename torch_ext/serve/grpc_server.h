@@ -1,6 +1,6 @@
 // The gRPC side: the KServe v2 protocol's GRPCInferenceService (ServerLive, ServerReady,
 // ModelReady, ServerMetadata, ModelMetadata, ModelInfer; proto/kserve_v2.proto) on a port of its
-// own, beside HTTP, on the same model, workers and queue. Errors answer with the protocol's status
+// own, beside HTTP, on the same models, workers and queues. Errors answer with the protocol's status
 // codes: INVALID_ARGUMENT (HTTP's 400), NOT_FOUND (404), UNAVAILABLE (503: busy or not ready),
 // RESOURCE_EXHAUSTED (a message over the size limit), INTERNAL. Torch-free.
 #pragma once
@@ -10,15 +10,12 @@
 #include <memory>
 #include <string>
 
-#include "infer_handler.h"
 #include "metrics.h"
-#include "model.h"
-#include "worker_pool.h"
+#include "model_registry.h"
 
 namespace memoplan::serve {
 
 struct GrpcOptions {
-  std::string model_name;
   size_t max_message = 64u << 20;  // bytes of a request message; larger get RESOURCE_EXHAUSTED
   // Threads that run calls (each ModelInfer call holds one while it waits for its worker).
   int threads = 8;
@@ -27,23 +24,19 @@ struct GrpcOptions {
 
 class GrpcServer {
  public:
-  GrpcServer(const GrpcOptions& options, Model& model, WorkerPool& pool, Metrics& metrics);
+  GrpcServer(const GrpcOptions& options, ModelRegistry& models, Metrics& metrics);
   ~GrpcServer();
 
   // Binds host:port (port 0: any free port) and starts serving; returns the port, or -1.
   int start(const std::string& host, int port);
   // Stops accepting calls; returns once the calls in flight have been answered.
   void stop();
-  void set_ready() { ready_.store(true, std::memory_order_release); }
-  InferHandler& infer_handler() { return infer_; }
 
  private:
   struct Impl;
   GrpcOptions options_;
-  Model& model_;
+  ModelRegistry& models_;
   Metrics& metrics_;
-  std::atomic<bool> ready_{false};
-  InferHandler infer_;
   std::unique_ptr<Impl> impl_;
 };
 

@@ -2,6 +2,9 @@
 
 #include <httplib.h>
 
+#include <nlohmann/json.hpp>
+
+#include "http_error.h"
 #include "kserve_codec.h"
 
 namespace memoplan::serve {
@@ -64,12 +67,10 @@ const char* reason(int status) {
 
 }  // namespace
 
-HttpServer::HttpServer(const HttpOptions& options, Model& model, WorkerPool& pool, Metrics& metrics)
+HttpServer::HttpServer(const HttpOptions& options, ModelRegistry& models, Metrics& metrics)
     : options_(options),
-      model_(model),
-      pool_(pool),
+      models_(models),
       metrics_(metrics),
-      infer_(model, pool, metrics, ready_),
       server_(std::make_unique<httplib::Server>()) {
   const int threads = options_.threads;
   server_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
@@ -94,70 +95,141 @@ void HttpServer::stop() { server_->stop(); }
 
 void HttpServer::add_routes() {
   httplib::Server& s = *server_;
-  // Answers 404 unless the path names the served model (and its one version).
-  auto served = [this](const httplib::Request& req, httplib::Response& res) {
+  // The model the path names (and its one version), or null with 404 answered.
+  auto served = [this](const httplib::Request& req,
+                       httplib::Response& res) -> std::shared_ptr<ServedModel> {
     const std::string name = req.matches[1];
     const std::string version = req.matches.size() > 2 ? req.matches[2].str() : "";
-    if (name != options_.model_name) {
-      reply_error(
-          res, 404,
-          "unknown model '" + name + "' (this server serves '" + options_.model_name + "')");
-      return false;
+    std::shared_ptr<ServedModel> model = models_.find(name);
+    if (!model) {
+      std::string names;
+      for (const auto& m : models_.models()) names += (names.empty() ? "'" : ", '") + m->name() + "'";
+      reply_error(res, 404,
+                  "unknown model '" + name + "' (this server serves " +
+                      (names.empty() ? std::string("none") : names) + ")");
+      return nullptr;
     }
-    const std::string served_version = model_.spec().version;
+    const std::string served_version = model->model().spec().version;
     if (!version.empty() && version != served_version) {
       reply_error(
           res, 404,
           "model '" + name + "' has no version '" + version + "' (only " + served_version + ")");
-      return false;
+      return nullptr;
     }
-    return true;
-  };
-  auto ready_reply = [this](httplib::Response& res) {
-    if (ready_.load(std::memory_order_acquire)) {
-      res.status = 200;
-    } else {
-      reply_error(res, 400, "model '" + options_.model_name + "' is not ready yet");
-    }
+    return model;
   };
 
   s.Get("/v2/health/live",
         [](const httplib::Request&, httplib::Response& res) { res.status = 200; });
-  s.Get("/v2/health/ready",
-        [ready_reply](const httplib::Request&, httplib::Response& res) { ready_reply(res); });
+  s.Get("/v2/health/ready", [this](const httplib::Request&, httplib::Response& res) {
+    if (models_.all_ready()) {
+      res.status = 200;
+    } else {
+      reply_error(res, 400, "not every model is loaded and planned yet");
+    }
+  });
   s.Get("/v2", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(encode_server_metadata(options_.version), kJson);
   });
   s.Get(std::string(kModelPath) + "/ready",
-        [served, ready_reply](const httplib::Request& req, httplib::Response& res) {
-          if (served(req, res)) ready_reply(res);
+        [served](const httplib::Request& req, httplib::Response& res) {
+          const std::shared_ptr<ServedModel> model = served(req, res);
+          if (!model) return;
+          if (model->ready()) {
+            res.status = 200;
+          } else {
+            reply_error(res, 400, "model '" + model->name() + "' is not ready yet");
+          }
         });
-  s.Get(kModelPath, [this, served](const httplib::Request& req, httplib::Response& res) {
-    if (served(req, res)) res.set_content(encode_model_metadata(model_.spec()), kJson);
+  s.Get(kModelPath, [served](const httplib::Request& req, httplib::Response& res) {
+    if (const auto model = served(req, res)) {
+      res.set_content(encode_model_metadata(model->model().spec()), kJson);
+    }
   });
   s.Post(std::string(kModelPath) + "/infer", [this, served](const httplib::Request& req,
                                                             httplib::Response& res,
                                                             const httplib::ContentReader& reader) {
     std::string body;
-    if (!read_body(reader, options_.max_body, res, body) || !served(req, res)) return;
+    if (!read_body(reader, options_.max_body, res, body)) return;
+    const std::shared_ptr<ServedModel> model = served(req, res);  // held until answered
+    if (!model) return;
     const InferReply reply =
-        infer_.handle(body, req.get_header_value("Inference-Header-Content-Length"));
+        model->handler().handle(body, req.get_header_value("Inference-Header-Content-Length"));
     res.status = reply.status;
     if (reply.header_length) {
       res.set_header("Inference-Header-Content-Length", std::to_string(*reply.header_length));
     }
     res.set_content(reply.body, reply.content_type.c_str());
   });
+
+  // The repository extension: index, load, unload.
+  s.Post("/v2/repository/index", [this](const httplib::Request&, httplib::Response& res,
+                                        const httplib::ContentReader& reader) {
+    std::string body;
+    if (!read_body(reader, options_.max_body, res, body)) return;
+    bool ready_only = false;
+    if (!body.empty()) {
+      const nlohmann::json request = nlohmann::json::parse(body, nullptr, false);
+      if (request.is_discarded() || !request.is_object()) {
+        reply_error(res, 400, "malformed JSON: the index request body must be an object");
+        return;
+      }
+      if (request.contains("ready")) {
+        if (!request["ready"].is_boolean()) {
+          reply_error(res, 400, "\"ready\" must be true or false");
+          return;
+        }
+        ready_only = request["ready"].get<bool>();
+      }
+    }
+    nlohmann::json index = nlohmann::json::array();
+    for (const ModelRegistry::IndexEntry& e : models_.index()) {
+      if (ready_only && e.state != "READY") continue;
+      nlohmann::json entry = {{"name", e.name}, {"version", e.version}, {"state", e.state}};
+      if (!e.reason.empty()) entry["reason"] = e.reason;
+      index.push_back(std::move(entry));
+    }
+    res.set_content(index.dump(), kJson);
+  });
+  auto repository_call = [this](bool load) {
+    return [this, load](const httplib::Request& req, httplib::Response& res,
+                        const httplib::ContentReader& reader) {
+      std::string body;
+      if (!read_body(reader, options_.max_body, res, body)) return;
+      try {
+        if (load) {
+          models_.load(req.matches[1]);
+        } else {
+          models_.unload(req.matches[1]);
+        }
+        res.status = 200;
+      } catch (const HttpError& e) {
+        reply_error(res, e.status(), e.what());
+      }
+    };
+  };
+  s.Post(R"(/v2/repository/models/([^/]+)/load)", repository_call(true));
+  s.Post(R"(/v2/repository/models/([^/]+)/unload)", repository_call(false));
+
   s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     Gauges g;
-    g.queue_depth = pool_.depth();
-    g.queue_capacity = pool_.capacity();
-    g.workers = pool_.workers();
-    g.busy_workers = pool_.busy();
-    g.ready = ready_.load(std::memory_order_acquire);
+    g.ready = true;
+    std::vector<Metrics::ModelView> views;
+    const std::vector<std::shared_ptr<ServedModel>> models = models_.models();
+    for (const auto& model : models) {
+      const Gauges m = model->gauges();
+      g.queue_depth += m.queue_depth;
+      g.queue_capacity += m.queue_capacity;
+      g.workers += m.workers;
+      g.busy_workers += m.busy_workers;
+      g.ready = g.ready && m.ready;
+      views.push_back({model->name(), &model->metrics(), m});
+    }
+    g.ready = g.ready && !models.empty();
     const torch_ext::PlanStats plan =
         options_.plan_stats ? options_.plan_stats() : torch_ext::PlanStats{};
-    res.set_content(metrics_.render(g, plan), "text/plain; version=0.0.4; charset=utf-8");
+    res.set_content(metrics_.render(g, plan) + Metrics::render_models(views),
+                    "text/plain; version=0.0.4; charset=utf-8");
   });
 
   // Bodies sent to any other path are read under the same limit (a chunked upload would

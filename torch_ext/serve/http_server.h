@@ -1,6 +1,7 @@
 // The HTTP side: cpp-httplib's server with the KServe v2 routes (health, server and model
-// metadata, infer), GET /metrics, the protocol's JSON error body for every error, and the body
-// size limit. Torch-free: the model is reached through model.h and the infer handler.
+// metadata, infer), the repository extension (index, load, unload), GET /metrics, the protocol's
+// JSON error body for every error, and the body size limit. Torch-free: the models are reached
+// through the registry.
 #pragma once
 
 #include <atomic>
@@ -9,10 +10,8 @@
 #include <memory>
 #include <string>
 
-#include "infer_handler.h"
 #include "metrics.h"
-#include "model.h"
-#include "worker_pool.h"
+#include "model_registry.h"
 
 namespace httplib {
 class Server;
@@ -21,7 +20,6 @@ class Server;
 namespace memoplan::serve {
 
 struct HttpOptions {
-  std::string model_name;
   size_t max_body = 64u << 20;  // bytes; larger requests get 413
   // Threads that read requests and wait for their inference; each open connection holds one
   // while it is open (keep-alive included), others wait for a free one.
@@ -34,7 +32,7 @@ struct HttpOptions {
 
 class HttpServer {
  public:
-  HttpServer(const HttpOptions& options, Model& model, WorkerPool& pool, Metrics& metrics);
+  HttpServer(const HttpOptions& options, ModelRegistry& models, Metrics& metrics);
   ~HttpServer();
 
   // Binds host:port (port 0: any free port); returns the port, or -1 when it cannot.
@@ -44,18 +42,13 @@ class HttpServer {
   bool running() const;
   // Stops accepting; run() returns once the requests being handled have been answered.
   void stop();
-  void set_ready() { ready_.store(true, std::memory_order_release); }
-  InferHandler& infer_handler() { return infer_; }
 
  private:
   void add_routes();
 
   HttpOptions options_;
-  Model& model_;
-  WorkerPool& pool_;
+  ModelRegistry& models_;
   Metrics& metrics_;
-  std::atomic<bool> ready_{false};
-  InferHandler infer_;
   std::unique_ptr<httplib::Server> server_;
 };
 

@@ -69,6 +69,18 @@ std::vector<HostTensor> InferHandler::infer(InferRequest& request, ModelSpec& sp
   spec = model_.spec();
   std::vector<HostTensor> inputs = match_inputs(spec.inputs, std::move(request.inputs));
   if (!spec.outputs.empty()) check_requested_outputs(spec.outputs, request.outputs);
+  for (size_t i = 0; i < inputs.size() && i < max_dims_.size(); ++i) {
+    const std::vector<int64_t>& max = max_dims_[i];
+    if (max.empty()) continue;
+    bool fits = inputs[i].shape.size() == max.size();
+    for (size_t d = 0; fits && d < max.size(); ++d) {
+      fits = max[d] < 0 || inputs[i].shape[d] <= max[d];
+    }
+    if (!fits) {
+      throw bad_request("input '" + inputs[i].name + "': shape " + shape_text(inputs[i].shape) +
+                        " exceeds the model's max_dims " + shape_text(max) + " (config.json)");
+    }
+  }
   if (batcher_) return batcher_->infer(std::move(inputs));
 
   // The worker runs the forward into `state`, then fulfils the promise the HTTP thread waits on.

@@ -40,6 +40,9 @@ class InferHandler {
   Model& model() { return model_; }
   // Dynamic batching: infer() hands checked requests to `batcher` instead of the pool (null: off).
   void set_batcher(Batcher* batcher) { batcher_ = batcher; }
+  // The largest dimensions each input may have (-1: any; an empty entry or list: no limit);
+  // larger requests are answered 400 before they take a queue slot.
+  void set_max_dims(std::vector<std::vector<int64_t>> max_dims) { max_dims_ = std::move(max_dims); }
 
  private:
   InferReply run(std::string_view body, const std::string& header_length_field);
@@ -49,6 +52,7 @@ class InferHandler {
   Metrics& metrics_;
   const std::atomic<bool>& ready_;
   Batcher* batcher_ = nullptr;
+  std::vector<std::vector<int64_t>> max_dims_;
 };
 
 }  // namespace memoplan::serve

@@ -13,16 +13,15 @@
 #include <memory>
 #include <thread>
 
-#include "batcher.h"
 #include "http_server.h"
 #ifdef MEMOPLAN_SERVE_GRPC
 #include "grpc_server.h"
 #endif
 #include "memoplan/planner/strategy.h"
 #include "memoplan/torch/plan.h"
-#include "model.h"
+#include "model_config.h"
+#include "model_registry.h"
 #include "shutdown.h"
-#include "worker_pool.h"
 
 namespace {
 
@@ -32,6 +31,7 @@ constexpr int kExitBadInput = 2;  // bad options or model file, as the memoplan 
 
 struct Options {
   std::string model_path;
+  std::string repository;  // --model-repository: serve every model in it
   std::string host = "127.0.0.1";
   int port = 8000;
   int grpc_port = -1;  // -1: no gRPC; 0: any free port (printed)
@@ -80,35 +80,45 @@ int serve(const Options& o) {
   return_large_blocks_to_the_kernel();
   install_shutdown_handlers();
 
-  ModelOptions model_options;
-  model_options.path = o.model_path;
-  model_options.name =
-      o.name.empty() ? std::filesystem::path(o.model_path).stem().string() : o.name;
-  model_options.strategy = o.strategy;
-  model_options.plan = !o.no_plan;
+  // The command line's settings: the one model's, or every repository model's defaults.
+  ModelConfig defaults;
+  defaults.workers = o.workers;
+  defaults.queue = o.queue;
+  defaults.strategy = o.strategy;
+  defaults.plan = !o.no_plan;
+  defaults.batching.max_batch_size = o.max_batch_size;
+  defaults.batching.preferred_batch_sizes = o.preferred_batch_sizes;
+  defaults.batching.max_queue_delay = std::chrono::microseconds(o.max_queue_delay_us);
   try {
-    for (const std::string& text : o.inputs) {
-      model_options.inputs.push_back(parse_input_default(text));
-    }
+    for (const std::string& text : o.inputs) defaults.inputs.push_back(parse_input_default(text));
   } catch (const std::exception& e) {
     log(e.what());
     return kExitBadInput;
   }
-  std::unique_ptr<Model> model;
-  try {
-    model = std::make_unique<Model>(model_options);
-  } catch (const std::exception& e) {
-    log(e.what());
-    return kExitBadInput;
-  }
-  log("loaded " + o.model_path + " as model '" + model_options.name + "'");
-
-  // The workers exist (and have set their intra-op threads) before the model is planned: setting
-  // them clears oneDNN's caches, which must not happen during a forward call.
-  WorkerPool pool(o.workers, o.queue, [](int) { Model::init_worker_thread(); });
   Metrics metrics;
+  ModelRegistry models(metrics, o.repository, defaults);
+  std::shared_ptr<ServedModel> single;
+  if (o.repository.empty()) {
+    ModelConfig config = defaults;
+    config.path = o.model_path;
+    config.name = o.name.empty() ? std::filesystem::path(o.model_path).stem().string() : o.name;
+    try {
+      single = models.add(config);  // loaded and its workers started; planned once listening
+    } catch (const std::exception& e) {
+      log(e.what());
+      return kExitBadInput;
+    }
+    log("loaded " + o.model_path + " as model '" + config.name + "'");
+  } else {
+    try {
+      scan_repository(o.repository, defaults);
+    } catch (const std::exception& e) {
+      log(e.what());
+      return kExitBadInput;
+    }
+  }
+
   HttpOptions http;
-  http.model_name = model_options.name;
   http.max_body = o.max_body;
   // Each open connection holds an HTTP thread (keep-alive included): enough of them that clients
   // meet the queue's 503 rather than wait for a thread, and at least 64 connections at once.
@@ -116,7 +126,7 @@ int serve(const Options& o) {
       o.http_threads > 0 ? o.http_threads : std::max(64, o.workers + static_cast<int>(o.queue) + 4);
   http.version = kVersion;
   http.plan_stats = &memoplan::torch_ext::plan_stats;
-  HttpServer server(http, *model, pool, metrics);
+  HttpServer server(http, models, metrics);
   const int port = server.bind(o.host, o.port);
   if (port < 0) {
     log("cannot listen on " + o.host + ":" + std::to_string(o.port));
@@ -127,11 +137,10 @@ int serve(const Options& o) {
   std::unique_ptr<GrpcServer> grpc;
   if (o.grpc_port >= 0) {
     GrpcOptions grpc_options;
-    grpc_options.model_name = model_options.name;
     grpc_options.max_message = o.max_body;
     grpc_options.threads = http.threads;
     grpc_options.version = kVersion;
-    grpc = std::make_unique<GrpcServer>(grpc_options, *model, pool, metrics);
+    grpc = std::make_unique<GrpcServer>(grpc_options, models, metrics);
     const int bound = grpc->start(o.host, o.grpc_port);
     if (bound < 0) {
       log("cannot listen for gRPC on " + o.host + ":" + std::to_string(o.grpc_port));
@@ -140,38 +149,6 @@ int serve(const Options& o) {
     grpc_port = bound;
   }
 #endif
-  // Dynamic batching: HTTP and gRPC requests join the same batches.
-  std::unique_ptr<Batcher> batcher;
-  if (o.max_batch_size > 1) {
-    BatchingOptions batching;
-    batching.max_batch_size = o.max_batch_size;
-    batching.preferred_batch_sizes = o.preferred_batch_sizes;
-    batching.max_queue_delay = std::chrono::microseconds(o.max_queue_delay_us);
-    batching.max_pending = o.queue;
-    Model& served_model = *model;
-    batcher = std::make_unique<Batcher>(
-        batching, pool, metrics, [&served_model, &metrics](const std::vector<HostTensor>& in) {
-          const auto begin = std::chrono::steady_clock::now();
-          bool ok = false;
-          struct Count {  // counted whether forward returns or throws
-            Metrics& metrics;
-            std::chrono::steady_clock::time_point begin;
-            const bool& ok;
-            ~Count() {
-              metrics.count_inference(
-                  std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count(),
-                  ok);
-            }
-          } count{metrics, begin, ok};
-          std::vector<HostTensor> out = served_model.infer(in);
-          ok = true;
-          return out;
-        });
-    server.infer_handler().set_batcher(batcher.get());
-#ifdef MEMOPLAN_SERVE_GRPC
-    if (grpc) grpc->infer_handler().set_batcher(batcher.get());
-#endif
-  }
   bool served = true;
   std::thread listener([&] { served = server.run(); });
   // stop() only acts on a running server: wait for it before the watcher may call it.
@@ -190,19 +167,19 @@ int serve(const Options& o) {
   });
   int status = 0;
   try {
-    log(model->prepare());
-    server.set_ready();
-#ifdef MEMOPLAN_SERVE_GRPC
-    if (grpc) grpc->set_ready();
-#endif
+    if (single) {
+      log(single->prepare());
+    } else {
+      models.load_all(log);
+    }
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    log("ready after " + std::to_string(seconds).substr(0, 4) + " s: " + std::to_string(o.workers) +
-        " worker(s), queue " + std::to_string(o.queue) + ", " + std::to_string(http.threads) +
-        " HTTP threads" +
-        (batcher ? ", dynamic batching up to " + std::to_string(o.max_batch_size) +
-                       " rows, queue delay " + std::to_string(o.max_queue_delay_us) + " us"
-                 : ""));
+    const size_t loaded = models.models().size();
+    log("ready after " + std::to_string(seconds).substr(0, 4) + " s: " + std::to_string(loaded) +
+        " model(s), " + std::to_string(http.threads) + " HTTP threads" +
+        (single ? ", " + std::to_string(o.workers) + " worker(s), queue " +
+                      std::to_string(o.queue)
+                : ""));
   } catch (const std::exception& e) {
     log(e.what());
     server.stop();
@@ -212,8 +189,8 @@ int serve(const Options& o) {
 #ifdef MEMOPLAN_SERVE_GRPC
   if (grpc) grpc->stop();  // answers the calls in flight
 #endif
-  if (batcher) batcher->stop();
-  pool.stop();  // every queued request was answered before run() returned and stop()
+  single.reset();
+  models.stop_all();  // every queued request was answered before run() returned and stop()
   if (!served) {
     log("the listening socket failed");
     return kExitFailure;
@@ -230,9 +207,15 @@ int main(int argc, char** argv) {
       "memoplan-serve: serves a TorchScript model over the KServe v2 HTTP protocol, its "
       "memory planned by memoplan (docs/SERVE.md)."};
   app.set_version_flag("--version", std::string("memoplan-serve ") + kVersion);
-  app.add_option("MODEL", o.model_path, "TorchScript file (.pt)")
-      ->required()
-      ->check(CLI::ExistingFile);
+  CLI::Option* model = app.add_option("MODEL", o.model_path, "TorchScript file (.pt)")
+                           ->check(CLI::ExistingFile);
+  CLI::Option* repository =
+      app.add_option("--model-repository", o.repository,
+                     "serve every model of this directory: NAME/1/model.pt (Triton's layout), "
+                     "NAME/model.pt or NAME.pt, each with an optional NAME/config.json "
+                     "(docs/SERVE.md); instead of MODEL")
+          ->check(CLI::ExistingDirectory);
+  model->excludes(repository);
   app.add_option("--host", o.host, "address to listen on")->capture_default_str();
   app.add_option("--port", o.port, "port; 0: any free one (printed)")
       ->capture_default_str()
@@ -288,6 +271,11 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);
     return code == 0 ? 0 : kExitBadInput;
+  }
+  if (o.model_path.empty() && o.repository.empty()) {
+    std::fprintf(stderr, "memoplan-serve: a MODEL file or --model-repository DIR is required\n"
+                         "Run with --help for more information.\n");
+    return kExitBadInput;
   }
   return serve(o);
 }

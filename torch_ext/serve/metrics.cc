@@ -45,6 +45,7 @@ void Metrics::observe_batch(uint64_t rows) {
   batch_buckets_[bucket].fetch_add(1, std::memory_order_relaxed);
   batch_rows_.fetch_add(rows, std::memory_order_relaxed);
   batch_count_.fetch_add(1, std::memory_order_relaxed);
+  if (parent_) parent_->observe_batch(rows);
 }
 
 void Metrics::observe_batch_queue_delay(double seconds) {
@@ -53,6 +54,7 @@ void Metrics::observe_batch_queue_delay(double seconds) {
   delay_buckets_[bucket].fetch_add(1, std::memory_order_relaxed);
   delay_sum_ns_.fetch_add(nanoseconds(seconds), std::memory_order_relaxed);
   delay_count_.fetch_add(1, std::memory_order_relaxed);
+  if (parent_) parent_->observe_batch_queue_delay(seconds);
 }
 
 void Metrics::observe_infer_latency(double seconds) {
@@ -61,11 +63,13 @@ void Metrics::observe_infer_latency(double seconds) {
   latency_buckets_[bucket].fetch_add(1, std::memory_order_relaxed);
   latency_sum_ns_.fetch_add(nanoseconds(seconds), std::memory_order_relaxed);
   latency_count_.fetch_add(1, std::memory_order_relaxed);
+  if (parent_) parent_->observe_infer_latency(seconds);
 }
 
 void Metrics::count_inference(double seconds, bool ok) {
   (ok ? inferences_ : inference_errors_).fetch_add(1, std::memory_order_relaxed);
   inference_ns_.fetch_add(nanoseconds(seconds), std::memory_order_relaxed);
+  if (parent_) parent_->count_inference(seconds, ok);
 }
 
 std::string Metrics::render(const Gauges& gauges, const torch_ext::PlanStats& plan) const {
@@ -196,6 +200,64 @@ std::string Metrics::render(const Gauges& gauges, const torch_ext::PlanStats& pl
          plan.slab_bytes);
   metric(out, "memoplan_slab_bytes_max", "gauge", "The largest slab a worker thread has held.",
          plan.slab_bytes_max);
+  return out;
+}
+
+std::string Metrics::render_models(const std::vector<ModelView>& models) {
+  std::string out;
+  if (models.empty()) return out;
+  auto label = [](const ModelView& m) { return fmt::format("model=\"{}\"", m.name); };
+  auto gauge = [&](const char* name, const char* help, auto value_of) {
+    header(out, name, "gauge", help);
+    for (const ModelView& m : models) sample(out, name, value_of(m), label(m));
+  };
+  gauge("memoplan_model_ready", "1 once the model is loaded and planned.",
+        [](const ModelView& m) { return uint64_t{m.gauges.ready}; });
+  gauge("memoplan_model_queue_depth", "Infer requests of the model waiting for a worker or batch.",
+        [](const ModelView& m) { return m.gauges.queue_depth; });
+  gauge("memoplan_model_workers", "The model's inference worker threads.",
+        [](const ModelView& m) { return static_cast<uint64_t>(m.gauges.workers); });
+  header(out, "memoplan_model_inferences_total", "counter", "The model's forward calls that returned.");
+  for (const ModelView& m : models) {
+    sample(out, "memoplan_model_inferences_total",
+           m.metrics->inferences_.load(std::memory_order_relaxed), label(m));
+  }
+  header(out, "memoplan_model_inference_errors_total", "counter",
+         "The model's forward calls that threw.");
+  for (const ModelView& m : models) {
+    sample(out, "memoplan_model_inference_errors_total",
+           m.metrics->inference_errors_.load(std::memory_order_relaxed), label(m));
+  }
+  header(out, "memoplan_model_infer_request_duration_seconds", "histogram",
+         "The model's infer requests from body received to response encoded.");
+  for (const ModelView& m : models) {
+    uint64_t cumulative = 0;
+    for (size_t i = 0; i <= kBuckets.size(); ++i) {
+      cumulative += m.metrics->latency_buckets_[i].load(std::memory_order_relaxed);
+      const std::string le = i < kBuckets.size() ? fmt::format("{}", kBuckets[i]) : "+Inf";
+      sample(out, "memoplan_model_infer_request_duration_seconds_bucket", cumulative,
+             label(m) + ",le=\"" + le + "\"");
+    }
+    out += fmt::format("memoplan_model_infer_request_duration_seconds_sum{{{}}} {:.6f}\n",
+                       label(m), m.metrics->latency_sum_ns_.load(std::memory_order_relaxed) / 1e9);
+    sample(out, "memoplan_model_infer_request_duration_seconds_count",
+           m.metrics->latency_count_.load(std::memory_order_relaxed), label(m));
+  }
+  header(out, "memoplan_model_batch_size", "histogram",
+         "Dynamic batching: rows per forward call of the model's batches.");
+  for (const ModelView& m : models) {
+    uint64_t cumulative = 0;
+    for (size_t i = 0; i <= kBatchBuckets.size(); ++i) {
+      cumulative += m.metrics->batch_buckets_[i].load(std::memory_order_relaxed);
+      const std::string le = i < kBatchBuckets.size() ? std::to_string(kBatchBuckets[i]) : "+Inf";
+      sample(out, "memoplan_model_batch_size_bucket", cumulative,
+             label(m) + ",le=\"" + le + "\"");
+    }
+    sample(out, "memoplan_model_batch_size_sum",
+           m.metrics->batch_rows_.load(std::memory_order_relaxed), label(m));
+    sample(out, "memoplan_model_batch_size_count",
+           m.metrics->batch_count_.load(std::memory_order_relaxed), label(m));
+  }
   return out;
 }
 

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "memoplan/torch/plan.h"
 
@@ -24,6 +25,12 @@ struct Gauges {
 
 class Metrics {
  public:
+  // A model's metrics pass every inference, latency and batch observation on to the server's
+  // (`parent`), which keeps the totals the unlabeled series show.
+  explicit Metrics(Metrics* parent = nullptr) : parent_(parent) {}
+  Metrics(const Metrics&) = delete;
+  Metrics& operator=(const Metrics&) = delete;
+
   // Upper bounds (seconds) of the latency histogram's buckets; +Inf is implied.
   static constexpr std::array<double, 14> kBuckets = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
                                                       0.25,  0.5,    1,     2.5,  5,     10,   30};
@@ -41,7 +48,17 @@ class Metrics {
 
   std::string render(const Gauges& gauges, const torch_ext::PlanStats& plan) const;
 
+  // Per model, labeled model="NAME": readiness, queue and workers, inferences, the infer latency
+  // and batch size histograms (memoplan_model_* series), appended after render()'s.
+  struct ModelView {
+    std::string name;
+    const Metrics* metrics;
+    Gauges gauges;
+  };
+  static std::string render_models(const std::vector<ModelView>& models);
+
  private:
+  Metrics* const parent_;
   std::array<std::atomic<uint64_t>, 600> responses_{};      // by status code (100-599)
   std::array<std::atomic<uint64_t>, 17> grpc_responses_{};  // by gRPC status code
   std::array<std::atomic<uint64_t>, kBuckets.size() + 1> latency_buckets_{};  // last: +Inf

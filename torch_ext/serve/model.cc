@@ -244,7 +244,21 @@ std::string Model::prepare() {
   return m.summary;
 }
 
-void Model::init_worker_thread() { at::set_num_threads(1); }
+// OpenMP's per-thread count; libgomp comes with LibTorch (weak: resolved where it is loaded).
+extern "C" void omp_set_num_threads(int) __attribute__((weak));
+
+void Model::init_worker_thread() {
+  // at::set_num_threads also resets process-wide state (the thread pool size, oneDNN's caches),
+  // which must not happen while another worker (another model's, in a repository) runs a
+  // forward call: only the first worker of the process calls it, later ones set their own
+  // OpenMP count, the only part that is per thread.
+  static std::atomic<bool> first{true};
+  if (first.exchange(false) || !omp_set_num_threads) {
+    at::set_num_threads(1);
+  } else {
+    omp_set_num_threads(1);
+  }
+}
 
 std::vector<HostTensor> Model::infer(const std::vector<HostTensor>& inputs) {
   Impl& m = *impl_;

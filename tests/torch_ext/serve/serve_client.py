@@ -51,8 +51,9 @@ class Server:
     def __init__(self, binary, model, *args):
         self.log = tempfile.NamedTemporaryFile(prefix="memoplan-serve-", suffix=".log",
                                                delete=False)
-        self.proc = subprocess.Popen([binary, model, "--port", "0", *args], stdout=subprocess.PIPE,
-                                     stderr=self.log, text=True)
+        # model None: the arguments name the models (--model-repository DIR).
+        self.proc = subprocess.Popen([binary, *([model] if model else []), "--port", "0", *args],
+                                     stdout=subprocess.PIPE, stderr=self.log, text=True)
         line = self.proc.stdout.readline()  # the server prints it before it plans
         if "listening on http://" not in line:
             self.proc.kill()

@@ -1,0 +1,252 @@
+#include "model_registry.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "http_error.h"
+
+namespace memoplan::serve {
+
+ServedModel::ServedModel(const ModelConfig& config, Metrics& server_metrics)
+    : config_(config), metrics_(&server_metrics) {
+  ModelOptions options;
+  options.path = config.path;
+  options.name = config.name;
+  options.inputs = config.inputs;
+  options.strategy = config.strategy;
+  options.plan = config.plan;
+  model_ = std::make_unique<Model>(options);
+  // The workers exist (and have set their intra-op threads) before the model is planned.
+  pool_ = std::make_unique<WorkerPool>(config.workers, config.queue,
+                                       [](int) { Model::init_worker_thread(); });
+  handler_ = std::make_unique<InferHandler>(*model_, *pool_, metrics_, ready_);
+  handler_->set_max_dims(config.max_dims);
+  if (config.batching.max_batch_size > 1) {
+    BatchingOptions batching = config.batching;
+    batching.max_pending = config.queue;
+    Model& model = *model_;
+    Metrics& metrics = metrics_;
+    batcher_ = std::make_unique<Batcher>(
+        batching, *pool_, metrics_, [&model, &metrics](const std::vector<HostTensor>& in) {
+          const auto begin = std::chrono::steady_clock::now();
+          bool ok = false;
+          struct Count {  // counted whether forward returns or throws
+            Metrics& metrics;
+            std::chrono::steady_clock::time_point begin;
+            const bool& ok;
+            ~Count() {
+              metrics.count_inference(
+                  std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count(),
+                  ok);
+            }
+          } count{metrics, begin, ok};
+          std::vector<HostTensor> out = model.infer(in);
+          ok = true;
+          return out;
+        });
+    handler_->set_batcher(batcher_.get());
+  }
+}
+
+ServedModel::~ServedModel() {
+  if (batcher_) batcher_->stop();
+  pool_->stop();
+}
+
+std::string ServedModel::prepare() {
+  std::string line = model_->prepare();
+  ready_.store(true, std::memory_order_release);
+  if (batcher_) {
+    line += "; dynamic batching up to " + std::to_string(config_.batching.max_batch_size) +
+            " rows, queue delay " + std::to_string(config_.batching.max_queue_delay.count()) +
+            " us";
+  }
+  return line;
+}
+
+Gauges ServedModel::gauges() const {
+  Gauges g;
+  g.queue_depth = pool_->depth() + (batcher_ ? batcher_->pending() : 0);
+  g.queue_capacity = pool_->capacity();
+  g.workers = pool_->workers();
+  g.busy_workers = pool_->busy();
+  g.ready = ready();
+  return g;
+}
+
+ModelRegistry::ModelRegistry(Metrics& server_metrics, std::string repository,
+                             ModelConfig defaults)
+    : server_metrics_(server_metrics),
+      repository_(std::move(repository)),
+      defaults_(std::move(defaults)) {}
+
+ModelRegistry::~ModelRegistry() { stop_all(); }
+
+std::shared_ptr<ServedModel> ModelRegistry::add(const ModelConfig& config) {
+  auto model = std::make_shared<ServedModel>(config, server_metrics_);
+  std::lock_guard<std::mutex> lock(mutex_);
+  loaded_[config.name] = model;  // listed, not ready, until it is planned
+  unavailable_.erase(config.name);
+  return model;
+}
+
+void ModelRegistry::load_all(const std::function<void(const std::string&)>& log) {
+  for (const RepositoryEntry& entry : scan_repository(repository_, defaults_)) {
+    if (!entry.error.empty()) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      unavailable_[entry.config.name] = entry.error;
+      log("model '" + entry.config.name + "' not loaded: " + entry.error);
+      continue;
+    }
+    try {
+      const std::shared_ptr<ServedModel> model = add(entry.config);
+      try {
+        log("model '" + entry.config.name + "' (" + entry.config.path + "): " + model->prepare());
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        loaded_.erase(entry.config.name);
+        throw;
+      }
+    } catch (const std::exception& e) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      unavailable_[entry.config.name] = e.what();
+      log("model '" + entry.config.name + "' not loaded: " + e.what());
+    }
+  }
+}
+
+std::shared_ptr<ServedModel> ModelRegistry::find(const std::string& name) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto it = loaded_.find(name);
+  return it == loaded_.end() ? nullptr : it->second;
+}
+
+std::vector<std::shared_ptr<ServedModel>> ModelRegistry::models() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<std::shared_ptr<ServedModel>> out;
+  for (const auto& [name, model] : loaded_) out.push_back(model);
+  return out;
+}
+
+bool ModelRegistry::all_ready() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (loaded_.empty()) return false;
+  return std::all_of(loaded_.begin(), loaded_.end(),
+                     [](const auto& entry) { return entry.second->ready(); });
+}
+
+std::vector<ModelRegistry::IndexEntry> ModelRegistry::index() const {
+  std::vector<RepositoryEntry> entries;
+  if (!repository_.empty()) {
+    try {
+      entries = scan_repository(repository_, defaults_);
+    } catch (const std::invalid_argument&) {
+      // The directory went away: the loaded models are still listed.
+    }
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::map<std::string, IndexEntry> listed;
+  for (const RepositoryEntry& e : entries) {
+    IndexEntry& i = listed[e.config.name];
+    i.name = e.config.name;
+    i.state = "UNAVAILABLE";
+    i.reason = e.error.empty() ? "unloaded" : e.error;
+  }
+  for (const auto& [name, why] : unavailable_) {
+    IndexEntry& i = listed[name];
+    i.name = name;
+    i.state = "UNAVAILABLE";
+    i.reason = why;
+  }
+  for (const auto& [name, model] : loaded_) {
+    IndexEntry& i = listed[name];
+    i.name = name;
+    i.state = model->ready() ? "READY" : "LOADING";
+    i.reason.clear();
+  }
+  for (const auto& [name, count] : loading_) {
+    if (count > 0 && !loaded_.count(name)) {
+      IndexEntry& i = listed[name];
+      i.name = name;
+      i.state = "LOADING";
+      i.reason.clear();
+    }
+  }
+  std::vector<IndexEntry> out;
+  for (auto& [name, entry] : listed) out.push_back(std::move(entry));
+  return out;
+}
+
+void ModelRegistry::load(const std::string& name) {
+  if (repository_.empty()) {
+    throw HttpError(400, "this server has no model repository (--model-repository DIR)");
+  }
+  std::vector<RepositoryEntry> entries;
+  try {
+    entries = scan_repository(repository_, defaults_);
+  } catch (const std::invalid_argument& e) {
+    throw HttpError(400, e.what());
+  }
+  const auto it = std::find_if(entries.begin(), entries.end(),
+                               [&](const RepositoryEntry& e) { return e.config.name == name; });
+  if (it == entries.end()) {
+    throw HttpError(404, "no model '" + name + "' in the repository " + repository_);
+  }
+  if (!it->error.empty()) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    unavailable_[name] = it->error;
+    throw HttpError(400, "model '" + name + "' cannot load: " + it->error);
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++loading_[name];
+  }
+  // Loaded and planned beside the old one, which serves until the new one replaces it.
+  std::shared_ptr<ServedModel> model;
+  std::string error;
+  try {
+    model = std::make_shared<ServedModel>(it->config, server_metrics_);
+    model->prepare();
+  } catch (const std::exception& e) {
+    error = e.what();
+    model.reset();
+  }
+  std::shared_ptr<ServedModel> replaced;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    --loading_[name];
+    if (!model) {
+      if (!loaded_.count(name)) unavailable_[name] = error;
+    } else {
+      replaced = std::move(loaded_[name]);
+      loaded_[name] = model;
+      unavailable_.erase(name);
+    }
+  }
+  if (!model) throw HttpError(400, "model '" + name + "' failed to load: " + error);
+  // `replaced` goes once its last request in flight is answered.
+}
+
+void ModelRegistry::unload(const std::string& name) {
+  std::shared_ptr<ServedModel> model;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const auto it = loaded_.find(name);
+    if (it == loaded_.end()) throw HttpError(404, "model '" + name + "' is not loaded");
+    model = std::move(it->second);
+    loaded_.erase(it);
+    unavailable_[name] = "unloaded";
+  }
+  // Its workers stop once the requests holding it are answered (the last reference).
+}
+
+void ModelRegistry::stop_all() {
+  std::map<std::string, std::shared_ptr<ServedModel>> models;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    models.swap(loaded_);
+  }
+  models.clear();  // each stops its batcher and workers
+}
+
+}  // namespace memoplan::serve
