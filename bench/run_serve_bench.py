@@ -33,7 +33,7 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "tests", "serve"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "torch_ext", "serve"))
 from serve_client import Server, TestFailure, binary_body, metrics  # noqa: E402
 
 import torch  # noqa: E402
