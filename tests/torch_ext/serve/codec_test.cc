@@ -10,6 +10,7 @@
 #include <random>
 
 #include "http_error.h"
+#include "status_of.h"
 #include "input_spec.h"
 #include "json_tensor.h"
 #include "kserve_codec.h"
@@ -31,15 +32,6 @@ simdjson::dom::element parsed(const std::string& text) {
 template <typename T>
 std::string bytes_of(const std::vector<T>& values) {
   return std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(T));
-}
-
-int status_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const HttpError& e) {
-    return e.status();
-  }
-  return 0;
 }
 
 TEST(Datatype, NamesAndSizes) {

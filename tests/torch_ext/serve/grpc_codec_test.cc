@@ -8,18 +8,10 @@
 #include <cstring>
 
 #include "http_error.h"
+#include "status_of.h"
 
 namespace memoplan::serve {
 namespace {
-
-int status_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const HttpError& e) {
-    return e.status();
-  }
-  return 0;
-}
 
 template <typename T>
 std::string bytes_of(std::initializer_list<T> values) {

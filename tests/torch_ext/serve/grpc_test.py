@@ -10,18 +10,16 @@ serving on after each; /metrics counting the calls by code.
 
     /usr/bin/python3 tests/torch_ext/serve/grpc_test.py build/torch_ext/serve/memoplan-serve
 """
-import json
 import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import threading
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from serve_client import (Server, TestFailure, check, get, infer_body, make_models,  # noqa: E402
-                          metrics, outputs_of, reference, request, skip)
+from serve_client import (Server, TestFailure, check, has_grpc, infer_body,  # noqa: E402
+                          make_models, metrics, outputs_of, reference, request, serving, skip,
+                          test_main)
 
 import torch  # noqa: E402
 
@@ -84,15 +82,20 @@ def expect_error(grpc, call, code, fragment, what):
 
 
 def run(binary, tmp):
-    import grpc
+    try:
+        import grpc
+    except ImportError:
+        skip("python3-grpcio is not installed")
+    if not has_grpc(binary):
+        skip("memoplan-serve was built without gRPC (libgrpc++-dev, protobuf-compiler-grpc)")
+    generate_stubs(tmp)
     import kserve_v2_pb2 as pb
     import kserve_v2_pb2_grpc as pb_grpc
 
     make_models(tmp)
     model_path = os.path.join(tmp, "tiny_cnn.pt")
-    server = Server(binary, model_path, "--workers", "2", "--grpc-port", "0",
-                    "--max-body", str(MAX_BODY))
-    try:
+    with serving(Server(binary, model_path, "--workers", "2", "--grpc-port", "0",
+                        "--max-body", str(MAX_BODY))) as server:
         server.wait_ready()
         print("tiny_cnn on %s, gRPC on %s" % (server.base, server.grpc))
         channel = grpc.insecure_channel(server.grpc)
@@ -250,37 +253,7 @@ def run(binary, tmp):
         code = server.terminate()
         check(code == 0, "exit code %d after SIGTERM" % code)
         print("  SIGTERM: exit 0")
-    except TestFailure:
-        print(server.log_text())
-        raise
-    finally:
-        server.close()
-
-
-def main():
-    if len(sys.argv) != 2:
-        sys.exit(__doc__)
-    try:
-        import grpc  # noqa: F401
-    except ImportError:
-        skip("python3-grpcio is not installed")
-    binary = os.path.abspath(sys.argv[1])
-    tmp = tempfile.mkdtemp(prefix="memoplan-grpc-test-")
-    started = time.monotonic()
-    try:
-        generate_stubs(tmp)
-        if "--grpc-port" not in subprocess.run([binary, "--help"], capture_output=True,
-                                               text=True).stdout:
-            skip("memoplan-serve was built without gRPC (libgrpc++-dev, protobuf-compiler-grpc)")
-        run(binary, tmp)
-    except TestFailure as e:
-        print("FAIL: %s" % e)
-        return 1
-    finally:
-        shutil.rmtree(tmp)
-    print("PASS (%.1f s)" % (time.monotonic() - started))
-    return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(test_main(__doc__, run))

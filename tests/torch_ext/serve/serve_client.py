@@ -3,8 +3,10 @@ Python's urllib and with curl, the KServe v2 tensor encodings (JSON and the bina
 /metrics parsing, and the reference: a direct LibTorch forward (Debian's python3-torch runs the
 same libtorch the server links) of the same file on the same input.
 """
+import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -214,3 +216,56 @@ def metrics(server):
             key, value = line.rsplit(" ", 1)
             values[key] = float(value)
     return values
+
+
+def test_main(doc, run):
+    """A server test's main(): argv[1] is memoplan-serve; run(binary, tmp) in a fresh temporary
+    directory, removed afterwards. A TestFailure prints FAIL and gives exit code 1."""
+    if len(sys.argv) != 2:
+        sys.exit(doc)
+    binary = os.path.abspath(sys.argv[1])
+    tmp = tempfile.mkdtemp(prefix="memoplan-serve-test-")
+    started = time.monotonic()
+    try:
+        run(binary, tmp)
+    except TestFailure as e:
+        print("FAIL: %s" % e)
+        return 1
+    finally:
+        shutil.rmtree(tmp)
+    print("PASS (%.1f s)" % (time.monotonic() - started))
+    return 0
+
+
+@contextlib.contextmanager
+def serving(server):
+    """The started server; its log is printed when a check fails; killed if still running."""
+    try:
+        yield server
+    except TestFailure:
+        print(server.log_text())
+        raise
+    finally:
+        server.close()
+
+
+def has_grpc(binary):
+    """Whether memoplan-serve was built with --grpc-port."""
+    return "--grpc-port" in subprocess.run([binary, "--help"], capture_output=True,
+                                           text=True).stdout
+
+
+def grpc_client(binary, tmp):
+    """(grpc, kserve_v2_pb2, kserve_v2_pb2_grpc) with stubs generated into tmp, or None when the
+    server has no gRPC or python3-grpcio, protoc or grpc_python_plugin is missing."""
+    if not has_grpc(binary):
+        return None
+    try:
+        import grpc
+        import grpc_test
+        grpc_test.generate_stubs(tmp)
+        import kserve_v2_pb2
+        import kserve_v2_pb2_grpc
+    except (ImportError, SystemExit):
+        return None
+    return grpc, kserve_v2_pb2, kserve_v2_pb2_grpc

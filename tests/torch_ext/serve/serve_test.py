@@ -11,14 +11,13 @@ import shutil
 import signal
 import socket
 import sys
-import tempfile
 import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from serve_client import (Server, TestFailure, binary_body, check, check_outputs,  # noqa: E402
                           curl, get, get_json, infer_body, make_models, metrics, outputs_of,
-                          reference, request, skip)
+                          reference, request, serving, skip, test_main)
 
 import torch  # noqa: E402
 
@@ -379,47 +378,29 @@ def wait_metrics(server, values, timeout=10):
     raise TestFailure("metrics never reached %s" % values)
 
 
-def main():
-    if len(sys.argv) != 2:
-        sys.exit(__doc__)
+def run(binary, tmp):
     if not shutil.which("curl"):
         skip("curl is not installed")
-    binary = os.path.abspath(sys.argv[1])
-    tmp = tempfile.mkdtemp(prefix="memoplan-serve-test-")
-    started = time.monotonic()
-    try:
-        make_models(tmp)
-        model_path = os.path.join(tmp, "tiny_cnn.pt")
-        server = Server(binary, model_path, "--workers", "2", "--max-body", str(MAX_BODY))
-        try:
-            server.wait_ready()
-            print("tiny_cnn on %s" % server.base)
-            protocol(server)
-            infer_results(server, model_path, tmp)
-            triton_names(server, model_path)
-            varying_batches(server, model_path)
-            before = metrics(server)
-            errors(server, tmp)
-            check_metrics(before, metrics(server))
-            code = server.terminate()
-            check(code == 0, "exit code %d after SIGTERM" % code)
-            print("  SIGTERM: exit 0")
-        except TestFailure:
-            print(server.log_text())
-            raise
-        finally:
-            server.close()
-        unplanned(binary, model_path)
-        spin_requests(binary, os.path.join(tmp, "spin.pt"))
-        first_request_planning(binary, os.path.join(tmp, "spin.pt"))
-    except TestFailure as e:
-        print("FAIL: %s" % e)
-        return 1
-    finally:
-        shutil.rmtree(tmp)
-    print("PASS (%.1f s)" % (time.monotonic() - started))
-    return 0
+    make_models(tmp)
+    model_path = os.path.join(tmp, "tiny_cnn.pt")
+    with serving(Server(binary, model_path, "--workers", "2", "--max-body",
+                        str(MAX_BODY))) as server:
+        server.wait_ready()
+        print("tiny_cnn on %s" % server.base)
+        protocol(server)
+        infer_results(server, model_path, tmp)
+        triton_names(server, model_path)
+        varying_batches(server, model_path)
+        before = metrics(server)
+        errors(server, tmp)
+        check_metrics(before, metrics(server))
+        code = server.terminate()
+        check(code == 0, "exit code %d after SIGTERM" % code)
+        print("  SIGTERM: exit 0")
+    unplanned(binary, model_path)
+    spin_requests(binary, os.path.join(tmp, "spin.pt"))
+    first_request_planning(binary, os.path.join(tmp, "spin.pt"))
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(test_main(__doc__, run))
