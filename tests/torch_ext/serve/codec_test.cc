@@ -10,11 +10,11 @@
 #include <random>
 
 #include "http_error.h"
-#include "status_of.h"
 #include "input_spec.h"
 #include "json_tensor.h"
 #include "kserve_codec.h"
 #include "request_check.h"
+#include "status_of.h"
 #include "tensor_names.h"
 
 namespace memoplan::serve {
