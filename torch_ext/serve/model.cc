@@ -223,7 +223,9 @@ Model::~Model() = default;
 
 std::string Model::prepare() {
   Impl& m = *impl_;
-  at::set_num_threads(1);  // the workers' setting: it is part of the plan's key
+  // The workers' setting (it is part of the plan's key), set as a worker sets it: a model loaded
+  // while others serve is planned on a thread of the server's.
+  init_worker_thread();
   if (m.defaults.empty()) return "no default input: the first request's inputs are planned";
   c10::InferenceMode guard;
   std::vector<c10::IValue> inputs;
