@@ -188,7 +188,11 @@ bool counts_repeat(const uint8_t* counts, uint32_t n) {
   for (uint32_t q = 1; q <= n / 2; ++q) {
     bool periodic = true;
     for (uint32_t j = q; j < n && periodic; ++j) periodic = counts[j] == counts[j - q];
-    if (periodic) return true;
+    if (!periodic) continue;
+    // The shortest period: one pass in it misses the key (a multiple of it has more).
+    uint32_t missing = 0;
+    for (uint32_t j = 0; j < q; ++j) missing += counts[j] != 0;
+    return missing == 1;
   }
   return false;
 }

@@ -59,11 +59,13 @@ uint64_t keep_regular(uint64_t* keys, uint64_t* begins, uint64_t* ends, uint64_t
                       uint64_t anchor, uint64_t intervals, uint64_t* table, uint64_t table_slots,
                       uint64_t* dropped, int max_dropped, int* dropped_count);
 
-// Whether counts[0, n) (a key's misses in each of n consecutive replayed passes) is not all zero
-// and repeats with some period q of at most n / 2 passes: counts[j] == counts[j - q] for every j
-// >= q. A key missed once never repeats (q <= n / 2 compares it with a zero); a pass's head under
-// a plan of one of its L layers repeats with q = L; a response's sizes drawn from request to
-// request do not repeat.
+// Whether counts[0, n) (a key's misses in each of n consecutive replayed passes) repeats with
+// some period q of at most n / 2 passes (counts[j] == counts[j - q] for every j >= q) in which
+// exactly one pass misses it. A pass's head under a plan of one of its L layers repeats so with
+// q = L, a key missed the same number of times every pass with q = 1. A key missed once never
+// repeats (q <= n / 2 compares it with a zero); a response's sizes drawn from request to request
+// do not repeat; sizes that drift slowly (runs of passes that miss a key, then runs that do not)
+// may repeat by chance, but with more than one missing pass per period.
 bool counts_repeat(const uint8_t* counts, uint32_t n);
 
 }  // namespace memoplan::shim

@@ -407,6 +407,12 @@ TEST(CountsRepeat, TellsAPassesHeadFromIrregularWork) {
     repeating += counts_repeat(counts, kN);
   }
   EXPECT_EQ(repeating, 0);
+  // Response sizes drifting slowly: runs of passes that miss the key, then runs that do not.
+  // Even where such a pattern repeats within the window, it misses in more than one pass a period.
+  for (uint32_t i = 0; i < kN; ++i) counts[i] = i % 25 < 10;
+  EXPECT_FALSE(counts_repeat(counts, kN)) << "runs of 10 in 25";
+  for (uint32_t i = 0; i < kN; ++i) counts[i] = i % 16 < 3;
+  EXPECT_FALSE(counts_repeat(counts, kN)) << "runs of 3 in 16, periodic in the window";
   // The last pass of a repeating pattern broken: no longer repeats.
   for (uint32_t i = 0; i < kN; ++i) counts[i] = i % 4 == 0;
   counts[kN - 1] = 1;
