@@ -186,10 +186,11 @@ uint64_t* search_size_free(ThreadState& t, uint64_t first, uint64_t n, uint64_t*
 }
 
 // Whether any of the dropped keys' counts per stretch between the anchor's last intervals + 1
-// occurrences (in keys[0, n)) repeat with a period of 2 to intervals / 2 stretches.
+// occurrences (in keys[0, n)) repeat as a pass's head or tail does under a layer's anchor
+// (counts_repeat, over at most kIrregularHistory stretches).
 bool dropped_keys_repeat(const uint64_t* keys, uint64_t n, uint64_t anchor, uint64_t intervals,
                          const uint64_t* dropped, int dropped_count) {
-  constexpr uint64_t kMaxStretches = 32;
+  constexpr uint64_t kMaxStretches = ThreadState::kIrregularHistory;
   uint64_t start = n, seen = 0;
   for (uint64_t i = n; i-- > 0 && seen < intervals + 1;) {
     if (keys[i] == anchor) {
@@ -199,17 +200,15 @@ bool dropped_keys_repeat(const uint64_t* keys, uint64_t n, uint64_t anchor, uint
   }
   const uint64_t stretches = intervals < kMaxStretches ? intervals : kMaxStretches;
   for (int d = 0; d < dropped_count; ++d) {
-    uint64_t counts[kMaxStretches] = {};
+    uint8_t counts[kMaxStretches] = {};
     uint64_t stretch = 0;
     for (uint64_t i = start; i < n && stretch < stretches; ++i) {
       if (keys[i] == anchor && i != start) ++stretch;
-      if (stretch < stretches) counts[stretch] += keys[i] == dropped[d];
+      if (stretch < stretches && keys[i] == dropped[d] && counts[stretch] != 255) {
+        ++counts[stretch];
+      }
     }
-    for (uint64_t q = 2; q <= stretches / 2; ++q) {
-      bool periodic = true;
-      for (uint64_t j = q; j < stretches && periodic; ++j) periodic = counts[j] == counts[j - q];
-      if (periodic) return true;
-    }
+    if (counts_repeat(counts, static_cast<uint32_t>(stretches))) return true;
   }
   return false;
 }
@@ -274,10 +273,8 @@ PeriodResult search_through_irregular_work(ThreadState& t, uint64_t* columns, ui
       ends[i] = saved[2 * n + i];
       kept[i] = i;  // positions in saved, for the check
     }
-    uint64_t occurrences = 0;
-    for (uint64_t i = 0; i < recurring; ++i) occurrences += keys[i] == anchors[a];
-    if (occurrences < kMinOccurrences) return {};
-    const uint64_t intervals = occurrences - 1 < 32 ? occurrences - 1 : 32;
+    // keep_recurring's count of the anchor is its count among the recurring records.
+    const uint64_t intervals = anchor_counts[a] - 1 < 32 ? anchor_counts[a] - 1 : 32;
     *m = keep_regular(keys, begins, ends, kept, recurring, anchors[a], intervals, table,
                       table_slots, t.irregular, ThreadState::kIrregularKeys, dropped);
     if (*m == 0 || *dropped == 0 || *dropped >= ThreadState::kIrregularKeys) return {};
@@ -319,7 +316,6 @@ PeriodResult search_through_irregular_work(ThreadState& t, uint64_t* columns, ui
   const PeriodResult found = try_anchor(best, &m, &dropped);
   for (uint64_t i = 0; i < m; ++i) kept[i] = saved[3 * n + kept[i]];
   *searched = m;
-  t.irregular_plan = true;
   t.irregular_count = dropped;
   t.irregular_passes = 0;
   for (auto& history : t.irregular_history) {
@@ -394,7 +390,6 @@ void profile_maybe_detect(ThreadState& t) {
   query.min_run = kMinPeriodicRun;
   PeriodResult found = find_period(keys, begins, ends, recurring, query, scratch);
   uint64_t searched = recurring;
-  t.irregular_plan = false;
   t.irregular_count = 0;
   if (!found.found) {
     found = search_through_irregular_work(t, columns, n, recurring, query, &searched);

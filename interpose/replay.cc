@@ -58,7 +58,6 @@ __attribute__((noinline)) void start_redetection(ThreadState& t, uint64_t key) {
   t.redetect_min_period = uint64_t{t.slot_count} + 1;
   t.redetect_budget = t.slot_count * 16 > 4096 ? t.slot_count * 16 : 4096;
   t.redetect_relaxed = false;
-  t.irregular_plan = false;
   t.irregular_count = 0;
 }
 
@@ -97,7 +96,7 @@ __attribute__((noinline)) void release_records(ThreadState& t) {
   stats().released_bytes.fetch_add(give_back_records(*t.profile), std::memory_order_relaxed);
 }
 
-// A plan found through irregular work (t.irregular_plan) leaves out the keys that recur
+// A plan found through irregular work (t.irregular_count != 0) leaves out the keys that recur
 // irregularly between passes: a miss of one is counted for this pass and is no reason to
 // re-check. A key the search did not see (a response's rarest size) joins them when it is missed
 // between passes (the cursor at the pass start, one pass completed); in a pass, a miss is checked
@@ -106,7 +105,7 @@ inline bool irregular_miss(ThreadState& t, uint64_t key) {
   int i = 0;
   while (i < t.irregular_count && t.irregular[i] != key) ++i;
   if (i == t.irregular_count) {
-    if (!t.irregular_plan || i == ThreadState::kIrregularKeys || t.matcher.cursor() != 0 ||
+    if (i == 0 || i == ThreadState::kIrregularKeys || t.matcher.cursor() != 0 ||
         t.replayed_passes == 0) {
       return false;
     }
@@ -158,7 +157,7 @@ inline void detected_pass_completed(ThreadState& t) {
   // Publish now and then: a detected pass can be a single allocation long.
   replay::OwnedCounters::bump(t.counters.passes);
   if (t.counters.passes.load(std::memory_order_relaxed) % 64 == 0) flush_counters(t);
-  if (__builtin_expect(t.irregular_plan, 0)) note_irregular_pass(t);
+  if (__builtin_expect(t.irregular_count != 0, 0)) note_irregular_pass(t);
 }
 
 // Every request the arena did not serve: counted by reason; a detected plan notes what it did not

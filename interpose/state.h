@@ -117,8 +117,7 @@ struct ThreadState {
   // L-th pass) is not irregular: the thread detects again, requiring it.
   static constexpr int kIrregularKeys = 16;
   static constexpr uint32_t kIrregularHistory = 64;
-  bool irregular_plan = false;  // the plan came from the search through irregular work
-  int irregular_count = 0;
+  int irregular_count = 0;  // nonzero: the plan came from the search through irregular work
   uint64_t irregular[kIrregularKeys] = {};
   uint32_t irregular_passes = 0;  // passes counted since the plan; the current one's counts are
                                   // at irregular_passes % kIrregularHistory

@@ -174,7 +174,6 @@ void Batcher::schedule() {
       pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(picked[k]));
     }
     std::reverse(batch.begin(), batch.end());
-    ++in_flight_;
     lock.unlock();
     dispatch(std::move(batch));
     lock.lock();
@@ -229,8 +228,6 @@ void Batcher::dispatch(std::vector<std::shared_ptr<Pending>> batch) {
       }
       p->inputs.clear();
     }
-    std::lock_guard<std::mutex> lock(mutex_);
-    --in_flight_;
   };
   if (!pool_.try_submit(std::move(job))) {
     for (const auto& p : *items) {
@@ -238,8 +235,6 @@ void Batcher::dispatch(std::vector<std::shared_ptr<Pending>> batch) {
           503, "server busy: " + std::to_string(pool_.workers()) + " worker(s) and " +
                    std::to_string(pool_.capacity()) + " queue slot(s) taken; retry later")));
     }
-    std::lock_guard<std::mutex> lock(mutex_);
-    --in_flight_;
   }
 }
 

@@ -66,7 +66,6 @@ class Batcher {
   mutable std::mutex mutex_;
   std::condition_variable changed_;  // arrivals, workers done, stop
   std::deque<std::shared_ptr<Pending>> pending_;
-  int in_flight_ = 0;  // batches submitted and not finished
   bool stopping_ = false;
   std::thread scheduler_;
 };

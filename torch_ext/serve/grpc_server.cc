@@ -50,9 +50,8 @@ class KserveService final : public inference::GRPCInferenceService::Service {
 
   grpc::Status ModelReady(grpc::ServerContext*, const inference::ModelReadyRequest* request,
                           inference::ModelReadyResponse* response) override {
-    return answer([&] {
-      response->set_ready(find(request->name(), request->version())->ready());
-    });
+    return answer(
+        [&] { response->set_ready(models_.get(request->name(), request->version())->ready()); });
   }
 
   grpc::Status ServerMetadata(grpc::ServerContext*, const inference::ServerMetadataRequest*,
@@ -65,7 +64,7 @@ class KserveService final : public inference::GRPCInferenceService::Service {
   grpc::Status ModelMetadata(grpc::ServerContext*, const inference::ModelMetadataRequest* request,
                              inference::ModelMetadataResponse* response) override {
     return answer([&] {
-      encode_grpc_model_metadata(find(request->name(), request->version())->model().spec(),
+      encode_grpc_model_metadata(models_.get(request->name(), request->version())->model().spec(),
                                  response);
     });
   }
@@ -75,7 +74,7 @@ class KserveService final : public inference::GRPCInferenceService::Service {
     const Clock::time_point start = Clock::now();
     std::shared_ptr<ServedModel> model;  // held until answered
     const grpc::Status status = answer([&] {
-      model = find(request->model_name(), request->model_version());
+      model = models_.get(request->model_name(), request->model_version());
       InferRequest decoded = decode_grpc_infer_request(*request);
       ModelSpec spec;
       const std::vector<HostTensor> outputs = model->handler().infer(decoded, spec);
@@ -87,23 +86,6 @@ class KserveService final : public inference::GRPCInferenceService::Service {
   }
 
  private:
-  // The model called `name`, or HttpError 404.
-  std::shared_ptr<ServedModel> find(const std::string& name, const std::string& version) const {
-    std::shared_ptr<ServedModel> model = models_.find(name);
-    if (!model) {
-      std::string names;
-      for (const auto& m : models_.models()) names += (names.empty() ? "'" : ", '") + m->name() + "'";
-      throw HttpError(404, "unknown model '" + name + "' (this server serves " +
-                               (names.empty() ? std::string("none") : names) + ")");
-    }
-    const std::string served_version = model->model().spec().version;
-    if (!version.empty() && version != served_version) {
-      throw HttpError(404, "model '" + name + "' has no version '" + version + "' (only " +
-                               served_version + ")");
-    }
-    return model;
-  }
-
   // Runs `fill`; an HttpError becomes the protocol's status code with its message.
   template <typename Fill>
   grpc::Status answer(Fill&& fill) {

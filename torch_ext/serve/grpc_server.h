@@ -1,8 +1,8 @@
 // The gRPC side: the KServe v2 protocol's GRPCInferenceService (ServerLive, ServerReady,
 // ModelReady, ServerMetadata, ModelMetadata, ModelInfer; proto/kserve_v2.proto) on a port of its
-// own, beside HTTP, on the same models, workers and queues. Errors answer with the protocol's status
-// codes: INVALID_ARGUMENT (HTTP's 400), NOT_FOUND (404), UNAVAILABLE (503: busy or not ready),
-// RESOURCE_EXHAUSTED (a message over the size limit), INTERNAL. Torch-free.
+// own, beside HTTP, on the same models, workers and queues. Errors answer with the protocol's
+// status codes: INVALID_ARGUMENT (HTTP's 400), NOT_FOUND (404), UNAVAILABLE (503: busy or not
+// ready), RESOURCE_EXHAUSTED (a message over the size limit), INTERNAL. Torch-free.
 #pragma once
 
 #include <atomic>

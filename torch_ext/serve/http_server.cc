@@ -98,25 +98,12 @@ void HttpServer::add_routes() {
   // The model the path names (and its one version), or null with 404 answered.
   auto served = [this](const httplib::Request& req,
                        httplib::Response& res) -> std::shared_ptr<ServedModel> {
-    const std::string name = req.matches[1];
-    const std::string version = req.matches.size() > 2 ? req.matches[2].str() : "";
-    std::shared_ptr<ServedModel> model = models_.find(name);
-    if (!model) {
-      std::string names;
-      for (const auto& m : models_.models()) names += (names.empty() ? "'" : ", '") + m->name() + "'";
-      reply_error(res, 404,
-                  "unknown model '" + name + "' (this server serves " +
-                      (names.empty() ? std::string("none") : names) + ")");
+    try {
+      return models_.get(req.matches[1], req.matches.size() > 2 ? req.matches[2].str() : "");
+    } catch (const HttpError& e) {
+      reply_error(res, e.status(), e.what());
       return nullptr;
     }
-    const std::string served_version = model->model().spec().version;
-    if (!version.empty() && version != served_version) {
-      reply_error(
-          res, 404,
-          "model '" + name + "' has no version '" + version + "' (only " + served_version + ")");
-      return nullptr;
-    }
-    return model;
   };
 
   s.Get("/v2/health/live",

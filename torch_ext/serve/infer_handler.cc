@@ -47,10 +47,14 @@ InferReply InferHandler::handle(std::string_view body, const std::string& header
   return reply;
 }
 
-InferReply InferHandler::run(std::string_view body, const std::string& header_length_field) {
+void InferHandler::check_ready() const {
   if (!ready_.load(std::memory_order_acquire)) {
     throw HttpError(503, "model '" + model_.spec().name + "' is not ready yet");
   }
+}
+
+InferReply InferHandler::run(std::string_view body, const std::string& header_length_field) {
+  check_ready();  // before decoding a body that could not run anyway
   InferRequest request = decode_infer_request(body, parse_header_length(header_length_field));
   ModelSpec spec;
   const std::vector<HostTensor> outputs = infer(request, spec);
@@ -63,9 +67,7 @@ InferReply InferHandler::run(std::string_view body, const std::string& header_le
 }
 
 std::vector<HostTensor> InferHandler::infer(InferRequest& request, ModelSpec& spec) {
-  if (!ready_.load(std::memory_order_acquire)) {
-    throw HttpError(503, "model '" + model_.spec().name + "' is not ready yet");
-  }
+  check_ready();
   spec = model_.spec();
   std::vector<HostTensor> inputs = match_inputs(spec.inputs, std::move(request.inputs));
   if (!spec.outputs.empty()) check_requested_outputs(spec.outputs, request.outputs);

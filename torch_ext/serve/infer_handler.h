@@ -46,6 +46,7 @@ class InferHandler {
 
  private:
   InferReply run(std::string_view body, const std::string& header_length_field);
+  void check_ready() const;  // HttpError 503 until the model is planned
 
   Model& model_;
   WorkerPool& pool_;

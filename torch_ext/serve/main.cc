@@ -177,8 +177,7 @@ int serve(const Options& o) {
     const size_t loaded = models.models().size();
     log("ready after " + std::to_string(seconds).substr(0, 4) + " s: " + std::to_string(loaded) +
         " model(s), " + std::to_string(http.threads) + " HTTP threads" +
-        (single ? ", " + std::to_string(o.workers) + " worker(s), queue " +
-                      std::to_string(o.queue)
+        (single ? ", " + std::to_string(o.workers) + " worker(s), queue " + std::to_string(o.queue)
                 : ""));
   } catch (const std::exception& e) {
     log(e.what());
@@ -207,8 +206,8 @@ int main(int argc, char** argv) {
       "memoplan-serve: serves a TorchScript model over the KServe v2 HTTP protocol, its "
       "memory planned by memoplan (docs/SERVE.md)."};
   app.set_version_flag("--version", std::string("memoplan-serve ") + kVersion);
-  CLI::Option* model = app.add_option("MODEL", o.model_path, "TorchScript file (.pt)")
-                           ->check(CLI::ExistingFile);
+  CLI::Option* model =
+      app.add_option("MODEL", o.model_path, "TorchScript file (.pt)")->check(CLI::ExistingFile);
   CLI::Option* repository =
       app.add_option("--model-repository", o.repository,
                      "serve every model of this directory: NAME/1/model.pt (Triton's layout), "
@@ -273,8 +272,9 @@ int main(int argc, char** argv) {
     return code == 0 ? 0 : kExitBadInput;
   }
   if (o.model_path.empty() && o.repository.empty()) {
-    std::fprintf(stderr, "memoplan-serve: a MODEL file or --model-repository DIR is required\n"
-                         "Run with --help for more information.\n");
+    std::fprintf(stderr,
+                 "memoplan-serve: a MODEL file or --model-repository DIR is required\n"
+                 "Run with --help for more information.\n");
     return kExitBadInput;
   }
   return serve(o);

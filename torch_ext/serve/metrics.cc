@@ -39,30 +39,50 @@ void Metrics::count_grpc(int code) {
   }
 }
 
-void Metrics::observe_batch(uint64_t rows) {
+template <size_t N>
+void Metrics::Histogram<N>::observe(double value) {
   size_t bucket = 0;
-  while (bucket < kBatchBuckets.size() && rows > kBatchBuckets[bucket]) ++bucket;
-  batch_buckets_[bucket].fetch_add(1, std::memory_order_relaxed);
-  batch_rows_.fetch_add(rows, std::memory_order_relaxed);
-  batch_count_.fetch_add(1, std::memory_order_relaxed);
+  while (bucket < N && value > bounds[bucket]) ++bucket;
+  buckets[bucket].fetch_add(1, std::memory_order_relaxed);
+  sum.fetch_add(seconds ? nanoseconds(value) : static_cast<uint64_t>(value),
+                std::memory_order_relaxed);
+  count.fetch_add(1, std::memory_order_relaxed);
+}
+
+template <size_t N>
+void Metrics::Histogram<N>::render(std::string& out, const char* name,
+                                   const std::string& labels) const {
+  const std::string first = labels.empty() ? "" : labels + ",";
+  uint64_t cumulative = 0;
+  for (size_t i = 0; i <= N; ++i) {
+    cumulative += buckets[i].load(std::memory_order_relaxed);
+    const std::string le = i == N    ? "+Inf"
+                           : seconds ? fmt::format("{}", bounds[i])
+                                     : std::to_string(static_cast<uint64_t>(bounds[i]));
+    out += fmt::format("{}_bucket{{{}le=\"{}\"}} {}\n", name, first, le, cumulative);
+  }
+  const std::string braces = labels.empty() ? "" : "{" + labels + "}";
+  const uint64_t total = sum.load(std::memory_order_relaxed);
+  if (seconds) {
+    out += fmt::format("{}_sum{} {:.6f}\n", name, braces, total / 1e9);
+  } else {
+    out += fmt::format("{}_sum{} {}\n", name, braces, total);
+  }
+  out += fmt::format("{}_count{} {}\n", name, braces, count.load(std::memory_order_relaxed));
+}
+
+void Metrics::observe_batch(uint64_t rows) {
+  batch_.observe(static_cast<double>(rows));
   if (parent_) parent_->observe_batch(rows);
 }
 
 void Metrics::observe_batch_queue_delay(double seconds) {
-  size_t bucket = 0;
-  while (bucket < kDelayBuckets.size() && seconds > kDelayBuckets[bucket]) ++bucket;
-  delay_buckets_[bucket].fetch_add(1, std::memory_order_relaxed);
-  delay_sum_ns_.fetch_add(nanoseconds(seconds), std::memory_order_relaxed);
-  delay_count_.fetch_add(1, std::memory_order_relaxed);
+  delay_.observe(seconds);
   if (parent_) parent_->observe_batch_queue_delay(seconds);
 }
 
 void Metrics::observe_infer_latency(double seconds) {
-  size_t bucket = 0;
-  while (bucket < kBuckets.size() && seconds > kBuckets[bucket]) ++bucket;
-  latency_buckets_[bucket].fetch_add(1, std::memory_order_relaxed);
-  latency_sum_ns_.fetch_add(nanoseconds(seconds), std::memory_order_relaxed);
-  latency_count_.fetch_add(1, std::memory_order_relaxed);
+  latency_.observe(seconds);
   if (parent_) parent_->observe_infer_latency(seconds);
 }
 
@@ -112,40 +132,13 @@ std::string Metrics::render(const Gauges& gauges, const torch_ext::PlanStats& pl
 
   header(out, "memoplan_serve_infer_request_duration_seconds", "histogram",
          "Infer requests from body received to response encoded (queue wait included).");
-  uint64_t cumulative = 0;
-  for (size_t i = 0; i <= kBuckets.size(); ++i) {
-    cumulative += latency_buckets_[i].load(std::memory_order_relaxed);
-    const std::string le = i < kBuckets.size() ? fmt::format("{}", kBuckets[i]) : "+Inf";
-    sample(out, "memoplan_serve_infer_request_duration_seconds_bucket", cumulative,
-           "le=\"" + le + "\"");
-  }
-  out += fmt::format("memoplan_serve_infer_request_duration_seconds_sum {:.6f}\n",
-                     latency_sum_ns_.load(std::memory_order_relaxed) / 1e9);
-  sample(out, "memoplan_serve_infer_request_duration_seconds_count",
-         latency_count_.load(std::memory_order_relaxed));
-
+  latency_.render(out, "memoplan_serve_infer_request_duration_seconds", "");
   header(out, "memoplan_batch_size", "histogram",
          "Dynamic batching: rows per forward call of a batch sent to a worker.");
-  cumulative = 0;
-  for (size_t i = 0; i <= kBatchBuckets.size(); ++i) {
-    cumulative += batch_buckets_[i].load(std::memory_order_relaxed);
-    const std::string le = i < kBatchBuckets.size() ? std::to_string(kBatchBuckets[i]) : "+Inf";
-    sample(out, "memoplan_batch_size_bucket", cumulative, "le=\"" + le + "\"");
-  }
-  sample(out, "memoplan_batch_size_sum", batch_rows_.load(std::memory_order_relaxed));
-  sample(out, "memoplan_batch_size_count", batch_count_.load(std::memory_order_relaxed));
+  batch_.render(out, "memoplan_batch_size", "");
   header(out, "memoplan_batch_queue_delay_seconds", "histogram",
          "Dynamic batching: how long each request waited for its batch to go to a worker.");
-  cumulative = 0;
-  for (size_t i = 0; i <= kDelayBuckets.size(); ++i) {
-    cumulative += delay_buckets_[i].load(std::memory_order_relaxed);
-    const std::string le = i < kDelayBuckets.size() ? fmt::format("{}", kDelayBuckets[i]) : "+Inf";
-    sample(out, "memoplan_batch_queue_delay_seconds_bucket", cumulative, "le=\"" + le + "\"");
-  }
-  out += fmt::format("memoplan_batch_queue_delay_seconds_sum {:.6f}\n",
-                     delay_sum_ns_.load(std::memory_order_relaxed) / 1e9);
-  sample(out, "memoplan_batch_queue_delay_seconds_count",
-         delay_count_.load(std::memory_order_relaxed));
+  delay_.render(out, "memoplan_batch_queue_delay_seconds", "");
 
   metric(out, "memoplan_serve_inferences_total", "counter", "Forward calls that returned.",
          inferences_.load(std::memory_order_relaxed));
@@ -217,7 +210,8 @@ std::string Metrics::render_models(const std::vector<ModelView>& models) {
         [](const ModelView& m) { return m.gauges.queue_depth; });
   gauge("memoplan_model_workers", "The model's inference worker threads.",
         [](const ModelView& m) { return static_cast<uint64_t>(m.gauges.workers); });
-  header(out, "memoplan_model_inferences_total", "counter", "The model's forward calls that returned.");
+  header(out, "memoplan_model_inferences_total", "counter",
+         "The model's forward calls that returned.");
   for (const ModelView& m : models) {
     sample(out, "memoplan_model_inferences_total",
            m.metrics->inferences_.load(std::memory_order_relaxed), label(m));
@@ -231,32 +225,12 @@ std::string Metrics::render_models(const std::vector<ModelView>& models) {
   header(out, "memoplan_model_infer_request_duration_seconds", "histogram",
          "The model's infer requests from body received to response encoded.");
   for (const ModelView& m : models) {
-    uint64_t cumulative = 0;
-    for (size_t i = 0; i <= kBuckets.size(); ++i) {
-      cumulative += m.metrics->latency_buckets_[i].load(std::memory_order_relaxed);
-      const std::string le = i < kBuckets.size() ? fmt::format("{}", kBuckets[i]) : "+Inf";
-      sample(out, "memoplan_model_infer_request_duration_seconds_bucket", cumulative,
-             label(m) + ",le=\"" + le + "\"");
-    }
-    out += fmt::format("memoplan_model_infer_request_duration_seconds_sum{{{}}} {:.6f}\n",
-                       label(m), m.metrics->latency_sum_ns_.load(std::memory_order_relaxed) / 1e9);
-    sample(out, "memoplan_model_infer_request_duration_seconds_count",
-           m.metrics->latency_count_.load(std::memory_order_relaxed), label(m));
+    m.metrics->latency_.render(out, "memoplan_model_infer_request_duration_seconds", label(m));
   }
   header(out, "memoplan_model_batch_size", "histogram",
          "Dynamic batching: rows per forward call of the model's batches.");
   for (const ModelView& m : models) {
-    uint64_t cumulative = 0;
-    for (size_t i = 0; i <= kBatchBuckets.size(); ++i) {
-      cumulative += m.metrics->batch_buckets_[i].load(std::memory_order_relaxed);
-      const std::string le = i < kBatchBuckets.size() ? std::to_string(kBatchBuckets[i]) : "+Inf";
-      sample(out, "memoplan_model_batch_size_bucket", cumulative,
-             label(m) + ",le=\"" + le + "\"");
-    }
-    sample(out, "memoplan_model_batch_size_sum",
-           m.metrics->batch_rows_.load(std::memory_order_relaxed), label(m));
-    sample(out, "memoplan_model_batch_size_count",
-           m.metrics->batch_count_.load(std::memory_order_relaxed), label(m));
+    m.metrics->batch_.render(out, "memoplan_model_batch_size", label(m));
   }
   return out;
 }

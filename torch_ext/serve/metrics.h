@@ -61,16 +61,25 @@ class Metrics {
   Metrics* const parent_;
   std::array<std::atomic<uint64_t>, 600> responses_{};      // by status code (100-599)
   std::array<std::atomic<uint64_t>, 17> grpc_responses_{};  // by gRPC status code
-  std::array<std::atomic<uint64_t>, kBuckets.size() + 1> latency_buckets_{};  // last: +Inf
-  std::atomic<uint64_t> latency_count_{0};
-  std::atomic<uint64_t> latency_sum_ns_{0};
-  static constexpr std::array<uint64_t, 8> kBatchBuckets = {1, 2, 3, 4, 8, 16, 32, 64};
+  // A Prometheus histogram: counts per bucket (the last one +Inf), their number and their sum.
+  // A histogram of seconds keeps its sum in nanoseconds and prints it in seconds; one of counts
+  // (rows) keeps and prints integers.
+  template <size_t N>
+  struct Histogram {
+    const std::array<double, N>& bounds;
+    bool seconds;
+    std::array<std::atomic<uint64_t>, N + 1> buckets{};
+    std::atomic<uint64_t> count{0}, sum{0};
+    void observe(double value);
+    // The _bucket, _sum and _count samples of `name`, with `labels` ("" or `model="x"`) first.
+    void render(std::string& out, const char* name, const std::string& labels) const;
+  };
+  static constexpr std::array<double, 8> kBatchBuckets = {1, 2, 3, 4, 8, 16, 32, 64};
   static constexpr std::array<double, 9> kDelayBuckets = {0.00005, 0.0001, 0.00025, 0.0005, 0.001,
                                                           0.0025,  0.005,  0.01,    0.05};
-  std::array<std::atomic<uint64_t>, kBatchBuckets.size() + 1> batch_buckets_{};
-  std::atomic<uint64_t> batch_count_{0}, batch_rows_{0};
-  std::array<std::atomic<uint64_t>, kDelayBuckets.size() + 1> delay_buckets_{};
-  std::atomic<uint64_t> delay_count_{0}, delay_sum_ns_{0};
+  Histogram<kBuckets.size()> latency_{kBuckets, true};
+  Histogram<kBatchBuckets.size()> batch_{kBatchBuckets, false};
+  Histogram<kDelayBuckets.size()> delay_{kDelayBuckets, true};
   std::atomic<uint64_t> inferences_{0};
   std::atomic<uint64_t> inference_errors_{0};
   std::atomic<uint64_t> inference_ns_{0};

@@ -75,7 +75,8 @@ void apply_config_json(const std::string& text, ModelConfig& config) {
         std::vector<int64_t> max_dims;
         bool has_dims = false;
         for (const auto& [field, v] : in.items()) {
-          const std::string where = "inputs[" + std::to_string(config.max_dims.size()) + "]." + field;
+          const std::string where =
+              "inputs[" + std::to_string(config.max_dims.size()) + "]." + field;
           if (field == "name") {
             if (!v.is_string()) throw bad(where, "must be a string");
           } else if (field == "dims") {

@@ -31,8 +31,8 @@ struct ModelConfig {
   size_t queue = 32;
   std::string strategy;
   bool plan = true;
-  std::vector<InputDefault> inputs;               // default inputs, forward's order
-  std::vector<std::vector<int64_t>> max_dims;     // per input; empty: no limit
+  std::vector<InputDefault> inputs;            // default inputs, forward's order
+  std::vector<std::vector<int64_t>> max_dims;  // per input; empty: no limit
   BatchingOptions batching;
 };
 

@@ -74,8 +74,7 @@ Gauges ServedModel::gauges() const {
   return g;
 }
 
-ModelRegistry::ModelRegistry(Metrics& server_metrics, std::string repository,
-                             ModelConfig defaults)
+ModelRegistry::ModelRegistry(Metrics& server_metrics, std::string repository, ModelConfig defaults)
     : server_metrics_(server_metrics),
       repository_(std::move(repository)),
       defaults_(std::move(defaults)) {}
@@ -119,6 +118,23 @@ std::shared_ptr<ServedModel> ModelRegistry::find(const std::string& name) const 
   std::lock_guard<std::mutex> lock(mutex_);
   const auto it = loaded_.find(name);
   return it == loaded_.end() ? nullptr : it->second;
+}
+
+std::shared_ptr<ServedModel> ModelRegistry::get(const std::string& name,
+                                                const std::string& version) const {
+  std::shared_ptr<ServedModel> model = find(name);
+  if (!model) {
+    std::string names;
+    for (const auto& m : models()) names += (names.empty() ? "'" : ", '") + m->name() + "'";
+    throw HttpError(404, "unknown model '" + name + "' (this server serves " +
+                             (names.empty() ? std::string("none") : names) + ")");
+  }
+  const std::string served_version = model->model().spec().version;
+  if (!version.empty() && version != served_version) {
+    throw HttpError(
+        404, "model '" + name + "' has no version '" + version + "' (only " + served_version + ")");
+  }
+  return model;
 }
 
 std::vector<std::shared_ptr<ServedModel>> ModelRegistry::models() const {

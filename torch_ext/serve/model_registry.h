@@ -65,6 +65,9 @@ class ModelRegistry {
 
   // The model called `name`, or null.
   std::shared_ptr<ServedModel> find(const std::string& name) const;
+  // The model a request names (and its version, when given), or HttpError 404 naming the models
+  // served: what every route and gRPC call starts with.
+  std::shared_ptr<ServedModel> get(const std::string& name, const std::string& version) const;
   std::vector<std::shared_ptr<ServedModel>> models() const;  // loaded ones, by name
   bool all_ready() const;  // every loaded model planned (and at least one loaded)
   bool has_repository() const { return !repository_.empty(); }
