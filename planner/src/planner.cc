@@ -4,6 +4,7 @@
 #include <chrono>
 #include <limits>
 
+#include "memoplan/planner/aliasing.h"
 #include "memoplan/planner/lower_bound.h"
 #include "memoplan/planner/validator.h"
 #include "offset_placer.h"
@@ -34,9 +35,99 @@ std::vector<size_t> blocks_in_row_order(const planner::Problem& problem, size_t 
   return order;
 }
 
+// The trace with every group of `groups` as one row (its span, alive from its first member's
+// birth to its last's death), in the order of each group's first member; the claims dropped.
+// row_of[r]: the row of trace row r in it.
+Trace grouped_trace(const Trace& trace, const planner::AliasGroups& groups, uint64_t alignment,
+                    std::vector<size_t>& row_of) {
+  Trace out;
+  out.meta = trace.meta;
+  out.default_align = trace.default_align;
+  const auto& rows = trace.allocations;
+  row_of.assign(rows.size(), kNoBlock);
+  std::vector<size_t> group_row(groups.span.size(), kNoBlock);
+  for (size_t row = 0; row < rows.size(); ++row) {
+    const size_t group = groups.group[row];
+    if (group == planner::AliasGroups::kAlone) {
+      row_of[row] = out.allocations.size();
+      Allocation a = rows[row];
+      a.id = out.allocations.size();
+      a.alias_of = a.slice_of = kNoRow;
+      a.slice_offset = 0;
+      out.allocations.push_back(std::move(a));
+      continue;
+    }
+    if (group_row[group] == kNoBlock) {
+      group_row[group] = out.allocations.size();
+      Allocation a;
+      a.id = out.allocations.size();
+      a.size = groups.span[group];
+      a.align = alignment;
+      a.begin = ~uint64_t{0};
+      a.provenance = rows[row].provenance;
+      for (size_t member : groups.members[group]) {
+        a.begin = std::min(a.begin, rows[member].begin);
+        a.end = std::max(a.end, effective_end(rows[member]));
+      }
+      out.allocations.push_back(std::move(a));
+    }
+    row_of[row] = group_row[group];
+  }
+  return out;
+}
+
+// plan_trace with PlanOptions::aliases: the groups the claims allow planned as single rows, then
+// every member at its group's offset plus its own place in it.
+Result<Plan> plan_with_aliases(const Trace& trace, const PlanOptions& options) {
+  Result<planner::Problem> problem = planner::make_problem(trace, options.min_alignment);
+  if (!problem) return Error{problem.error()};
+  const planner::AliasGroups groups = planner::accept_aliases(trace, problem->alignment);
+  std::vector<size_t> row_of;
+  const Trace grouped = grouped_trace(trace, groups, problem->alignment, row_of);
+  PlanOptions inner = options;
+  inner.aliases = false;
+  inner.row_order.clear();
+  for (size_t row : options.row_order) {
+    if (row < row_of.size() && row_of[row] != kNoBlock) inner.row_order.push_back(row_of[row]);
+  }
+  Result<Plan> planned = plan_trace(grouped, inner);
+  if (!planned) return planned;
+
+  Plan plan = std::move(*planned);
+  std::vector<uint64_t> offsets(trace.allocations.size(), 0);
+  for (size_t row = 0; row < trace.allocations.size(); ++row) {
+    if (!planner::is_planned(trace.allocations[row])) continue;
+    offsets[row] = plan.offsets[row_of[row]] + groups.offset[row];
+    if (groups.group[row] != planner::AliasGroups::kAlone) ++plan.aliased_rows;
+  }
+  plan.aliased_rows -= groups.span.size();  // one member of each group has its bytes anyway
+  plan.offsets = std::move(offsets);
+  plan.offset_lower_bound_bytes = planner::offset_lower_bound(*problem);
+  plan.lower_bound_bytes = planner::aliased_lower_bound(trace, groups);
+  plan.trace_fingerprint = trace_fingerprint(trace);
+  plan.status = plan.slab_bytes == plan.lower_bound_bytes ? SolveStatus::kOptimal
+                : plan.status == SolveStatus::kTimedOut   ? SolveStatus::kTimedOut
+                                                          : SolveStatus::kHeuristic;
+  const std::string taken = "aliases: " + std::to_string(groups.aliases_taken) + " taken, " +
+                            std::to_string(groups.aliases_left) +
+                            " left; slices: " + std::to_string(groups.slices_taken) + " taken, " +
+                            std::to_string(groups.slices_left) + " left";
+  plan.note = plan.note.empty() ? taken : plan.note + "; " + taken;
+
+  ValidationReport report = validate_plan(trace, plan, 3);
+  if (!report.valid) {
+    std::string message =
+        "the aliased plan of " + plan.strategy + " is invalid (a planner bug; please report it): ";
+    for (const std::string& m : report.messages) message += m + "; ";
+    return Error{message};
+  }
+  return plan;
+}
+
 }  // namespace
 
 Result<Plan> plan_trace(const Trace& trace, const PlanOptions& options) {
+  if (options.aliases) return plan_with_aliases(trace, options);
   const planner::StrategyInfo* strategy = planner::find_strategy(options.strategy);
   if (!strategy) {
     return Error{"unknown strategy '" + options.strategy +
@@ -72,6 +163,7 @@ Result<Plan> plan_trace(const Trace& trace, const PlanOptions& options) {
   plan.alignment = problem->alignment;
   plan.slab_bytes = planner::slab_size(*problem, solved.offsets);
   plan.lower_bound_bytes = planner::offset_lower_bound(*problem);
+  plan.offset_lower_bound_bytes = plan.lower_bound_bytes;
   plan.offsets.assign(trace.allocations.size(), 0);
   for (size_t i = 0; i < problem->blocks.size(); ++i) {
     plan.offsets[problem->row[i]] = solved.offsets[i];

@@ -5,6 +5,9 @@
 #include <algorithm>
 #include <map>
 #include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
 
 namespace memoplan {
 namespace {
@@ -25,6 +28,58 @@ std::string describe(const Trace& trace, size_t row) {
   if (!a.provenance.op.empty()) s += ", " + a.provenance.op;
   return s + ")";
 }
+
+// The claims of the trace (Allocation::alias_of, ::slice_of) that let two live blocks share
+// bytes, read from the rows here again rather than through the planner's aliasing.cc.
+class SharingRules {
+ public:
+  explicit SharingRules(const Trace& trace) : rows_(trace.allocations) {
+    for (const Allocation& a : rows_) any_ |= a.alias_of != kNoRow || a.slice_of != kNoRow;
+    if (!any_) return;
+    for (size_t row = 0; row < rows_.size(); ++row) by_id_.emplace(rows_[row].id, row);
+  }
+  bool any() const { return any_; }
+
+  // Empty when rows a and b, both live, may overlap as the plan puts them; else why not (a clause
+  // to append to the message).
+  std::string why_not(size_t a, size_t b, const std::vector<uint64_t>& offsets) const {
+    std::string why;  // the first claim that does not fit, if none does
+    for (auto [x, y] : {std::pair{a, b}, std::pair{b, a}}) {
+      const auto x_start = static_cast<int64_t>(offsets[x]);
+      const auto y_start = static_cast<int64_t>(offsets[y]);
+      // y coalesced into x: at x's start, no larger.
+      if (rows_[y].alias_of == rows_[x].id) {
+        if (y_start == x_start && rows_[y].size <= rows_[x].size) return {};
+        if (why.empty()) {
+          why = y_start != x_start ? ": row " + std::to_string(y) + " may take row " +
+                                         std::to_string(x) + "'s bytes only at its start"
+                                   : ": row " + std::to_string(y) + " is larger than row " +
+                                         std::to_string(x) + " it is an alias of";
+        }
+      }
+      // y inside x through slice_of steps, at the place they add up to.
+      int64_t inside = 0;
+      for (size_t row = y; rows_[row].slice_of != kNoRow;) {
+        inside += static_cast<int64_t>(rows_[row].slice_offset);
+        row = by_id_.at(rows_[row].slice_of);
+        if (row != x) continue;
+        if (y_start - x_start == inside) return {};
+        if (why.empty()) {
+          why = ": row " + std::to_string(y) + " is a slice of row " + std::to_string(x) +
+                " at byte " + std::to_string(inside) + ", not at " +
+                std::to_string(y_start - x_start);
+        }
+        break;
+      }
+    }
+    return why.empty() ? " and the trace lets neither share the other's bytes" : why;
+  }
+
+ private:
+  const std::vector<Allocation>& rows_;
+  bool any_ = false;
+  std::unordered_map<uint64_t, size_t> by_id_;
+};
 
 }  // namespace
 
@@ -73,8 +128,10 @@ ValidationReport validate_plan(const Trace& trace, const Plan& plan, size_t max_
     return x.row < y.row;
   });
 
+  const SharingRules rules(trace);
   std::multimap<uint64_t, size_t> live;  // start address -> row
   std::vector<std::multimap<uint64_t, size_t>::iterator> where(rows.size());
+  uint64_t largest = 0;  // the largest live-or-dead planned row: how far back an overlap can start
   for (const Event& e : events) {
     if (!e.is_alloc) {
       live.erase(where[e.row]);
@@ -82,15 +139,31 @@ ValidationReport validate_plan(const Trace& trace, const Plan& plan, size_t max_
     }
     const uint64_t lo = plan.offsets[e.row];
     const uint64_t hi = lo + rows[e.row].size;
-    auto next = live.lower_bound(lo);
-    if (next != live.end() && next->first < hi) {
-      reporter.fail(describe(trace, e.row) + " and " + describe(trace, next->second) +
-                    " are live together and overlap in address");
-    } else if (next != live.begin()) {
-      auto prev = std::prev(next);
-      if (prev->first + rows[prev->second].size > lo) {
-        reporter.fail(describe(trace, e.row) + " and " + describe(trace, prev->second) +
+    largest = std::max(largest, rows[e.row].size);
+    if (!rules.any()) {
+      // No claims: live blocks never overlap, so only the neighbours can.
+      auto next = live.lower_bound(lo);
+      if (next != live.end() && next->first < hi) {
+        reporter.fail(describe(trace, e.row) + " and " + describe(trace, next->second) +
                       " are live together and overlap in address");
+      } else if (next != live.begin()) {
+        auto prev = std::prev(next);
+        if (prev->first + rows[prev->second].size > lo) {
+          reporter.fail(describe(trace, e.row) + " and " + describe(trace, prev->second) +
+                        " are live together and overlap in address");
+        }
+      }
+    } else {
+      // Claims let live blocks overlap: every live block that overlaps this one must be allowed to.
+      for (auto it = live.lower_bound(lo >= largest ? lo - largest : 0);
+           it != live.end() && it->first < hi; ++it) {
+        const size_t other = it->second;
+        if (it->first + rows[other].size <= lo) continue;
+        const std::string why = rules.why_not(other, e.row, plan.offsets);
+        if (!why.empty()) {
+          reporter.fail(describe(trace, e.row) + " and " + describe(trace, other) +
+                        " are live together and overlap in address" + why);
+        }
       }
     }
     where[e.row] = live.emplace(lo, e.row);

@@ -17,7 +17,8 @@ struct PlanArgs {
   std::string strategy{planner::kDefaultStrategy};
   double time_limit_s = PlanOptions{}.strategy_options.time_limit_s;
   uint64_t seed = 1;
-  uint64_t capacity = 0;  // 0: minimize
+  uint64_t capacity = 0;          // 0: minimize
+  std::string memory = "offset";  // "min": take the trace's aliasing claims
   bool as_json = false;
   bool list = false;
 };
@@ -42,6 +43,7 @@ int run_plan(const PlanArgs& args) {
   options.strategy_options.time_limit_s = args.time_limit_s;
   options.strategy_options.seed = args.seed;
   options.strategy_options.capacity = args.capacity;
+  options.aliases = args.memory == "min";
   Result<Plan> plan = plan_trace(*trace, options);
   if (!plan) return fail(args.trace + ": " + plan.error());
   // plan_trace refuses invalid plans; validating again here is what `valid` in --json reports.
@@ -56,6 +58,9 @@ int run_plan(const PlanArgs& args) {
                           {"status", to_string(plan->status)},
                           {"slab_bytes", plan->slab_bytes},
                           {"lower_bound_bytes", plan->lower_bound_bytes},
+                          {"offset_lower_bound_bytes", plan->offset_lower_bound_bytes},
+                          {"aliased_rows", plan->aliased_rows},
+                          {"memory", args.memory},
                           {"ratio", plan->ratio_to_lower_bound()},
                           {"planning_ms", plan->planning_ms},
                           {"valid", report.valid},
@@ -74,6 +79,11 @@ int run_plan(const PlanArgs& args) {
                format_bytes(plan->slab_bytes), plan->slab_bytes,
                format_bytes(plan->lower_bound_bytes), plan->lower_bound_bytes,
                plan->ratio_to_lower_bound(), plan->planning_ms);
+    if (plan->offset_lower_bound_bytes != plan->lower_bound_bytes || plan->aliased_rows) {
+      fmt::print("without sharing: offset lower bound {} ({} B); {} rows share bytes\n",
+                 format_bytes(plan->offset_lower_bound_bytes), plan->offset_lower_bound_bytes,
+                 plan->aliased_rows);
+    }
     if (!plan->note.empty()) fmt::print("note: {}\n", plan->note);
     fmt::print("validation: {}\n", report.valid ? "ok" : "FAILED");
     if (!args.output.empty()) fmt::print("wrote {}\n", args.output);
@@ -134,6 +144,10 @@ void add_plan_command(CLI::App& app, int& exit_code) {
           ->check(CLI::PositiveNumber);
   cmd->add_flag("--minimize", "Search for the smallest slab (the default without --capacity)")
       ->excludes(capacity);
+  cmd->add_option("--memory", args->memory,
+                  "offset: every allocation gets bytes of its own; min: allocations the trace "
+                  "says may share bytes (alias_of, slice_of) do, below the offset lower bound")
+      ->check(CLI::IsMember({"offset", "min"}));
   cmd->add_flag("--json", args->as_json, "Print one JSON object");
   cmd->add_flag("--list", args->list, "List the strategies");
   cmd->callback([args, &exit_code] { exit_code = run_plan(*args); });

@@ -29,6 +29,8 @@ std::string plan_to_json(const Plan& plan, int indent) {
                {"slab_bytes", plan.slab_bytes},
                {"alignment", plan.alignment},
                {"lower_bound_bytes", plan.lower_bound_bytes},
+               {"offset_lower_bound_bytes", plan.offset_lower_bound_bytes},
+               {"aliased_rows", plan.aliased_rows},
                {"planning_ms", plan.planning_ms},
                {"trace_fingerprint", plan.trace_fingerprint},
                {"note", plan.note},
@@ -59,6 +61,10 @@ Result<Plan> parse_plan_json(const std::string& text, const std::string& origin)
   plan.slab_bytes = json_fields::u64_field(*root, "slab_bytes", 0, origin, error);
   plan.alignment = json_fields::u64_field(*root, "alignment", 64, origin, error);
   plan.lower_bound_bytes = json_fields::u64_field(*root, "lower_bound_bytes", 0, origin, error);
+  // Plans written before aliasing have one bound: today's.
+  plan.offset_lower_bound_bytes = json_fields::u64_field(*root, "offset_lower_bound_bytes",
+                                                         plan.lower_bound_bytes, origin, error);
+  plan.aliased_rows = json_fields::u64_field(*root, "aliased_rows", 0, origin, error);
   if (auto ms = root->find("planning_ms"); ms != root->end()) {
     if (!ms->is_number()) return Error{origin + ": \"planning_ms\" must be a number"};
     plan.planning_ms = ms->get<double>();

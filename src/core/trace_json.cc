@@ -109,7 +109,8 @@ Result<Trace> parse_trace_json(const std::string& text, const std::string& origi
   }
   const size_t rows = size_column->size();
   std::vector<uint64_t> id, size, begin, end, align, escapes, op, outer_op, callsite, thread;
-  std::vector<int64_t> node;
+  std::vector<int64_t> node, alias_of, slice_of;
+  std::vector<uint64_t> slice_offset;
   for (auto [name, required, out] :
        {std::tuple{"size", true, &size}, std::tuple{"begin", true, &begin},
         std::tuple{"end", true, &end}, std::tuple{"id", false, &id},
@@ -120,12 +121,20 @@ Result<Trace> parse_trace_json(const std::string& text, const std::string& origi
       return Error{bad};
     }
   }
-  if (std::string bad = read_column(*columns, "node", false, rows, origin, node); !bad.empty()) {
+  for (auto [name, out] : {std::pair{"node", &node}, std::pair{"alias_of", &alias_of},
+                           std::pair{"slice_of", &slice_of}}) {
+    if (std::string bad = read_column(*columns, name, false, rows, origin, *out); !bad.empty()) {
+      return Error{bad};
+    }
+  }
+  if (std::string bad = read_column(*columns, "slice_offset", false, rows, origin, slice_offset);
+      !bad.empty()) {
     return Error{bad};
   }
   for (auto& [key, value] : columns->items()) {
-    static const char* known[] = {"size", "begin",    "end",  "id",       "align", "escapes",
-                                  "op",   "outer_op", "node", "callsite", "thread"};
+    static const char* known[] = {"size",    "begin",    "end",      "id",          "align",
+                                  "escapes", "op",       "outer_op", "node",        "callsite",
+                                  "thread",  "alias_of", "slice_of", "slice_offset"};
     if (std::find(std::begin(known), std::end(known), key) == std::end(known)) {
       return Error{origin + ": unknown column \"" + key + "\""};
     }
@@ -153,6 +162,10 @@ Result<Trace> parse_trace_json(const std::string& text, const std::string& origi
         return Error{bad};
       }
     }
+    // A relation is an id, -1 for none.
+    a.alias_of = alias_of.empty() || alias_of[row] < 0 ? kNoRow : alias_of[row];
+    a.slice_of = slice_of.empty() || slice_of[row] < 0 ? kNoRow : slice_of[row];
+    a.slice_offset = slice_offset.empty() ? 0 : slice_offset[row];
     a.provenance.node = node.empty() ? -1 : node[row];
     a.provenance.callsite = callsite.empty() ? 0 : callsite[row];
     a.provenance.thread = thread.empty() ? 0 : static_cast<uint32_t>(thread[row]);
@@ -172,10 +185,11 @@ std::string write_trace(const Trace& trace, const std::string& path) {
   const size_t rows = trace.allocations.size();
   std::vector<uint64_t> id(rows), size(rows), begin(rows), end(rows), align(rows), escapes(rows),
       op(rows), outer_op(rows), callsite(rows), thread(rows);
-  std::vector<int64_t> node(rows);
+  std::vector<int64_t> node(rows), alias_of(rows), slice_of(rows);
+  std::vector<uint64_t> slice_offset(rows);
   // outer_op and node are written only when some row has one, so traces without them (every
   // source but the torch extension) keep the columns older readers know.
-  bool any_outer_op = false, any_node = false;
+  bool any_outer_op = false, any_node = false, any_relation = false;
   for (size_t row = 0; row < rows; ++row) {
     const Allocation& a = trace.allocations[row];
     id[row] = a.id;
@@ -188,6 +202,10 @@ std::string write_trace(const Trace& trace, const std::string& path) {
     any_outer_op |= !a.provenance.outer_op.empty();
     any_node |= a.provenance.node != -1;
     node[row] = a.provenance.node;
+    alias_of[row] = a.alias_of == kNoRow ? -1 : static_cast<int64_t>(a.alias_of);
+    slice_of[row] = a.slice_of == kNoRow ? -1 : static_cast<int64_t>(a.slice_of);
+    slice_offset[row] = a.slice_offset;
+    any_relation |= a.alias_of != kNoRow || a.slice_of != kNoRow;
     callsite[row] = a.provenance.callsite;
     thread[row] = a.provenance.thread;
   }
@@ -213,6 +231,11 @@ std::string write_trace(const Trace& trace, const std::string& path) {
                  {"thread", thread}}}};
   if (any_outer_op) root["columns"]["outer_op"] = outer_op;
   if (any_node) root["columns"]["node"] = node;
+  if (any_relation) {
+    root["columns"]["alias_of"] = alias_of;
+    root["columns"]["slice_of"] = slice_of;
+    root["columns"]["slice_offset"] = slice_offset;
+  }
   return write_file_text(path, root.dump() + "\n");
 }
 

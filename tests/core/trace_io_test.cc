@@ -114,6 +114,57 @@ TEST(TraceIo, OuterOpAndNodeRoundTripAndAreOptional) {
   EXPECT_EQ(back->allocations[3].provenance.node, -1);
 }
 
+// Aliasing claims (alias_of, slice_of): written only when a row has one, read back as ids, and
+// they change the fingerprint; an aliased plan keeps both bounds.
+TEST(TraceIo, AliasingClaimsRoundTrip) {
+  TempDir dir;
+  Trace trace;
+  for (uint64_t i = 0; i < 4; ++i) {
+    Allocation a;
+    a.id = 10 + i;
+    a.size = 1024;
+    a.begin = i;
+    a.end = 8;
+    trace.allocations.push_back(a);
+  }
+  trace.allocations[3].size = 2048;
+  const std::string before = trace_fingerprint(trace);
+  trace.allocations[1].alias_of = 10;
+  trace.allocations[2].slice_of = 13;
+  trace.allocations[2].slice_offset = 1024;
+  EXPECT_NE(trace_fingerprint(trace), before);
+  const std::string path = dir.file("aliases.json");
+  ASSERT_EQ(write_trace(trace, path), "");
+  Result<Trace> back = read_trace(path);
+  ASSERT_TRUE(back.ok()) << back.error();
+  EXPECT_EQ(trace_fingerprint(*back), trace_fingerprint(trace));
+  EXPECT_EQ(back->allocations[0].alias_of, kNoRow);
+  EXPECT_EQ(back->allocations[1].alias_of, 10u);
+  EXPECT_EQ(back->allocations[2].slice_of, 13u);
+  EXPECT_EQ(back->allocations[2].slice_offset, 1024u);
+  EXPECT_EQ(back->allocations[3].slice_of, kNoRow);
+
+  PlanOptions options;
+  options.aliases = true;
+  Result<Plan> plan = plan_trace(*back, options);
+  ASSERT_TRUE(plan.ok()) << plan.error();
+  EXPECT_LT(plan->lower_bound_bytes, plan->offset_lower_bound_bytes);
+  const std::string plan_path = dir.file("aliases.plan.json");
+  ASSERT_EQ(write_plan(*plan, plan_path), "");
+  Result<Plan> plan_back = read_plan(plan_path);
+  ASSERT_TRUE(plan_back.ok()) << plan_back.error();
+  EXPECT_EQ(plan_back->offset_lower_bound_bytes, plan->offset_lower_bound_bytes);
+  EXPECT_EQ(plan_back->lower_bound_bytes, plan->lower_bound_bytes);
+  EXPECT_EQ(plan_back->aliased_rows, 2u);
+
+  // A claim naming no row is the trace's error, reported on reading.
+  trace.allocations[1].alias_of = 99;
+  ASSERT_EQ(write_trace(trace, path), "");
+  Result<Trace> bad = read_trace(path);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().find("names no other row"), std::string::npos) << bad.error();
+}
+
 TEST(TraceIo, PlanRoundTrip) {
   TempDir dir;
   const Trace trace = testing::random_trace(testing::TraceShape::kResidual, 100, 3);

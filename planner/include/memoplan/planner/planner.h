@@ -22,6 +22,10 @@ struct PlanOptions {
   // the smaller of that and the strategy's. Rows it lacks go after it, largest first; rows the
   // trace does not plan (zero bytes, escaping) or does not have are skipped.
   std::vector<size_t> row_order;
+  // Take the trace's claims that rows may share bytes (Allocation::alias_of, ::slice_of;
+  // aliasing.h): each group of rows they tie is planned as one block, and the plan can go below
+  // the offset lower bound (`memoplan plan --memory min`). Off: every row gets bytes of its own.
+  bool aliases = false;
 };
 
 // Plans the trace with the named strategy and fills every Plan field. Fails on an unknown strategy,

@@ -17,6 +17,9 @@ struct Provenance {
   uint32_t thread = 0;    // small per-pass thread index
 };
 
+// No allocation: the value of Allocation::alias_of and ::slice_of when the row claims no relation.
+inline constexpr uint64_t kNoRow = ~uint64_t{0};
+
 // One allocation. Lifetimes are half-open on the pass's global event clock: the block is live at
 // every time t with begin <= t < end. An allocation made and freed at the same tick (begin == end)
 // is treated as live during [begin, begin + 1): it existed, so it needs space for that instant.
@@ -27,6 +30,18 @@ struct Allocation {
   uint64_t begin = 0;    // first tick live (inclusive)
   uint64_t end = 0;      // first tick dead (exclusive)
   bool escapes = false;  // still alive when the pass ended (graph output, cache, leak)
+  // What a recorder that knows the ops claims about sharing bytes (Occamy's tensor coalescing,
+  // concat without copies; docs/PLANNER.md, "Aliasing"). Both are ids of other rows, kNoRow for
+  // none. A planner may use them (--memory min) or not; the validator accepts two live blocks
+  // overlapping in address only through one of them.
+  // alias_of: the allocation dies at the op that creates this one, which reads it element by
+  // element into this one: this one may take its bytes (same start; this one no larger).
+  uint64_t alias_of = kNoRow;
+  // slice_of: this allocation's contents are also bytes [slice_offset, slice_offset + size) of
+  // that one's (a concat's input and its output) and neither is written while both live: this one
+  // may lie at that place inside it.
+  uint64_t slice_of = kNoRow;
+  uint64_t slice_offset = 0;
   Provenance provenance;
 };
 
@@ -55,7 +70,9 @@ inline uint64_t effective_align(const Trace& t, const Allocation& a) {
 std::string trace_fingerprint(const Trace& trace);
 
 // Structural checks a trace must pass before planning: end >= begin, alignments powers of two,
-// unique ids. Returns an empty string when fine, else the first problem found.
+// unique ids; an alias_of or slice_of names another row, an alias is no larger than its row and
+// begins after it, a slice lies inside its row, and slice_of has no cycle. Returns an empty string
+// when fine, else the first problem found.
 std::string check_trace(const Trace& trace);
 
 }  // namespace memoplan

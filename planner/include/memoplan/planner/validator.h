@@ -19,7 +19,9 @@ struct ValidationReport {
 
 // Checks: one offset per row; every non-empty allocation's offset is a multiple of its alignment
 // and of nothing larger than the plan alignment; it ends inside the slab; no two allocations whose
-// lifetimes overlap overlap in address. Zero-byte rows are not checked.
+// lifetimes overlap overlap in address unless the trace's claims allow it (an alias_of row at its
+// row's start and no larger; a slice_of row at the place its slice_of steps add up to inside the
+// other). Zero-byte rows are not checked.
 ValidationReport validate_plan(const Trace& trace, const Plan& plan, size_t max_messages = 10);
 
 }  // namespace memoplan
