@@ -76,48 +76,89 @@ Trace grouped_trace(const Trace& trace, const planner::AliasGroups& groups, uint
   return out;
 }
 
-// plan_trace with PlanOptions::aliases: the groups the claims allow planned as single rows, then
-// every member at its group's offset plus its own place in it.
+// plan_trace with PlanOptions::aliases. The groups the claims allow are planned three ways, and
+// the smallest slab wins: each group as one row of the strategy (its span for its whole life),
+// and each group as the rigid shape its members make, first fit by span and by bytes in use.
+// When sharing makes no smaller slab than the trace planned without it (conv temporaries, not the
+// shared tensors, set the peak), that plan is taken: memory "min" is never worse than "offset".
 Result<Plan> plan_with_aliases(const Trace& trace, const PlanOptions& options) {
   Result<planner::Problem> problem = planner::make_problem(trace, options.min_alignment);
   if (!problem) return Error{problem.error()};
   const planner::AliasGroups groups = planner::accept_aliases(trace, problem->alignment);
-  std::vector<size_t> row_of;
-  const Trace grouped = grouped_trace(trace, groups, problem->alignment, row_of);
-  PlanOptions inner = options;
-  inner.aliases = false;
-  inner.row_order.clear();
-  for (size_t row : options.row_order) {
-    if (row < row_of.size() && row_of[row] != kNoBlock) inner.row_order.push_back(row_of[row]);
-  }
-  Result<Plan> planned = plan_trace(grouped, inner);
-  if (!planned) return planned;
-
-  Plan plan = std::move(*planned);
-  std::vector<uint64_t> offsets(trace.allocations.size(), 0);
-  for (size_t row = 0; row < trace.allocations.size(); ++row) {
-    if (!planner::is_planned(trace.allocations[row])) continue;
-    offsets[row] = plan.offsets[row_of[row]] + groups.offset[row];
-    if (groups.group[row] != planner::AliasGroups::kAlone) ++plan.aliased_rows;
-  }
-  plan.aliased_rows -= groups.span.size();  // one member of each group has its bytes anyway
-  plan.offsets = std::move(offsets);
-  plan.offset_lower_bound_bytes = planner::offset_lower_bound(*problem);
-  plan.lower_bound_bytes = planner::aliased_lower_bound(trace, groups);
-  plan.trace_fingerprint = trace_fingerprint(trace);
-  plan.status = plan.slab_bytes == plan.lower_bound_bytes ? SolveStatus::kOptimal
-                : plan.status == SolveStatus::kTimedOut   ? SolveStatus::kTimedOut
-                                                          : SolveStatus::kHeuristic;
+  PlanOptions without = options;
+  without.aliases = false;
+  Result<Plan> plain = plan_trace(trace, without);
+  if (!plain) return plain;
+  const uint64_t aliased_bound = planner::aliased_lower_bound(trace, groups);
   const std::string taken = "aliases: " + std::to_string(groups.aliases_taken) + " taken, " +
                             std::to_string(groups.aliases_left) +
                             " left; slices: " + std::to_string(groups.slices_taken) + " taken, " +
                             std::to_string(groups.slices_left) + " left";
-  plan.note = plan.note.empty() ? taken : plan.note + "; " + taken;
+
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<size_t> row_of;
+  const Trace grouped = grouped_trace(trace, groups, problem->alignment, row_of);
+  PlanOptions inner = without;
+  inner.row_order.clear();
+  for (size_t row : options.row_order) {
+    if (row < row_of.size() && row_of[row] != kNoBlock) inner.row_order.push_back(row_of[row]);
+  }
+  Result<Plan> rectangles = plan_trace(grouped, inner);
+  if (!rectangles) return rectangles;
+  std::vector<uint64_t> best(trace.allocations.size(), 0);
+  for (size_t row = 0; row < trace.allocations.size(); ++row) {
+    if (planner::is_planned(trace.allocations[row])) {
+      best[row] = rectangles->offsets[row_of[row]] + groups.offset[row];
+    }
+  }
+  uint64_t best_slab = rectangles->slab_bytes;
+  std::string how = rectangles->strategy + " on each group as one block";
+  for (bool by_span : {true, false}) {
+    std::vector<uint64_t> offsets =
+        planner::place_groups_rigidly(trace, groups, problem->alignment, by_span);
+    uint64_t slab = 0;
+    for (size_t row = 0; row < trace.allocations.size(); ++row) {
+      const Allocation& a = trace.allocations[row];
+      if (planner::is_planned(a)) slab = std::max(slab, offsets[row] + a.size);
+    }
+    slab = (slab + problem->alignment - 1) / problem->alignment * problem->alignment;
+    if (slab < best_slab) {
+      best_slab = slab;
+      best = std::move(offsets);
+      how = std::string("groups placed whole, largest ") + (by_span ? "span" : "in use") + " first";
+    }
+  }
+  const auto stop = std::chrono::steady_clock::now();
+
+  Plan plan = std::move(*plain);
+  plan.offset_lower_bound_bytes = plan.lower_bound_bytes;
+  plan.lower_bound_bytes = aliased_bound;
+  plan.planning_ms += std::chrono::duration<double, std::milli>(stop - start).count();
+  if (best_slab >= plan.slab_bytes) {
+    plan.note = (plan.note.empty() ? "" : plan.note + "; ") + taken +
+                "; sharing made no smaller slab (" + std::to_string(best_slab) + " bytes): none";
+    plan.status =
+        plan.slab_bytes == plan.lower_bound_bytes ? SolveStatus::kOptimal : SolveStatus::kHeuristic;
+    return plan;
+  }
+  plan.offsets = std::move(best);
+  plan.slab_bytes = best_slab;
+  plan.aliased_rows = 0;
+  for (size_t row = 0; row < trace.allocations.size(); ++row) {
+    const size_t group = groups.group[row];
+    if (group != planner::AliasGroups::kAlone && groups.members[group].front() != row &&
+        planner::is_planned(trace.allocations[row])) {
+      ++plan.aliased_rows;  // every member but one: that one has its bytes anyway
+    }
+  }
+  plan.status =
+      plan.slab_bytes == plan.lower_bound_bytes ? SolveStatus::kOptimal : SolveStatus::kHeuristic;
+  plan.note = how + "; " + taken;
 
   ValidationReport report = validate_plan(trace, plan, 3);
   if (!report.valid) {
     std::string message =
-        "the aliased plan of " + plan.strategy + " is invalid (a planner bug; please report it): ";
+        "the aliased plan (" + how + ") is invalid (a planner bug; please report it): ";
     for (const std::string& m : report.messages) message += m + "; ";
     return Error{message};
   }

@@ -181,6 +181,45 @@ void draw_occupancy(std::string& out, const std::vector<Box>& merged, const Axes
   out += "</g>\n";
 }
 
+// The row whose bytes `row` shares by a claim the plan honoured (alias_of at its start, slice_of
+// at its offset), or kNoRow. Trace ids are usually row indices; otherwise looked up.
+uint64_t shares_with(const Trace& trace, const Plan& plan, size_t row,
+                     const std::unordered_map<uint64_t, size_t>& by_id) {
+  const Allocation& a = trace.allocations[row];
+  auto find = [&](uint64_t id) -> size_t {
+    auto it = by_id.find(id);
+    return it == by_id.end() ? kNoRow : it->second;
+  };
+  if (a.alias_of != kNoRow) {
+    const size_t other = find(a.alias_of);
+    if (other != kNoRow && plan.offsets[other] == plan.offsets[row]) return other;
+  }
+  if (a.slice_of != kNoRow) {
+    const size_t other = find(a.slice_of);
+    if (other != kNoRow && plan.offsets[other] + a.slice_offset == plan.offsets[row]) return other;
+  }
+  return kNoRow;
+}
+
+// Rows that share bytes (memory min) get a dashed outline over their fill, and say with whom.
+void draw_shared(std::string& out, const std::vector<Box>& boxes, const Trace& trace,
+                 const Plan& plan, const std::unordered_map<uint64_t, size_t>& by_id) {
+  if (by_id.empty()) return;
+  out += R"(<g id="shared" fill="none" stroke="#111" stroke-width=".8" stroke-dasharray="3 2">)";
+  for (const Box& box : boxes) {
+    const size_t other = shares_with(trace, plan, box.row, by_id);
+    if (other == kNoRow) continue;
+    const Allocation& a = trace.allocations[box.row];
+    append_rect(out, box.x0, box.y0, std::max(box.x1 - box.x0, 0.1),
+                std::max(box.y1 - box.y0, 0.1));
+    fmt::format_to(
+        Out(out), "><title>#{} shares bytes with #{} ({})</title></rect>", a.id,
+        trace.allocations[other].id,
+        a.alias_of == trace.allocations[other].id ? "its dying input" : "a slice of its concat");
+  }
+  out += "</g>\n";
+}
+
 // Grouped by colour, so each rectangle carries only its geometry. Outlines separate neighbours but
 // would swallow a thin rectangle, so only roomy ones get one.
 void draw_allocations(std::string& out, std::vector<Box>& boxes, const Trace& trace,
@@ -241,6 +280,11 @@ void draw_header(std::string& out, const std::string& title, const Plan& plan, s
                        format_bytes(plan.slab_bytes), format_bytes(plan.lower_bound_bytes),
                        plan.ratio_to_lower_bound(), with_thousands(drawn + merged));
   if (merged) stats += fmt::format(" ({} thinner than a pixel, shaded)", with_thousands(merged));
+  if (plan.aliased_rows) {
+    stats +=
+        fmt::format(" \u00b7 {} share bytes (dashed) \u00b7 offset bound {}",
+                    with_thousands(plan.aliased_rows), format_bytes(plan.offset_lower_bound_bytes));
+  }
   if (plan.planning_ms > 0) stats += " \u00b7 planned in " + format_ms(plan.planning_ms) + " ms";
   fmt::format_to(Out(out), R"(<text x="{}" y="44" font-size="12" fill="#444">{}</text>)", left,
                  stats);
@@ -321,6 +365,13 @@ std::string render_heapmap_svg(const Trace& trace, const Plan& plan,
   if (!merged.empty()) draw_occupancy(out, merged, axes);
   const size_t drawn = boxes.size();
   draw_allocations(out, boxes, trace, plan, palette, drawn <= options.max_tooltips);
+  std::unordered_map<uint64_t, size_t> by_id;
+  if (plan.aliased_rows) {
+    for (size_t row = 0; row < trace.allocations.size(); ++row) {
+      by_id.emplace(trace.allocations[row].id, row);
+    }
+  }
+  draw_shared(out, boxes, trace, plan, by_id);
   if (options.show_live_bytes && !rows.empty()) draw_live_bytes(out, trace, plan, rows, axes);
 
   // When the two levels nearly coincide, the lower bound's label goes under its line.

@@ -112,6 +112,36 @@ TEST(Heapmap, HandPlanHasOneRectanglePerNonEmptyAllocation) {
   EXPECT_NE(svg.find("ratio 1.333"), std::string::npos);
 }
 
+// memory min: rows placed in bytes they share get a dashed outline that names the row they share
+// with; the header gives both bounds. A plan without sharing draws none.
+TEST(Heapmap, SharedRowsAreOutlinedAndNamed) {
+  Trace trace;
+  trace.meta.name = "shared";
+  trace.allocations = {allocation(0, 1024, 0, 3, "conv"), allocation(1, 1024, 2, 5, "relu"),
+                       allocation(2, 1024, 1, 6, "conv")};
+  trace.allocations[1].alias_of = 0;
+  PlanOptions options;
+  options.aliases = true;
+  Result<Plan> plan = plan_trace(trace, options);
+  ASSERT_TRUE(plan.ok()) << plan.error();
+  ASSERT_EQ(plan->aliased_rows, 1u);
+  const std::string svg = render_heapmap_svg(trace, *plan);
+  auto root = parse_svg(svg);
+  ASSERT_TRUE(root);
+  const Element* shared = root->find_id("shared");
+  ASSERT_TRUE(shared);
+  const auto rects = shared->all("rect");
+  ASSERT_EQ(rects.size(), 1u);
+  EXPECT_NE(rects[0]->all("title").at(0)->text.find("#1 shares bytes with #0"), std::string::npos);
+  EXPECT_NE(svg.find("offset bound"), std::string::npos);
+
+  Result<Plan> plain = plan_trace(trace);
+  ASSERT_TRUE(plain.ok());
+  auto plain_root = parse_svg(render_heapmap_svg(trace, *plain));
+  ASSERT_TRUE(plain_root);
+  EXPECT_EQ(plain_root->find_id("shared"), nullptr);
+}
+
 TEST(Heapmap, LowerBoundLineAndLiveCurveCanBeLeftOut) {
   const HandPlan hand = hand_plan();
   HeapmapOptions options;

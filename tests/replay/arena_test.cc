@@ -73,6 +73,35 @@ TEST_F(ArenaTest, PlacesAtOffsetsAndRefusesOverlaps) {
   EXPECT_EQ(counters_.remote_frees.load(), 0u);
 }
 
+// memory "min": place_shared lays a block over the live blocks the caller allows, never over
+// others; their frees and its own release the bytes together.
+TEST_F(ArenaTest, PlaceSharedLaysABlockOnlyOverAllowedLiveBlocks) {
+  Arena* a = create(1 << 20);
+  ASSERT_NE(a, nullptr);
+  Fallback why;
+  char* x = static_cast<char*>(a->place(0, 4096, &why));
+  char* y = static_cast<char*>(a->place(4096, 4096, &why));
+  char* other = static_cast<char*>(a->place(8192, 4096, &why));
+  ASSERT_TRUE(x && y && other);
+  EXPECT_EQ(a->place(0, 8192, &why), nullptr);  // the plain guard says no
+  const ByteRange inputs[] = {{0, 8192, 1, false}};
+  EXPECT_EQ(a->place_shared(0, 12288, inputs, 1, &why), nullptr) << "over `other`";
+  EXPECT_EQ(why, Fallback::kOverlap);
+  char* cat = static_cast<char*>(a->place_shared(0, 8192, inputs, 1, &why));
+  ASSERT_EQ(cat, a->base());
+  EXPECT_EQ(a->live_bytes(), 3 * 4096u);
+  region_.free(y, token());  // the inputs die; the concat's bytes stay in use
+  region_.free(x, token());
+  EXPECT_EQ(a->place(4096, 64, &why), nullptr);
+  EXPECT_EQ(why, Fallback::kOverlap);
+  region_.free(cat, token());
+  EXPECT_EQ(a->live_bytes(), 4096u);
+  EXPECT_NE(a->place(0, 8192, &why), nullptr) << "free again";
+  region_.free(a->base(), token());
+  region_.free(other, token());
+  EXPECT_EQ(a->live_blocks(), 0u);
+}
+
 TEST_F(ArenaTest, GuardFullFallsBack) {
   Arena* a = create(1 << 20);
   ASSERT_NE(a, nullptr);

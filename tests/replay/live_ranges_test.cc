@@ -130,5 +130,48 @@ TEST_F(LiveRangesTest, AgreesWithABruteForceModel) {
   }
 }
 
+// Shared ranges (memory "min"): a block laid over live ones it may share becomes one range with
+// their holders; frees at any member's start count down, the range goes with the last.
+TEST_F(LiveRangesTest, AbsorbedRangesGoWithTheirLastHolder) {
+  ASSERT_TRUE(ranges_.insert(0, 100));    // a concat's first input
+  ASSERT_TRUE(ranges_.insert(100, 300));  // its second
+  ASSERT_TRUE(ranges_.insert(400, 500));  // something else
+  const ByteRange allowed[] = {{0, 300, 1, false}};
+  uint64_t grown = 0;
+  EXPECT_EQ(ranges_.absorb(0, 300, allowed, 1, &grown), LiveRanges::kAbsorbed);
+  EXPECT_EQ(grown, 0u);  // the output lies entirely over its inputs
+  EXPECT_EQ(ranges_.count(), 2u);
+  EXPECT_EQ(ranges_.release(100), LiveRanges::kStillHeld);  // the second input, inside
+  EXPECT_EQ(ranges_.release(0), LiveRanges::kStillHeld);    // the first input
+  EXPECT_TRUE(ranges_.overlaps(150, 160));
+  EXPECT_EQ(ranges_.release(0), 300u);  // the output: the last holder
+  EXPECT_FALSE(ranges_.overlaps(0, 400));
+  EXPECT_EQ(ranges_.count(), 1u);
+}
+
+TEST_F(LiveRangesTest, AbsorbRefusesLiveRangesOutsideWhatIsAllowed) {
+  ASSERT_TRUE(ranges_.insert(0, 100));
+  ASSERT_TRUE(ranges_.insert(100, 200));  // live, but not one of the op's inputs
+  const ByteRange allowed[] = {{0, 100, 1, false}};
+  uint64_t grown = 0;
+  EXPECT_EQ(ranges_.absorb(0, 200, allowed, 1, &grown), LiveRanges::kNotAllowed);
+  EXPECT_EQ(ranges_.count(), 2u);  // unchanged
+  // An alias: the output over its dying input, same start, no larger.
+  EXPECT_EQ(ranges_.absorb(0, 100, allowed, 1, &grown), LiveRanges::kAbsorbed);
+  EXPECT_EQ(ranges_.release(0), LiveRanges::kStillHeld);  // the input dies
+  EXPECT_EQ(ranges_.release(0), 100u);                    // then the output
+  // A range nobody shares is released only at its start: an interior pointer is no block.
+  EXPECT_EQ(ranges_.release(150), 0u);
+  EXPECT_EQ(ranges_.release(100), 100u);
+}
+
+TEST_F(LiveRangesTest, AbsorbWithNothingBelowIsAnInsert) {
+  const ByteRange allowed[] = {{0, 100, 1, false}};
+  uint64_t grown = 0;
+  EXPECT_EQ(ranges_.absorb(1000, 1100, allowed, 1, &grown), LiveRanges::kAbsorbed);
+  EXPECT_EQ(grown, 100u);
+  EXPECT_EQ(ranges_.release(1000), 100u);
+}
+
 }  // namespace
 }  // namespace memoplan::replay

@@ -13,6 +13,7 @@
 #include "memoplan/planner/trace.h"
 #include "memoplan/replay/matcher.h"
 #include "memoplan/torch/plan.h"  // PlanDetail
+#include "sharing.h"
 
 namespace memoplan::torch_ext {
 
@@ -27,7 +28,13 @@ struct CompiledPlan {
   std::vector<replay::Visit> visits;
   std::vector<replay::Slot> tensors;  // grouped by visit
   uint64_t slab_bytes = 0;
-  uint64_t lower_bound_bytes = 0;
+  uint64_t lower_bound_bytes = 0;         // with the sharing the plan took (memory "min")
+  uint64_t offset_lower_bound_bytes = 0;  // without any
+  uint64_t shared_tensors = 0;            // planned over live tensors they share bytes with
+  // What a pass checks before it lays a tensor over live ones (sharing.h), by visit: visit v's
+  // are share_checks[check_begin[v] .. check_begin[v + 1]); both empty when nothing shares.
+  std::vector<ShareCheck> share_checks;
+  std::vector<uint32_t> check_begin;
   uint64_t planned_tensors = 0;
   uint64_t escaping_tensors = 0;
   std::string strategy;
@@ -42,8 +49,11 @@ struct CompiledPlan {
 // in) with `strategy` and lays it out by visit. visit_nodes[v] is the graph node of visit v.
 // `row_order`: a placement order learned on another shape of the same family (the planner's
 // PlanOptions::row_order), or empty.
+// `claims` (memory "min"): what the pass's ShareInputs nodes recorded, already resolved into the
+// trace's alias_of / slice_of (resolve_claims); the planner takes them (PlanOptions::aliases).
 Result<CompiledPlan> compile_plan(const Trace& trace, const std::vector<int64_t>& visit_nodes,
                                   const std::string& strategy,
-                                  const std::vector<size_t>& row_order = {});
+                                  const std::vector<size_t>& row_order = {},
+                                  const std::vector<ShareClaim>* claims = nullptr);
 
 }  // namespace memoplan::torch_ext

@@ -20,6 +20,7 @@
 #include "memoplan/torch/plan.h"
 #include "pass_runtime.h"
 #include "planning.h"
+#include "sharing_pass.h"
 
 namespace memoplan::torch_ext {
 namespace {
@@ -306,6 +307,7 @@ int64_t rewrite_forward(torch::jit::Module& module, const PlanOptions& options) 
   if (KernelRewrite rewrite = registered_kernels(options.kernels)) rewrite(*graph);
   int64_t next_node = 1;
   mark_block(*graph, graph->block(), next_node);
+  if (options.memory == "min") insert_share_nodes(graph);
   {
     torch::jit::WithInsertPoint point(graph->block()->nodes().front());
     std::vector<Value*> slab_inputs = {graph->insertConstant(id)};
@@ -335,8 +337,8 @@ void forget_plans_op(torch::jit::Stack& stack) {
 torch::jit::RegisterOperators memoplan_python_operators({
     torch::jit::Operator(
         "memoplan::plan(Any module, Any[] inputs, str strategy=\"greedy_by_size\", "
-        "int warmup_passes=3, bool plan_new_keys=True, str kernels=\"stock\") -> "
-        "Dict(str, int)",
+        "int warmup_passes=3, bool plan_new_keys=True, str kernels=\"stock\", "
+        "str memory=\"offset\") -> Dict(str, int)",
         plan_op, c10::AliasAnalysisKind::CONSERVATIVE),
     torch::jit::Operator("memoplan::stats() -> str", stats_op,
                          c10::AliasAnalysisKind::CONSERVATIVE),
@@ -350,6 +352,9 @@ PlanSummary plan(torch::jit::Module& module, const std::vector<c10::IValue>& inp
                  const PlanOptions& options) {
   if (!module.find_method("forward"))
     throw std::runtime_error("memoplan: the module has no forward");
+  if (options.memory != "offset" && options.memory != "min") {
+    throw std::runtime_error("memoplan: unknown memory '" + options.memory + "' (offset or min)");
+  }
   if (options.kernels != "stock" && !registered_kernels(options.kernels)) {
     throw std::runtime_error("memoplan: unknown kernels '" + options.kernels + "' (" +
                              kernel_names() + ")");
@@ -403,13 +408,14 @@ std::optional<PlanDetail> plan_detail(const torch::jit::Module& module, const st
 namespace {
 
 void plan_op(torch::jit::Stack& stack) {
-  const std::string kernels = stack.back().toStringRef();
-  const bool plan_new_keys = stack[stack.size() - 2].toBool();
-  const int64_t warmup = stack[stack.size() - 3].toInt();
-  const std::string strategy = stack[stack.size() - 4].toStringRef();
-  const c10::IValue inputs = stack[stack.size() - 5];
-  const c10::IValue module_value = stack[stack.size() - 6];
-  torch::jit::drop(stack, 6);
+  const std::string memory = stack.back().toStringRef();
+  const std::string kernels = stack[stack.size() - 2].toStringRef();
+  const bool plan_new_keys = stack[stack.size() - 3].toBool();
+  const int64_t warmup = stack[stack.size() - 4].toInt();
+  const std::string strategy = stack[stack.size() - 5].toStringRef();
+  const c10::IValue inputs = stack[stack.size() - 6];
+  const c10::IValue module_value = stack[stack.size() - 7];
+  torch::jit::drop(stack, 7);
   TORCH_CHECK(module_value.isObject(), "memoplan.plan: expected a TorchScript module, got ",
               module_value.tagKind());
   torch::jit::Module module(module_value.toObject());
@@ -418,6 +424,7 @@ void plan_op(torch::jit::Stack& stack) {
   options.warmup_passes = static_cast<int>(warmup);
   options.plan_new_keys = plan_new_keys;
   options.kernels = kernels;
+  options.memory = memory;
   const c10::ArrayRef<c10::IValue> list = inputs.toListRef();
   PlanSummary summary;
   try {
@@ -428,6 +435,8 @@ void plan_op(torch::jit::Stack& stack) {
   c10::Dict<std::string, int64_t> out;
   out.insert("slab_bytes", static_cast<int64_t>(summary.slab_bytes));
   out.insert("lower_bound_bytes", static_cast<int64_t>(summary.lower_bound_bytes));
+  out.insert("offset_lower_bound_bytes", static_cast<int64_t>(summary.offset_lower_bound_bytes));
+  out.insert("shared_tensors", static_cast<int64_t>(summary.shared_tensors));
   out.insert("planned_tensors", static_cast<int64_t>(summary.planned_tensors));
   out.insert("escaping_tensors", static_cast<int64_t>(summary.escaping_tensors));
   out.insert("visits", static_cast<int64_t>(summary.visits));

@@ -110,6 +110,7 @@ bool start_replay(ThreadPass& t, ThreadPass::CachedPlan& cached) {
   t.arena = arena;
   cached.used = ++t.uses;
   t.visit = 0;
+  t.permit_visit = ~uint32_t{0};
   const replay::Visit& first = t.plan->visits.front();
   t.matcher.start_window(t.plan->tensors.data(), first.first_slot, first.slot_count);
   ++t.counters.planned_passes;
@@ -283,6 +284,8 @@ void allocate_slab(int64_t module, const std::string& key, FamilyOf family) {
   t.session = std::make_unique<ProfileSession>(options);
   t.session->begin();
   t.visit_nodes.assign(1, kUnknownNode);
+  t.visit_ticks.assign(1, 0);
+  t.claims.clear();
   set_current_node(0);
   t.module = module;
   t.key = key;
@@ -316,8 +319,68 @@ void allocate_tensor(int64_t node) {
     }
   } else if (t.mode == ThreadPass::Mode::kProfile) {
     t.visit_nodes.push_back(node);
+    t.visit_ticks.push_back(t.session->tick());
     set_current_node(static_cast<int64_t>(t.visit_nodes.size() - 1));
   }
+}
+
+bool share_inputs_wanted() {
+  ThreadPass& t = thread_pass();
+  if (t.mode == ThreadPass::Mode::kProfile) return true;
+  if (t.mode != ThreadPass::Mode::kReplay) return false;
+  const std::vector<uint32_t>& begin = t.plan->check_begin;
+  if (t.visit + 1 < begin.size() && begin[t.visit] != begin[t.visit + 1]) return true;
+  t.permits.clear();  // no output of this visit lies over live blocks
+  return false;
+}
+
+void share_inputs(ShareKind kind, const ShareInput* inputs, uint32_t count) {
+  ThreadPass& t = thread_pass();
+  if (t.mode == ThreadPass::Mode::kReplay) {
+    // The blocks the plan lays this node's output over, if they are where it put them.
+    t.permits.clear();
+    t.permit_visit = t.visit;
+    const CompiledPlan& plan = *t.plan;
+    if (plan.check_begin.empty() || t.visit + 1 >= plan.check_begin.size()) return;
+    const char* base = t.arena->base();
+    for (uint32_t i = plan.check_begin[t.visit]; i < plan.check_begin[t.visit + 1]; ++i) {
+      const ShareCheck& c = plan.share_checks[i];
+      if (c.index < count && inputs[c.index].data == base + c.offset) {
+        t.permits.push_back({c.offset, c.offset + c.bytes});
+      }
+    }
+    std::sort(t.permits.begin(), t.permits.end(),
+              [](const replay::ByteRange& a, const replay::ByteRange& b) { return a.lo < b.lo; });
+    size_t merged = 0;
+    for (size_t i = 0; i < t.permits.size(); ++i) {
+      if (merged && t.permits[merged - 1].hi >= t.permits[i].lo) {
+        t.permits[merged - 1].hi = std::max(t.permits[merged - 1].hi, t.permits[i].hi);
+      } else {
+        t.permits[merged++] = t.permits[i];
+      }
+    }
+    t.permits.resize(merged);
+    return;
+  }
+  if (t.mode != ThreadPass::Mode::kProfile || !t.session) return;
+  ShareClaim claim;
+  claim.visit = static_cast<uint32_t>(t.visit_nodes.size() - 1);
+  claim.kind = kind;
+  claim.complete = true;
+  uint64_t offset = 0;
+  for (uint32_t i = 0; i < count; ++i) {
+    const ShareInput& in = inputs[i];
+    std::optional<uint64_t> row;
+    if (in.candidate) row = t.session->allocation_of(in.data);
+    if (row) {
+      claim.inputs.push_back({i, *row, in.bytes, offset});
+    } else {
+      claim.complete = false;
+    }
+    offset += in.bytes;
+  }
+  claim.total_bytes = offset;
+  if (!claim.inputs.empty()) t.claims.push_back(std::move(claim));
 }
 
 void end_pass(int64_t module) {
@@ -355,7 +418,11 @@ void end_pass(int64_t module) {
     auto f = m.families.find(t.family_key);
     if (f != m.families.end()) order = f->second.order();
   }
-  Result<CompiledPlan> plan = compile_plan(trace, t.visit_nodes, m.options.strategy, order);
+  const bool memory_min = m.options.memory == "min";
+  if (memory_min) resolve_claims(trace, t.claims, t.visit_ticks);
+  Result<CompiledPlan> plan = compile_plan(trace, t.visit_nodes, m.options.strategy, order,
+                                           memory_min ? &t.claims : nullptr);
+  t.claims.clear();
   std::unique_lock<std::mutex> lock(m.mutex);
   m.profiling.erase(t.key);
   family_profile_ended(m, t.family_key);
@@ -385,6 +452,8 @@ bool has_plan(int64_t module, const std::string& key, PlanSummary* summary) {
     summary->key = key;
     summary->slab_bytes = p.slab_bytes;
     summary->lower_bound_bytes = p.lower_bound_bytes;
+    summary->offset_lower_bound_bytes = p.offset_lower_bound_bytes;
+    summary->shared_tensors = p.shared_tensors;
     summary->planned_tensors = p.planned_tensors;
     summary->escaping_tensors = p.escaping_tensors;
     summary->visits = p.visits.size() - 1;

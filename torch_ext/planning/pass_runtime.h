@@ -11,6 +11,7 @@
 
 #include "memoplan/torch/plan.h"
 #include "planning.h"  // current_key, OffPlan
+#include "sharing.h"
 
 namespace memoplan::torch_ext::runtime_pass {
 
@@ -32,6 +33,12 @@ struct FamilyOf {
 void allocate_slab(int64_t module, const std::string& key, FamilyOf family = {});
 void allocate_tensor(int64_t node);
 void end_pass(int64_t module);
+// A memoplan::ShareInputs node (memory "min"; sharing.h): records the node's inputs on a profiled
+// pass, checks them against the plan on a replayed one.
+void share_inputs(ShareKind kind, const ShareInput* inputs, uint32_t count);
+// Whether the calling thread's ShareInputs node has anything to do (a profiled pass, or a replayed
+// one whose plan checks this visit): the node describes its inputs only then.
+bool share_inputs_wanted();
 // Whether `module` has a plan for `key` (plan() waits for it).
 bool has_plan(int64_t module, const std::string& key, PlanSummary* summary);
 // The profiled trace and plan behind `module`'s plan for `key`; null when there is none.

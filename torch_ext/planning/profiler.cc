@@ -106,6 +106,12 @@ std::optional<uint64_t> ProfileSession::allocation_of(const void* p) const {
   return TaggedAllocator::instance().find(session_, p);
 }
 
+uint64_t ProfileSession::tick() const {
+  if (!active()) return 0;
+  return TaggedAllocator::instance().with_table(
+      session_, [](const RecordTable* table) { return table ? table->tick() : 0; });
+}
+
 uint64_t ProfileSession::tag_slot_bytes() { return TaggedAllocator::instance().slot_bytes(); }
 
 }  // namespace memoplan::torch_ext

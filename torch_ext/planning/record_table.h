@@ -37,6 +37,7 @@ class RecordTable {
   // The allocation with row id `row` is freed by `thread`.
   void remove(uint64_t row, uint64_t thread);
 
+  uint64_t tick() const { return log_.tick(); }
   // Closes the pass: rows still alive escape and end at the pass's last tick.
   Trace finish(TraceMeta meta);
   const ProfileCounters& counters() const { return counters_; }

@@ -29,10 +29,16 @@ class ReplayAllocator final : public AllocatorBase<ReplayAllocator> {
     ThreadPass& t = thread_pass();
     if (t.mode == ThreadPass::Mode::kReplay && bytes != 0) {
       replay::Fallback why = replay::Fallback::kNotPlanned;
-      if (void* p = replay::serve(t.matcher, t.plan->tensors.data(), *t.arena, bytes, bytes,
-                                  kAlignment, &why)) {
-        ++t.counters.planned_hits;
-        return c10::DataPtr(p, p, &delete_block, c10::Device(c10::DeviceType::CPU));
+      const uint32_t index = t.matcher.match(bytes);
+      if (index != replay::Matcher::kNone) {
+        const replay::Slot& slot = t.plan->tensors[index];
+        void* p = replay::serve_slot(slot, *t.arena, bytes, kAlignment, &why);
+        if (!p && slot.shares && why == replay::Fallback::kOverlap)
+          p = place_shared(t, slot, bytes, &why);
+        if (p) {
+          ++t.counters.planned_hits;
+          return c10::DataPtr(p, p, &delete_block, c10::Device(c10::DeviceType::CPU));
+        }
       }
       ++t.counters.fallbacks[static_cast<int>(why)];
     }
@@ -46,6 +52,15 @@ class ReplayAllocator final : public AllocatorBase<ReplayAllocator> {
     return next_->allocate(bytes);
   }
   c10::DeleterFnPtr raw_deleter() const override { return &delete_block; }
+
+  // memory "min": the slot lies over live blocks the plan shares it with; laid there only over
+  // those its visit's ShareInputs node found where the plan put them.
+  static void* place_shared(ThreadPass& t, const replay::Slot& slot, size_t bytes,
+                            replay::Fallback* why) {
+    if (t.permit_visit != t.visit || t.permits.empty()) return nullptr;
+    return t.arena->place_shared(slot.offset, bytes, t.permits.data(),
+                                 static_cast<uint32_t>(t.permits.size()), why);
+  }
 
   static void delete_block(void* p) {
     replay::ArenaRegion& arenas = arena_region();

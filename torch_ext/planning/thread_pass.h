@@ -49,9 +49,15 @@ struct ThreadPass {
   replay::Matcher matcher;
   replay::Counters counters;  // this pass's, added to the process's at its end
   PassOutcome last;           // the last finished pass's (last_pass())
+  // Replay, memory "min": the blocks the current visit's ShareInputs node found where the plan
+  // put them (sorted, touching ones merged), over which its output may be laid.
+  std::vector<replay::ByteRange> permits;
+  uint32_t permit_visit = ~uint32_t{0};
   // Profile.
   std::unique_ptr<ProfileSession> session;
   std::vector<int64_t> visit_nodes;
+  std::vector<uint64_t> visit_ticks;  // the session's clock at each visit's start
+  std::vector<ShareClaim> claims;     // what its ShareInputs nodes recorded
   int64_t module = -1;
   std::string key;
   std::string family_key;  // the profiled key's shape family, and its dims

@@ -87,9 +87,17 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 100000));
   app.add_option("-s,--strategy", options.strategy, "Planner strategy (memoplan plan --list)");
   app.add_option("--heapmap", options.heapmap, "Write the plan's heap map (SVG) here");
+  app.add_option("--trace", options.trace,
+                 "Write the profiled pass here (JSON trace; with --memory min, its sharing "
+                 "claims), for memoplan plan");
   app.add_option("--kernels", options.kernels,
                  "stock, or tuned: also time a copy on memoplan's tuned kernels (docs/KERNELS.md)")
       ->check(CLI::IsMember({"stock", "tuned"}));
+  app.add_option("--memory", options.memory,
+                 "offset: every planned tensor gets bytes of its own; min: an elementwise op's "
+                 "output takes its dying input's bytes and a concat's inputs lie in its output "
+                 "(docs/TORCH_EXT.md, \"Sharing bytes\")")
+      ->check(CLI::IsMember({"offset", "min"}));
   app.add_flag("--json", options.json, "Print one JSON object instead of the report");
   app.add_flag("-q,--quiet", quiet, "No progress on stderr");
   bool no_rss = false;

@@ -67,6 +67,12 @@ std::string format_text(const RunReport& r) {
   s += fmt::format("  slab {} ({} B), lower bound {} ({} B): {} of the bound\n",
                    format_bytes(r.slab_bytes), r.slab_bytes, format_bytes(r.lower_bound_bytes),
                    r.lower_bound_bytes, ratio(r.slab_bytes, r.lower_bound_bytes));
+  if (r.memory == "min") {
+    s += fmt::format(
+        "  memory min: {} tensors share bytes; offset lower bound {} ({} B): slab {} of it\n",
+        r.shared_tensors, format_bytes(r.offset_lower_bound_bytes), r.offset_lower_bound_bytes,
+        ratio(r.slab_bytes, r.offset_lower_bound_bytes));
+  }
   s += fmt::format(
       "  planned tensors per pass {} (slab hits per pass {:.2f}), escaping {} (outputs)\n",
       r.planned_tensors, per_pass(r.planned_hits, r.planned_passes), r.escaping_tensors);
@@ -116,6 +122,10 @@ std::string format_text(const RunReport& r) {
         t_med, percentile(r.tuned_ms, 99), ratio(t_med, u_med), ratio(t_med, p_med),
         r.tuned_max_relative_difference, kTunedTolerance,
         tuned_within_tolerance(r) ? "" : "  OUT OF TOLERANCE");
+    s += fmt::format("  tuned plan: slab {} ({} B), lower bound {} ({} B), offset lower bound {}\n",
+                     format_bytes(r.tuned_slab_bytes), r.tuned_slab_bytes,
+                     format_bytes(r.tuned_lower_bound_bytes), r.tuned_lower_bound_bytes,
+                     format_bytes(r.tuned_offset_lower_bound_bytes));
     for (size_t start = 0; start < r.kernel_report.size();) {
       const size_t end = r.kernel_report.find('\n', start);
       s += "    " + r.kernel_report.substr(start, end - start) + "\n";
@@ -142,6 +152,9 @@ std::string format_json(const RunReport& r) {
   j["planned_p99_ms"] = round_to(percentile(r.planned_ms, 99), 4);
   j["slab_bytes"] = r.slab_bytes;
   j["lower_bound_bytes"] = r.lower_bound_bytes;
+  j["offset_lower_bound_bytes"] = r.offset_lower_bound_bytes;
+  j["memory"] = r.memory;
+  j["shared_tensors"] = r.shared_tensors;
   j["planned_tensors"] = r.planned_tensors;
   j["escaping_tensors"] = r.escaping_tensors;
   j["tensor_mallocs_per_pass_unplanned"] = per_pass(r.unplanned_mallocs, r.unplanned_passes);
@@ -182,6 +195,9 @@ std::string format_json(const RunReport& r) {
     j["tuned_p99_ms"] = round_to(percentile(r.tuned_ms, 99), 4);
     j["tuned_max_relative_difference"] = r.tuned_max_relative_difference;
     j["tuned_within_tolerance"] = tuned_within_tolerance(r);
+    j["tuned_slab_bytes"] = r.tuned_slab_bytes;
+    j["tuned_lower_bound_bytes"] = r.tuned_lower_bound_bytes;
+    j["tuned_offset_lower_bound_bytes"] = r.tuned_offset_lower_bound_bytes;
     std::vector<std::string> shapes;  // per GEMM shape: aten vs memoplan, as measured in plan()
     for (size_t start = 0; start < r.kernel_report.size();) {
       const size_t end = std::min(r.kernel_report.find('\n', start), r.kernel_report.size());

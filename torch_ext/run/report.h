@@ -23,9 +23,15 @@ struct RunReport {
   std::vector<double> tuned_ms;
   double tuned_max_relative_difference = 0;
   std::string kernel_report;  // per shape: aten vs memoplan, measured during plan()
+  // The tuned copy's plan: its slab and both bounds (with and without sharing).
+  uint64_t tuned_slab_bytes = 0, tuned_lower_bound_bytes = 0, tuned_offset_lower_bound_bytes = 0;
 
   // The plan (PlanSummary) and the time it took.
   uint64_t slab_bytes = 0, lower_bound_bytes = 0;
+  // --memory min: the bound without sharing (today's offset bound) and the tensors laid over
+  // live ones they share bytes with; lower_bound_bytes is then the bound with sharing.
+  std::string memory = "offset";
+  uint64_t offset_lower_bound_bytes = 0, shared_tensors = 0;
   uint64_t planned_tensors = 0, escaping_tensors = 0;  // per pass
   double planning_ms = 0;                              // the planner's strategy
   double plan_call_ms = 0;  // memoplan::torch_ext::plan(): warm-up passes, profiled pass, planning

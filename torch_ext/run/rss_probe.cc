@@ -18,6 +18,7 @@ uint64_t measure_peak_rss(const RunOptions& options, const std::string& which, s
                                    "--iters",      std::to_string(options.iters),
                                    "--warmup",     std::to_string(options.warmup),
                                    "--strategy",   options.strategy,
+                                   "--memory",     options.memory,
                                    "--seed",       std::to_string(options.seed),
                                    "--draw",       options.draw,
                                    "--rss-probe",  which,

@@ -18,7 +18,10 @@ struct RunOptions {
   // "tuned": a third copy, planned with memoplan's tuned kernels (docs/KERNELS.md), timed in the
   // same iterations.
   std::string kernels = "stock";
+  // "min": the planned copies share bytes where ops allow (torch_ext::PlanOptions::memory).
+  std::string memory = "offset";
   std::string heapmap;   // SVG to write, or empty
+  std::string trace;     // the profiled pass's trace to write (JSON), or empty
   bool json = false;     // one JSON object on stdout instead of the report
   bool progress = true;  // progress on stderr
   // Peak RSS of each copy, each in a fresh process of its own (rss_probe.h); off: --no-rss.

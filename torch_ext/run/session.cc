@@ -150,6 +150,16 @@ void write_heapmap(const torch::jit::Module& planned, const torch_ext::PlanSumma
   }
 }
 
+// --trace: the profiled pass (with memory min, its sharing claims), for `memoplan plan`.
+void write_profiled_trace(const torch::jit::Module& planned, const torch_ext::PlanSummary& summary,
+                          const RunOptions& options) {
+  std::optional<torch_ext::PlanDetail> detail = torch_ext::plan_detail(planned, summary.key);
+  if (!detail) throw std::runtime_error("the plan's trace is not available for --trace");
+  if (std::string error = write_trace(detail->trace, options.trace); !error.empty()) {
+    throw BadInput(error);
+  }
+}
+
 }  // namespace
 
 // The file name of the library (or program) that defines the malloc this process calls.
@@ -207,6 +217,7 @@ RunReport run_session(const RunOptions& options) {
   }
   torch_ext::PlanOptions plan_options;
   plan_options.strategy = options.strategy;
+  plan_options.memory = options.memory;
   torch_ext::PlanSummary summary;
   start = Clock::now();
   progress.emplace("planning (warm-up, profiled pass, " + options.strategy + ")", 0,
@@ -221,6 +232,9 @@ RunReport run_session(const RunOptions& options) {
   report.strategy = summary.strategy;
   report.slab_bytes = summary.slab_bytes;
   report.lower_bound_bytes = summary.lower_bound_bytes;
+  report.offset_lower_bound_bytes = summary.offset_lower_bound_bytes;
+  report.shared_tensors = summary.shared_tensors;
+  report.memory = options.memory;
   report.planned_tensors = summary.planned_tensors;
   report.escaping_tensors = summary.escaping_tensors;
   report.planning_ms = summary.planning_ms;
@@ -228,6 +242,7 @@ RunReport run_session(const RunOptions& options) {
     write_heapmap(planned, summary, options, report);
     report.heapmap = options.heapmap;
   }
+  if (!options.trace.empty()) write_profiled_trace(planned, summary, options);
 
   report.kernels = options.kernels;
   if (tuned) {
@@ -235,7 +250,10 @@ RunReport run_session(const RunOptions& options) {
                      options.progress);
     plan_options.kernels = "tuned";
     try {
-      torch_ext::plan(*tuned, inputs, plan_options);
+      const torch_ext::PlanSummary tuned_summary = torch_ext::plan(*tuned, inputs, plan_options);
+      report.tuned_slab_bytes = tuned_summary.slab_bytes;
+      report.tuned_lower_bound_bytes = tuned_summary.lower_bound_bytes;
+      report.tuned_offset_lower_bound_bytes = tuned_summary.offset_lower_bound_bytes;
     } catch (const std::exception& e) {
       throw std::runtime_error("planning " + options.model +
                                " with tuned kernels failed: " + one_line(e));
@@ -268,6 +286,7 @@ RunReport run_session(const RunOptions& options) {
     top.high_shape.clear();
     torch_ext::PlanOptions largest_options;
     largest_options.strategy = options.strategy;
+    largest_options.memory = options.memory;
     try {
       report.lower_bound_bytes_max =
           torch_ext::plan(planned, {make_input(top)}, largest_options).lower_bound_bytes;
@@ -291,6 +310,7 @@ void run_rss_probe(const RunOptions& options) {
   if (options.rss_probe == "planned") {
     torch_ext::PlanOptions plan_options;
     plan_options.strategy = options.strategy;
+    plan_options.memory = options.memory;
     torch_ext::plan(module, source(0), plan_options);
   }
   // The run's passes, with the run's inputs: each thread its warm-up, then the timed ones shared

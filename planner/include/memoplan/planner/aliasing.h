@@ -40,3 +40,15 @@ AliasGroups accept_aliases(const Trace& trace, uint64_t alignment);
 uint64_t aliased_lower_bound(const Trace& trace, const AliasGroups& groups);
 
 }  // namespace memoplan::planner
+
+namespace memoplan::planner {
+
+// Places every planned row with each group as one rigid shape (its members at their places in the
+// group, each only for its own lifetime, not the group's span for the group's whole life): items
+// (groups and rows alone) in the order `by_span` (largest span first) or by the most bytes each
+// has in use at once, each at the lowest offset where none of its rows meets a placed row alive
+// at the same time. Per trace row, its offset (0 for rows not planned). O(rows^2) at worst.
+std::vector<uint64_t> place_groups_rigidly(const Trace& trace, const AliasGroups& groups,
+                                           uint64_t alignment, bool by_span);
+
+}  // namespace memoplan::planner

@@ -61,6 +61,12 @@ class Arena {
     return block;
   }
 
+  // Owner only: the block [offset, offset + size) laid over live blocks the plan shares it with
+  // (its op's dying input, a concat's inputs), each of which must lie inside one of `allowed`
+  // (sorted, disjoint: the places the caller checked those blocks are at); nullptr and why
+  // otherwise. See LiveRanges, "Shared ranges".
+  void* place_shared(uint64_t offset, uint64_t size, const ByteRange* allowed,
+                     uint32_t allowed_count, Fallback* why);
   // Owner only: applies the frees other threads made.
   void drain_remote_frees();
   // Owner only, with no block alive: gives the pages back to the OS (MADV_DONTNEED; the arena stays
@@ -109,9 +115,9 @@ class Arena {
   // back) goes to the region's invalid-free handler: the guard would otherwise forget the range of
   // whichever block lives there now and hand its memory out again.
   void free_local(void* p) {
-    const uint64_t length = live_.erase(static_cast<uint64_t>(static_cast<char*>(p) - base_));
+    const uint64_t length = live_.release(static_cast<uint64_t>(static_cast<char*>(p) - base_));
     if (__builtin_expect(length == 0, 0)) return invalid_free(p);
-    live_bytes_ -= length;
+    if (length != LiveRanges::kStillHeld) live_bytes_ -= length;
   }
   void invalid_free(void* p);
   // The reaper's claim on the arena (reaping_): none, discarding now, pages discarded (the owner

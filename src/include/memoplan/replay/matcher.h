@@ -19,6 +19,10 @@ struct Slot {
   // A second place, tried when the block at `offset` is still alive: an escaping block of a
   // cyclic plan alternates between two (escaping.h).
   uint64_t alternate = kNoAlternate;
+  // The plan lays this block over live blocks it shares bytes with (an op's output over its
+  // dying input, a concat's output over its inputs: Arena::place_shared); only the torch
+  // extension's --memory min plans have such slots.
+  bool shares = false;
 };
 
 struct Visit {

@@ -36,15 +36,22 @@ struct PlanOptions {
   // aten's op during the warm-up passes and run by whichever was faster (docs/KERNELS.md). Only
   // the first plan() of a module decides.
   std::string kernels = "stock";
+  // "offset": every tensor gets bytes of its own (the plan's floor is the offset lower bound).
+  // "min": an elementwise op's output may take the bytes of an input that dies in it, and a
+  // concat's inputs may lie inside its output (batch 1), so the plan can go below that bound
+  // (docs/TORCH_EXT.md, "Sharing bytes"). Only the first plan() of a module decides.
+  std::string memory = "offset";
 };
 
 struct PlanSummary {
   std::string key;
   uint64_t slab_bytes = 0;
-  uint64_t lower_bound_bytes = 0;
-  uint64_t planned_tensors = 0;   // per pass
-  uint64_t escaping_tensors = 0;  // alive at the pass end (outputs): never planned
-  uint64_t visits = 0;            // AllocateTensor nodes executed per pass
+  uint64_t lower_bound_bytes = 0;         // with the sharing the plan took (memory "min")
+  uint64_t offset_lower_bound_bytes = 0;  // without any: today's bound
+  uint64_t shared_tensors = 0;            // planned over live tensors they share bytes with
+  uint64_t planned_tensors = 0;           // per pass
+  uint64_t escaping_tensors = 0;          // alive at the pass end (outputs): never planned
+  uint64_t visits = 0;                    // AllocateTensor nodes executed per pass
   std::string strategy;
   double planning_ms = 0;
 };

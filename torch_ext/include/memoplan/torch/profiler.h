@@ -69,6 +69,8 @@ class ProfileSession {
   // untagged ones in an ordered map. nullopt when p is not in a live block of this session.
   std::optional<uint64_t> allocation_of(const void* p) const;
 
+  // The session's event clock now: the tick the next allocation or free will have (0 inactive).
+  uint64_t tick() const;
   // Bytes of one tag slot: larger requests are recorded untagged. 0 before the first begin() of
   // the process, and when the address space for the tag region could not be had.
   static uint64_t tag_slot_bytes();

@@ -1,0 +1,226 @@
+// The graph side of sharing bytes (memory "min", sharing.h): which nodes get a
+// memoplan::ShareInputs node before them, and what that node tells the runtime about its inputs.
+// The JIT's headers stay in this file.
+#include <ATen/core/ivalue.h>
+#include <torch/csrc/jit/ir/alias_analysis.h>
+#include <torch/csrc/jit/ir/ir.h>
+#include <torch/csrc/jit/runtime/custom_operator.h>
+
+#include <algorithm>
+#include <array>
+#include <vector>
+
+#include "pass_runtime.h"
+#include "sharing_pass.h"
+
+namespace memoplan::torch_ext {
+namespace {
+
+using torch::jit::Graph;
+using torch::jit::Node;
+using torch::jit::Value;
+
+const c10::Symbol kShareInputs = c10::Symbol::fromQualString("memoplan::ShareInputs");
+const c10::Symbol kShareKind = c10::Symbol::attr("memoplan_share_kind");
+
+// Ops whose output element i is computed from their inputs' element i (broadcast inputs aside),
+// written in the input's layout: out-of-place into the bytes of an input that dies in them, they
+// compute what they would in place. Batch and layer norm read their statistics (running ones, or
+// a row's moments) before they write a row. Softmax and reductions are not here: they read an
+// element again after writing others.
+bool elementwise(c10::Symbol kind) {
+  static const std::array kinds = {
+      c10::aten::relu,        c10::aten::relu6,      c10::aten::hardtanh,   c10::aten::hardswish,
+      c10::aten::hardsigmoid, c10::aten::sigmoid,    c10::aten::tanh,       c10::aten::gelu,
+      c10::aten::silu,        c10::aten::elu,        c10::aten::leaky_relu, c10::aten::mish,
+      c10::aten::batch_norm,  c10::aten::layer_norm, c10::aten::add,        c10::aten::sub,
+      c10::aten::mul,         c10::aten::div,        c10::aten::neg,        c10::aten::exp,
+      c10::aten::sqrt,        c10::aten::rsqrt,      c10::aten::clamp,      c10::aten::clamp_min,
+      c10::aten::abs,
+  };
+  return std::find(kinds.begin(), kinds.end(), kind) != kinds.end();
+}
+
+bool is_tensor(const Value* v) {
+  const c10::TypePtr& type = v->type();
+  if (type->kind() == c10::TypeKind::TensorType) return true;
+  if (type->kind() != c10::TypeKind::OptionalType) return false;
+  return type->containedTypes()[0]->kind() == c10::TypeKind::TensorType;
+}
+
+// List ops change which tensors a list holds, never a tensor's bytes.
+bool mutates_list_only(c10::Symbol kind) {
+  static const std::array kinds = {
+      c10::Symbol::fromQualString("aten::append"), c10::Symbol::fromQualString("aten::insert"),
+      c10::Symbol::fromQualString("aten::extend"), c10::Symbol::fromQualString("aten::pop"),
+      c10::Symbol::fromQualString("aten::clear"),  c10::Symbol::fromQualString("aten::_set_item"),
+  };
+  return std::find(kinds.begin(), kinds.end(), kind) != kinds.end();
+}
+
+void all_nodes(torch::jit::Block* block, std::vector<Node*>& out) {
+  for (Node* node : block->nodes()) {
+    out.push_back(node);
+    for (torch::jit::Block* inner : node->blocks()) all_nodes(inner, out);
+  }
+}
+
+bool in_loop(const Node* node) {
+  for (const torch::jit::Block* b = node->owningBlock(); b->owningNode();
+       b = b->owningNode()->owningBlock()) {
+    if (b->owningNode()->kind() == c10::prim::Loop) return true;
+  }
+  return false;
+}
+
+// A concat whose inputs and output nothing writes after it: its inputs may lie inside its output.
+// Not in a loop (its later iterations come before it in graph order); in an if's branch it may be
+// (DenseNet's layers: `if self.memory_efficient ...`), the other branch counted as after it.
+std::vector<Node*> concats_to_share(const std::shared_ptr<Graph>& graph) {
+  std::vector<Node*> concats;
+  std::vector<Node*> order;
+  all_nodes(graph->block(), order);
+  for (Node* node : order) {
+    if (node->kind() == c10::aten::cat && node->inputs().size() == 2 && !in_loop(node)) {
+      concats.push_back(node);
+    }
+  }
+  if (concats.empty()) return concats;
+  torch::jit::AliasDb aliases(graph);
+  std::vector<Node*> out;
+  for (Node* cat : concats) {
+    const torch::jit::ValueSet values = {cat->input(0), cat->output()};
+    auto it = std::find(order.begin(), order.end(), cat);
+    bool written = false;
+    for (++it; it != order.end() && !written; ++it) {
+      if (!mutates_list_only((*it)->kind()) && (*it)->blocks().empty()) {
+        written = aliases.writesToAlias(*it, values);
+      }
+    }
+    if (!written) out.push_back(cat);
+  }
+  return out;
+}
+
+void elementwise_nodes(torch::jit::Block* block, std::vector<Node*>& out) {
+  for (Node* node : block->nodes()) {
+    for (torch::jit::Block* inner : node->blocks()) elementwise_nodes(inner, out);
+    if (elementwise(node->kind())) out.push_back(node);
+  }
+}
+
+// ---- The node at run time. ----
+
+bool whole_storage(const at::Tensor& t) {
+  return t.defined() && t.device().is_cpu() && t.layout() == c10::kStrided && t.numel() > 0 &&
+         t.is_contiguous() && t.has_storage() && t.storage().data() == t.data_ptr() &&
+         t.storage().nbytes() == t.nbytes();
+}
+
+void describe_elementwise(const c10::IValue* first, size_t count, std::vector<ShareInput>& out) {
+  for (size_t i = 0; i < count; ++i) {
+    const c10::IValue& v = first[i];
+    ShareInput in;
+    if (v.isTensor() && v.toTensor().defined()) {
+      const at::Tensor& t = v.toTensor();
+      in.data = t.data_ptr();
+      in.bytes = t.nbytes();
+      in.candidate = whole_storage(t);
+      // The output takes this input's layout only if every input as large has the same; and no
+      // other input may read these bytes in another order.
+      for (size_t j = 0; j < count && in.candidate; ++j) {
+        if (j == i || !first[j].isTensor() || !first[j].toTensor().defined()) continue;
+        const at::Tensor& o = first[j].toTensor();
+        const bool same = o.data_ptr() == t.data_ptr() && o.sizes() == t.sizes() &&
+                          o.strides() == t.strides() && o.dtype() == t.dtype();
+        if (o.numel() == t.numel() && !same && o.strides() != t.strides()) in.candidate = false;
+        if (o.has_storage() && o.storage().is_alias_of(t.storage()) && !same) in.candidate = false;
+      }
+    }
+    out.push_back(in);
+  }
+}
+
+void describe_concat(const c10::IValue& list, const c10::IValue& dim_value,
+                     std::vector<ShareInput>& out) {
+  if (!list.isTensorList() || !dim_value.isInt()) return;
+  const c10::List<at::Tensor> tensors = list.toTensorList();
+  if (tensors.empty()) return;
+  const at::Tensor first = tensors.get(0);
+  // Each input is one stretch of the output's bytes only when the sizes before the concatenated
+  // dimension are all 1 (batch 1 along channels) and every input has the output's dtype.
+  bool stretches = first.defined() && first.dim() > 0;
+  if (stretches) {
+    int64_t dim = dim_value.toInt();
+    if (dim < 0) dim += first.dim();
+    stretches = dim >= 0 && dim < first.dim();
+    for (int64_t d = 0; stretches && d < dim; ++d) stretches = first.size(d) == 1;
+  }
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const at::Tensor t = tensors.get(i);
+    ShareInput in;
+    if (t.defined()) {
+      in.data = t.data_ptr();
+      in.bytes = t.nbytes();
+      in.candidate =
+          stretches && whole_storage(t) && t.dtype() == first.dtype() && t.dim() == first.dim();
+    }
+    out.push_back(in);
+  }
+}
+
+torch::jit::Operation share_inputs_op(const Node* node) {
+  const auto kind = static_cast<ShareKind>(node->i(kShareKind));
+  const size_t count = node->inputs().size();
+  return [kind, count](torch::jit::Stack& stack) {
+    if (runtime_pass::share_inputs_wanted()) {
+      static thread_local std::vector<ShareInput> inputs;  // reused: no allocation per pass
+      inputs.clear();
+      const c10::IValue* first = &stack[stack.size() - count];
+      if (kind == ShareKind::kConcat) {
+        describe_concat(first[0], first[1], inputs);
+      } else {
+        describe_elementwise(first, count, inputs);
+      }
+      runtime_pass::share_inputs(kind, inputs.data(), static_cast<uint32_t>(inputs.size()));
+    }
+    torch::jit::drop(stack, count);
+  };
+}
+
+// CONSERVATIVE like the other marks: never removed or moved by the JIT's optimizations.
+torch::jit::RegisterOperators share_operators({
+    torch::jit::Operator("memoplan::ShareInputs(...) -> ()", share_inputs_op,
+                         c10::AliasAnalysisKind::CONSERVATIVE),
+});
+
+}  // namespace
+
+int insert_share_nodes(const std::shared_ptr<Graph>& graph) {
+  // Decided on the graph before any ShareInputs node is in it: they read their inputs, and as
+  // CONSERVATIVE nodes the alias analysis would count them as writers.
+  const std::vector<Node*> concats = concats_to_share(graph);
+  std::vector<Node*> elementwise;
+  elementwise_nodes(graph->block(), elementwise);
+  int inserted = 0;
+  for (Node* cat : concats) {
+    graph->create(kShareInputs, {cat->input(0), cat->input(1)}, 0)
+        ->i_(kShareKind, static_cast<int64_t>(ShareKind::kConcat))
+        ->insertBefore(cat);
+    ++inserted;
+  }
+  for (Node* node : elementwise) {
+    std::vector<Value*> tensors;
+    for (Value* input : node->inputs()) {
+      if (is_tensor(input)) tensors.push_back(input);
+    }
+    if (tensors.empty()) continue;
+    graph->create(kShareInputs, tensors, 0)
+        ->i_(kShareKind, static_cast<int64_t>(ShareKind::kElementwise))
+        ->insertBefore(node);
+    ++inserted;
+  }
+  return inserted;
+}
+
+}  // namespace memoplan::torch_ext
