@@ -31,7 +31,8 @@ def input_shape(model_path, batch):
     """The model file's own input shape with its first dimension set to `batch`."""
     manifest = json.load(open(os.path.join(os.path.dirname(model_path), "manifest.json")))
     name = os.path.basename(model_path)[:-3]
-    shape = list(manifest["models"][name]["input_shape"])
+    entry = next(m for m in manifest["models"] if m["name"] == name)
+    shape = list(entry["input_shape"])
     shape[0] = batch
     return "x".join(str(d) for d in shape)
 

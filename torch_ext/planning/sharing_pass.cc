@@ -1,6 +1,8 @@
 // The graph side of sharing bytes (memory "min", sharing.h): which nodes get a
 // memoplan::ShareInputs node before them, and what that node tells the runtime about its inputs.
 // The JIT's headers stay in this file.
+#include <ATen/ops/cat.h>
+#include <ATen/ops/empty.h>
 #include <ATen/core/ivalue.h>
 #include <torch/csrc/jit/ir/alias_analysis.h>
 #include <torch/csrc/jit/ir/ir.h>
@@ -8,6 +10,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstring>
 #include <vector>
 
 #include "pass_runtime.h"
@@ -188,11 +191,77 @@ torch::jit::Operation share_inputs_op(const Node* node) {
   };
 }
 
-// CONSERVATIVE like the other marks: never removed or moved by the JIT's optimizations.
+// The memory format aten::cat gives its output (its meta function's rule): the inputs' common
+// suggested format, contiguous when they differ.
+c10::MemoryFormat cat_memory_format(const std::vector<at::Tensor>& tensors) {
+  c10::optional<c10::MemoryFormat> format;
+  for (const at::Tensor& t : tensors) {
+    const c10::MemoryFormat f = t.suggest_memory_format();
+    if (!format) {
+      format = f;
+    } else if (*format != f) {
+      return c10::MemoryFormat::Contiguous;
+    }
+  }
+  return format.value_or(c10::MemoryFormat::Contiguous);
+}
+
+// aten::cat that copies an input only when it is not already where the output holds it: with
+// memory "min" the plan lays the output over its inputs, which the producers then wrote in place
+// (batch 1 along channels). The bytes are what aten::cat makes: inputs of one dtype, contiguous,
+// sizes before `dim` all 1, a contiguous output; anything else is aten::cat itself.
+at::Tensor concat_in_place(const c10::List<at::Tensor>& list, int64_t dim) {
+  std::vector<at::Tensor> tensors = list.vec();
+  if (tensors.empty() || !tensors[0].defined()) return at::cat(tensors, dim);
+  const at::Tensor& first = tensors[0];
+  const int64_t rank = first.dim();
+  const int64_t d = dim < 0 ? dim + rank : dim;
+  bool bytes = rank > 0 && d >= 0 && d < rank && first.device().is_cpu() &&
+               first.layout() == c10::kStrided;
+  for (int64_t k = 0; bytes && k < d; ++k) bytes = first.size(k) == 1;
+  int64_t total = 0;
+  for (size_t i = 0; bytes && i < tensors.size(); ++i) {
+    const at::Tensor& t = tensors[i];
+    bytes = t.defined() && t.dim() == rank && t.numel() > 0 && t.dtype() == first.dtype() &&
+            t.device() == first.device() && t.layout() == c10::kStrided && t.is_contiguous() &&
+            !t.requires_grad() && !t.is_conj() && !t.is_neg();
+    for (int64_t k = 0; bytes && k < rank; ++k) bytes = k == d || t.size(k) == first.size(k);
+    if (bytes) total += t.size(d);
+  }
+  if (!bytes || cat_memory_format(tensors) != c10::MemoryFormat::Contiguous) {
+    return at::cat(tensors, dim);
+  }
+  std::vector<int64_t> sizes = first.sizes().vec();
+  sizes[static_cast<size_t>(d)] = total;
+  at::Tensor out = at::empty(sizes, first.options());
+  char* base = static_cast<char*>(out.data_ptr());
+  size_t at = 0;
+  for (const at::Tensor& t : tensors) {
+    const size_t n = t.nbytes();
+    const char* source = static_cast<const char*>(t.data_ptr());
+    if (source != base + at) std::memcpy(base + at, source, n);  // not in place: elsewhere
+    at += n;
+  }
+  return out;
+}
+
+// CONSERVATIVE like the other marks: never removed or moved by the JIT's optimizations. The
+// concat returns a new tensor, as its schema says.
 torch::jit::RegisterOperators share_operators({
     torch::jit::Operator("memoplan::ShareInputs(...) -> ()", share_inputs_op,
                          c10::AliasAnalysisKind::CONSERVATIVE),
+    torch::jit::Operator(
+        "memoplan::cat(Tensor[] tensors, int dim) -> Tensor",
+        [](torch::jit::Stack& stack) {
+          const int64_t dim = stack.back().toInt();
+          const c10::List<at::Tensor> tensors = stack[stack.size() - 2].toTensorList();
+          torch::jit::drop(stack, 2);
+          stack.emplace_back(concat_in_place(tensors, dim));
+        },
+        c10::AliasAnalysisKind::FROM_SCHEMA),
 });
+
+const c10::Symbol kCat = c10::Symbol::fromQualString("memoplan::cat");
 
 }  // namespace
 
@@ -207,6 +276,12 @@ int insert_share_nodes(const std::shared_ptr<Graph>& graph) {
     graph->create(kShareInputs, {cat->input(0), cat->input(1)}, 0)
         ->i_(kShareKind, static_cast<int64_t>(ShareKind::kConcat))
         ->insertBefore(cat);
+    // The concat itself skips the copies the plan made unnecessary.
+    Node* in_place = graph->create(kCat, {cat->input(0), cat->input(1)}, 1);
+    in_place->output()->setType(cat->output()->type());
+    in_place->insertBefore(cat);
+    cat->output()->replaceAllUsesWith(in_place->output());
+    cat->destroy();
     ++inserted;
   }
   for (Node* node : elementwise) {

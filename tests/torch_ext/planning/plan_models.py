@@ -4,7 +4,9 @@ For every model x batch x input size: script it, compute reference outputs unpla
 torch.ops.memoplan.plan, run passes and compare every output bit for bit; then check the process
 statistics: planned passes, and no tensor request of a steady-state pass fell back.
 Usage: /usr/bin/python3 plan_models.py LIBMEMOPLAN_TORCH [--models a,b] [--batches 1,8]
-       [--sizes 128,224] [--passes N]
+       [--sizes 128,224] [--passes N] [--memory offset|min]
+With --memory min (tensors share bytes, docs/TORCH_EXT.md) it also prints the offset lower bound
+and the tensors that share bytes per pass.
 Prints one line per case and exits 1 on any difference or fallback.
 """
 import argparse
@@ -75,6 +77,7 @@ def main():
     parser.add_argument("--batches", default="1")
     parser.add_argument("--sizes", default="224")
     parser.add_argument("--passes", type=int, default=3)
+    parser.add_argument("--memory", default="offset", choices=["offset", "min"])
     args = parser.parse_args()
     torch.ops.load_library(args.library)
     torch.set_num_threads(1)
@@ -95,7 +98,7 @@ def main():
                         print(f"skip {name} batch {batch} size {size}: the unplanned model "
                               f"fails: {str(error).splitlines()[0][:100]}", flush=True)
                         continue
-                    summary = torch.ops.memoplan.plan(model._c, [x])
+                    summary = torch.ops.memoplan.plan(model._c, [x], memory=args.memory)
                     before = stats()
                     identical = all(same(model(x), expected) for _ in range(args.passes))
                     after = stats()
@@ -108,7 +111,10 @@ def main():
                       f"outputs {'identical' if identical else 'DIFFER'}, {hits} planned hits in "
                       f"{args.passes} passes ({summary['planned_tensors']} per pass), "
                       f"{fallbacks} fallbacks, slab {summary['slab_bytes']} B, lower bound "
-                      f"{summary['lower_bound_bytes']} B", flush=True)
+                      f"{summary['lower_bound_bytes']} B" + (
+                          f", offset lower bound {summary['offset_lower_bound_bytes']} B, "
+                          f"{summary['shared_tensors']} tensors share bytes"
+                          if args.memory == "min" else ""), flush=True)
     print(torch.ops.memoplan.stats())
     return 1 if failures else 0
 

@@ -5,6 +5,7 @@
 // the caller holds, a tensor a view keeps alive, a concat written in place afterwards.
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
+#include <torch/csrc/jit/runtime/operator.h>
 #include <torch/script.h>
 
 #include "memoplan/torch/plan.h"
@@ -149,6 +150,40 @@ TEST(MemoryMin, NeverSharesWhatIsStillReadOrHeld) {
   EXPECT_EQ(summary.shared_tensors, 0u);
   expect_replayed_identically(planned, reference, x, summary);
   EXPECT_TRUE(torch::equal(x, x_before));  // the caller's input is never written
+}
+
+// memoplan::cat, which replaces an eligible aten::cat under memory "min", makes what aten::cat
+// makes: values, shape, strides and dtype, on the path that skips copies (batch 1, contiguous)
+// and on every path that hands over to aten::cat.
+TEST(MemoryMin, InPlaceConcatMatchesAtenCat) {
+  c10::InferenceMode guard;
+  const std::shared_ptr<torch::jit::Operator> op =
+      torch::jit::findOperatorFor(c10::OperatorName("memoplan::cat", ""));
+  ASSERT_TRUE(op);
+  torch::jit::Operation cat = op->getOperation();
+  auto check = [&](std::vector<at::Tensor> inputs, int64_t dim, const char* what) {
+    const at::Tensor expected = at::cat(inputs, dim);
+    torch::jit::Stack stack = {c10::List<at::Tensor>(inputs), dim};
+    cat(stack);
+    ASSERT_EQ(stack.size(), 1u);
+    const at::Tensor got = stack[0].toTensor();
+    EXPECT_TRUE(torch::equal(got, expected)) << what;
+    EXPECT_EQ(got.strides(), expected.strides()) << what;
+    EXPECT_EQ(got.dtype(), expected.dtype()) << what;
+  };
+  check({torch::randn({1, 3, 4, 4}), torch::randn({1, 5, 4, 4})}, 1, "batch 1, channels");
+  check({torch::randn({1, 3, 4, 4}), torch::randn({1, 5, 4, 4})}, -3, "negative dim");
+  check({torch::randn({2, 3, 4}), torch::randn({2, 1, 4})}, 1, "batch 2: aten's");
+  check({torch::randn({2, 3}), torch::randn({4, 3})}, 0, "first dim");
+  check({torch::randn({1, 3, 4, 4}).contiguous(at::MemoryFormat::ChannelsLast),
+         torch::randn({1, 2, 4, 4}).contiguous(at::MemoryFormat::ChannelsLast)},
+        1, "channels last: aten's");
+  check({torch::randn({1, 3, 1, 1}), torch::randn({1, 2, 1, 1})}, 1, "1x1 spatial");
+  check({torch::randn({1, 4}), torch::randn({1, 6}).slice(1, 1, 5)}, 1, "a view");
+  check({torch::randn({1, 2}), torch::randn({1, 0})}, 1, "an empty input");
+  check({torch::randn({1, 2}), torch::ones({1, 2}, at::kDouble)}, 1, "dtypes promoted: aten's");
+  EXPECT_THROW(check({torch::randn({1, 2, 3}), torch::randn({1, 2, 4})}, 1, "mismatch"),
+               c10::Error);
 }
 
 }  // namespace
