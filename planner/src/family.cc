@@ -298,6 +298,12 @@ Result<Model> fit_family(const std::vector<Sample>& samples) {
     pts.values.push_back(std::move(values));
   }
   model.skeleton = first;
+  // Sharing claims (memory min) hold for the sizes they were recorded with: a slice's offset, an
+  // alias's size. A predicted trace shares nothing.
+  for (Allocation& a : model.skeleton.allocations) {
+    a.alias_of = a.slice_of = kNoRow;
+    a.slice_offset = 0;
+  }
   model.samples = static_cast<uint32_t>(distinct.size());
   model.sizes.resize(first.allocations.size());
   std::vector<uint64_t> y(distinct.size());

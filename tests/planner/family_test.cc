@@ -78,6 +78,34 @@ TEST(ShapeFamily, ThreeLengthsFitEverySizeAndPredictUnseenLengthsExactly) {
   }
 }
 
+// Sharing claims (memory min) were recorded for one shape's sizes: a predicted trace has none
+// (a slice's offset would not follow its sizes), and plans as any other.
+TEST(ShapeFamily, PredictedTracesCarryNoSharingClaims) {
+  std::vector<Trace> traces;
+  for (int64_t l : {16, 40, 64}) {
+    traces.push_back(encoder_pass(1, l));
+    traces.back().allocations[5].alias_of = 4;  // the projection over the dying context
+    traces.back().allocations[4].slice_of = 0;  // and a made-up slice, at a fixed offset
+    traces.back().allocations[4].slice_offset = 64;
+    ASSERT_EQ(check_trace(traces.back()), "");
+  }
+  std::vector<Sample> samples;
+  for (size_t i = 0; i < traces.size(); ++i) {
+    samples.push_back({{1, int64_t{16} + 24 * static_cast<int64_t>(i), 256}, &traces[i]});
+  }
+  Result<Model> model = fit_family(samples);
+  ASSERT_TRUE(model.ok()) << model.error();
+  Result<Trace> predicted = instantiate(*model, {1, 4096, 256});
+  ASSERT_TRUE(predicted.ok()) << predicted.error();
+  for (const Allocation& a : predicted->allocations) {
+    EXPECT_EQ(a.alias_of, kNoRow);
+    EXPECT_EQ(a.slice_of, kNoRow);
+  }
+  PlanOptions options;
+  options.aliases = true;
+  EXPECT_TRUE(plan_trace(*predicted, options).ok());
+}
+
 TEST(ShapeFamily, BatchAndLengthTogetherFitProducts) {
   std::vector<Trace> traces;
   std::vector<std::vector<int64_t>> dims;

@@ -72,13 +72,22 @@ void expect_replayed_identically(torch::jit::Module& planned, torch::jit::Module
   EXPECT_EQ(d.fallback_not_planned + d.fallback_overlap, 0u) << to_string(d);
 }
 
+// branches() planned with memory "min" for a batch, beside an unplanned copy.
+struct Planned {
+  torch::jit::Module reference = branches();
+  torch::jit::Module planned = branches();
+  at::Tensor x;
+  PlanSummary summary;
+  explicit Planned(int64_t batch) : x(torch::randn({batch, 3, 24, 24})) {
+    summary = plan(planned, {x}, memory_min());
+  }
+};
+
 TEST(MemoryMin, SharesBytesBelowTheOffsetBoundWithIdenticalOutputs) {
   at::set_num_threads(1);
   c10::InferenceMode guard;
-  torch::jit::Module reference = branches();
-  torch::jit::Module planned = branches();
-  const at::Tensor x = torch::randn({1, 3, 24, 24});
-  const PlanSummary summary = plan(planned, {x}, memory_min());
+  Planned p(1);
+  const PlanSummary& summary = p.summary;
   // batch norm, relu, add, three activations, the first concat's inputs, the second's...: the
   // concats' region holds half of what the pass held without sharing.
   EXPECT_GE(summary.shared_tensors, 6u);
@@ -86,11 +95,11 @@ TEST(MemoryMin, SharesBytesBelowTheOffsetBoundWithIdenticalOutputs) {
   EXPECT_LT(summary.lower_bound_bytes, summary.offset_lower_bound_bytes);
   EXPECT_LT(summary.slab_bytes, summary.offset_lower_bound_bytes);
   EXPECT_GE(summary.slab_bytes, summary.lower_bound_bytes);
-  expect_replayed_identically(planned, reference, x, summary);
+  expect_replayed_identically(p.planned, p.reference, p.x, summary);
 
   // Without it, the same module plans at the offset bound, sharing nothing.
   torch::jit::Module offset = branches();
-  const PlanSummary plain = plan(offset, {x});
+  const PlanSummary plain = plan(offset, {p.x});
   EXPECT_EQ(plain.shared_tensors, 0u);
   EXPECT_EQ(plain.lower_bound_bytes, plain.offset_lower_bound_bytes);
   EXPECT_EQ(plain.offset_lower_bound_bytes, summary.offset_lower_bound_bytes);
@@ -103,13 +112,10 @@ TEST(MemoryMin, SharesBytesBelowTheOffsetBoundWithIdenticalOutputs) {
 TEST(MemoryMin, ConcatsAboveBatchOneCopyAsBefore) {
   at::set_num_threads(1);
   c10::InferenceMode guard;
-  torch::jit::Module reference = branches();
-  torch::jit::Module planned = branches();
-  const at::Tensor x = torch::randn({2, 3, 24, 24});
-  const PlanSummary summary = plan(planned, {x}, memory_min());
-  EXPECT_LE(summary.slab_bytes, summary.offset_lower_bound_bytes);
-  EXPECT_LE(summary.lower_bound_bytes, summary.offset_lower_bound_bytes);
-  expect_replayed_identically(planned, reference, x, summary);
+  Planned p(2);
+  EXPECT_LE(p.summary.slab_bytes, p.summary.offset_lower_bound_bytes);
+  EXPECT_LE(p.summary.lower_bound_bytes, p.summary.offset_lower_bound_bytes);
+  expect_replayed_identically(p.planned, p.reference, p.x, p.summary);
 }
 
 // What must not share: the caller's input (relu(x)), a tensor a view keeps alive past its op

@@ -46,9 +46,9 @@ struct SizeFormula {
 };
 
 struct Model {
-  std::vector<int64_t> dims;       // the first sample's dims (the static ones hold everywhere)
-  std::vector<uint32_t> varying;   // indices into dims of the ones that vary, at most kMaxVarying
-  Trace skeleton;                  // the first sample's trace; sizes come from `sizes`
+  std::vector<int64_t> dims;      // the first sample's dims (the static ones hold everywhere)
+  std::vector<uint32_t> varying;  // indices into dims of the ones that vary, at most kMaxVarying
+  Trace skeleton;  // the first sample's trace, without sharing claims; sizes come from `sizes`
   std::vector<SizeFormula> sizes;  // one per allocation of the skeleton, in its order
   uint32_t samples = 0;            // how many distinct shapes it was fitted on
 };
