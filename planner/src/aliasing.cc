@@ -35,9 +35,9 @@ class Claims {
   }
   // b lies in a through slice_of steps, at the place they add up to.
   bool slice_within(size_t a, size_t b, int64_t delta) const {
-    int64_t at = 0;
+    __int128 at = 0;  // a hostile trace's chain of offsets may pass 2^63
     for (size_t row = b; rows_[row].slice_of != kNoRow;) {
-      at += static_cast<int64_t>(rows_[row].slice_offset);
+      at += rows_[row].slice_offset;
       row = row_of(rows_[row].slice_of);
       if (row == a) return at == delta;
     }
@@ -67,9 +67,16 @@ class Groups {
   // as the claims allow and keeps every place a multiple of `alignment`. False: left alone.
   bool tie(size_t row, size_t other, int64_t delta, uint64_t alignment) {
     const size_t a = find(row), b = find(other);
-    // Places relative to b's root once tied: row's group shifts by `shift`.
-    const int64_t shift = at_[other] + delta - at_[row];
-    if (a == b) return shift == 0;
+    // Places relative to b's root once tied: row's group shifts by `shift`. Places stay within
+    // +-2^61 (a hostile trace's offsets could pass 2^63), so no sum below overflows.
+    const __int128 wide = static_cast<__int128>(at_[other]) + delta - at_[row];
+    if (a == b) return wide == 0;
+    constexpr int64_t kFar = int64_t{1} << 61;
+    if (wide > kFar || wide < -kFar) return false;
+    const auto shift = static_cast<int64_t>(wide);
+    for (size_t x : members_[a]) {
+      if (at_[x] + shift > kFar || at_[x] + shift < -kFar) return false;
+    }
     if (shift % static_cast<int64_t>(alignment) != 0) return false;
     if (members_[a].size() + members_[b].size() > kMaxGroupRows) return false;
     const auto& rows = trace_.allocations;

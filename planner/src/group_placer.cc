@@ -78,8 +78,9 @@ std::vector<uint64_t> place_groups_rigidly(const Trace& trace, const AliasGroups
   });
 
   std::vector<uint64_t> offsets(rows.size(), 0);
-  std::vector<Member> placed;                          // with `at` the absolute offset
-  std::vector<std::pair<int64_t, int64_t>> forbidden;  // item offsets in (first, second) collide
+  std::vector<Member> placed;  // with `at` the absolute offset
+  // Item offsets in (first, second) collide; 128 bits, as offsets near 2^64 may be needed.
+  std::vector<std::pair<__int128, __int128>> forbidden;
   for (size_t index : order) {
     const Item& item = items[index];
     forbidden.clear();
@@ -87,12 +88,12 @@ std::vector<uint64_t> place_groups_rigidly(const Trace& trace, const AliasGroups
       if (p.begin >= item.end || item.begin >= p.end) continue;
       for (const Member& m : item.members) {
         if (p.begin >= m.end || m.begin >= p.end) continue;
-        forbidden.emplace_back(static_cast<int64_t>(p.at) - static_cast<int64_t>(m.at + m.size),
-                               static_cast<int64_t>(p.at + p.size) - static_cast<int64_t>(m.at));
+        forbidden.emplace_back(static_cast<__int128>(p.at) - m.at - m.size,
+                               static_cast<__int128>(p.at) + p.size - m.at);
       }
     }
     std::sort(forbidden.begin(), forbidden.end());
-    int64_t base = 0;  // the lowest offset no forbidden interval holds
+    __int128 base = 0;  // the lowest offset no forbidden interval holds
     for (auto [lo, hi] : forbidden) {
       if (lo >= base) break;
       base = std::max(base, hi);

@@ -31,6 +31,16 @@ std::string describe(const Trace& trace, size_t row) {
 
 // The claims of the trace (Allocation::alias_of, ::slice_of) that let two live blocks share
 // bytes, read from the rows here again rather than through the planner's aliasing.cc.
+std::string text(__int128 v) {
+  if (v < 0) return "-" + text(-v);
+  std::string digits;
+  do {
+    digits.insert(digits.begin(), static_cast<char>('0' + static_cast<int>(v % 10)));
+    v /= 10;
+  } while (v != 0);
+  return digits;
+}
+
 class SharingRules {
  public:
   explicit SharingRules(const Trace& trace) : rows_(trace.allocations) {
@@ -45,8 +55,9 @@ class SharingRules {
   std::string why_not(size_t a, size_t b, const std::vector<uint64_t>& offsets) const {
     std::string why;  // the first claim that does not fit, if none does
     for (auto [x, y] : {std::pair{a, b}, std::pair{b, a}}) {
-      const auto x_start = static_cast<int64_t>(offsets[x]);
-      const auto y_start = static_cast<int64_t>(offsets[y]);
+      // 128 bits: a plan file's offsets and a trace's chains of slice offsets may pass 2^63.
+      const __int128 x_start = offsets[x];
+      const __int128 y_start = offsets[y];
       // y coalesced into x: at x's start, no larger.
       if (rows_[y].alias_of == rows_[x].id) {
         if (y_start == x_start && rows_[y].size <= rows_[x].size) return {};
@@ -58,16 +69,15 @@ class SharingRules {
         }
       }
       // y inside x through slice_of steps, at the place they add up to.
-      int64_t inside = 0;
+      __int128 inside = 0;
       for (size_t row = y; rows_[row].slice_of != kNoRow;) {
-        inside += static_cast<int64_t>(rows_[row].slice_offset);
+        inside += rows_[row].slice_offset;
         row = by_id_.at(rows_[row].slice_of);
         if (row != x) continue;
         if (y_start - x_start == inside) return {};
         if (why.empty()) {
           why = ": row " + std::to_string(y) + " is a slice of row " + std::to_string(x) +
-                " at byte " + std::to_string(inside) + ", not at " +
-                std::to_string(y_start - x_start);
+                " at byte " + text(inside) + ", not at " + text(y_start - x_start);
         }
         break;
       }

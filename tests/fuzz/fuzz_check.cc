@@ -25,9 +25,10 @@ const planner::StrategyInfo& pick_strategy(const Trace& trace) {
   return *fast[h % fast.size()];
 }
 
-void check_plan(const Trace& trace, const std::string& strategy) {
+void check_plan(const Trace& trace, const std::string& strategy, bool aliases = false) {
   PlanOptions options;
   options.strategy = strategy;
+  options.aliases = aliases;
   const Result<Plan> plan = plan_trace(trace, options);
   // plan_trace refuses only a malformed trace (ruled out) or a plan its validator rejects.
   FUZZ_CHECK(plan.ok(), "%s: %s", strategy.c_str(), plan.error().c_str());
@@ -49,6 +50,12 @@ void check_accepted_trace(const Trace& trace) {
   if (trace.allocations.size() > kDefaultStrategyRows) return;
   const std::string default_strategy(planner::kDefaultStrategy);
   check_plan(trace, default_strategy);  // what `memoplan plan` does with it
+  for (const Allocation& a : trace.allocations) {
+    if (a.alias_of != kNoRow || a.slice_of != kNoRow) {
+      check_plan(trace, default_strategy, /*aliases=*/true);  // `memoplan plan --memory min`
+      break;
+    }
+  }
   if (trace.allocations.size() > kAnyStrategyRows) return;
   const std::string other = pick_strategy(trace).name;
   if (other != default_strategy) check_plan(trace, other);

@@ -55,6 +55,12 @@ def trace_json():
                     "end": [3, 1, 2], "align": [0, 4096, 16], "escapes": [0, 0, 1],
                     "op": [0, 1, 0], "outer_op": [1, 1, 0], "node": [-1, 3, 4],
                     "callsite": [123, 0, 18446744073709551615], "thread": [0, 1, 0]}}))
+    # Sharing claims (memory min): a coalesced chain and a concat's inputs inside its output.
+    write("trace_json", "sharing.json", json.dumps({
+        "format": "memoplan-trace", "version": 1,
+        "columns": {"size": [1024, 1024, 1024, 2048, 1024], "begin": [0, 2, 3, 5, 4],
+                    "end": [3, 6, 7, 9, 6], "alias_of": [-1, 0, -1, -1, -1],
+                    "slice_of": [-1, 3, 3, -1, -1], "slice_offset": [0, 0, 1024, 0, 0]}}))
     write("trace_json", "empty.json",
           '{"format":"memoplan-trace","version":1,"columns":{"size":[],"begin":[],"end":[]}}')
 
