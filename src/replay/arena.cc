@@ -294,32 +294,25 @@ uint64_t ArenaRegion::discard_idle(uint64_t now_ns, uint64_t idle_ns) {
 
 void* Arena::place_shared(uint64_t offset, uint64_t size, const ByteRange* allowed,
                           uint32_t allowed_count, Fallback* why) {
-  // The announcement protocol of place() (see "Idle arenas" in arena.h).
-  const uint64_t announced = placements_.load(std::memory_order_relaxed) + 1;
-  placements_.store(announced, std::memory_order_relaxed);
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-  if (reaping_.load(std::memory_order_relaxed) != kNoReaper) wait_for_reaper();
-  if (remote_frees_.load(std::memory_order_relaxed)) drain_remote_frees();
-  const uint64_t hi = offset + (size ? size : 1);
-  void* block = nullptr;
-  uint64_t grown = 0;
-  switch (live_.absorb(offset, hi, allowed, allowed_count, &grown)) {
-    case LiveRanges::kAbsorbed:
-      live_bytes_ += grown;
-      if (live_bytes_ > peak_live_bytes_.load(std::memory_order_relaxed)) {
-        peak_live_bytes_.store(live_bytes_, std::memory_order_relaxed);
-      }
-      block = base_ + offset;
-      break;
-    case LiveRanges::kNotAllowed:
-      *why = Fallback::kOverlap;
-      break;
-    case LiveRanges::kFull:
-      *why = Fallback::kGuardFull;
-      break;
-  }
-  placements_.store(announced + 1, std::memory_order_release);
-  return block;
+  return announced([&]() -> void* {
+    if (remote_frees_.load(std::memory_order_relaxed)) drain_remote_frees();
+    uint64_t grown = 0;
+    switch (live_.absorb(offset, offset + (size ? size : 1), allowed, allowed_count, &grown)) {
+      case LiveRanges::kAbsorbed:
+        break;
+      case LiveRanges::kNotAllowed:
+        *why = Fallback::kOverlap;
+        return nullptr;
+      case LiveRanges::kFull:
+        *why = Fallback::kGuardFull;
+        return nullptr;
+    }
+    live_bytes_ += grown;
+    if (live_bytes_ > peak_live_bytes_.load(std::memory_order_relaxed)) {
+      peak_live_bytes_.store(live_bytes_, std::memory_order_relaxed);
+    }
+    return base_ + offset;
+  });
 }
 
 void Arena::drain_remote_frees() {

@@ -48,17 +48,7 @@ class Arena {
   // Owner only, every replayed request: the block [offset, offset + size), or nullptr and why
   // (kOverlap: memory still in use; kGuardFull: too many live blocks to track).
   __attribute__((always_inline)) void* place(uint64_t offset, uint64_t size, Fallback* why) {
-    // Announce the placement (the count goes odd), then look for the reaper; even again once the
-    // block is in the live set (see "Idle arenas" above).
-    const uint64_t announced = placements_.load(std::memory_order_relaxed) + 1;
-    placements_.store(announced, std::memory_order_relaxed);
-    std::atomic_signal_fence(std::memory_order_seq_cst);
-    if (__builtin_expect(reaping_.load(std::memory_order_relaxed) != kNoReaper, 0)) {
-      wait_for_reaper();
-    }
-    void* block = place_announced(offset, size, why);
-    placements_.store(announced + 1, std::memory_order_release);
-    return block;
+    return announced([&] { return place_announced(offset, size, why); });
   }
 
   // Owner only: the block [offset, offset + size) laid over live blocks the plan shares it with
@@ -74,6 +64,21 @@ class Arena {
   uint64_t discard_pages();
 
  private:
+  // Runs a placement announced: the count goes odd, then the reaper is looked for; even again
+  // once the block is in the live set (see "Idle arenas" above).
+  template <typename Place>
+  __attribute__((always_inline)) void* announced(Place&& place) {
+    const uint64_t count = placements_.load(std::memory_order_relaxed) + 1;
+    placements_.store(count, std::memory_order_relaxed);
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    if (__builtin_expect(reaping_.load(std::memory_order_relaxed) != kNoReaper, 0)) {
+      wait_for_reaper();
+    }
+    void* block = place();
+    placements_.store(count + 1, std::memory_order_release);
+    return block;
+  }
+
   __attribute__((always_inline)) void* place_announced(uint64_t offset, uint64_t size,
                                                        Fallback* why) {
     if (remote_frees_.load(std::memory_order_relaxed)) drain_remote_frees();

@@ -52,13 +52,9 @@ class LiveRanges {
 
   // Removes the range starting at lo and returns its length, or 0 when there is none.
   uint64_t erase(uint64_t lo) {
-    const uint32_t n = count();
     const uint32_t i = lower_bound(lo);
-    if (i == n || ranges_[i].lo != lo) return 0;
-    const uint64_t length = ranges_[i].hi - ranges_[i].lo;
-    for (uint32_t j = i; j + 1 < n; ++j) ranges_[j] = ranges_[j + 1];
-    count_.store(n - 1, std::memory_order_relaxed);
-    return length;
+    if (i == count() || ranges_[i].lo != lo) return 0;
+    return erase_at(i);
   }
 
   // The free of a block that starts at `at`: a range of one holder starting there goes (its
@@ -68,7 +64,7 @@ class LiveRanges {
   uint64_t release(uint64_t at) {
     const uint32_t n = count();
     uint32_t i = lower_bound(at);
-    if (i < n && ranges_[i].lo == at && !ranges_[i].shared) return erase(at);
+    if (i < n && ranges_[i].lo == at && !ranges_[i].shared) return erase_at(i);
     if (i == n || ranges_[i].lo != at) {
       if (i == 0 || ranges_[i - 1].hi <= at) return 0;
       --i;  // inside the range before
@@ -76,7 +72,7 @@ class LiveRanges {
     ByteRange& r = ranges_[i];
     if (!r.shared) return 0;  // an interior pointer of a block nobody shares
     if (--r.holders > 0) return kStillHeld;
-    return erase(r.lo);
+    return erase_at(i);
   }
 
   // Places [lo, hi) over the live ranges it overlaps, each of which must lie inside one of
@@ -126,6 +122,15 @@ class LiveRanges {
   uint32_t count() const { return count_.load(std::memory_order_relaxed); }
 
  private:
+  // Removes range i; its length.
+  uint64_t erase_at(uint32_t i) {
+    const uint32_t n = count();
+    const uint64_t length = ranges_[i].hi - ranges_[i].lo;
+    for (uint32_t j = i; j + 1 < n; ++j) ranges_[j] = ranges_[j + 1];
+    count_.store(n - 1, std::memory_order_relaxed);
+    return length;
+  }
+
   uint32_t lower_bound(uint64_t lo) const {
     uint32_t first = 0, n = count();
     while (n > 0) {
