@@ -1,0 +1,184 @@
+// plan_budget(): slicing, pinning and load steps under a byte budget (budget.h).
+#include "memoplan/planner/budget.h"
+
+#include <algorithm>
+#include <numeric>
+
+namespace memoplan::planner {
+namespace {
+
+uint64_t round_up(uint64_t bytes, uint64_t page) { return (bytes + page - 1) / page * page; }
+
+// One slice of `group` cut in `slices`, in whole pages.
+uint64_t slice_bytes(const WeightGroup& group, uint32_t slices, uint64_t page) {
+  return round_up((group.bytes + slices - 1) / slices, page);
+}
+
+// What an unpinned group holds resident at its use step: all of it, or two slices.
+uint64_t use_bytes(const WeightGroup& group, uint32_t slices, uint64_t page) {
+  if (slices <= 1) return group.bytes;
+  return std::min(group.bytes, 2 * slice_bytes(group, slices, page));
+}
+
+// What it holds while loaded ahead of its use: all of it, or its first slice.
+uint64_t lead_bytes(const WeightGroup& group, uint32_t slices, uint64_t page) {
+  if (slices <= 1) return group.bytes;
+  return std::min(group.bytes, slice_bytes(group, slices, page));
+}
+
+void check(const BudgetProblem& problem) {
+  if (problem.page_bytes == 0) throw std::invalid_argument("budget: page_bytes is 0");
+  for (size_t g = 0; g < problem.groups.size(); ++g) {
+    const WeightGroup& group = problem.groups[g];
+    if (group.first_step > group.last_step || group.last_step >= problem.steps) {
+      throw std::invalid_argument("budget: weight group " + std::to_string(g) + " has steps " +
+                                  std::to_string(group.first_step) + ".." +
+                                  std::to_string(group.last_step) + " of " +
+                                  std::to_string(problem.steps));
+    }
+    if (group.max_slices == 0)
+      throw std::invalid_argument("budget: weight group " + std::to_string(g) + " has 0 slices");
+    if (group.max_slices > 1 && group.first_step != group.last_step) {
+      throw std::invalid_argument("budget: weight group " + std::to_string(g) +
+                                  " is read by several steps and cannot be sliced");
+    }
+  }
+}
+
+// The unpinned groups' bytes at each step (their windows [load, last]).
+struct Profile {
+  std::vector<uint64_t> at;
+  void add(const WeightGroup& group, uint32_t load, uint32_t slices, uint64_t page, int sign) {
+    for (uint32_t t = load; t <= group.last_step; ++t) {
+      const uint64_t bytes = t < group.first_step ? lead_bytes(group, slices, page)
+                                                  : use_bytes(group, slices, page);
+      at[t] = sign > 0 ? at[t] + bytes : at[t] - bytes;
+    }
+  }
+  uint64_t peak() const { return at.empty() ? 0 : *std::max_element(at.begin(), at.end()); }
+};
+
+std::string mib(uint64_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+  return text;
+}
+
+}  // namespace
+
+uint64_t smallest_feasible_budget(const BudgetProblem& problem) {
+  check(problem);
+  Profile profile{std::vector<uint64_t>(problem.steps, 0)};
+  for (const WeightGroup& group : problem.groups) {
+    profile.add(group, group.first_step, group.max_slices, problem.page_bytes, +1);
+  }
+  return problem.activation_bytes + profile.peak();
+}
+
+BudgetPlan plan_budget(const BudgetProblem& problem) {
+  const uint64_t smallest = smallest_feasible_budget(problem);  // checks the problem
+  if (problem.budget_bytes < smallest) {
+    throw BudgetInfeasible("budget " + mib(problem.budget_bytes) +
+                               " is below the smallest feasible budget " + mib(smallest) +
+                               " (activations " + mib(problem.activation_bytes) +
+                               " + the weights one step reads, sliced as far as they may be)",
+                           smallest);
+  }
+  const uint64_t page = problem.page_bytes;
+  const uint64_t limit = problem.budget_bytes - problem.activation_bytes;
+  const size_t n = problem.groups.size();
+  BudgetPlan plan;
+  plan.smallest_budget_bytes = smallest;
+  plan.pinned.assign(n, 0);
+  plan.slices.assign(n, 1);
+  plan.load_step.resize(n);
+  Profile profile{std::vector<uint64_t>(problem.steps, 0)};
+  for (size_t g = 0; g < n; ++g) {
+    plan.load_step[g] = problem.groups[g].first_step;
+    profile.add(problem.groups[g], plan.load_step[g], 1, page, +1);
+  }
+
+  // Slices: at the worst step, cut the group holding the most there finer, until every step fits
+  // (it does once each group is cut as far as it may be: smallest <= budget).
+  while (profile.peak() > limit) {
+    const size_t worst =
+        std::max_element(profile.at.begin(), profile.at.end()) - profile.at.begin();
+    size_t cut = n;
+    uint64_t cut_bytes = 0;
+    for (size_t g = 0; g < n; ++g) {
+      const WeightGroup& group = problem.groups[g];
+      if (group.first_step > worst || group.last_step < worst) continue;
+      if (plan.slices[g] >= group.max_slices) continue;
+      const uint64_t bytes = use_bytes(group, plan.slices[g], page);
+      if (cut == n || bytes > cut_bytes) cut = g, cut_bytes = bytes;
+    }
+    if (cut == n) break;  // cannot happen: the smallest budget is met when all are cut
+    const WeightGroup& group = problem.groups[cut];
+    profile.add(group, plan.load_step[cut], plan.slices[cut], page, -1);
+    plan.slices[cut] = std::min(group.max_slices, plan.slices[cut] * 2);
+    profile.add(group, plan.load_step[cut], plan.slices[cut], page, +1);
+  }
+
+  // Pins: the largest groups first, each where the pinned bytes plus the streamed ones still fit
+  // at every step. A pinned group is whole (unsliced).
+  std::vector<size_t> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return problem.groups[a].bytes > problem.groups[b].bytes;
+  });
+  uint64_t pinned = 0;
+  for (size_t g : order) {
+    const WeightGroup& group = problem.groups[g];
+    if (pinned + group.bytes > limit) continue;
+    profile.add(group, plan.load_step[g], plan.slices[g], page, -1);
+    if (pinned + group.bytes + profile.peak() <= limit) {
+      plan.pinned[g] = 1;
+      plan.slices[g] = 1;
+      pinned += group.bytes;
+    } else {
+      profile.add(group, plan.load_step[g], plan.slices[g], page, +1);
+    }
+  }
+
+  // Leads: each streamed group, in order of first use, loaded up to max_lead steps earlier while
+  // the budget holds at those steps.
+  std::vector<size_t> streamed;
+  for (size_t g = 0; g < n; ++g) {
+    if (!plan.pinned[g]) streamed.push_back(g);
+  }
+  std::stable_sort(streamed.begin(), streamed.end(), [&](size_t a, size_t b) {
+    return problem.groups[a].first_step < problem.groups[b].first_step;
+  });
+  for (size_t g : streamed) {
+    const WeightGroup& group = problem.groups[g];
+    const uint64_t bytes = lead_bytes(group, plan.slices[g], page);
+    for (uint32_t lead = 1; lead <= problem.max_lead && lead <= group.first_step; ++lead) {
+      const uint32_t t = group.first_step - lead;
+      if (pinned + profile.at[t] + bytes > limit) break;
+      profile.at[t] += bytes;
+      plan.load_step[g] = t;
+    }
+    plan.streamed_bytes += group.bytes;
+  }
+  plan.pinned_bytes = pinned;
+  plan.peak_bytes = problem.activation_bytes + pinned + profile.peak();
+  return plan;
+}
+
+std::vector<uint64_t> resident_profile(const BudgetProblem& problem, const BudgetPlan& plan) {
+  std::vector<uint64_t> at(problem.steps, problem.activation_bytes);
+  for (size_t g = 0; g < problem.groups.size(); ++g) {
+    const WeightGroup& group = problem.groups[g];
+    for (uint32_t t = 0; t < problem.steps; ++t) {
+      if (plan.pinned[g]) {
+        at[t] += group.bytes;
+      } else if (t >= plan.load_step[g] && t <= group.last_step) {
+        at[t] += t < group.first_step ? lead_bytes(group, plan.slices[g], problem.page_bytes)
+                                      : use_bytes(group, plan.slices[g], problem.page_bytes);
+      }
+    }
+  }
+  return at;
+}
+
+}  // namespace memoplan::planner
