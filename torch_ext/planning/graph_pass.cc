@@ -17,6 +17,8 @@
 #include <charconv>
 #include <stdexcept>
 
+#include "budget_runtime.h"
+#include "memoplan/torch/budget.h"
 #include "memoplan/torch/plan.h"
 #include "pass_runtime.h"
 #include "planning.h"
@@ -305,6 +307,10 @@ int64_t rewrite_forward(torch::jit::Module& module, const PlanOptions& options) 
   torch::jit::preoptimizeGraph(graph, /*disable_autocast=*/true);
   // Before the allocation marks: a replacement op's output is planned like any other tensor.
   if (KernelRewrite rewrite = registered_kernels(options.kernels)) rewrite(*graph);
+  // Before the marks too: budget_linear's output is planned like aten::linear's.
+  if (options.budget_bytes > 0) {
+    budget::prepare(module, *graph, id, options.budget_bytes, options.weights_dir);
+  }
   int64_t next_node = 1;
   mark_block(*graph, graph->block(), next_node);
   if (options.memory == "min") insert_share_nodes(graph);
@@ -320,6 +326,33 @@ int64_t rewrite_forward(torch::jit::Module& module, const PlanOptions& options) 
   }
   drop_executors(function);
   return id;
+}
+
+c10::Dict<std::string, int64_t> budget_dict(const BudgetSummary& summary) {
+  c10::Dict<std::string, int64_t> out;
+  out.insert("budget_bytes", static_cast<int64_t>(summary.budget_bytes));
+  out.insert("weights_bytes", static_cast<int64_t>(summary.weights_bytes));
+  out.insert("pinned_bytes", static_cast<int64_t>(summary.pinned_bytes));
+  out.insert("streamed_bytes", static_cast<int64_t>(summary.streamed_bytes));
+  out.insert("planned_peak_bytes", static_cast<int64_t>(summary.planned_peak_bytes));
+  out.insert("smallest_budget_bytes", static_cast<int64_t>(summary.smallest_budget_bytes));
+  out.insert("sliced_groups", static_cast<int64_t>(summary.sliced_groups));
+  return out;
+}
+
+void set_budget_op(torch::jit::Stack& stack) {
+  const int64_t budget = stack.back().toInt();
+  const c10::IValue module_value = stack[stack.size() - 2];
+  torch::jit::drop(stack, 2);
+  TORCH_CHECK(module_value.isObject(), "memoplan.set_budget: expected a TorchScript module, got ",
+              module_value.tagKind());
+  TORCH_CHECK(budget > 0, "memoplan.set_budget: budget must be > 0, got ", budget);
+  try {
+    stack.emplace_back(
+        budget_dict(set_budget(torch::jit::Module(module_value.toObject()), budget)));
+  } catch (const std::runtime_error& e) {
+    TORCH_CHECK(false, e.what());
+  }
 }
 
 // Python: torch.ops.load_library("libmemoplan_torch.so"), then
@@ -338,12 +371,14 @@ torch::jit::RegisterOperators memoplan_python_operators({
     torch::jit::Operator(
         "memoplan::plan(Any module, Any[] inputs, str strategy=\"greedy_by_size\", "
         "int warmup_passes=3, bool plan_new_keys=True, str kernels=\"stock\", "
-        "str memory=\"offset\") -> Dict(str, int)",
+        "str memory=\"offset\", int budget=0) -> Dict(str, int)",
         plan_op, c10::AliasAnalysisKind::CONSERVATIVE),
     torch::jit::Operator("memoplan::stats() -> str", stats_op,
                          c10::AliasAnalysisKind::CONSERVATIVE),
     torch::jit::Operator("memoplan::forget_plans(Any module) -> ()", forget_plans_op,
                          c10::AliasAnalysisKind::CONSERVATIVE),
+    torch::jit::Operator("memoplan::set_budget(Any module, int budget) -> Dict(str, int)",
+                         set_budget_op, c10::AliasAnalysisKind::CONSERVATIVE),
 });
 
 }  // namespace
@@ -359,7 +394,15 @@ PlanSummary plan(torch::jit::Module& module, const std::vector<c10::IValue>& inp
     throw std::runtime_error("memoplan: unknown kernels '" + options.kernels + "' (" +
                              kernel_names() + ")");
   }
+  if (options.budget_bytes > 0 && options.kernels != "stock") {
+    throw std::runtime_error("memoplan: a memory budget needs kernels \"stock\" (the tuned "
+                             "kernels keep packed copies of the weights resident)");
+  }
   const int64_t id = rewrite_forward(module, options);
+  if (options.budget_bytes > 0 && !budget::budgeted(id)) {
+    throw std::runtime_error("memoplan: the module was planned without a memory budget; only "
+                             "its first plan() decides (load it anew to budget it)");
+  }
   // The graph sees every argument, defaults filled in (TransformerEncoder's mask=None, ...): so
   // must the key.
   std::vector<c10::IValue> arguments = inputs;
@@ -382,6 +425,12 @@ PlanSummary plan(torch::jit::Module& module, const std::vector<c10::IValue>& inp
     drop_optimized_graph_cache(
         torch::jit::toGraphFunction(module.get_method("forward").function()));
     release_free_memory();
+    if (budget::budgeted(id)) {
+      budget::arm(id, summary.slab_bytes);
+      if (options.budget_bytes > 0 && options.budget_bytes != budget::summary(id).budget_bytes) {
+        budget::replan(id, options.budget_bytes);
+      }
+    }
     return summary;
   }
   throw std::runtime_error("memoplan: no plan was made for the inputs " + key +
@@ -393,6 +442,43 @@ void forget_plans(const torch::jit::Module& module) {
   if (!forward) return;
   const int64_t id = rewritten_id(*torch::jit::toGraphFunction(forward->function()).graph());
   if (id >= 0) runtime_pass::forget_plans(id);
+}
+
+namespace {
+// The module id of a budgeted module; throws otherwise.
+int64_t budgeted_id(const torch::jit::Module& module) {
+  const auto forward = module.find_method("forward");
+  const int64_t id =
+      forward ? rewritten_id(*torch::jit::toGraphFunction(forward->function()).graph()) : -1;
+  if (id < 0 || !budget::budgeted(id)) {
+    throw std::runtime_error("memoplan: the module has no memory budget (plan() it with one)");
+  }
+  return id;
+}
+}  // namespace
+
+BudgetSummary set_budget(const torch::jit::Module& module, uint64_t budget_bytes) {
+  return budget::replan(budgeted_id(module), budget_bytes);
+}
+
+std::optional<BudgetSummary> budget_summary(const torch::jit::Module& module) {
+  const auto forward = module.find_method("forward");
+  if (!forward) return std::nullopt;
+  const int64_t id = rewritten_id(*torch::jit::toGraphFunction(forward->function()).graph());
+  if (id < 0 || !budget::budgeted(id)) return std::nullopt;
+  return budget::summary(id);
+}
+
+void sample_resident_weights(const torch::jit::Module& module, bool on) {
+  budget::set_sampling(budgeted_id(module), on);
+}
+
+uint64_t resident_weight_peak(const torch::jit::Module& module, bool reset) {
+  return budget::resident_peak(budgeted_id(module), reset);
+}
+
+void drop_weight_page_cache(const torch::jit::Module& module) {
+  budget::drop_page_cache(budgeted_id(module));
 }
 
 std::optional<PlanDetail> plan_detail(const torch::jit::Module& module, const std::string& key) {
@@ -408,14 +494,16 @@ std::optional<PlanDetail> plan_detail(const torch::jit::Module& module, const st
 namespace {
 
 void plan_op(torch::jit::Stack& stack) {
-  const std::string memory = stack.back().toStringRef();
-  const std::string kernels = stack[stack.size() - 2].toStringRef();
-  const bool plan_new_keys = stack[stack.size() - 3].toBool();
-  const int64_t warmup = stack[stack.size() - 4].toInt();
-  const std::string strategy = stack[stack.size() - 5].toStringRef();
-  const c10::IValue inputs = stack[stack.size() - 6];
-  const c10::IValue module_value = stack[stack.size() - 7];
-  torch::jit::drop(stack, 7);
+  const int64_t budget = stack.back().toInt();
+  const std::string memory = stack[stack.size() - 2].toStringRef();
+  const std::string kernels = stack[stack.size() - 3].toStringRef();
+  const bool plan_new_keys = stack[stack.size() - 4].toBool();
+  const int64_t warmup = stack[stack.size() - 5].toInt();
+  const std::string strategy = stack[stack.size() - 6].toStringRef();
+  const c10::IValue inputs = stack[stack.size() - 7];
+  const c10::IValue module_value = stack[stack.size() - 8];
+  torch::jit::drop(stack, 8);
+  TORCH_CHECK(budget >= 0, "memoplan.plan: budget must be >= 0, got ", budget);
   TORCH_CHECK(module_value.isObject(), "memoplan.plan: expected a TorchScript module, got ",
               module_value.tagKind());
   torch::jit::Module module(module_value.toObject());
@@ -425,6 +513,7 @@ void plan_op(torch::jit::Stack& stack) {
   options.plan_new_keys = plan_new_keys;
   options.kernels = kernels;
   options.memory = memory;
+  options.budget_bytes = static_cast<uint64_t>(budget);
   const c10::ArrayRef<c10::IValue> list = inputs.toListRef();
   PlanSummary summary;
   try {
@@ -440,6 +529,9 @@ void plan_op(torch::jit::Stack& stack) {
   out.insert("planned_tensors", static_cast<int64_t>(summary.planned_tensors));
   out.insert("escaping_tensors", static_cast<int64_t>(summary.escaping_tensors));
   out.insert("visits", static_cast<int64_t>(summary.visits));
+  if (const std::optional<BudgetSummary> budget = budget_summary(module)) {
+    for (const auto& entry : budget_dict(*budget)) out.insert(entry.key(), entry.value());
+  }
   stack.emplace_back(out);
 }
 

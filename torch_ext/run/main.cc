@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "budget_text.h"
 #include "input_spec.h"
 #include "memoplan/planner/planner.h"
 #include "report.h"
@@ -98,6 +99,14 @@ int main(int argc, char** argv) {
                  "output takes its dying input's bytes and a concat's inputs lie in its output "
                  "(docs/TORCH_EXT.md, \"Sharing bytes\")")
       ->check(CLI::IsMember({"offset", "min"}));
+  app.add_option("--budget", options.budget,
+                 "Also time a copy under this memory budget for weights + activations: 64MiB, "
+                 "1.5GiB, or 25% (of the weights plus the slab) (docs/BUDGET.md)");
+  std::string page_cache = "warm";
+  app.add_option("--page-cache", page_cache,
+                 "warm, or cold: evict the weight file from the page cache before each budgeted "
+                 "pass")
+      ->check(CLI::IsMember({"warm", "cold"}));
   app.add_flag("--json", options.json, "Print one JSON object instead of the report");
   app.add_flag("-q,--quiet", quiet, "No progress on stderr");
   bool no_rss = false;
@@ -117,6 +126,16 @@ int main(int argc, char** argv) {
     return fail(kExitBadInput, std::string(e.what()) + " (memoplan run --help)");
   }
   options.progress = !quiet;
+  options.cold = page_cache == "cold";
+  if (!options.budget.empty() && !memoplan::run::parse_budget(options.budget)) {
+    return fail(kExitBadInput, "--budget '" + options.budget +
+                                   "': expected bytes (64MiB, 1.5GiB, 100000) or a share (25%)");
+  }
+  if (!options.budget.empty() && (options.threads != 1 || options.kernels != "stock")) {
+    return fail(kExitBadInput,
+                "--budget runs one inference thread on stock kernels (--threads 1, --kernels "
+                "stock): a budget holds for one pass at a time");
+  }
   options.measure_rss = !no_rss;
   // The flags are checked before LibTorch loads anything: a typo fails at once.
   if (!options.input.empty()) {

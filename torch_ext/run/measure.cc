@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "counting_allocator.h"
+#include "memoplan/torch/budget.h"
 #include "memoplan/torch/plan.h"
 #include "outputs_equal.h"
 #include "progress.h"
@@ -24,7 +25,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 struct ThreadResult {
-  std::vector<double> unplanned_ms, planned_ms, tuned_ms;
+  std::vector<double> unplanned_ms, planned_ms, tuned_ms, budgeted_ms;
   uint64_t fully_planned = 0;  // timed planned passes that ran on a plan with no fallback
   double tuned_max_relative_difference = 0;
   uint64_t compared = 0, differing = 0;
@@ -56,7 +57,7 @@ void fail(Shared& shared) {
 }
 
 void worker(torch::jit::Module& unplanned, torch::jit::Module& planned, torch::jit::Module* tuned,
-            const InputSource& source, uint64_t first_index, int thread, const RunOptions& options,
+            torch::jit::Module* budgeted, const InputSource& source, uint64_t first_index, int thread, const RunOptions& options,
             Shared& shared, ThreadResult& result) {
   bool counted_ready = false;
   try {
@@ -67,6 +68,7 @@ void worker(torch::jit::Module& unplanned, torch::jit::Module& planned, torch::j
       unplanned.forward(inputs);
       planned.forward(inputs);  // the thread's first planned pass makes its slab
       if (tuned) tuned->forward(inputs);
+      if (budgeted) budgeted->forward(inputs);
       shared.warmup->advance();
     }
     {
@@ -103,6 +105,16 @@ void worker(torch::jit::Module& unplanned, torch::jit::Module& planned, torch::j
         double& worst = result.tuned_max_relative_difference;
         worst = (r < 0 || worst < 0) ? -1 : std::max(worst, r);
       }
+      if (budgeted) {
+        if (options.cold) torch_ext::drop_weight_page_cache(*budgeted);
+        start = Clock::now();
+        const c10::IValue budgeted_out = budgeted->forward(inputs);
+        result.budgeted_ms.push_back(ms_since(start));
+        ++result.compared;
+        if (std::string d = output_difference(unplanned_out, budgeted_out); !d.empty()) {
+          if (result.differing++ == 0) result.first_difference = "budgeted: " + d;
+        }
+      }
       shared.measuring->advance();
     }
   } catch (...) {
@@ -119,7 +131,7 @@ void worker(torch::jit::Module& unplanned, torch::jit::Module& planned, torch::j
 }  // namespace
 
 void measure(torch::jit::Module& unplanned, torch::jit::Module& planned, torch::jit::Module* tuned,
-             const InputSource& inputs, uint64_t first_index, const RunOptions& options,
+             torch::jit::Module* budgeted, const InputSource& inputs, uint64_t first_index, const RunOptions& options,
              RunReport& report) {
   const int threads = options.threads;
   Shared shared;
@@ -129,7 +141,8 @@ void measure(torch::jit::Module& unplanned, torch::jit::Module& planned, torch::
   warmup.emplace("warm-up", static_cast<uint64_t>(threads) * options.warmup, options.progress);
   shared.warmup = &*warmup;
   for (int t = 0; t < threads; ++t) {
-    workers.emplace_back(worker, std::ref(unplanned), std::ref(planned), tuned, std::cref(inputs),
+    workers.emplace_back(worker, std::ref(unplanned), std::ref(planned), tuned, budgeted,
+                         std::cref(inputs),
                          first_index, t, std::cref(options), std::ref(shared),
                          std::ref(results[t]));
   }
@@ -160,6 +173,8 @@ void measure(torch::jit::Module& unplanned, torch::jit::Module& planned, torch::
                                r.unplanned_ms.end());
     report.planned_ms.insert(report.planned_ms.end(), r.planned_ms.begin(), r.planned_ms.end());
     report.tuned_ms.insert(report.tuned_ms.end(), r.tuned_ms.begin(), r.tuned_ms.end());
+    report.budgeted_ms.insert(report.budgeted_ms.end(), r.budgeted_ms.begin(),
+                              r.budgeted_ms.end());
     double& worst = report.tuned_max_relative_difference;
     worst = (r.tuned_max_relative_difference < 0 || worst < 0)
                 ? -1

@@ -27,8 +27,10 @@ using InputSource = std::function<std::vector<c10::IValue>(uint64_t index)>;
 
 // Exceptions of forward calls are passed on (from the first thread that threw). `tuned` (may be
 // null): a third copy timed in each iteration too, its outputs compared with a tolerance.
+// `budgeted` (may be null): a copy under a memory budget, timed too (after evicting its weight
+// file from the page cache with options.cold), its outputs compared exactly.
 void measure(torch::jit::Module& unplanned, torch::jit::Module& planned, torch::jit::Module* tuned,
-             const InputSource& inputs, uint64_t first_index, const RunOptions& options,
+             torch::jit::Module* budgeted, const InputSource& inputs, uint64_t first_index, const RunOptions& options,
              RunReport& report);
 
 }  // namespace memoplan::run

@@ -132,6 +132,22 @@ std::string format_text(const RunReport& r) {
       start = end == std::string::npos ? r.kernel_report.size() : end + 1;
     }
   }
+  if (!r.budget_text.empty()) {
+    const double b_med = median(r.budgeted_ms);
+    s += fmt::format(
+        "  budget {} ({} B), page cache {}: median {:.3f} ms, p99 {:.3f} ms: budgeted/planned {}\n",
+        format_bytes(r.budget_bytes), r.budget_bytes, r.page_cache, b_med,
+        percentile(r.budgeted_ms, 99), ratio(b_med, p_med));
+    s += fmt::format(
+        "    peak resident {} = slab {} + weights {} (sampled at every step; planned peak {}); "
+        "weights {}: {} pinned, {} streamed per pass, {} sliced; smallest feasible budget {}; "
+        "re-plan {:.2f} ms\n",
+        format_bytes(r.peak_resident_bytes), format_bytes(r.budget_slab_bytes),
+        format_bytes(r.resident_weight_peak_bytes), format_bytes(r.budget_planned_peak_bytes),
+        format_bytes(r.weights_bytes), format_bytes(r.budget_pinned_bytes),
+        format_bytes(r.budget_streamed_bytes), r.budget_sliced_groups,
+        format_bytes(r.budget_smallest_bytes), r.budget_replan_ms);
+  }
   if (!r.heapmap.empty()) s += fmt::format("  heap map: {}\n", r.heapmap);
   return s;
 }
@@ -188,6 +204,24 @@ std::string format_json(const RunReport& r) {
   j["outputs_identical"] = r.passes_differing == 0;
   if (!r.first_difference.empty()) j["first_difference"] = r.first_difference;
   if (!r.heapmap.empty()) j["heapmap"] = r.heapmap;
+  if (!r.budget_text.empty()) {
+    j["budget"] = r.budget_text;
+    j["budget_bytes"] = r.budget_bytes;
+    j["page_cache"] = r.page_cache;
+    j["weights_bytes"] = r.weights_bytes;
+    j["peak_resident_bytes"] = r.peak_resident_bytes;
+    j["resident_weight_peak_bytes"] = r.resident_weight_peak_bytes;
+    j["budget_slab_bytes"] = r.budget_slab_bytes;
+    j["budgeted_ms"] = round_to(median(r.budgeted_ms), 4);
+    j["budgeted_p99_ms"] = round_to(percentile(r.budgeted_ms, 99), 4);
+    j["budget_planned_peak_bytes"] = r.budget_planned_peak_bytes;
+    j["budget_pinned_bytes"] = r.budget_pinned_bytes;
+    j["budget_streamed_bytes"] = r.budget_streamed_bytes;
+    j["budget_sliced_groups"] = r.budget_sliced_groups;
+    j["smallest_budget_bytes"] = r.budget_smallest_bytes;
+    j["budget_replan_ms"] = round_to(r.budget_replan_ms, 4);
+    j["weight_file"] = r.weight_file;
+  }
   j["kernels"] = r.kernels;
   if (r.kernels == "tuned") {
     j["stock_ms"] = round_to(median(r.unplanned_ms), 4);

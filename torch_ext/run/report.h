@@ -74,6 +74,19 @@ struct RunReport {
   uint64_t slab_bytes_max = 0, lower_bound_bytes_max = 0;
   std::string largest_shape;
 
+  // --budget: a fourth copy planned under a memory budget (docs/BUDGET.md), its passes, the
+  // budget plan, and the most weight bytes resident at a step of 3 sampled passes after the
+  // timed ones (peak_resident_bytes adds the slab); its outputs count in passes_differing.
+  uint64_t budget_bytes = 0;
+  std::string budget_text;          // as given
+  std::string page_cache = "warm";  // "cold": the weight file evicted before each budgeted pass
+  std::vector<double> budgeted_ms;
+  uint64_t weights_bytes = 0, budget_pinned_bytes = 0, budget_streamed_bytes = 0;
+  uint64_t budget_planned_peak_bytes = 0, budget_smallest_bytes = 0, budget_slab_bytes = 0;
+  uint64_t budget_sliced_groups = 0, resident_weight_peak_bytes = 0, peak_resident_bytes = 0;
+  double budget_replan_ms = 0;  // set_budget() to the same budget: a re-plan without a pass
+  std::string weight_file;
+
   uint64_t passes_compared = 0, passes_differing = 0;  // outputs, unplanned vs planned
   std::string first_difference;                        // where the first differing pass differed
   std::string heapmap;                                 // SVG written, or empty

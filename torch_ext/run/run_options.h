@@ -20,6 +20,10 @@ struct RunOptions {
   std::string kernels = "stock";
   // "min": the planned copies share bytes where ops allow (torch_ext::PlanOptions::memory).
   std::string memory = "offset";
+  // "64MiB", "1.5GiB", bytes, or "25%" (of the weights plus the planned copy's slab): a fourth
+  // copy runs under that memory budget; empty: none.
+  std::string budget;
+  bool cold = false;  // --page-cache cold: the weight file evicted before each budgeted pass
   std::string heapmap;   // SVG to write, or empty
   std::string trace;     // the profiled pass's trace to write (JSON), or empty
   bool json = false;     // one JSON object on stdout instead of the report

@@ -15,9 +15,11 @@
 #include <set>
 #include <thread>
 
+#include "budget_text.h"
 #include "input_spec.h"
 #include "measure.h"
 #include "memoplan/heapmap.h"
+#include "memoplan/torch/budget.h"
 #include "memoplan/torch/kernels.h"
 #include "memoplan/torch/plan.h"
 #include "memoplan/trace_io.h"
@@ -130,6 +132,68 @@ InputSource input_source(const InputSpec& spec, uint64_t seed) {
   return [spec, seed](uint64_t index) {
     return std::vector<c10::IValue>{make_input(spec, seed, index)};
   };
+}
+
+// The bytes of the module's parameters and buffers (each storage once).
+uint64_t weight_bytes(const torch::jit::Module& module) {
+  std::set<const void*> seen;
+  uint64_t bytes = 0;
+  auto add = [&](const at::Tensor& t) {
+    if (t.defined() && t.has_storage() && seen.insert(t.storage().unsafeGetStorageImpl()).second)
+      bytes += t.storage().nbytes();
+  };
+  for (const at::Tensor& t : module.parameters()) add(t);
+  for (const at::Tensor& t : module.buffers()) add(t);
+  return bytes;
+}
+
+// Plans `budgeted` under options.budget and fills the report's budget fields but the sampled ones.
+void plan_budgeted(torch::jit::Module& budgeted, const std::vector<c10::IValue>& inputs,
+                   const RunOptions& options, uint64_t slab_bytes, RunReport& report) {
+  const BudgetText text = *parse_budget(options.budget);
+  report.budget_text = options.budget;
+  report.page_cache = options.cold ? "cold" : "warm";
+  report.budget_bytes =
+      text.bytes ? text.bytes
+                 : static_cast<uint64_t>(static_cast<double>(weight_bytes(budgeted) + slab_bytes) *
+                                         text.percent / 100);
+  torch_ext::PlanOptions plan_options;
+  plan_options.strategy = options.strategy;
+  plan_options.memory = options.memory;
+  plan_options.budget_bytes = report.budget_bytes;
+  torch_ext::PlanSummary summary;
+  try {
+    summary = torch_ext::plan(budgeted, inputs, plan_options);
+  } catch (const torch_ext::BudgetTooSmall& e) {
+    throw BadInput(options.model + ": " + e.what());
+  } catch (const std::exception& e) {
+    throw std::runtime_error("planning " + options.model + " under a budget failed: " +
+                             one_line(e));
+  }
+  const torch_ext::BudgetSummary b = *torch_ext::budget_summary(budgeted);
+  report.weights_bytes = b.weights_bytes;
+  report.budget_slab_bytes = summary.slab_bytes;
+  report.budget_pinned_bytes = b.pinned_bytes;
+  report.budget_streamed_bytes = b.streamed_bytes;
+  report.budget_planned_peak_bytes = b.planned_peak_bytes;
+  report.budget_smallest_bytes = b.smallest_budget_bytes;
+  report.budget_sliced_groups = b.sliced_groups;
+  report.weight_file = b.weight_file;
+  // A new budget takes no pass: timed here with the same one.
+  const Clock::time_point start = Clock::now();
+  torch_ext::set_budget(budgeted, report.budget_bytes);
+  report.budget_replan_ms = ms_since(start);
+}
+
+// Three passes with the resident weights sampled at every step: the peak.
+void sample_budgeted(torch::jit::Module& budgeted, const InputSource& source, uint64_t first,
+                     RunReport& report) {
+  torch_ext::sample_resident_weights(budgeted, true);
+  torch_ext::resident_weight_peak(budgeted, true);
+  for (uint64_t i = 0; i < 3; ++i) budgeted.forward(source(first + i));
+  report.resident_weight_peak_bytes = torch_ext::resident_weight_peak(budgeted, true);
+  torch_ext::sample_resident_weights(budgeted, false);
+  report.peak_resident_bytes = report.budget_slab_bytes + report.resident_weight_peak_bytes;
 }
 
 uint64_t elements(const std::vector<int64_t>& shape) {
@@ -261,7 +325,21 @@ RunReport run_session(const RunOptions& options) {
     progress->finish();
     report.kernel_report = torch_ext::kernel_report();
   }
-  measure(unplanned, planned, tuned ? &*tuned : nullptr, source, 1, options, report);
+  std::optional<torch::jit::Module> budgeted;
+  if (!options.budget.empty()) {
+    progress.emplace("planning under the budget " + options.budget +
+                         " (weights to a file-backed mapping)", 0, options.progress);
+    budgeted = load(options.model, nullptr);
+    plan_budgeted(*budgeted, inputs, options, summary.slab_bytes, report);
+    progress->finish();
+  }
+  measure(unplanned, planned, tuned ? &*tuned : nullptr, budgeted ? &*budgeted : nullptr, source,
+          1, options, report);
+  if (budgeted) {
+    sample_budgeted(*budgeted, source,
+                    1 + static_cast<uint64_t>(options.threads) * options.warmup + options.iters,
+                    report);
+  }
 
   const torch_ext::PlanStats run = torch_ext::plan_stats() - at_start;
   report.profiled_passes = run.profiled_passes;

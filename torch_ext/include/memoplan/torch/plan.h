@@ -41,6 +41,14 @@ struct PlanOptions {
   // concat's inputs may lie inside its output (batch 1), so the plan can go below that bound
   // (docs/TORCH_EXT.md, "Sharing bytes"). Only the first plan() of a module decides.
   std::string memory = "offset";
+  // A memory budget for weights and activations together (0: none; memoplan/torch/budget.h,
+  // docs/BUDGET.md): the weights move into a file-backed mapping in `weights_dir` (empty:
+  // $MEMOPLAN_WEIGHTS_DIR, else ~/.cache/memoplan/weights) and are loaded, dropped and sliced so
+  // the slab plus the resident weights stay under it. Kernels "stock" only. plan() throws
+  // BudgetTooSmall, naming the smallest feasible budget, when none fits; set_budget() changes it
+  // without a pass. Only the first plan() of a module decides whether it has one.
+  uint64_t budget_bytes = 0;
+  std::string weights_dir;
 };
 
 struct PlanSummary {

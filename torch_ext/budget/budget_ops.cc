@@ -1,0 +1,75 @@
+// The budget's graph operators: memoplan::BudgetStep (a step of the budget plan begins: drop what
+// the steps before were the last to read, ask the loader for what is due) and
+// memoplan::budget_linear (aten::linear, computed a slice of its weight's rows at a time when the
+// budget plan slices it: each slice's output columns written in place, its pages dropped after).
+#include <ATen/ops/addmm.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/linear.h>
+#include <ATen/ops/mm.h>
+#include <torch/csrc/jit/ir/ir.h>
+#include <torch/csrc/jit/runtime/custom_operator.h>
+
+#include "budget_runtime.h"
+
+namespace memoplan::torch_ext::budget {
+namespace {
+
+const c10::Symbol kModuleAttribute = c10::Symbol::attr("memoplan_module");
+const c10::Symbol kStepAttribute = c10::Symbol::attr("memoplan_step");
+
+torch::jit::Operation budget_step_op(const torch::jit::Node* node) {
+  const int64_t module = node->i(kModuleAttribute);
+  const int64_t step = node->i(kStepAttribute);
+  return [module, step](torch::jit::Stack&) { budget::step(module, step); };
+}
+
+// The slices make exactly the tensor aten::linear makes (one [rows, out] output: addmm for a 2-D
+// input, or a contiguous 3-D one with a bias; mm for a 2-D one without), so the memory plan of
+// the pass is the same for any slicing; other inputs run whole.
+at::Tensor budget_linear(const at::Tensor& input, const at::Tensor& weight,
+                         const c10::optional<at::Tensor>& bias, int64_t module) {
+  const bool has_bias = bias && bias->defined();
+  const bool fits = weight.dim() == 2 && input.scalar_type() == at::kFloat &&
+                    weight.scalar_type() == at::kFloat && weight.is_contiguous() &&
+                    (input.dim() == 2 || (input.dim() == 3 && has_bias && input.is_contiguous()));
+  const Slicer slicer =
+      fits ? budget::slicer(module, weight.data_ptr(), weight.nbytes()) : Slicer{};
+  if (slicer.slices <= 1) return at::linear(input, weight, bias);
+  const int64_t out_features = weight.size(0);
+  const at::Tensor rows = input.dim() == 2 ? input : input.view({-1, input.size(2)});
+  at::Tensor out = at::empty({rows.size(0), out_features}, input.options());
+  const int64_t per = out_features / slicer.slices;
+  for (int s = 0; s < slicer.slices; ++s) {
+    slicer.load(s + 1);  // overlapped with this slice's product
+    const at::Tensor w = weight.narrow(0, s * per, per);
+    at::Tensor o = out.narrow(1, s * per, per);
+    if (has_bias) {
+      at::addmm_out(o, bias->narrow(0, s * per, per), rows, w.t());
+    } else {
+      at::mm_out(o, rows, w.t());
+    }
+    slicer.done(s);
+  }
+  return input.dim() == 2 ? out : out.view({input.size(0), input.size(1), out_features});
+}
+
+torch::jit::RegisterOperators budget_operators({
+    // CONSERVATIVE: a side effect to the JIT, never removed or moved.
+    torch::jit::Operator("memoplan::BudgetStep(...) -> ()", budget_step_op,
+                         c10::AliasAnalysisKind::CONSERVATIVE),
+    torch::jit::Operator(
+        "memoplan::budget_linear(Tensor input, Tensor weight, Tensor? bias, int module) -> Tensor",
+        [](torch::jit::Stack& stack) {
+          const int64_t module = stack.back().toInt();
+          c10::optional<at::Tensor> bias;
+          if (!stack[stack.size() - 2].isNone()) bias = stack[stack.size() - 2].toTensor();
+          at::Tensor out = budget_linear(stack[stack.size() - 4].toTensor(),
+                                         stack[stack.size() - 3].toTensor(), bias, module);
+          torch::jit::drop(stack, 4);
+          stack.emplace_back(std::move(out));
+        },
+        c10::AliasAnalysisKind::FROM_SCHEMA),
+});
+
+}  // namespace
+}  // namespace memoplan::torch_ext::budget

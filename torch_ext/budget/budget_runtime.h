@@ -1,0 +1,48 @@
+// The budget's runtime (memoplan/torch/budget.h): per budgeted module its weight file, the budget
+// problem learned at plan time, the schedule in force, and a loader thread; BudgetStep nodes and
+// budget_linear call in here on every pass. No torch headers here.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "memoplan/torch/budget.h"
+
+namespace torch::jit {
+struct Graph;
+struct Module;
+}
+
+namespace memoplan::torch_ext::budget {
+
+// At the rewrite of `module`'s forward (before the allocation marks): step nodes, budget_linear,
+// the weights mapped from a file in `dir` (empty: $MEMOPLAN_WEIGHTS_DIR, else ~/.cache/memoplan/
+// weights) and a schedule that streams every weight until arm() knows the activations. Throws
+// std::runtime_error.
+void prepare(torch::jit::Module& module, torch::jit::Graph& graph, int64_t id,
+             uint64_t budget_bytes, const std::string& dir);
+bool budgeted(int64_t id);
+// Once a plan of the module is made: plans the budget with its slab (the largest so far).
+// Throws BudgetTooSmall; the streaming schedule stays.
+BudgetSummary arm(int64_t id, uint64_t slab_bytes);
+BudgetSummary replan(int64_t id, uint64_t budget_bytes);
+BudgetSummary summary(int64_t id);
+void set_sampling(int64_t id, bool on);
+uint64_t resident_peak(int64_t id, bool reset);
+void drop_page_cache(int64_t id);
+
+// Called by the graph's nodes.
+void step(int64_t id, int64_t step);
+// budget_linear: how many slices the weight at `weight` is computed in now (1: whole), and
+// per slice: load(i) asks the loader for slice i's bytes, done(i) drops slice i's pages.
+struct Slicer {
+  int slices = 1;
+  void* state = nullptr;
+  size_t group = 0;
+  void load(int slice) const;
+  void done(int slice) const;
+  uint64_t slice_bytes = 0;  // of the weight
+};
+Slicer slicer(int64_t id, const void* weight, uint64_t weight_bytes);
+
+}  // namespace memoplan::torch_ext::budget

@@ -1,0 +1,229 @@
+#include "weight_file.h"
+
+#include <c10/core/StorageImpl.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <stdexcept>
+
+namespace memoplan::torch_ext::budget {
+namespace {
+
+constexpr uint64_t kTensorAlign = 64;
+
+uint64_t round_up(uint64_t bytes, uint64_t align) { return (bytes + align - 1) / align * align; }
+
+std::runtime_error system_error(const std::string& what, const std::string& path) {
+  return std::runtime_error("memoplan budget: " + what + " " + path + ": " + std::strerror(errno));
+}
+
+// FNV-1a over 8-byte words (and the tail), with the layout mixed in: names the file.
+struct Hash {
+  uint64_t h = 1469598103934665603ull;
+  void word(uint64_t w) { h = (h ^ w) * 1099511628211ull; }
+  void bytes(const char* p, uint64_t n) {
+    uint64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+      uint64_t w;
+      std::memcpy(&w, p + i, 8);
+      word(w);
+    }
+    uint64_t tail = 0;
+    std::memcpy(&tail, p + i, n - i);
+    word(tail ^ n);
+  }
+};
+
+// Storages point into a mapping until they die; the mapping goes when its last storage and its
+// WeightFile owner have. Keyed by the mapping's base.
+std::mutex registry_mutex;
+struct Mapped {
+  std::shared_ptr<WeightFile> file;
+  uint64_t storages = 0;
+};
+std::map<const char*, Mapped>& registry() {
+  static auto* map = new std::map<const char*, Mapped>();  // never destroyed: deleters run late
+  return *map;
+}
+
+void weight_deleter(void* ctx) {
+  std::shared_ptr<WeightFile> last;  // unmapped outside the lock
+  std::lock_guard<std::mutex> lock(registry_mutex);
+  auto it = registry().upper_bound(static_cast<const char*>(ctx));
+  if (it == registry().begin()) return;
+  --it;
+  if (--it->second.storages == 0) {
+    last = std::move(it->second.file);
+    registry().erase(it);
+  }
+}
+
+bool write_all(int fd, const char* p, uint64_t n) {
+  while (n > 0) {
+    const ssize_t w = ::write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    p += w;
+    n -= static_cast<uint64_t>(w);
+  }
+  return true;
+}
+
+}  // namespace
+
+uint64_t page_bytes() {
+  static const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  return page;
+}
+
+std::shared_ptr<WeightFile> WeightFile::map(
+    const std::vector<std::vector<c10::StorageImpl*>>& groups, const std::string& dir) {
+  std::shared_ptr<WeightFile> file(new WeightFile());
+  const uint64_t page = page_bytes();
+  // Layout: each group page-aligned, its storages 64-byte aligned inside.
+  std::vector<std::vector<uint64_t>> places(groups.size());
+  Hash hash;
+  uint64_t at = 0;
+  for (size_t g = 0; g < groups.size(); ++g) {
+    file->offsets_.push_back(at);
+    uint64_t in = 0;
+    for (c10::StorageImpl* storage : groups[g]) {
+      places[g].push_back(at + in);
+      hash.word(at + in);
+      hash.word(storage->nbytes());
+      hash.bytes(static_cast<const char*>(storage->data()), storage->nbytes());
+      in = round_up(in + storage->nbytes(), kTensorAlign);
+    }
+    file->bytes_.push_back(round_up(std::max<uint64_t>(in, 1), page));
+    at += file->bytes_.back();
+  }
+  file->size_ = at;
+  char name[40];
+  std::snprintf(name, sizeof name, "/%016llx.weights", static_cast<unsigned long long>(hash.h));
+  file->path_ = dir + name;
+
+  struct stat st {};
+  if (::stat(file->path_.c_str(), &st) != 0 || static_cast<uint64_t>(st.st_size) != at) {
+    // Written beside, then renamed: a reader never sees half a file.
+    ::mkdir(dir.c_str(), 0755);
+    const std::string tmp = file->path_ + ".tmp." + std::to_string(::getpid());
+    const int out = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (out < 0) throw system_error("cannot write the weight file", tmp);
+    std::vector<char> zeros(page, 0);
+    bool ok = true;
+    uint64_t written = 0;
+    for (size_t g = 0; g < groups.size() && ok; ++g) {
+      for (size_t i = 0; i < groups[g].size() && ok; ++i) {
+        ok = write_all(out, zeros.data(), places[g][i] - written);
+        const uint64_t n = groups[g][i]->nbytes();
+        ok = ok && write_all(out, static_cast<const char*>(groups[g][i]->data()), n);
+        written = places[g][i] + n;
+      }
+    }
+    ok = ok && write_all(out, zeros.data(), at - written) && ::fsync(out) == 0;
+    ::close(out);
+    if (!ok || ::rename(tmp.c_str(), file->path_.c_str()) != 0) {
+      ::unlink(tmp.c_str());
+      throw system_error("cannot write the weight file", file->path_);
+    }
+  }
+  file->fd_ = ::open(file->path_.c_str(), O_RDONLY | O_CLOEXEC);
+  if (file->fd_ < 0) throw system_error("cannot open the weight file", file->path_);
+  if (at > 0) {
+    void* base = ::mmap(nullptr, at, PROT_READ, MAP_SHARED, file->fd_, 0);
+    if (base == MAP_FAILED) throw system_error("cannot map the weight file", file->path_);
+    file->base_ = static_cast<char*>(base);
+    // Loads are ours: no read-around beyond what we ask for, and no huge page mappings (a
+    // 2 MiB mapping would keep up to 2 MiB beside a range we load or drop resident).
+    ::madvise(base, at, MADV_RANDOM);
+    ::madvise(base, at, MADV_NOHUGEPAGE);
+    // The page cache as written holds the file in large folios, which a fault maps whole (up to
+    // 2 MiB past a slice's end, measured): evicted, it comes back through the mapping's random
+    // reads a page at a time.
+    file->drop_page_cache();
+  }
+  // Verified before any storage moves: a file of the same name and size but other bytes (a hash
+  // collision, a file changed behind our back) leaves the module as it was.
+  for (size_t g = 0; g < groups.size(); ++g) {
+    for (size_t i = 0; i < groups[g].size(); ++i) {
+      if (std::memcmp(file->base_ + places[g][i], groups[g][i]->data(), groups[g][i]->nbytes())) {
+        throw std::runtime_error("memoplan budget: " + file->path_ +
+                                 " does not hold this module's weights (remove it)");
+      }
+    }
+  }
+  file->drop(0, at);  // the check faulted every page in
+  uint64_t storages = 0;
+  for (const auto& group : groups) storages += group.size();
+  {
+    std::lock_guard<std::mutex> lock(registry_mutex);
+    registry()[file->base_] = Mapped{file, storages};
+  }
+  for (size_t g = 0; g < groups.size(); ++g) {
+    for (size_t i = 0; i < groups[g].size(); ++i) {
+      char* p = file->base_ + places[g][i];
+      // The context is the data pointer, as oneDNN expects of every CPU DataPtr.
+      groups[g][i]->set_data_ptr_noswap(c10::DataPtr(p, p, &weight_deleter, c10::Device(c10::kCPU)));
+    }
+  }
+  return file;
+}
+
+WeightFile::~WeightFile() {
+  if (base_) ::munmap(base_, size_);
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void WeightFile::populate(uint64_t offset, uint64_t bytes) const {
+  const uint64_t page = page_bytes();
+  const uint64_t begin = offset / page * page;
+  const uint64_t end = std::min(size_, round_up(offset + bytes, page));
+  if (begin >= end) return;
+  static std::atomic<bool> populate_works{true};
+  if (populate_works.load(std::memory_order_relaxed) &&
+      ::madvise(base_ + begin, end - begin, MADV_POPULATE_READ) == 0) {
+    return;
+  }
+  if (errno == EINVAL) populate_works.store(false, std::memory_order_relaxed);  // before 5.14
+  volatile char sink = 0;
+  for (uint64_t at = begin; at < end; at += page) sink = sink + base_[at];
+}
+
+void WeightFile::drop(uint64_t offset, uint64_t bytes) const {
+  const uint64_t page = page_bytes();
+  const uint64_t begin = round_up(offset, page);
+  const uint64_t end = std::min(size_, (offset + bytes) / page * page);
+  if (begin < end) ::madvise(base_ + begin, end - begin, MADV_DONTNEED);
+}
+
+uint64_t WeightFile::resident_bytes() const {
+  const uint64_t page = page_bytes();
+  const int fd = ::open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  uint64_t resident = 0;
+  std::vector<uint64_t> entries(4096);
+  const uint64_t pages = size_ / page;
+  for (uint64_t done = 0; done < pages;) {
+    const uint64_t n = std::min<uint64_t>(entries.size(), pages - done);
+    const off_t at = static_cast<off_t>((reinterpret_cast<uintptr_t>(base_) / page + done) * 8);
+    const ssize_t got = ::pread(fd, entries.data(), n * 8, at);
+    if (got <= 0) break;
+    for (ssize_t i = 0; i < got / 8; ++i) resident += (entries[i] >> 63) & 1;  // present
+    done += static_cast<uint64_t>(got) / 8;
+  }
+  ::close(fd);
+  return resident * page;
+}
+
+void WeightFile::drop_page_cache() const {
+  if (fd_ >= 0) ::posix_fadvise(fd_, 0, 0, POSIX_FADV_DONTNEED);
+}
+
+}  // namespace memoplan::torch_ext::budget
