@@ -50,8 +50,8 @@ struct Profile {
   std::vector<uint64_t> at;
   void add(const WeightGroup& group, uint32_t load, uint32_t slices, uint64_t page, int sign) {
     for (uint32_t t = load; t <= group.last_step; ++t) {
-      const uint64_t bytes = t < group.first_step ? lead_bytes(group, slices, page)
-                                                  : use_bytes(group, slices, page);
+      const uint64_t bytes =
+          t < group.first_step ? lead_bytes(group, slices, page) : use_bytes(group, slices, page);
       at[t] = sign > 0 ? at[t] + bytes : at[t] - bytes;
     }
   }

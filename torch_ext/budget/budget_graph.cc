@@ -17,7 +17,8 @@ const c10::Symbol kStepAttribute = c10::Symbol::attr("memoplan_step");
 
 bool holds_tensor(const c10::TypePtr& type) {
   if (type->kind() == c10::TypeKind::TensorType) return true;
-  if (auto optional = type->cast<c10::OptionalType>()) return holds_tensor(optional->getElementType());
+  if (auto optional = type->cast<c10::OptionalType>())
+    return holds_tensor(optional->getElementType());
   return false;
 }
 
@@ -84,7 +85,8 @@ BudgetGraph insert_budget_steps(torch::jit::Graph& graph, int64_t module_id) {
     if (node->kind() != c10::aten::linear || node->inputs().size() != 3) continue;
     torch::jit::WithInsertPoint point(node);
     Value* id = graph.insertConstant(module_id);
-    Node* linear = graph.create(kBudgetLinear, {node->input(0), node->input(1), node->input(2), id}, 1);
+    Node* linear =
+        graph.create(kBudgetLinear, {node->input(0), node->input(1), node->input(2), id}, 1);
     linear->output()->setType(node->output()->type());
     graph.insertNode(linear);
     node->output()->replaceAllUsesWith(linear->output());

@@ -11,7 +11,7 @@
 namespace torch::jit {
 struct Graph;
 struct Module;
-}
+}  // namespace torch::jit
 
 namespace memoplan::torch_ext::budget {
 
@@ -41,8 +41,11 @@ struct Slicer {
   size_t group = 0;
   void load(int slice) const;
   void done(int slice) const;
+  void refused() const;      // the input cannot be sliced: the layer runs whole
   uint64_t slice_bytes = 0;  // of the weight
 };
 Slicer slicer(int64_t id, const void* weight, uint64_t weight_bytes);
+// Calls of sliced linears that ran whole since the module was budgeted.
+uint64_t slicing_refused(int64_t id);
 
 }  // namespace memoplan::torch_ext::budget

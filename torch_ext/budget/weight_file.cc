@@ -170,7 +170,8 @@ std::shared_ptr<WeightFile> WeightFile::map(
     for (size_t i = 0; i < groups[g].size(); ++i) {
       char* p = file->base_ + places[g][i];
       // The context is the data pointer, as oneDNN expects of every CPU DataPtr.
-      groups[g][i]->set_data_ptr_noswap(c10::DataPtr(p, p, &weight_deleter, c10::Device(c10::kCPU)));
+      groups[g][i]->set_data_ptr_noswap(
+          c10::DataPtr(p, p, &weight_deleter, c10::Device(c10::kCPU)));
     }
   }
   return file;

@@ -395,13 +395,15 @@ PlanSummary plan(torch::jit::Module& module, const std::vector<c10::IValue>& inp
                              kernel_names() + ")");
   }
   if (options.budget_bytes > 0 && options.kernels != "stock") {
-    throw std::runtime_error("memoplan: a memory budget needs kernels \"stock\" (the tuned "
-                             "kernels keep packed copies of the weights resident)");
+    throw std::runtime_error(
+        "memoplan: a memory budget needs kernels \"stock\" (the tuned "
+        "kernels keep packed copies of the weights resident)");
   }
   const int64_t id = rewrite_forward(module, options);
   if (options.budget_bytes > 0 && !budget::budgeted(id)) {
-    throw std::runtime_error("memoplan: the module was planned without a memory budget; only "
-                             "its first plan() decides (load it anew to budget it)");
+    throw std::runtime_error(
+        "memoplan: the module was planned without a memory budget; only "
+        "its first plan() decides (load it anew to budget it)");
   }
   // The graph sees every argument, defaults filled in (TransformerEncoder's mask=None, ...): so
   // must the key.

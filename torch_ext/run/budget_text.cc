@@ -20,9 +20,9 @@ std::optional<BudgetText> parse_budget(const std::string& text) {
   static const struct {
     const char* name;
     double scale;
-  } kUnits[] = {{"", 1},          {"B", 1},          {"K", 1e3},        {"KB", 1e3},
-                {"M", 1e6},       {"MB", 1e6},       {"G", 1e9},        {"GB", 1e9},
-                {"KiB", 1 << 10}, {"MiB", 1 << 20},  {"GiB", 1 << 30}};
+  } kUnits[] = {{"", 1},          {"B", 1},         {"K", 1e3},      {"KB", 1e3},
+                {"M", 1e6},       {"MB", 1e6},      {"G", 1e9},      {"GB", 1e9},
+                {"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}};
   for (const auto& u : kUnits) {
     if (unit != u.name) continue;
     const double bytes = number * u.scale;

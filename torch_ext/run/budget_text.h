@@ -9,8 +9,8 @@
 namespace memoplan::run {
 
 struct BudgetText {
-  uint64_t bytes = 0;    // when given in bytes
-  double percent = 0;    // when given as a share (0 < percent <= 1000)
+  uint64_t bytes = 0;  // when given in bytes
+  double percent = 0;  // when given as a share (0 < percent <= 1000)
 };
 
 // nullopt for text that is neither (and for 0 bytes or 0%).

@@ -57,8 +57,8 @@ void fail(Shared& shared) {
 }
 
 void worker(torch::jit::Module& unplanned, torch::jit::Module& planned, torch::jit::Module* tuned,
-            torch::jit::Module* budgeted, const InputSource& source, uint64_t first_index, int thread, const RunOptions& options,
-            Shared& shared, ThreadResult& result) {
+            torch::jit::Module* budgeted, const InputSource& source, uint64_t first_index,
+            int thread, const RunOptions& options, Shared& shared, ThreadResult& result) {
   bool counted_ready = false;
   try {
     c10::InferenceMode inference;  // per thread; part of the plan's key, as in plan()
@@ -131,8 +131,8 @@ void worker(torch::jit::Module& unplanned, torch::jit::Module& planned, torch::j
 }  // namespace
 
 void measure(torch::jit::Module& unplanned, torch::jit::Module& planned, torch::jit::Module* tuned,
-             torch::jit::Module* budgeted, const InputSource& inputs, uint64_t first_index, const RunOptions& options,
-             RunReport& report) {
+             torch::jit::Module* budgeted, const InputSource& inputs, uint64_t first_index,
+             const RunOptions& options, RunReport& report) {
   const int threads = options.threads;
   Shared shared;
   std::vector<ThreadResult> results(threads);
@@ -142,8 +142,7 @@ void measure(torch::jit::Module& unplanned, torch::jit::Module& planned, torch::
   shared.warmup = &*warmup;
   for (int t = 0; t < threads; ++t) {
     workers.emplace_back(worker, std::ref(unplanned), std::ref(planned), tuned, budgeted,
-                         std::cref(inputs),
-                         first_index, t, std::cref(options), std::ref(shared),
+                         std::cref(inputs), first_index, t, std::cref(options), std::ref(shared),
                          std::ref(results[t]));
   }
   std::optional<Progress> measuring;
@@ -173,8 +172,7 @@ void measure(torch::jit::Module& unplanned, torch::jit::Module& planned, torch::
                                r.unplanned_ms.end());
     report.planned_ms.insert(report.planned_ms.end(), r.planned_ms.begin(), r.planned_ms.end());
     report.tuned_ms.insert(report.tuned_ms.end(), r.tuned_ms.begin(), r.tuned_ms.end());
-    report.budgeted_ms.insert(report.budgeted_ms.end(), r.budgeted_ms.begin(),
-                              r.budgeted_ms.end());
+    report.budgeted_ms.insert(report.budgeted_ms.end(), r.budgeted_ms.begin(), r.budgeted_ms.end());
     double& worst = report.tuned_max_relative_difference;
     worst = (r.tuned_max_relative_difference < 0 || worst < 0)
                 ? -1

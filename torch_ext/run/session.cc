@@ -167,8 +167,8 @@ void plan_budgeted(torch::jit::Module& budgeted, const std::vector<c10::IValue>&
   } catch (const torch_ext::BudgetTooSmall& e) {
     throw BadInput(options.model + ": " + e.what());
   } catch (const std::exception& e) {
-    throw std::runtime_error("planning " + options.model + " under a budget failed: " +
-                             one_line(e));
+    throw std::runtime_error("planning " + options.model +
+                             " under a budget failed: " + one_line(e));
   }
   const torch_ext::BudgetSummary b = *torch_ext::budget_summary(budgeted);
   report.weights_bytes = b.weights_bytes;
@@ -327,14 +327,15 @@ RunReport run_session(const RunOptions& options) {
   }
   std::optional<torch::jit::Module> budgeted;
   if (!options.budget.empty()) {
-    progress.emplace("planning under the budget " + options.budget +
-                         " (weights to a file-backed mapping)", 0, options.progress);
+    progress.emplace(
+        "planning under the budget " + options.budget + " (weights to a file-backed mapping)", 0,
+        options.progress);
     budgeted = load(options.model, nullptr);
     plan_budgeted(*budgeted, inputs, options, summary.slab_bytes, report);
     progress->finish();
   }
-  measure(unplanned, planned, tuned ? &*tuned : nullptr, budgeted ? &*budgeted : nullptr, source,
-          1, options, report);
+  measure(unplanned, planned, tuned ? &*tuned : nullptr, budgeted ? &*budgeted : nullptr, source, 1,
+          options, report);
   if (budgeted) {
     sample_budgeted(*budgeted, source,
                     1 + static_cast<uint64_t>(options.threads) * options.warmup + options.iters,

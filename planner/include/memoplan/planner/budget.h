@@ -40,12 +40,12 @@ struct BudgetProblem {
 
 struct BudgetPlan {
   // Per group.
-  std::vector<uint8_t> pinned;       // resident the whole pass (loaded once)
-  std::vector<uint32_t> load_step;   // loaded when this step begins (<= first_step)
-  std::vector<uint32_t> slices;      // 1: whole
-  uint64_t peak_bytes = 0;           // the most resident at a step: activations included
+  std::vector<uint8_t> pinned;      // resident the whole pass (loaded once)
+  std::vector<uint32_t> load_step;  // loaded when this step begins (<= first_step)
+  std::vector<uint32_t> slices;     // 1: whole
+  uint64_t peak_bytes = 0;          // the most resident at a step: activations included
   uint64_t pinned_bytes = 0;
-  uint64_t streamed_bytes = 0;       // weight bytes loaded per pass (unpinned groups)
+  uint64_t streamed_bytes = 0;         // weight bytes loaded per pass (unpinned groups)
   uint64_t smallest_budget_bytes = 0;  // the least any plan of this problem can meet
 };
 

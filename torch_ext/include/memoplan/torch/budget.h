@@ -20,19 +20,23 @@ namespace memoplan::torch_ext {
 
 struct BudgetSummary {
   uint64_t budget_bytes = 0;
-  uint64_t weights_bytes = 0;      // in the mapping (page-aligned groups)
+  uint64_t weights_bytes = 0;  // in the mapping (page-aligned groups)
   // The largest slab of the module's plans, plus 256 KiB for weight pages the kernel maps around
   // a load (fault-around).
   uint64_t activation_bytes = 0;
-  uint64_t pinned_bytes = 0;       // weights resident the whole pass
-  uint64_t streamed_bytes = 0;     // weights loaded and dropped every pass
+  uint64_t pinned_bytes = 0;        // weights resident the whole pass
+  uint64_t streamed_bytes = 0;      // weights loaded and dropped every pass
   uint64_t planned_peak_bytes = 0;  // the plan's most resident at a step, activations included
   uint64_t smallest_budget_bytes = 0;
-  uint32_t steps = 0;              // graph nodes that read weights
-  uint32_t groups = 0;             // weights loaded and dropped together
-  uint32_t sliced_groups = 0;      // linear weights computed in slices
+  uint32_t steps = 0;          // graph nodes that read weights
+  uint32_t groups = 0;         // weights loaded and dropped together
+  uint32_t sliced_groups = 0;  // linear weights computed in slices
+  // Calls of a sliced linear that ran whole (so far): slicing keeps outputs bit-identical only
+  // for one input row (docs/BUDGET.md); with more, the layer's weight is resident whole and the
+  // pass may go over the budget.
+  uint64_t slicing_refused = 0;
   std::string weight_file;
-  double planning_ms = 0;          // the budget plan alone (no pass runs)
+  double planning_ms = 0;  // the budget plan alone (no pass runs)
 };
 
 // The budget is below what any plan meets; smallest_bytes is the least one that is.

@@ -1,0 +1,183 @@
+// The memory budget (memoplan/torch/budget.h): outputs bit-identical to the module without one,
+// the sampled resident weights plus the slab under the budget, linears sliced when a layer alone
+// does not fit (and still bit-identical), a new budget taking effect without a profiled pass, and
+// a budget below the smallest feasible one refused with that figure.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <torch/script.h>
+
+#include <string>
+
+#include "memoplan/torch/budget.h"
+#include "memoplan/torch/plan.h"
+
+namespace memoplan::torch_ext {
+namespace {
+
+// Two convolutions, then three linears, the first with a 2 MiB weight (512 x 1024 floats: a shape
+// whose row slices OpenBLAS computes bit for bit like the whole, measured).
+torch::jit::Module network() {
+  torch::manual_seed(0);
+  torch::jit::Module m("Budgeted");
+  m.register_parameter("c1", torch::randn({32, 3, 3, 3}), false);
+  m.register_parameter("c2", torch::randn({64, 32, 3, 3}) * 0.1, false);
+  m.register_parameter("w1", torch::randn({512, 1024}) * 0.05, false);
+  m.register_parameter("b1", torch::randn({512}), false);
+  m.register_parameter("w2", torch::randn({256, 512}) * 0.05, false);
+  m.register_parameter("b2", torch::randn({256}), false);
+  m.register_parameter("w3", torch::randn({128, 256}) * 0.05, false);
+  m.define(R"(
+    def forward(self, x):
+        y = torch.relu(torch.conv2d(x, self.c1, None, [1, 1], [1, 1]))
+        y = torch.relu(torch.conv2d(y, self.c2, None, [2, 2], [1, 1]))
+        y = torch.adaptive_avg_pool2d(y, [4, 4]).flatten(1)
+        y = torch.relu(torch.linear(y, self.w1, self.b1))
+        y = torch.relu(torch.linear(y, self.w2, self.b2))
+        return torch.linear(y, self.w3, None)
+  )");
+  m.eval();
+  return m;
+}
+
+std::string temp_dir() {
+  char name[] = "/tmp/memoplan-budget-test-XXXXXX";
+  const char* made = mkdtemp(name);
+  return made ? made : "/tmp";
+}
+
+PlanOptions budgeted(uint64_t bytes, const std::string& dir) {
+  PlanOptions options;
+  options.budget_bytes = bytes;
+  options.weights_dir = dir;
+  return options;
+}
+
+constexpr uint64_t kMiB = 1 << 20;
+constexpr uint64_t kWeights =
+    (32 * 3 * 9 + 64 * 32 * 9 + 512 * 1024 + 512 + 256 * 512 + 256 + 128 * 256) * 4;
+
+class Budget : public ::testing::Test {
+ protected:
+  c10::InferenceMode inference;
+  const std::string dir = temp_dir();
+  const at::Tensor x = torch::randn({1, 3, 32, 32});
+};
+
+TEST_F(Budget, OutputsIdenticalAndResidentUnderTheBudget) {
+  torch::jit::Module reference = network();
+  torch::jit::Module m = network();
+  const at::Tensor expected = reference.forward({x}).toTensor();
+  const PlanSummary plan_summary = plan(m, {x}, budgeted(64 * kMiB, dir));
+  // Half of the weights plus the slab.
+  const uint64_t budget = (budget_summary(m)->weights_bytes + plan_summary.slab_bytes) / 2;
+  set_budget(m, budget);
+  const std::optional<BudgetSummary> summary = budget_summary(m);
+  ASSERT_TRUE(summary);
+  EXPECT_EQ(summary->budget_bytes, budget);
+  EXPECT_GE(summary->weights_bytes, kWeights);
+  EXPECT_GT(summary->streamed_bytes, 0u);
+  EXPECT_LE(summary->planned_peak_bytes, budget);
+  EXPECT_EQ(summary->steps, 5u);
+  sample_resident_weights(m, true);
+  resident_weight_peak(m, true);
+  for (int pass = 0; pass < 3; ++pass) {
+    EXPECT_TRUE(torch::equal(m.forward({x}).toTensor(), expected)) << "pass " << pass;
+    EXPECT_TRUE(last_pass().fully_planned());
+  }
+  const uint64_t peak = resident_weight_peak(m, true);
+  EXPECT_GT(peak, 0u);
+  EXPECT_LE(plan_summary.slab_bytes + peak, budget);
+  sample_resident_weights(m, false);
+}
+
+TEST_F(Budget, SlicesALinearThatDoesNotFitAloneAndStaysBitIdentical) {
+  torch::jit::Module reference = network();
+  torch::jit::Module m = network();
+  const at::Tensor expected = reference.forward({x}).toTensor();
+  const PlanSummary plan_summary = plan(m, {x}, budgeted(64 * kMiB, dir));
+  // The smallest feasible budget: w1 (2 MiB) alone does not fit beside the slab there.
+  const BudgetSummary smallest = set_budget(m, budget_summary(m)->smallest_budget_bytes);
+  ASSERT_GE(smallest.sliced_groups, 1u);
+  ASSERT_LT(smallest.budget_bytes, plan_summary.slab_bytes + 2 * kMiB);
+  sample_resident_weights(m, true);
+  resident_weight_peak(m, true);
+  for (int pass = 0; pass < 3; ++pass) {
+    EXPECT_TRUE(torch::equal(m.forward({x}).toTensor(), expected));
+  }
+  EXPECT_LE(plan_summary.slab_bytes + resident_weight_peak(m, true), smallest.budget_bytes);
+  sample_resident_weights(m, false);
+  EXPECT_EQ(budget_summary(m)->slicing_refused, 0u);
+  // Two rows run whole (OpenBLAS's GEMM may round slices differently): identical, and counted.
+  const at::Tensor x2 = torch::randn({2, 3, 32, 32});
+  for (int pass = 0; pass < 5; ++pass) {
+    EXPECT_TRUE(torch::equal(m.forward({x2}).toTensor(), reference.forward({x2}).toTensor()));
+  }
+  EXPECT_GE(budget_summary(m)->slicing_refused, 5u);
+}
+
+TEST_F(Budget, NewBudgetTakesEffectWithoutAProfiledPass) {
+  torch::jit::Module reference = network();
+  torch::jit::Module m = network();
+  const at::Tensor expected = reference.forward({x}).toTensor();
+  plan(m, {x}, budgeted(2 * kMiB, dir));
+  const PlanStats before = plan_stats();
+  const BudgetSummary ample = set_budget(m, 64 * kMiB);
+  EXPECT_EQ(ample.streamed_bytes, 0u);  // everything pinned
+  EXPECT_EQ(ample.pinned_bytes, ample.weights_bytes);
+  sample_resident_weights(m, true);
+  resident_weight_peak(m, true);
+  EXPECT_TRUE(torch::equal(m.forward({x}).toTensor(), expected));
+  EXPECT_TRUE(torch::equal(m.forward({x}).toTensor(), expected));
+  // Pinned: the whole mapping is resident after a pass.
+  EXPECT_EQ(resident_weight_peak(m, true), ample.weights_bytes);
+  const BudgetSummary tight = set_budget(m, 2 * kMiB);
+  EXPECT_GT(tight.streamed_bytes, 0u);
+  EXPECT_TRUE(torch::equal(m.forward({x}).toTensor(), expected));
+  EXPECT_TRUE(torch::equal(m.forward({x}).toTensor(), expected));
+  EXPECT_LT(resident_weight_peak(m, true), ample.weights_bytes);
+  sample_resident_weights(m, false);
+  const PlanStats run = plan_stats() - before;
+  EXPECT_EQ(run.profiled_passes, 0u);
+  EXPECT_EQ(run.plans, 0u);
+}
+
+TEST_F(Budget, TooSmallABudgetNamesTheSmallestFeasibleOne) {
+  torch::jit::Module m = network();
+  try {
+    plan(m, {x}, budgeted(64 << 10, dir));
+    FAIL() << "expected BudgetTooSmall";
+  } catch (const BudgetTooSmall& e) {
+    EXPECT_GT(e.smallest_bytes, 64u << 10);
+    EXPECT_NE(std::string(e.what()).find("smallest feasible budget"), std::string::npos);
+    // That smallest budget is feasible, and a re-plan below it is refused and changes nothing.
+    const BudgetSummary fits = set_budget(m, e.smallest_bytes);
+    EXPECT_EQ(fits.budget_bytes, e.smallest_bytes);
+    EXPECT_THROW(set_budget(m, e.smallest_bytes - 1), BudgetTooSmall);
+    EXPECT_EQ(budget_summary(m)->budget_bytes, e.smallest_bytes);
+  }
+  EXPECT_TRUE(torch::equal(m.forward({x}).toTensor(), network().forward({x}).toTensor()));
+}
+
+TEST_F(Budget, TheWeightFileIsWrittenOnceAndReused) {
+  torch::jit::Module a = network();
+  torch::jit::Module b = network();
+  plan(a, {x}, budgeted(2 * kMiB, dir));
+  plan(b, {x}, budgeted(2 * kMiB, dir));
+  EXPECT_EQ(budget_summary(a)->weight_file, budget_summary(b)->weight_file);
+  EXPECT_EQ(budget_summary(a)->weight_file.rfind(dir, 0), 0u);
+}
+
+TEST_F(Budget, RefusedWithTunedKernelsOrAfterAPlanWithoutOne) {
+  torch::jit::Module m = network();
+  PlanOptions options = budgeted(2 * kMiB, dir);
+  options.kernels = "tuned";
+  EXPECT_THROW(plan(m, {x}, options), std::runtime_error);
+  torch::jit::Module n = network();
+  plan(n, {x});
+  EXPECT_THROW(plan(n, {x}, budgeted(2 * kMiB, dir)), std::runtime_error);
+  EXPECT_FALSE(budget_summary(n));
+  EXPECT_THROW(set_budget(n, kMiB), std::runtime_error);
+}
+
+}  // namespace
+}  // namespace memoplan::torch_ext
