@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <torch/script.h>
 
+#include <filesystem>
 #include <string>
 
 #include "memoplan/torch/budget.h"
@@ -58,6 +59,8 @@ constexpr uint64_t kWeights =
 
 class Budget : public ::testing::Test {
  protected:
+  // The modules (test locals) are gone by now: their weight files are unmapped.
+  void TearDown() override { std::filesystem::remove_all(dir); }
   c10::InferenceMode inference;
   const std::string dir = temp_dir();
   const at::Tensor x = torch::randn({1, 3, 32, 32});

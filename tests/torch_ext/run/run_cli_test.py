@@ -134,6 +134,35 @@ def check_varying(memoplan, models):
     return 0
 
 
+def check_budget(memoplan, models):
+    # resnet18 under half its weights + slab (a quarter is below its smallest feasible budget,
+    # 18.7 MiB: layer4's 3x3 weight and its per-call reorder): the sampled peak under the budget, outputs
+    # bit-identical, the weight file in the directory given.
+    model = os.path.join(models, "resnet18.pt")
+    with tempfile.TemporaryDirectory() as tmp:
+        env = dict(os.environ, MEMOPLAN_WEIGHTS_DIR=tmp)
+        code, out, err = run(memoplan, model, "--json", "--iters", "3", "--warmup", "1",
+                             "--budget", "50%", "--no-rss", env=env)
+        report = check_report(out, code, err)
+        check(report["budget"] == "50%" and report["page_cache"] == "warm", f"budget: {out}")
+        weights = report["weights_bytes"]
+        check(weights > 40 << 20, f"resnet18 weights: {out}")
+        budget = report["budget_bytes"]
+        check(abs(budget - 0.5 * (weights + report["slab_bytes"])) < 0.01 * budget,
+              f"50% of weights + slab: {out}")
+        check(0 < report["peak_resident_bytes"] <= budget, f"peak over the budget: {out}")
+        check(report["budget_planned_peak_bytes"] <= budget, f"planned peak: {out}")
+        check(report["budget_streamed_bytes"] > 0, f"nothing streamed: {out}")
+        check(report["outputs_identical"] and report["passes_compared"] == 6, f"outputs: {out}")
+        check(report["budgeted_ms"] > 0, f"budgeted_ms: {out}")
+        check(report["weight_file"].startswith(tmp + "/"), f"weight file: {out}")
+        # Below the smallest feasible budget: one line naming it.
+        check_error(memoplan, [model, "--budget", "1MiB", "--iters", "1", "--no-rss", "-q"],
+                    "below the smallest feasible budget", env=env)
+    print("ok: resnet18 under a 50% budget", report)
+    return 0
+
+
 def check_error(memoplan, args, expect, env=None):
     code, out, err = run(memoplan, *args, env=env)
     lines = err.strip().splitlines()
@@ -169,6 +198,10 @@ def check_errors(memoplan, models):
         check_error(memoplan, [resnet, "--strategy", "nope"], "unknown strategy 'nope'")
         check_error(memoplan, [resnet, "--draw", "zipf"], "--draw: zipf not in")
         check_error(memoplan, [resnet, "--threads", "0"], "threads")
+        check_error(memoplan, [resnet, "--budget", "lots"], "--budget 'lots': expected bytes")
+        check_error(memoplan, [resnet, "--budget", "0%"], "--budget '0%'")
+        check_error(memoplan, [resnet, "--budget", "25%", "--threads", "2"],
+                    "--budget runs one inference thread")
         check_error(memoplan, [os.path.join(models, "tiny.pt")], "carries no input shape")
         env = dict(os.environ, MEMOPLAN_MODELS=os.path.join(tmp, "nowhere"))
         check_error(memoplan, [], "make_zoo.py --only resnet18", env=env)
@@ -190,7 +223,7 @@ def main():
         print("no models (run.make_models was skipped)")
         return SKIP
     checks = {"json": check_json, "tiny": check_tiny, "varying": check_varying,
-              "errors": check_errors}
+              "errors": check_errors, "budget": check_budget}
     return checks[command](first, models)
 
 
