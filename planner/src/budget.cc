@@ -38,6 +38,10 @@ void check(const BudgetProblem& problem) {
     }
     if (group.max_slices == 0)
       throw std::invalid_argument("budget: weight group " + std::to_string(g) + " has 0 slices");
+    if (group.on_demand && group.max_slices > 1) {
+      throw std::invalid_argument("budget: weight group " + std::to_string(g) +
+                                  " is read on demand and cannot be sliced");
+    }
     if (group.max_slices > 1 && group.first_step != group.last_step) {
       throw std::invalid_argument("budget: weight group " + std::to_string(g) +
                                   " is read by several steps and cannot be sliced");
@@ -129,7 +133,7 @@ BudgetPlan plan_budget(const BudgetProblem& problem) {
   uint64_t pinned = 0;
   for (size_t g : order) {
     const WeightGroup& group = problem.groups[g];
-    if (pinned + group.bytes > limit) continue;
+    if (group.on_demand || pinned + group.bytes > limit) continue;
     profile.add(group, plan.load_step[g], plan.slices[g], page, -1);
     if (pinned + group.bytes + profile.peak() <= limit) {
       plan.pinned[g] = 1;
@@ -152,7 +156,8 @@ BudgetPlan plan_budget(const BudgetProblem& problem) {
   for (size_t g : streamed) {
     const WeightGroup& group = problem.groups[g];
     const uint64_t bytes = lead_bytes(group, plan.slices[g], page);
-    for (uint32_t lead = 1; lead <= problem.max_lead && lead <= group.first_step; ++lead) {
+    const uint32_t max_lead = group.on_demand ? 0 : problem.max_lead;
+    for (uint32_t lead = 1; lead <= max_lead && lead <= group.first_step; ++lead) {
       const uint32_t t = group.first_step - lead;
       if (pinned + profile.at[t] + bytes > limit) break;
       profile.at[t] += bytes;

@@ -114,6 +114,23 @@ TEST(Budget, SlicesOnlyTheGroupThatDoesNotFit) {
   EXPECT_EQ(plan.smallest_budget_bytes, 9 * kMiB);
 }
 
+TEST(Budget, OnDemandGroupsAreNeverPinnedOrLoadedAhead) {
+  BudgetProblem p;
+  p.activation_bytes = 0;
+  p.steps = 4;
+  p.groups = {group(1 * kMiB, 0, 0), group(1 * kMiB, 3, 3), group(1 * kMiB, 3, 3)};
+  p.groups[1].on_demand = true;
+  p.budget_bytes = 100 * kMiB;  // room for everything
+  const BudgetPlan plan = plan_budget(p);
+  EXPECT_TRUE(plan.pinned[0]);
+  EXPECT_TRUE(plan.pinned[2]);
+  EXPECT_FALSE(plan.pinned[1]);
+  EXPECT_EQ(plan.load_step[1], 3u);
+  EXPECT_EQ(plan.streamed_bytes, 1 * kMiB);
+  p.groups[1].max_slices = 2;
+  EXPECT_THROW(plan_budget(p), std::invalid_argument);
+}
+
 TEST(Budget, MalformedProblemsAreRejected) {
   BudgetProblem p = cnn(100 * kMiB);
   p.groups.push_back(group(kMiB, 3, 2));
@@ -142,6 +159,7 @@ TEST(Budget, RandomProblemsStayUnderTheBudget) {
       const uint32_t last = rng() % 3 == 0 ? first + rng() % (p.steps - first) : first;
       const uint32_t slices = first == last && rng() % 2 ? 1 + rng() % 16 : 1;
       p.groups.push_back(group((1 + rng() % 512) * kPage, first, last, slices));
+      p.groups.back().on_demand = slices == 1 && rng() % 5 == 0;
       total += p.groups.back().bytes;
     }
     const uint64_t smallest = smallest_feasible_budget(p);
@@ -155,6 +173,10 @@ TEST(Budget, RandomProblemsStayUnderTheBudget) {
       EXPECT_LE(plan.load_step[g], p.groups[g].first_step);
       EXPECT_LE(p.groups[g].first_step - plan.load_step[g], p.max_lead);
       EXPECT_LE(plan.slices[g], p.groups[g].max_slices);
+      if (p.groups[g].on_demand) {
+        EXPECT_FALSE(plan.pinned[g]);
+        EXPECT_EQ(plan.load_step[g], p.groups[g].first_step);
+      }
     }
     if (p.budget_bytes > 0 && smallest > 0) {
       EXPECT_THROW(

@@ -73,6 +73,8 @@ BudgetGraph insert_budget_steps(torch::jit::Graph& graph, int64_t module_id) {
       // Sliceable: aten::linear(input, weight, bias) whose weight nothing else reads.
       use.linear_weight = node->kind() == c10::aten::linear && node->inputs().size() == 3 &&
                           node->input(1) == value && use.first_step == step;
+      use.gathered =
+          node->kind() == c10::aten::embedding && node->input(0) == value && use.first_step == step;
     }
   }
   result.steps = static_cast<uint32_t>(steps.size());

@@ -19,6 +19,7 @@ struct WeightUse {
   std::vector<std::string> path;  // attribute names from self
   uint32_t first_step = 0, last_step = 0;
   bool linear_weight = false;  // the weight operand of a budget_linear (at first_step)
+  bool gathered = false;       // read only by aten::embedding (its rows, by index)
 };
 
 struct BudgetGraph {

@@ -86,6 +86,8 @@ class State {
   std::shared_ptr<WeightFile> file;
   planner::BudgetProblem problem;
   std::vector<uint64_t> linear_bytes;  // per group: its sliceable weight's bytes, else 0
+  // Per on-demand group: the most of it a pass touched (measured at its release), else 0.
+  std::vector<std::atomic<uint64_t>> touched;
   uint64_t budget_bytes = 0;
   BudgetSummary last;
 
@@ -118,6 +120,7 @@ class State {
     }
     if (s < schedule.load_at.size()) {
       for (uint32_t g : schedule.load_at[s]) {
+        if (problem_on_demand(g)) continue;  // its lookups fault in what they touch
         const uint32_t slices = schedule.plan.slices[g];
         const uint64_t bytes = slices > 1 ? linear_bytes[g] / slices : file->group_bytes(g);
         want(g, 0, bytes);
@@ -130,13 +133,15 @@ class State {
     return pass_ ? static_cast<int>(pass_->plan.slices[g]) : 1;
   }
   void want(size_t g, uint64_t offset, uint64_t bytes) {
+    uint64_t epoch;
     {
       std::lock_guard<std::mutex> lock(group_mutex_[g]);
       wanted_[g] = 1;
+      epoch = epoch_[g];
     }
     {
       std::lock_guard<std::mutex> lock(queue_mutex_);
-      queue_.push_back({g, offset, bytes});
+      queue_.push_back({g, offset, bytes, epoch});
     }
     queue_cv_.notify_one();
   }
@@ -144,6 +149,7 @@ class State {
     if (sampling.load(std::memory_order_relaxed)) sample();
     std::lock_guard<std::mutex> lock(group_mutex_[g]);
     file->drop(file->group_offset(g) + offset, bytes);
+    dropped_upto_[g] = std::max(dropped_upto_[g], offset + bytes);
   }
   void sample() {
     const uint64_t resident = file->resident_bytes();
@@ -157,7 +163,12 @@ class State {
   std::atomic<uint64_t> peak{0};
 
   void init_groups(size_t n) {
+    touched = std::vector<std::atomic<uint64_t>>(n);
+    on_demand_.assign(n, 0);
+    for (size_t g = 0; g < n; ++g) on_demand_[g] = problem.groups[g].on_demand;
     group_mutex_ = std::vector<std::mutex>(n);
+    dropped_upto_.assign(n, 0);
+    epoch_.assign(n, 0);
     wanted_.assign(n, 0);
     pinned_now_.assign(n, 0);
   }
@@ -166,6 +177,7 @@ class State {
   struct Load {
     size_t group;
     uint64_t offset, bytes;
+    uint64_t epoch;  // the group's epoch when asked for
   };
 
   // A new schedule takes effect at a pass's start: newly pinned groups load, unpinned ones drop.
@@ -182,9 +194,19 @@ class State {
     pass_ = std::move(schedule);
   }
 
+  bool problem_on_demand(size_t g) const { return on_demand_[g]; }
+
   void release(size_t g) {
+    if (on_demand_[g]) {
+      const uint64_t seen = file->resident_bytes(file->group_offset(g), file->group_bytes(g));
+      uint64_t most = touched[g].load(std::memory_order_relaxed);
+      while (seen > most && !touched[g].compare_exchange_weak(most, seen)) {
+      }
+    }
     std::lock_guard<std::mutex> lock(group_mutex_[g]);
     wanted_[g] = 0;
+    dropped_upto_[g] = 0;
+    ++epoch_[g];  // loads still queued for this use of g are void
     file->drop(file->group_offset(g), file->group_bytes(g));
   }
 
@@ -199,7 +221,11 @@ class State {
         queue_.pop_front();
       }
       std::lock_guard<std::mutex> lock(group_mutex_[load.group]);
-      if (wanted_[load.group]) {
+      // A slice already computed and dropped (the loader ran late) stays dropped.
+      // A load from an earlier use of the group (the loader ran a pass late), or of a slice
+      // already computed and dropped, is not made.
+      if (wanted_[load.group] && load.epoch == epoch_[load.group] &&
+          load.offset + load.bytes > dropped_upto_[load.group]) {
         file->populate(file->group_offset(load.group) + load.offset, load.bytes);
       }
     }
@@ -210,8 +236,12 @@ class State {
   // Under schedule_mutex_: the schedule of the pass running, and the groups it pinned.
   std::shared_ptr<const Schedule> pass_;
   std::vector<uint8_t> pinned_now_;
+  std::vector<uint8_t> on_demand_;
   std::vector<std::mutex> group_mutex_;
   std::vector<uint8_t> wanted_;  // under group_mutex_[g]
+  // Under group_mutex_[g]: the end of the slices of g dropped this pass (0: none).
+  std::vector<uint64_t> dropped_upto_;
+  std::vector<uint64_t> epoch_;  // under group_mutex_[g]: its releases so far
   std::mutex queue_mutex_;
   std::condition_variable queue_cv_;
   std::deque<Load> queue_;
@@ -275,6 +305,11 @@ BudgetSummary plan_state(State& state, uint64_t budget_bytes) {
   const auto start = std::chrono::steady_clock::now();
   planner::BudgetProblem problem = state.problem;
   problem.budget_bytes = budget_bytes;
+  // An on-demand group counts what passes touched of it (all of it before any was measured).
+  for (size_t g = 0; g < problem.groups.size(); ++g) {
+    const uint64_t touched = state.touched[g].load();
+    if (problem.groups[g].on_demand && touched > 0) problem.groups[g].bytes = touched;
+  }
   planner::BudgetPlan plan;
   try {
     plan = planner::plan_budget(problem);
@@ -320,6 +355,7 @@ void prepare(torch::jit::Module& module, torch::jit::Graph& graph, int64_t id,
     bool linear;
     int64_t rows;
     at::Tensor tensor;
+    bool gathered;
   };
   std::vector<Found> storages;
   std::unordered_map<c10::StorageImpl*, size_t> index;
@@ -346,12 +382,14 @@ void prepare(torch::jit::Module& module, torch::jit::Graph& graph, int64_t id,
     auto [it, fresh] = index.emplace(storage, storages.size());
     if (fresh) {
       storages.push_back({storage, use.first_step, use.last_step, linear,
-                          linear ? tensor.size(0) : 0, linear ? tensor : at::Tensor()});
+                          linear ? tensor.size(0) : 0, linear ? tensor : at::Tensor(),
+                          use.gathered});
     } else {
       Found& f = storages[it->second];
       f.first = std::min(f.first, use.first_step);
       f.last = std::max(f.last, use.last_step);
       f.linear = false;  // read through two paths
+      f.gathered = false;
     }
   }
   std::map<std::pair<uint32_t, uint32_t>, std::vector<size_t>> windows;
@@ -366,8 +404,11 @@ void prepare(torch::jit::Module& module, torch::jit::Graph& graph, int64_t id,
     // The sliceable weight first (at the group's start), and only one per group.
     std::stable_sort(members.begin(), members.end(),
                      [&](size_t a, size_t b) { return storages[a].linear > storages[b].linear; });
-    size_t linears = 0;
-    for (size_t i : members) linears += storages[i].linear;
+    size_t linears = 0, gathered = 0;
+    for (size_t i : members) {
+      linears += storages[i].linear;
+      gathered += storages[i].gathered;
+    }
     std::vector<c10::StorageImpl*> group;
     for (size_t i : members) group.push_back(storages[i].storage);
     groups.push_back(group);
@@ -379,6 +420,7 @@ void prepare(torch::jit::Module& module, torch::jit::Graph& graph, int64_t id,
                                                            max_slices(storages[members[0]].rows))
                                         : 1;
     state->linear_bytes.push_back(sliceable ? storages[members[0]].storage->nbytes() : 0);
+    weight_group.on_demand = !sliceable && gathered == members.size();
     state->problem.groups.push_back(weight_group);
   }
   const std::string where = dir.empty() ? default_dir() : dir;

@@ -40,8 +40,10 @@ class WeightFile {
   // the kernel lacks it); drop() gives back the whole pages inside the range (MADV_DONTNEED).
   void populate(uint64_t offset, uint64_t bytes) const;
   void drop(uint64_t offset, uint64_t bytes) const;
-  // The mapping's bytes resident in this process (its page table, /proc/self/pagemap).
-  uint64_t resident_bytes() const;
+  // The mapping's bytes resident in this process (its page table, /proc/self/pagemap): all of
+  // it, or the whole pages of [offset, offset + bytes).
+  uint64_t resident_bytes() const { return resident_bytes(0, size_); }
+  uint64_t resident_bytes(uint64_t offset, uint64_t bytes) const;
   // Asks the kernel to evict the file from the page cache (pages mapped stay): a cold start.
   void drop_page_cache() const;
 

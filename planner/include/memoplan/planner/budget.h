@@ -25,6 +25,9 @@ struct WeightGroup {
   // may be sliced. Its slice resident while computing is bytes / slices (rounded up to a page),
   // and the next slice is loaded meanwhile: two slices in all.
   uint32_t max_slices = 1;
+  // Read where it lies (a gathered weight: an embedding's lookups touch only their rows): never
+  // loaded ahead or pinned, its pages come in by fault; `bytes` is then what its step touches.
+  bool on_demand = false;
 };
 
 struct BudgetProblem {
