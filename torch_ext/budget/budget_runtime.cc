@@ -1,5 +1,6 @@
 #include "budget_runtime.h"
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/ops/addmm.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/equal.h>
@@ -7,6 +8,7 @@
 #include <ATen/ops/randn.h>
 #include <sys/stat.h>
 #include <torch/csrc/jit/api/module.h>
+#include <torch/csrc/jit/ir/ir.h>
 
 #include <algorithm>
 #include <chrono>
@@ -39,8 +41,10 @@ uint32_t max_slices(int64_t rows) {
 // picked by shape, and a slice's shape may get another rounding (measured on OpenBLAS: a
 // 1024 x 1024 weight's 64-row slices differ in the last bits).
 uint32_t identical_slices(const at::Tensor& weight, uint32_t most) {
-  const at::Tensor row = at::randn({1, weight.size(1)});
-  const at::Tensor bias = at::randn({weight.size(0)});
+  // A generator of its own: planning leaves the program's random stream as it was.
+  at::Generator generator = at::detail::createCPUGenerator(0x6d656d6f);
+  const at::Tensor row = at::randn({1, weight.size(1)}, generator);
+  const at::Tensor bias = at::randn({weight.size(0)}, generator);
   const at::Tensor whole = at::mm(row, weight.t());
   const at::Tensor whole_bias = at::addmm(bias, row, weight.t());
   uint32_t fits = 1;
@@ -347,7 +351,9 @@ BudgetSummary plan_state(State& state, uint64_t budget_bytes) {
 
 void prepare(torch::jit::Module& module, torch::jit::Graph& graph, int64_t id,
              uint64_t budget_bytes, const std::string& dir) {
-  const BudgetGraph found = insert_budget_steps(graph, id);
+  // Found on a copy: the module's graph changes only once the weights are in their file (a
+  // directory that cannot be written leaves the module as it was).
+  const BudgetGraph found = insert_budget_steps(*graph.copy(), id);
   // Storages, each in the window of every path that reads it; grouped by window.
   struct Found {
     c10::StorageImpl* storage;
@@ -426,6 +432,7 @@ void prepare(torch::jit::Module& module, torch::jit::Graph& graph, int64_t id,
   const std::string where = dir.empty() ? default_dir() : dir;
   make_dirs(where);
   state->file = WeightFile::map(groups, where);
+  insert_budget_steps(graph, id);  // the same steps: the copy was made from this graph
   for (size_t g = 0; g < groups.size(); ++g) {
     state->problem.groups[g].bytes = state->file->group_bytes(g);
   }

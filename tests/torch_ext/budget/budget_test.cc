@@ -217,6 +217,20 @@ TEST_F(Budget, RefusedWithTunedKernelsOrAfterAPlanWithoutOne) {
   EXPECT_THROW(plan(n, {x}, budgeted(2 * kMiB, dir)), std::runtime_error);
   EXPECT_FALSE(budget_summary(n));
   EXPECT_THROW(set_budget(n, kMiB), std::runtime_error);
+  // A weights directory that cannot be written: an error naming it, the module as it was (it
+  // runs, and plans without a budget).
+  torch::jit::Module k = network();
+  try {
+    plan(k, {x}, budgeted(2 * kMiB, "/proc/memoplan-cannot-write"));
+    FAIL() << "expected an error";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("/proc/memoplan-cannot-write"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_FALSE(budget_summary(k));
+  EXPECT_TRUE(torch::equal(k.forward({x}).toTensor(), network().forward({x}).toTensor()));
+  plan(k, {x});
+  EXPECT_TRUE(torch::equal(k.forward({x}).toTensor(), network().forward({x}).toTensor()));
 }
 
 }  // namespace
