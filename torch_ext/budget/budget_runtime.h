@@ -15,6 +15,8 @@ struct Module;
 
 namespace memoplan::torch_ext::budget {
 
+class BudgetState;
+
 // At the rewrite of `module`'s forward (before the allocation marks): step nodes, budget_linear,
 // the weights mapped from a file in `dir` (empty: $MEMOPLAN_WEIGHTS_DIR, else ~/.cache/memoplan/
 // weights) and a schedule that streams every weight until arm() knows the activations. Throws
@@ -37,7 +39,7 @@ void step(int64_t id, int64_t step);
 // per slice: load(i) asks the loader for slice i's bytes, done(i) drops slice i's pages.
 struct Slicer {
   int slices = 1;
-  void* state = nullptr;
+  BudgetState* state = nullptr;  // the module's: it outlives the module's passes
   size_t group = 0;
   void load(int slice) const;
   void done(int slice) const;

@@ -1,0 +1,160 @@
+#include "budget_state.h"
+
+#include <algorithm>
+
+namespace memoplan::torch_ext::budget {
+
+std::shared_ptr<const Schedule> make_schedule(const planner::BudgetProblem& problem,
+                                              planner::BudgetPlan plan, uint64_t generation) {
+  auto schedule = std::make_shared<Schedule>();
+  schedule->load_at.resize(problem.steps + 1);
+  schedule->release_at.resize(problem.steps + 1);
+  for (size_t g = 0; g < problem.groups.size(); ++g) {
+    if (plan.pinned[g]) continue;
+    schedule->load_at[plan.load_step[g]].push_back(static_cast<uint32_t>(g));
+    schedule->release_at[problem.groups[g].last_step + 1].push_back(static_cast<uint32_t>(g));
+  }
+  schedule->plan = std::move(plan);
+  schedule->generation = generation;
+  return schedule;
+}
+
+planner::BudgetPlan streaming_plan(const planner::BudgetProblem& problem) {
+  planner::BudgetPlan plan;
+  for (const planner::WeightGroup& group : problem.groups) {
+    plan.pinned.push_back(0);
+    plan.load_step.push_back(group.first_step);
+    plan.slices.push_back(group.max_slices);
+  }
+  return plan;
+}
+
+BudgetState::BudgetState() : loader_([this] { load_loop(); }) {}
+
+BudgetState::~BudgetState() {
+  {
+    std::lock_guard<std::mutex> lock(queue_mutex_);
+    stop_ = true;
+  }
+  queue_cv_.notify_all();
+  loader_.join();
+}
+
+void BudgetState::init_groups(size_t n) {
+  touched = std::vector<std::atomic<uint64_t>>(n);
+  on_demand_.assign(n, 0);
+  for (size_t g = 0; g < n; ++g) on_demand_[g] = problem.groups[g].on_demand;
+  group_mutex_ = std::vector<std::mutex>(n);
+  wanted_.assign(n, 0);
+  dropped_upto_.assign(n, 0);
+  epoch_.assign(n, 0);
+  pinned_now_.assign(n, 0);
+}
+
+void BudgetState::install(std::shared_ptr<const Schedule> schedule) {
+  std::lock_guard<std::mutex> lock(schedule_mutex_);
+  schedule_ = std::move(schedule);
+}
+
+void BudgetState::step(uint32_t s) {
+  std::shared_ptr<const Schedule> pass;
+  {
+    std::lock_guard<std::mutex> lock(schedule_mutex_);
+    if (s == 0 || !pass_) start_pass();
+    pass = pass_;
+  }
+  const Schedule& schedule = *pass;
+  if (sampling.load(std::memory_order_relaxed)) sample();
+  if (s < schedule.release_at.size()) {
+    for (uint32_t g : schedule.release_at[s]) release(g);
+  }
+  if (s < schedule.load_at.size()) {
+    for (uint32_t g : schedule.load_at[s]) {
+      if (on_demand_[g]) continue;  // its lookups fault in what they touch
+      const uint32_t slices = schedule.plan.slices[g];
+      want(g, 0, slices > 1 ? linear_bytes[g] / slices : file->group_bytes(g));
+    }
+  }
+}
+
+int BudgetState::slices(size_t g) {
+  std::lock_guard<std::mutex> lock(schedule_mutex_);
+  return pass_ ? static_cast<int>(pass_->plan.slices[g]) : 1;
+}
+
+void BudgetState::want(size_t g, uint64_t offset, uint64_t bytes) {
+  uint64_t epoch;
+  {
+    std::lock_guard<std::mutex> lock(group_mutex_[g]);
+    wanted_[g] = 1;
+    epoch = epoch_[g];
+  }
+  {
+    std::lock_guard<std::mutex> lock(queue_mutex_);
+    queue_.push_back({g, offset, bytes, epoch});
+  }
+  queue_cv_.notify_one();
+}
+
+void BudgetState::drop_part(size_t g, uint64_t offset, uint64_t bytes) {
+  if (sampling.load(std::memory_order_relaxed)) sample();
+  std::lock_guard<std::mutex> lock(group_mutex_[g]);
+  file->drop(file->group_offset(g) + offset, bytes);
+  dropped_upto_[g] = std::max(dropped_upto_[g], offset + bytes);
+}
+
+void BudgetState::sample() {
+  const uint64_t resident = file->resident_bytes();
+  uint64_t seen = peak.load(std::memory_order_relaxed);
+  while (resident > seen && !peak.compare_exchange_weak(seen, resident)) {
+  }
+}
+
+// A new schedule takes effect at a pass's start: newly pinned groups load, unpinned ones drop.
+void BudgetState::start_pass() {
+  std::shared_ptr<const Schedule> schedule = schedule_;
+  if (pass_ && pass_->generation == schedule->generation) return;
+  for (size_t g = 0; g < pinned_now_.size(); ++g) {
+    const bool pin = schedule->plan.pinned[g];
+    if (pin && !pinned_now_[g]) want(g, 0, file->group_bytes(g));
+    if (!pin && pinned_now_[g]) release(g);
+    pinned_now_[g] = pin;
+  }
+  pass_ = std::move(schedule);
+}
+
+void BudgetState::release(size_t g) {
+  if (on_demand_[g]) {
+    const uint64_t seen = file->resident_bytes(file->group_offset(g), file->group_bytes(g));
+    uint64_t most = touched[g].load(std::memory_order_relaxed);
+    while (seen > most && !touched[g].compare_exchange_weak(most, seen)) {
+    }
+  }
+  std::lock_guard<std::mutex> lock(group_mutex_[g]);
+  wanted_[g] = 0;
+  dropped_upto_[g] = 0;
+  ++epoch_[g];  // loads still queued for this use of g are void
+  file->drop(file->group_offset(g), file->group_bytes(g));
+}
+
+void BudgetState::load_loop() {
+  for (;;) {
+    Load load;
+    {
+      std::unique_lock<std::mutex> lock(queue_mutex_);
+      queue_cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+      if (stop_) return;
+      load = queue_.front();
+      queue_.pop_front();
+    }
+    std::lock_guard<std::mutex> lock(group_mutex_[load.group]);
+    // A load from an earlier use of the group (the loader ran a pass late), or of a slice already
+    // computed and dropped, is not made.
+    if (wanted_[load.group] && load.epoch == epoch_[load.group] &&
+        load.offset + load.bytes > dropped_upto_[load.group]) {
+      file->populate(file->group_offset(load.group) + load.offset, load.bytes);
+    }
+  }
+}
+
+}  // namespace memoplan::torch_ext::budget
