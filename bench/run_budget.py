@@ -36,7 +36,9 @@ def run_once(binary, model, budget, cache, iters):
         return record
     if done.returncode != 0:
         raise RuntimeError(" ".join(command) + " failed:\n" + done.stderr[-2000:])
-    record.update(json.loads(done.stdout[done.stdout.index("{"):]))
+    report = json.loads(done.stdout[done.stdout.index("{"):])
+    report["model_file"] = report.pop("model")
+    record.update(report)
     return record
 
 
@@ -70,30 +72,39 @@ def table(runs):
 
 
 def plot(runs, out_dir):
+    """One line per model and page cache: per budget, the median over the rounds of the latency
+    ratio against the highest sampled peak, labelled with the budget."""
     series = []
-    for model in sorted({r["model"] for r in runs}):
+    colors = ["#1b6ac9", "#d0402b", "#2a9d3a", "#8a4fc2"]
+    for index, model in enumerate(sorted({r["model"] for r in runs})):
         for cache in ("warm", "cold"):
-            points = [r for r in runs if r["model"] == model and r["page_cache"] == cache
-                      and not r.get("infeasible")]
+            points = {}
+            for r in runs:
+                if r["model"] == model and r["page_cache"] == cache and not r.get("infeasible"):
+                    points.setdefault(r["budget_percent"], []).append(r)
             if not points:
                 continue
             path = os.path.join(out_dir, "curve_%s_%s.dat" % (model, cache))
             with open(path, "w") as f:
-                for r in sorted(points, key=lambda r: r["peak_resident_bytes"]):
-                    f.write("%.2f %.4f %g\n" % (r["peak_resident_bytes"] / 2**20,
-                                                r["budgeted_ms"] / r["planned_ms"],
-                                                r["budget_percent"]))
-            series.append((path, "%s, %s page cache" % (model, cache)))
+                for budget, group in sorted(points.items()):
+                    f.write("%.2f %.4f %g\n" % (
+                        max(r["peak_resident_bytes"] for r in group) / 2**20,
+                        statistics.median(r["budgeted_ms"] / r["planned_ms"] for r in group),
+                        budget))
+            style = "lc rgb '%s' dt %d pt 7" % (colors[index % len(colors)],
+                                                 1 if cache == "warm" else 2)
+            series.append((path, "%s, %s page cache" % (model, cache), style))
     script = os.path.join(out_dir, "budget_curve.gp")
     with open(script, "w") as f:
-        f.write('set terminal pngcairo size 1000,600\nset output "%s"\n'
-                % os.path.join(out_dir, "budget_curve.png"))
+        f.write('set terminal pngcairo size 1000,560 noenhanced font "sans,10"\n'
+                'set output "%s"\n' % os.path.join(out_dir, "budget_curve.png"))
         f.write('set logscale x\nset xlabel "peak resident weights + activations (MiB, sampled)"\n'
-                'set ylabel "latency, budgeted / unbudgeted (planned)"\nset key outside\n'
-                'set grid\n')
-        f.write("plot " + ", ".join('"%s" using 1:2 with linespoints title "%s", "%s" using 1:2:'
-                                     '(sprintf("%%g%%%%", $3)) with labels offset 0,1 notitle'
-                                     % (p, t, p) for p, t in series) + "\n")
+                'set ylabel "latency, budgeted / unbudgeted (planned copy, same run)"\n'
+                'set key outside right top\nset grid\nset yrange [0.9:*]\n')
+        f.write("plot " + ", ".join(
+            '"%s" using 1:2 with linespoints %s title "%s", "%s" using 1:2:(sprintf("%%g%%%%", $3))'
+            ' with labels offset 0,0.8 font "sans,8" notitle' % (p, s, t, p)
+            for p, t, s in series) + "\n")
     subprocess.run(["gnuplot", script], check=True)
 
 
@@ -105,11 +116,23 @@ def main():
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--iters", type=int, default=5)
     parser.add_argument("--binary", default=os.path.join(ROOT, "build", "src", "memoplan-run"))
+    parser.add_argument("--replot", action="store_true",
+                        help="only remake table.md and the plot from OUT/runs.jsonl")
     parser.add_argument("--out", default=os.path.join(
         ROOT, "bench", "results", "budget_" + datetime.date.today().strftime("%Y%m%d")))
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
     runs = []
+    if args.replot:
+        with open(os.path.join(args.out, "runs.jsonl")) as log:
+            runs = [json.loads(line) for line in log]
+        for r in runs:  # runs logged before the report's "model" became "model_file"
+            r["model"] = os.path.basename(r["model"])[:-3] if r["model"].endswith(".pt") else r["model"]
+        with open(os.path.join(args.out, "table.md"), "w") as f:
+            f.write(table(runs))
+        plot(runs, args.out)
+        print(table(runs))
+        return
     with open(os.path.join(args.out, "runs.jsonl"), "w") as log:
         for round_index in range(args.rounds):
             for model in args.models.split(","):
