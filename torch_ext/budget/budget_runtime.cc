@@ -198,8 +198,6 @@ void Slicer::refused() const {
   state->refused.fetch_add(1, std::memory_order_relaxed);
 }
 
-uint64_t slicing_refused(int64_t id) { return get(id)->refused.load(); }
-
 void Slicer::done(int slice) const {
   state->drop_part(group, slice * slice_bytes, slice_bytes);
 }

@@ -47,7 +47,5 @@ struct Slicer {
   uint64_t slice_bytes = 0;  // of the weight
 };
 Slicer slicer(int64_t id, const void* weight, uint64_t weight_bytes);
-// Calls of sliced linears that ran whole since the module was budgeted.
-uint64_t slicing_refused(int64_t id);
 
 }  // namespace memoplan::torch_ext::budget
