@@ -194,12 +194,8 @@ void Slicer::load(int slice) const {
   if (slice < slices) state->want(group, slice * slice_bytes, slice_bytes);
 }
 
-void Slicer::refused() const {
-  state->refused.fetch_add(1, std::memory_order_relaxed);
-}
+void Slicer::refused() const { state->refused.fetch_add(1, std::memory_order_relaxed); }
 
-void Slicer::done(int slice) const {
-  state->drop_part(group, slice * slice_bytes, slice_bytes);
-}
+void Slicer::done(int slice) const { state->drop_part(group, slice * slice_bytes, slice_bytes); }
 
 }  // namespace memoplan::torch_ext::budget
