@@ -17,6 +17,7 @@
 #include <charconv>
 #include <stdexcept>
 
+#include "budget_api.h"
 #include "budget_runtime.h"
 #include "memoplan/torch/budget.h"
 #include "memoplan/torch/plan.h"
@@ -328,33 +329,6 @@ int64_t rewrite_forward(torch::jit::Module& module, const PlanOptions& options) 
   return id;
 }
 
-c10::Dict<std::string, int64_t> budget_dict(const BudgetSummary& summary) {
-  c10::Dict<std::string, int64_t> out;
-  out.insert("budget_bytes", static_cast<int64_t>(summary.budget_bytes));
-  out.insert("weights_bytes", static_cast<int64_t>(summary.weights_bytes));
-  out.insert("pinned_bytes", static_cast<int64_t>(summary.pinned_bytes));
-  out.insert("streamed_bytes", static_cast<int64_t>(summary.streamed_bytes));
-  out.insert("planned_peak_bytes", static_cast<int64_t>(summary.planned_peak_bytes));
-  out.insert("smallest_budget_bytes", static_cast<int64_t>(summary.smallest_budget_bytes));
-  out.insert("sliced_groups", static_cast<int64_t>(summary.sliced_groups));
-  return out;
-}
-
-void set_budget_op(torch::jit::Stack& stack) {
-  const int64_t budget = stack.back().toInt();
-  const c10::IValue module_value = stack[stack.size() - 2];
-  torch::jit::drop(stack, 2);
-  TORCH_CHECK(module_value.isObject(), "memoplan.set_budget: expected a TorchScript module, got ",
-              module_value.tagKind());
-  TORCH_CHECK(budget > 0, "memoplan.set_budget: budget must be > 0, got ", budget);
-  try {
-    stack.emplace_back(
-        budget_dict(set_budget(torch::jit::Module(module_value.toObject()), budget)));
-  } catch (const std::runtime_error& e) {
-    TORCH_CHECK(false, e.what());
-  }
-}
-
 // Python: torch.ops.load_library("libmemoplan_torch.so"), then
 // torch.ops.memoplan.plan(scripted_module, [inputs...]) and torch.ops.memoplan.stats().
 void plan_op(torch::jit::Stack& stack);
@@ -377,8 +351,6 @@ torch::jit::RegisterOperators memoplan_python_operators({
                          c10::AliasAnalysisKind::CONSERVATIVE),
     torch::jit::Operator("memoplan::forget_plans(Any module) -> ()", forget_plans_op,
                          c10::AliasAnalysisKind::CONSERVATIVE),
-    torch::jit::Operator("memoplan::set_budget(Any module, int budget) -> Dict(str, int)",
-                         set_budget_op, c10::AliasAnalysisKind::CONSERVATIVE),
 });
 
 }  // namespace
@@ -439,54 +411,17 @@ PlanSummary plan(torch::jit::Module& module, const std::vector<c10::IValue>& inp
                            " (planning failed; see the warning above)");
 }
 
+int64_t module_id(const torch::jit::Module& module) {
+  const auto forward = module.find_method("forward");  // c10::optional<Method>
+  return forward ? rewritten_id(*torch::jit::toGraphFunction(forward->function()).graph()) : -1;
+}
+
 void forget_plans(const torch::jit::Module& module) {
-  const auto forward = module.find_method("forward");
-  if (!forward) return;
-  const int64_t id = rewritten_id(*torch::jit::toGraphFunction(forward->function()).graph());
-  if (id >= 0) runtime_pass::forget_plans(id);
-}
-
-namespace {
-// The module id of a budgeted module; throws otherwise.
-int64_t budgeted_id(const torch::jit::Module& module) {
-  const auto forward = module.find_method("forward");
-  const int64_t id =
-      forward ? rewritten_id(*torch::jit::toGraphFunction(forward->function()).graph()) : -1;
-  if (id < 0 || !budget::budgeted(id)) {
-    throw std::runtime_error("memoplan: the module has no memory budget (plan() it with one)");
-  }
-  return id;
-}
-}  // namespace
-
-BudgetSummary set_budget(const torch::jit::Module& module, uint64_t budget_bytes) {
-  return budget::replan(budgeted_id(module), budget_bytes);
-}
-
-std::optional<BudgetSummary> budget_summary(const torch::jit::Module& module) {
-  const auto forward = module.find_method("forward");
-  if (!forward) return std::nullopt;
-  const int64_t id = rewritten_id(*torch::jit::toGraphFunction(forward->function()).graph());
-  if (id < 0 || !budget::budgeted(id)) return std::nullopt;
-  return budget::summary(id);
-}
-
-void sample_resident_weights(const torch::jit::Module& module, bool on) {
-  budget::set_sampling(budgeted_id(module), on);
-}
-
-uint64_t resident_weight_peak(const torch::jit::Module& module, bool reset) {
-  return budget::resident_peak(budgeted_id(module), reset);
-}
-
-void drop_weight_page_cache(const torch::jit::Module& module) {
-  budget::drop_page_cache(budgeted_id(module));
+  if (const int64_t id = module_id(module); id >= 0) runtime_pass::forget_plans(id);
 }
 
 std::optional<PlanDetail> plan_detail(const torch::jit::Module& module, const std::string& key) {
-  const auto forward = module.find_method("forward");  // c10::optional<Method>
-  if (!forward) return std::nullopt;
-  const int64_t id = rewritten_id(*torch::jit::toGraphFunction(forward->function()).graph());
+  const int64_t id = module_id(module);
   if (id < 0) return std::nullopt;
   std::shared_ptr<const PlanDetail> detail = runtime_pass::plan_detail(id, key);
   if (!detail) return std::nullopt;
