@@ -32,7 +32,7 @@ def run_once(binary, model, budget, cache, iters):
               "command": "memoplan run " + " ".join(command[1:]).replace(ROOT + "/", "")}
     if done.returncode == 2 and "smallest feasible budget" in done.stderr:
         record["infeasible"] = True
-        record["smallest_budget_bytes"] = int(re.search(r"\((\d+) bytes", done.stderr).group(1))
+        record["smallest_budget_bytes"] = int(re.search(r"in bytes: (\d+)", done.stderr).group(1))
         return record
     if done.returncode != 0:
         raise RuntimeError(" ".join(command) + " failed:\n" + done.stderr[-2000:])

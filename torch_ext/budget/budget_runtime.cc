@@ -56,12 +56,6 @@ std::shared_ptr<State> get(int64_t id) {
   return state;
 }
 
-std::string mib(uint64_t bytes) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
-  return text;
-}
-
 BudgetSummary plan_state(State& state, uint64_t budget_bytes) {
   const auto start = std::chrono::steady_clock::now();
   planner::BudgetProblem problem = state.problem;
@@ -75,12 +69,11 @@ BudgetSummary plan_state(State& state, uint64_t budget_bytes) {
   try {
     plan = planner::plan_budget(problem);
   } catch (const planner::BudgetInfeasible& e) {
-    throw BudgetTooSmall("memoplan: budget " + mib(budget_bytes) +
-                             " is below the smallest feasible budget " + mib(e.smallest_bytes) +
-                             " (" + std::to_string(e.smallest_bytes) + " bytes: activations " +
-                             mib(problem.activation_bytes) +
-                             " + the weights one layer reads, sliced as far as they may be)",
-                         e.smallest_bytes);
+    // The planner's message names the budgets in MiB; the exact figure follows.
+    throw BudgetTooSmall(
+        "memoplan: " + std::string(e.what()) +
+            "; smallest feasible budget in bytes: " + std::to_string(e.smallest_bytes),
+        e.smallest_bytes);
   }
   BudgetSummary summary;
   summary.budget_bytes = budget_bytes;
