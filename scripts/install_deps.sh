@@ -10,6 +10,7 @@ PACKAGES=(
   coinor-libcbc-dev
   libunwind-dev libjemalloc-dev libgoogle-perftools-dev libmimalloc-dev
   libtorch-dev libtorch-test python3-torch python3-torchvision libopenblas0-pthread
+  libdnnl-dev  # oneDNN's headers: the tuned kernels' blocked layout (LibTorch links oneDNN itself)
   libcpp-httplib-dev libsimdjson-dev gnuplot-nox wrk curl
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc  # memoplan-serve --grpc-port
   python3-grpcio python3-protobuf  # its test's gRPC client

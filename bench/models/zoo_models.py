@@ -132,6 +132,7 @@ MODELS = {
     "squeezenet1_0": (_torchvision("squeezenet1_0", IMAGE), None),
     "mnasnet0_75": (_torchvision("mnasnet0_75", IMAGE), None),
     "mobilenet_v2": (_torchvision("mobilenet_v2", IMAGE), None),
+    "mobilenet_v3_large": (_torchvision("mobilenet_v3_large", IMAGE), None),
     "efficientnet_b0": (_torchvision("efficientnet_b0", IMAGE), None),
     "regnet_x_8gf": (_torchvision("regnet_x_8gf", IMAGE), None),
     "vgg16": (_torchvision("vgg16", IMAGE), None),

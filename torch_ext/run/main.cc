@@ -79,13 +79,21 @@ int main(int argc, char** argv) {
                  "short, a long tail: the median at the range's geometric middle)")
       ->check(CLI::IsMember({"uniform", "lognormal"}));
   app.add_option("--dtype", options.dtype, "Input dtype (default: the file's, else float32)");
-  app.add_option("-t,--threads", options.threads, "Inference threads (1 intra-op thread each)")
+  app.add_option("-t,--threads", options.threads, "Inference threads")->check(CLI::Range(1, 256));
+  app.add_option("--intra-op", options.intra_op,
+                 "Intra-op threads of each inference thread (aten's, OpenBLAS's and oneDNN's; "
+                 "default 1). The plan serves the inference threads' own allocations")
       ->check(CLI::Range(1, 256));
   app.add_option("-n,--iters", options.iters,
                  "Timed iterations, each one unplanned and one planned pass")
       ->check(CLI::Range(1, 1000000));
   app.add_option("--warmup", options.warmup, "Untimed iterations per thread first")
       ->check(CLI::Range(0, 100000));
+  app.add_option("--warm-passes", options.warm_passes,
+                 "Untimed passes of each copy right before each timed one (default 0: the copies "
+                 "alternate pass by pass and evict each other's weights from the caches; 1: each "
+                 "is timed with its own weights warm, as a one-model server runs)")
+      ->check(CLI::Range(0, 1000));
   app.add_option("-s,--strategy", options.strategy, "Planner strategy (memoplan plan --list)");
   app.add_option("--heapmap", options.heapmap, "Write the plan's heap map (SVG) here");
   app.add_option("--trace", options.trace,

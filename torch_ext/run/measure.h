@@ -30,7 +30,7 @@ using InputSource = std::function<std::vector<c10::IValue>(uint64_t index)>;
 // `budgeted` (may be null): a copy under a memory budget, timed too (after evicting its weight
 // file from the page cache with options.cold), its outputs compared exactly.
 void measure(torch::jit::Module& unplanned, torch::jit::Module& planned, torch::jit::Module* tuned,
-             torch::jit::Module* budgeted, const InputSource& inputs, uint64_t first_index, const RunOptions& options,
-             RunReport& report);
+             torch::jit::Module* budgeted, const InputSource& inputs, uint64_t first_index,
+             const RunOptions& options, RunReport& report);
 
 }  // namespace memoplan::run

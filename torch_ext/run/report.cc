@@ -52,9 +52,14 @@ std::string format_text(const RunReport& r) {
   s += fmt::format("memoplan run {}: input {} {}, strategy {}\n", r.model, r.input, r.dtype,
                    r.strategy);
   s += fmt::format(
-      "  {} thread{} (1 intra-op thread each), {} iterations (an unplanned and a "
+      "  {} thread{} ({} intra-op thread{} each), {} iterations (an unplanned and a "
       "planned pass) after {} warm-up\n",
-      r.threads, r.threads == 1 ? "" : "s", r.iters, r.warmup);
+      r.threads, r.threads == 1 ? "" : "s", r.intra_op, r.intra_op == 1 ? "" : "s", r.iters,
+      r.warmup);
+  if (r.warm_passes > 0) {
+    s += fmt::format("  each timed pass right after {} untimed one{} of the same copy\n",
+                     r.warm_passes, r.warm_passes == 1 ? "" : "s");
+  }
   if (!r.malloc_library.empty()) {
     s += fmt::format("  malloc: {} (both copies; the plan serves the planned copy's tensors)\n",
                      r.malloc_library);
@@ -158,6 +163,8 @@ std::string format_json(const RunReport& r) {
   j["input"] = r.input;
   j["dtype"] = r.dtype;
   j["threads"] = r.threads;
+  j["intra_op"] = r.intra_op;
+  j["warm_passes"] = r.warm_passes;
   j["iters"] = r.iters;
   j["warmup"] = r.warmup;
   j["strategy"] = r.strategy;

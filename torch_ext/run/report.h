@@ -13,7 +13,9 @@ struct RunReport {
   std::string input;     // "1x3x224x224"
   std::string dtype;     // "float32"
   std::string strategy;  // the planner strategy the plan was made with
-  int threads = 1;       // inference threads (each runs with one intra-op thread)
+  int threads = 1;       // inference threads
+  int intra_op = 1;      // intra-op threads of each
+  int warm_passes = 0;   // untimed passes of a copy before each timed one
   int iters = 0;         // timed iterations: each one unplanned pass and one planned pass
   int warmup = 0;        // untimed iterations per thread before them
   std::vector<double> unplanned_ms, planned_ms;  // per timed pass, all threads

@@ -15,6 +15,7 @@ namespace memoplan::run {
 uint64_t measure_peak_rss(const RunOptions& options, const std::string& which, std::string* error) {
   std::vector<std::string> args = {"memoplan-run", options.model,
                                    "--threads",    std::to_string(options.threads),
+                                   "--intra-op",   std::to_string(options.intra_op),
                                    "--iters",      std::to_string(options.iters),
                                    "--warmup",     std::to_string(options.warmup),
                                    "--strategy",   options.strategy,

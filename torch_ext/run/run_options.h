@@ -11,9 +11,14 @@ struct RunOptions {
   uint64_t seed = 0;             // of the shapes drawn from ranges
   std::string draw = "uniform";  // how ranged dims are drawn: "uniform" or "lognormal"
   std::string dtype;             // "float32", "int64", ...; empty: the file's, else float32
-  int threads = 1;               // inference threads, each with one intra-op thread
+  int threads = 1;               // inference threads
+  int intra_op = 1;              // intra-op threads of each (aten's, OpenBLAS's, oneDNN's)
   int iters = 40;                // timed iterations: one unplanned and one planned pass each
   int warmup = 3;                // untimed iterations per thread first
+  // Untimed passes of each copy right before each of its timed ones: 0, the copies alternate pass
+  // by pass (each evicts the others' weights from the caches); K, each is timed as a server
+  // running one model back to back would be (its weights warm).
+  int warm_passes = 0;
   std::string strategy = "greedy_by_size";
   // "tuned": a third copy, planned with memoplan's tuned kernels (docs/KERNELS.md), timed in the
   // same iterations.
@@ -23,7 +28,7 @@ struct RunOptions {
   // "64MiB", "1.5GiB", bytes, or "25%" (of the weights plus the planned copy's slab): a fourth
   // copy runs under that memory budget; empty: none.
   std::string budget;
-  bool cold = false;  // --page-cache cold: the weight file evicted before each budgeted pass
+  bool cold = false;     // --page-cache cold: the weight file evicted before each budgeted pass
   std::string heapmap;   // SVG to write, or empty
   std::string trace;     // the profiled pass's trace to write (JSON), or empty
   bool json = false;     // one JSON object on stdout instead of the report

@@ -59,10 +59,10 @@ void check_file(const std::string& path) {
 // libopenblas0-pthread), which keeps a pool of one thread per core and spins it after each call:
 // "one intra-op thread" must mean one core for aten's BLAS calls too, or the stock passes would
 // use every core while the planned and tuned ones use one.
-void limit_openblas_threads() {
+void limit_openblas_threads(int threads) {
   using SetThreads = void (*)(int);
   if (auto set = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) {
-    set(1);
+    set(threads);
   }
 }
 
@@ -240,12 +240,14 @@ RunReport run_session(const RunOptions& options) {
   report.malloc_library = malloc_library();
   report.model = options.model;
   report.threads = options.threads;
+  report.intra_op = options.intra_op;
+  report.warm_passes = options.warm_passes;
   report.iters = options.iters;
   report.warmup = options.warmup;
-  // One intra-op thread: planning covers the calling thread's allocations (docs/TORCH_EXT.md),
-  // and the threads of a server are its inference threads.
-  at::set_num_threads(1);
-  limit_openblas_threads();
+  // One intra-op thread unless asked: planning covers the calling thread's allocations
+  // (docs/TORCH_EXT.md), and the threads of a server are its inference threads.
+  at::set_num_threads(options.intra_op);
+  limit_openblas_threads(options.intra_op);
 
   check_file(options.model);
   torch::jit::ExtraFilesMap extra{{"input_shape", ""}, {"input_dtype", ""}, {"input_high", ""}};
@@ -378,8 +380,8 @@ RunReport run_session(const RunOptions& options) {
 }
 
 void run_rss_probe(const RunOptions& options) {
-  at::set_num_threads(1);
-  limit_openblas_threads();
+  at::set_num_threads(options.intra_op);
+  limit_openblas_threads(options.intra_op);
   check_file(options.model);
   torch::jit::ExtraFilesMap extra{{"input_shape", ""}, {"input_dtype", ""}, {"input_high", ""}};
   torch::jit::Module module = load(options.model, &extra);

@@ -36,7 +36,7 @@ std::map<int64_t, Site>& sites() {
 
 std::shared_ptr<const Weights> prepare(const at::Tensor& weight,
                                        const c10::optional<at::Tensor>& bias, const BatchNorm* bn,
-                                       const Geometry& g) {
+                                       const Geometry& g, bool aten_packing) {
   runtime_pass::OffPlan off_plan;
   at::NoGradGuard no_grad;
   static std::atomic<int64_t> generations{0};
@@ -53,8 +53,10 @@ std::shared_ptr<const Weights> prepare(const at::Tensor& weight,
     w->weight = weight.contiguous();
     if (bias) w->bias = bias->contiguous();
   }
-  w->onednn_weight = at::mkldnn_reorder_conv2d_weight(w->weight.to_mkldnn(), g.padding, g.stride,
-                                                      g.dilation, g.groups);
+  if (aten_packing) {
+    w->onednn_weight = at::mkldnn_reorder_conv2d_weight(w->weight.to_mkldnn(), g.padding, g.stride,
+                                                        g.dilation, g.groups);
+  }
   return w;
 }
 
@@ -62,7 +64,7 @@ std::shared_ptr<const Weights> prepare(const at::Tensor& weight,
 
 std::shared_ptr<const Weights> weights(int64_t site, const at::Tensor& weight,
                                        const c10::optional<at::Tensor>& bias, const BatchNorm* bn,
-                                       const Geometry& geometry) {
+                                       const Geometry& geometry, bool aten_packing) {
   std::vector<Source> sources = {source_of(weight), source_of(bias ? *bias : at::Tensor())};
   if (bn) {
     for (const at::Tensor* t : {&bn->weight, &bn->bias, &bn->mean, &bn->var}) {
@@ -75,7 +77,7 @@ std::shared_ptr<const Weights> weights(int64_t site, const at::Tensor& weight,
     if (it != sites().end() && it->second.sources == sources) return it->second.weights;
   }
   // Prepared outside the lock (other sites go on); two threads may prepare one site, harmlessly.
-  std::shared_ptr<const Weights> fresh = prepare(weight, bias, bn, geometry);
+  std::shared_ptr<const Weights> fresh = prepare(weight, bias, bn, geometry, aten_packing);
   std::lock_guard<std::mutex> lock(mutex);
   Site& s = sites()[site];
   s.sources = std::move(sources);

@@ -29,13 +29,16 @@ struct Geometry {
 struct Weights {
   at::Tensor weight;               // folded when there is a batch norm, else the convolution's own
   c10::optional<at::Tensor> bias;  // likewise
-  at::Tensor onednn_weight;        // `weight` in oneDNN's blocked layout for this geometry
+  at::Tensor onednn_weight;        // `weight` in oneDNN's blocked layout for this geometry (aten's
+                                   // packing: undefined for the blocked path, which packs its own)
   int64_t generation = 0;          // unique per preparation: what packings of `weight` key on
 };
 
-// The weights of `site` for these sources, refreshed when any of them changed since.
+// The weights of `site` for these sources, refreshed when any of them changed since;
+// `aten_packing`: also make onednn_weight for aten's mkldnn_convolution.
 std::shared_ptr<const Weights> weights(int64_t site, const at::Tensor& weight,
                                        const c10::optional<at::Tensor>& bias,
-                                       const BatchNorm* batch_norm, const Geometry& geometry);
+                                       const BatchNorm* batch_norm, const Geometry& geometry,
+                                       bool aten_packing = true);
 
 }  // namespace memoplan::torch_ext::conv

@@ -14,6 +14,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "graph_match.h"
 #include "layout_plan.h"
 #include "tuned_ops.h"
 #include "tuned_support.h"
@@ -26,6 +27,9 @@ using torch::jit::Block;
 using torch::jit::Node;
 using torch::jit::Value;
 using NodeKind = GraphSpec::Node::Kind;
+using graph_match::contains;
+using graph_match::is_attribute;
+using graph_match::is_neutral;
 
 const char* const kConvSchema =
     "aten::conv2d(Tensor input, Tensor weight, Tensor? bias=None, int[2] stride=1, "
@@ -50,33 +54,6 @@ bool is_join(const Node* node, bool* in_place) {
   const std::string kind = node->kind().toQualString();
   *in_place = inplace.count(kind) > 0;
   return node->outputs().size() == 1 && (*in_place || out_of_place.count(kind) > 0);
-}
-
-bool has_tensor(const c10::TypePtr& type) {
-  if (type->kind() == c10::TypeKind::TensorType) return true;
-  for (const c10::TypePtr& contained : type->containedTypes()) {
-    if (has_tensor(contained)) return true;
-  }
-  return false;
-}
-
-// A use that reads only what every layout has alike (sizes, dtype, device, `is None`).
-bool is_neutral(const Node* node) {
-  if (!node->blocks().empty() || node->kind() == c10::prim::Return) return false;
-  for (const Value* output : node->outputs()) {
-    if (has_tensor(output->type())) return false;
-  }
-  return true;
-}
-
-bool contains(Block* block, c10::Symbol kind) {
-  for (Node* node : block->nodes()) {
-    if (node->kind() == kind) return true;
-    for (Block* inner : node->blocks()) {
-      if (contains(inner, kind)) return true;
-    }
-  }
-  return false;
 }
 
 class LayoutRewriter {
@@ -164,73 +141,12 @@ class LayoutRewriter {
     }
   }
 
-  // A module attribute (or None): storage that lives as long as the module, worth preparing once.
-  // Through an If (nn.BatchNorm2d passes its statistics as `running_mean if ... else None`).
-  static bool is_attribute(const Value* value) {
-    const Node* node = value->node();
-    if (node->kind() == c10::prim::GetAttr || value->mustBeNone()) return true;
-    if (node->kind() != c10::prim::If) return false;
-    const size_t index = value->offset();
-    for (const Block* branch : node->blocks()) {
-      if (!is_attribute(branch->outputs()[index])) return false;
-    }
-    return true;
-  }
-
-  static bool encloses(const Block* outer, const Node* point) {
-    for (const Block* b = point->owningBlock(); b != nullptr;) {
-      if (b == outer) return true;
-      const Node* owner = b->owningNode();
-      b = owner ? owner->owningBlock() : nullptr;
-    }
-    return false;
-  }
-
-  // Whether `value` is (or can be made) defined before `point`: attribute reads and constants
-  // after it are moved up (inlining reads a submodule's attributes where its forward was).
-  static bool defined_before(Value* value, Node* point) {
-    Node* def = value->node();
-    if (def->kind() == c10::prim::Param) return encloses(def->owningBlock(), point);
-    if (def->owningBlock() != point->owningBlock()) return encloses(def->owningBlock(), point);
-    if (def->isBefore(point)) return true;
-    if (def->kind() != c10::prim::GetAttr && def->kind() != c10::prim::Constant) return false;
-    for (Value* input : def->inputs()) {
-      if (!defined_before(input, point)) return false;
-    }
-    def->moveBefore(point);
-    return true;
-  }
-
-  // The batch norm that takes the convolution's output, its other uses only reading sizes (the
-  // batch-size check of nn.BatchNorm2d), with attributes for its weights and statistics: folded
-  // into the convolution's weights when in eval mode. Its operands are moved before `conv`.
-  Node* following_batch_norm(Node* conv) {
-    if (has_set_attr_) return nullptr;  // attributes could change between the two
-    Node* batch_norm = nullptr;
-    for (const torch::jit::Use& use : conv->output()->uses()) {
-      Node* user = use.user;
-      if (user->kind() == c10::aten::batch_norm && user->inputs().size() == 9 && use.offset == 0 &&
-          user->owningBlock() == conv->owningBlock() && !batch_norm) {
-        batch_norm = user;
-      } else if (!is_neutral(user)) {
-        return nullptr;
-      }
-    }
-    if (!batch_norm) return nullptr;
-    for (size_t i : {1, 2, 3, 4}) {
-      if (!is_attribute(batch_norm->input(i))) return nullptr;
-    }
-    for (size_t i = 1; i < batch_norm->inputs().size(); ++i) {
-      if (!defined_before(batch_norm->input(i), conv)) return nullptr;
-    }
-    return batch_norm;
-  }
-
   void convolution(Node* node) {
     int input = edge_of(node->input(0));
     if (input < 0) input = new_edge(node->input(0), true);
     const bool weight_is_attribute = is_attribute(node->input(1));
-    Node* batch_norm = weight_is_attribute ? following_batch_norm(node) : nullptr;
+    Node* batch_norm =
+        weight_is_attribute ? graph_match::following_batch_norm(node, has_set_attr_) : nullptr;
     Node* last = batch_norm ? batch_norm : node;
     const int output = new_edge(last->output(), false);
     const int index = new_node(NodeKind::kConv, {input}, output, last->output()->debugName());

@@ -19,6 +19,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "blocked/blocked.h"
 #include "layout_plan.h"
 #include "memoplan/kernels/gemm.h"
 #include "memoplan/kernels/tune.h"
@@ -352,8 +353,11 @@ void replace_in_block(torch::jit::Graph& graph, torch::jit::Block* block, int& r
 int replace_hot_ops(torch::jit::Graph& graph) {
   int replaced = 0;
   replace_in_block(graph, graph.block(), replaced);
-  return replaced + replace_encoder_layers(graph) + replace_matmul_ops(graph) +
-         replace_convolutions(graph);
+  replaced += replace_encoder_layers(graph) + replace_matmul_ops(graph);
+  // The blocked layout's regions first; what they leave (convolutions on computed weights) goes
+  // to the NCHW / NHWC layout plan.
+  replaced += blocked::replace_regions(graph);
+  return replaced + replace_convolutions(graph);
 }
 
 namespace {
@@ -377,7 +381,7 @@ std::string kernel_report() {
         << " ms, memoplan " << choice.tuned_ms << " ms (" << choice.config.to_string() << ") -> "
         << (choice.use_stock ? "aten" : "memoplan") << "\n";
   }
-  out << encoder_report() << matmul_report() << layouts::layout_report();
+  out << encoder_report() << matmul_report() << layouts::layout_report() << blocked::report();
   return out.str();
 }
 

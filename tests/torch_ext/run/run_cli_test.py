@@ -96,7 +96,14 @@ def check_tiny(memoplan, models):
                          "--iters", "5")
     report = check_report(out, code, err)
     check(report["input"] == "3x7" and report["dtype"] == "int64", f"input: {out}")
+    check(report["intra_op"] == 1 and report["warm_passes"] == 0, f"defaults: {out}")
     print("ok: tuple/dict/list outputs of an int64-input model", report)
+    # Two intra-op threads, each timed pass after an untimed one of the same copy.
+    code, out, err = run(memoplan, model, "--input", "3x7", "--dtype", "int64", "--json",
+                         "--iters", "3", "--intra-op", "2", "--warm-passes", "1", "--no-rss")
+    report = check_report(out, code, err)
+    check(report["intra_op"] == 2 and report["warm_passes"] == 1, f"--intra-op: {out}")
+    check(report["passes_compared"] == 3, f"passes: {out}")
     return 0
 
 
@@ -198,6 +205,7 @@ def check_errors(memoplan, models):
         check_error(memoplan, [resnet, "--strategy", "nope"], "unknown strategy 'nope'")
         check_error(memoplan, [resnet, "--draw", "zipf"], "--draw: zipf not in")
         check_error(memoplan, [resnet, "--threads", "0"], "threads")
+        check_error(memoplan, [resnet, "--intra-op", "0"], "intra-op")
         check_error(memoplan, [resnet, "--budget", "lots"], "--budget 'lots': expected bytes")
         check_error(memoplan, [resnet, "--budget", "0%"], "--budget '0%'")
         check_error(memoplan, [resnet, "--budget", "25%", "--threads", "2"],

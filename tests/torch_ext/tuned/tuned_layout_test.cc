@@ -13,6 +13,7 @@
 namespace memoplan::torch_ext {
 namespace {
 
+using testing::BlockedLayoutGuard;
 using testing::ChoiceGuard;
 using testing::relative_difference;
 using testing::tuned;
@@ -82,12 +83,14 @@ void check_cnn(const at::Tensor& x) {
 }
 
 TEST(TunedLayouts, MeasuredLayoutsMatchStock) {
+  BlockedLayoutGuard plain_layouts(false);  // the NCHW / NHWC plan
   at::set_num_threads(1);
   check_cnn(torch::randn({2, 3, 20, 20}));
   EXPECT_NE(kernel_report().find("layout plan"), std::string::npos) << kernel_report();
 }
 
 TEST(TunedLayouts, GemmConvolutionsMatchStockForBothInputLayouts) {
+  BlockedLayoutGuard plain_layouts(false);  // the NCHW / NHWC plan
   ChoiceGuard always(KernelChoice::kAlwaysMemoplan);
   at::set_num_threads(1);
   const KernelStats before = kernel_stats();
@@ -97,6 +100,7 @@ TEST(TunedLayouts, GemmConvolutionsMatchStockForBothInputLayouts) {
 }
 
 TEST(TunedLayouts, AtenOnlyStillPlansLayouts) {
+  BlockedLayoutGuard plain_layouts(false);  // the NCHW / NHWC plan
   ChoiceGuard always(KernelChoice::kAlwaysAten);
   check_cnn(torch::randn({1, 3, 16, 16}));
 }
@@ -105,6 +109,7 @@ TEST(TunedLayouts, AtenOnlyStillPlansLayouts) {
 // (load_state_dict copies in place) is folded again; in training mode the pair runs as aten's,
 // updating the running statistics as it would.
 TEST(TunedLayouts, ChangedWeightsAreFoldedAgainAndTrainingModeRunsStock) {
+  BlockedLayoutGuard plain_layouts(false);  // the NCHW / NHWC plan
   at::set_num_threads(1);
   torch::jit::Module reference = cnn(true), planned = cnn(true);
   const at::Tensor x = torch::randn({2, 3, 16, 16});
@@ -128,7 +133,22 @@ TEST(TunedLayouts, ChangedWeightsAreFoldedAgainAndTrainingModeRunsStock) {
   EXPECT_TRUE(planned.attr("bn_mean").toTensor().equal(reference.attr("bn_mean").toTensor()));
 }
 
+// The same graph in oneDNN's blocked layout (blocked/): every convolution of the cnn takes it,
+// batch norm and activations fused; results within 1e-5 whatever the input's layout, and what
+// leaves the region (outputs, the view) is NCHW again.
+TEST(TunedLayouts, BlockedLayoutMatchesStock) {
+  BlockedLayoutGuard blocked(true);
+  at::set_num_threads(1);
+  check_cnn(torch::randn({2, 3, 20, 20}));
+  check_cnn(torch::randn({1, 3, 13, 15}).contiguous(at::MemoryFormat::ChannelsLast));
+  if (kernel_report().find("blocked layout (oneDNN") == std::string::npos) {
+    GTEST_SKIP() << "no blocked layout on this CPU: " << kernel_report();
+  }
+  EXPECT_NE(kernel_report().find("5 convolutions"), std::string::npos) << kernel_report();
+}
+
 TEST(TunedLayouts, TwoThreadsShareTheMeasurements) {
+  BlockedLayoutGuard plain_layouts(false);  // the NCHW / NHWC plan
   at::set_num_threads(2);
   check_cnn(torch::randn({2, 3, 24, 24}));
   at::set_num_threads(1);

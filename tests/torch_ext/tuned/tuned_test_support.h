@@ -4,6 +4,7 @@
 
 #include <ATen/ATen.h>
 
+#include "memoplan/torch/kernels.h"
 #include "memoplan/torch/plan.h"
 #include "tuned_ops.h"
 
@@ -20,6 +21,17 @@ struct ChoiceGuard {
   ~ChoiceGuard() { set_kernel_choice(KernelChoice::kMeasure); }
   ChoiceGuard(const ChoiceGuard&) = delete;
   ChoiceGuard& operator=(const ChoiceGuard&) = delete;
+};
+
+// Turns the blocked layout on or off for the graphs planned in the scope (kernels.h).
+struct BlockedLayoutGuard {
+  explicit BlockedLayoutGuard(bool on) : was_(set_blocked_layout(on)) {}
+  ~BlockedLayoutGuard() { set_blocked_layout(was_); }
+  BlockedLayoutGuard(const BlockedLayoutGuard&) = delete;
+  BlockedLayoutGuard& operator=(const BlockedLayoutGuard&) = delete;
+
+ private:
+  bool was_;
 };
 
 inline PlanOptions tuned() {

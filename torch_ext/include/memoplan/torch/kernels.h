@@ -20,6 +20,11 @@ KernelStats kernel_stats();
 // the other two skip the timing: for tests and for benchmarks that must run one side only.
 enum class KernelChoice { kMeasure, kAlwaysMemoplan, kAlwaysAten };
 void set_kernel_choice(KernelChoice choice);
+// Convolutions in oneDNN's blocked channel layout (nChw16c / nChw8c: docs/KERNELS.md) for the
+// graphs plan() rewrites from now on: on by default where oneDNN runs AVX2 or better and
+// MEMOPLAN_BLOCKED_LAYOUT is not 0; off, convolutions take the NCHW / NHWC layout plan. Returns
+// whether it was on.
+bool set_blocked_layout(bool enabled);
 // One line per tuned shape: its measurements (stock vs best memoplan configuration).
 std::string kernel_report();
 

@@ -1,0 +1,102 @@
+// ONNX Runtime's CPU side of bench/run_ort_compare.py: one model, one input, W warm-up passes
+// then N timed passes in this process; prints one JSON object on stdout.
+//
+//   node bench/ort/run_ort.mjs --ort-dir ~/.cache/memoplan/ort-node --model M.onnx \
+//     --input in.bin --shape 1x3x224x224 --dtype float32 --threads 1 --warmup 2 --iters 5 \
+//     [--output out.bin]
+//
+// --input is raw little-endian data (float32 or int64) that the Python side wrote, so both sides
+// run the same input; --output receives the first output as raw float32 for the accuracy check.
+// --ort-dir is where onnxruntime-node is installed (npm install --ignore-scripts of
+// bench/ort/package.json): ESM imports resolve from this file's directory, so it is loaded with a
+// require() rooted there. Session: every graph optimization, memory pattern and CPU arena on,
+// sequential execution, --threads intra-op threads and one inter-op thread.
+import { createRequire } from 'node:module';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+function parseArgs(argv) {
+  const args = { warmup: 2, iters: 10, threads: 1, dtype: 'float32' };
+  for (let i = 0; i < argv.length; i += 2) {
+    if (!argv[i].startsWith('--') || i + 1 >= argv.length) {
+      throw new Error(`bad argument '${argv[i]}' (expected --name value pairs)`);
+    }
+    args[argv[i].slice(2).replace(/-/g, '_')] = argv[i + 1];
+  }
+  for (const key of ['ort_dir', 'model', 'input', 'shape']) {
+    if (!args[key]) throw new Error(`--${key.replace(/_/g, '-')} is required`);
+  }
+  for (const key of ['warmup', 'iters', 'threads']) args[key] = Number(args[key]);
+  return args;
+}
+
+function readInput(path, dtype, dims) {
+  const bytes = readFileSync(path);
+  const buffer = bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength);
+  const data = dtype === 'int64' ? new BigInt64Array(buffer) : new Float32Array(buffer);
+  const count = dims.reduce((a, b) => a * b, 1);
+  if (data.length !== count) {
+    throw new Error(`${path}: ${data.length} ${dtype} values for shape ${dims.join('x')}`);
+  }
+  return data;
+}
+
+function median(values) {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+}
+
+async function main() {
+  const args = parseArgs(process.argv.slice(2));
+  const ort = createRequire(join(args.ort_dir, 'package.json'))('onnxruntime-node');
+  const dims = args.shape.split('x').map(Number);
+  const loadStart = process.hrtime.bigint();
+  const session = await ort.InferenceSession.create(args.model, {
+    executionProviders: ['cpu'],
+    graphOptimizationLevel: 'all',
+    enableMemPattern: true,
+    enableCpuMemArena: true,
+    executionMode: 'sequential',
+    intraOpNumThreads: args.threads,
+    interOpNumThreads: 1,
+  });
+  const loadMs = Number(process.hrtime.bigint() - loadStart) / 1e6;
+  const feeds = {
+    [session.inputNames[0]]: new ort.Tensor(args.dtype, readInput(args.input, args.dtype, dims),
+                                            dims),
+  };
+  let outputs;
+  for (let i = 0; i < args.warmup; i++) outputs = await session.run(feeds);
+  const passMs = [];
+  for (let i = 0; i < args.iters; i++) {
+    const start = process.hrtime.bigint();
+    outputs = await session.run(feeds);
+    passMs.push(Number(process.hrtime.bigint() - start) / 1e6);
+  }
+  const first = outputs[session.outputNames[0]];
+  if (args.output) {
+    const values = Float32Array.from(first.data, Number);
+    writeFileSync(args.output, Buffer.from(values.buffer));
+  }
+  console.log(JSON.stringify({
+    ort_version: ort.env.versions.node,
+    model: args.model,
+    input: args.shape,
+    dtype: args.dtype,
+    intra_op_threads: args.threads,
+    warmup: args.warmup,
+    iters: args.iters,
+    load_ms: loadMs,
+    median_ms: median(passMs),
+    pass_ms: passMs,
+    output_name: session.outputNames[0],
+    output_shape: first.dims,
+    output_dtype: first.type,
+  }));
+}
+
+main().catch((error) => {
+  console.error(`run_ort: error: ${error.message}`);
+  process.exit(1);
+});

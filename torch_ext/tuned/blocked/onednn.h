@@ -1,0 +1,114 @@
+// oneDNN primitives on the blocked channel layout (nChw16c with AVX-512, nChw8c with AVX2: C split
+// into blocks of B channels, each block's B values of one pixel adjacent): the convolution with
+// its epilogue (bias, then a list of post-ops: activations and one residual addition), pooling,
+// elementwise activations, binary add/mul with per-channel broadcasting, and conversions from and
+// to NCHW / NHWC. A blocked activation of N x C x H x W takes N * ceil(C / B) * B * H * W floats;
+// the padding channels are zero (every primitive here writes them so, and the convolutions'
+// weights are zero there too). Every primitive takes a caller-given scratchpad (the caller plans
+// it like any other tensor) and is cached per shape; one instance serves concurrent callers.
+// Torch-free: ATen types stay in blocked_ops.cc. Compiles against oneDNN 2.x (Debian 12) and 3.x
+// (Debian 13).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace memoplan::torch_ext::onednn {
+
+// The channel block of this CPU's blocked layout: 16 with AVX-512, 8 with AVX2, 0 where oneDNN's
+// blocked kernels would not beat aten (no AVX2): the graph pass then leaves convolutions alone.
+// MEMOPLAN_BLOCKED_LAYOUT=0 forces 0 (the NCHW/NHWC plan alone), =8 or =16 a block size.
+int block_size();
+int64_t padded_channels(int64_t channels);  // rounded up to the block
+
+// Elementwise functions, in oneDNN's terms (post-ops and standalone): f(x; alpha, beta).
+enum class Eltwise : int {
+  kRelu = 1,         // max(x, 0) + alpha * min(x, 0) (leaky with alpha != 0)
+  kClip = 2,         // min(max(x, alpha), beta): hardtanh, ReLU6
+  kHardswish = 3,    // x * min(max(x + 3, 0), 6) / 6
+  kHardsigmoid = 4,  // min(max(x / 6 + 1/2, 0), 1): two oneDNN steps (linear, then clip)
+  kSigmoid = 5,
+  kSilu = 6,  // x * sigmoid(x)
+  kGelu = 7,  // the erf form
+  kTanh = 8,
+};
+constexpr int kResidualAdd = 100;  // a post-op kind: + the residual operand, same shape
+
+struct PostOp {
+  int kind = 0;  // an Eltwise, or kResidualAdd
+  float alpha = 0.f, beta = 0.f;
+};
+
+enum class Plain { kNchw, kNhwc };
+
+struct ConvSpec {
+  int64_t n = 0, c = 0, h = 0, w = 0;  // input
+  int64_t out_channels = 0, kh = 0, kw = 0, groups = 1;
+  int64_t stride[2] = {1, 1}, padding[2] = {0, 0}, dilation[2] = {1, 1};
+  bool input_blocked = true;  // else plain, in `input_plain`'s order
+  Plain input_plain = Plain::kNchw;
+  std::vector<PostOp> post;
+};
+
+// Sizes of a result: what the caller allocates (padded_channels for blocked ones).
+struct Shape {
+  int64_t n = 0, c = 0, h = 0, w = 0;
+};
+
+class Conv {
+ public:
+  virtual ~Conv() = default;
+  virtual Shape output() const = 0;
+  virtual size_t scratchpad_bytes() const = 0;
+  virtual size_t packed_weights_bytes() const = 0;
+  // oneDNN's name for the implementation it picked ("jit:avx2", "jit_1x1:avx512_core", ...);
+  // "ref:any" is its reference loop, far slower than aten's convolution.
+  virtual std::string implementation() const = 0;
+  // Whether `other` packs its weights the same way (the packing can then be shared).
+  virtual bool same_packing(const Conv& other) const = 0;
+  // The weight (O x C/groups x kh x kw, contiguous) in the layout this convolution reads.
+  virtual void pack_weights(const float* weight, void* packed) const = 0;
+  virtual void run(const float* input, const void* packed_weights, const float* bias,
+                   const float* residual, float* output, void* scratchpad) const = 0;
+};
+// Throws std::runtime_error (oneDNN's message) for a shape oneDNN does not take.
+std::shared_ptr<const Conv> conv(const ConvSpec& spec);
+
+enum class PoolKind { kMax, kAvgIncludePadding, kAvgExcludePadding };
+struct PoolSpec {
+  int64_t n = 0, c = 0, h = 0, w = 0;
+  PoolKind kind = PoolKind::kMax;
+  int64_t kernel[2] = {1, 1}, stride[2] = {1, 1}, padding_l[2] = {0, 0}, padding_r[2] = {0, 0};
+};
+// Blocked in, blocked out, and everything else the primitives share.
+class Primitive {
+ public:
+  virtual ~Primitive() = default;
+  virtual Shape output() const = 0;
+  virtual size_t scratchpad_bytes() const = 0;
+  // One or two inputs (binary: src0, src1), one output.
+  virtual void run(const float* input, const float* input1, float* output,
+                   void* scratchpad) const = 0;
+};
+std::shared_ptr<const Primitive> pool(const PoolSpec& spec);
+
+// A chain of elementwise functions on a blocked tensor (the first out of place, the rest in place).
+std::shared_ptr<const Primitive> eltwise(Shape shape, const std::vector<PostOp>& chain);
+
+// a (op) b, a blocked N x C x H x W, b blocked N x C x H x W or N x C x 1 x 1 (broadcast), then
+// the elementwise post-ops.
+enum class BinaryKind { kAdd, kMul };
+std::shared_ptr<const Primitive> binary(BinaryKind kind, Shape a, Shape b,
+                                        const std::vector<PostOp>& post);
+
+// Conversions: plain (NCHW or NHWC, dense) to blocked and back.
+std::shared_ptr<const Primitive> to_blocked(Shape shape, Plain from);
+std::shared_ptr<const Primitive> to_plain(Shape shape, Plain to);
+
+// A one-line description of the oneDNN in use (version, ISA, block), for reports.
+std::string describe();
+
+}  // namespace memoplan::torch_ext::onednn
