@@ -8,6 +8,9 @@
 #include <omp.h>
 #endif
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -46,6 +49,63 @@ dnnl::stream& stream() {
   thread_local dnnl::stream s(engine());
   return s;
 }
+
+// Whether a primitive runs on every intra-op thread or on the calling one alone, measured on its
+// first calls: a small op (a squeeze-excitation's 1x1 convolutions, a 7x7 pooling) loses more to
+// waking the other threads than it gains from them. Each run is repeated in the measurement, so
+// it must be idempotent: every primitive here reads its inputs and writes a separate output.
+class ThreadChoice {
+ public:
+  template <typename Run>
+  void run(const Run& once) const {
+    const int n = static_cast<int>(threads());
+    if (n <= 1) {
+      once();
+      return;
+    }
+    int choice = choice_.load(std::memory_order_relaxed);
+    if (choice == kUnmeasured) choice = measure(once, n);
+    if (choice == kAll) {
+      once();
+      return;
+    }
+    OneThread alone(n);
+    once();
+  }
+
+ private:
+  enum : int { kUnmeasured, kOne, kAll };
+  struct OneThread {  // this thread's parallel regions on one thread, until the end of the scope
+    explicit OneThread(int n) : n_(n) { set(1); }
+    ~OneThread() { set(n_); }
+    static void set(int n) {
+#if DNNL_CPU_THREADING_RUNTIME == DNNL_RUNTIME_OMP
+      omp_set_num_threads(n);
+#else
+      (void)n;
+#endif
+    }
+    int n_;
+  };
+  template <typename Run>
+  int measure(const Run& once, int n) const {
+    using Clock = std::chrono::steady_clock;
+    double one = 1e300, all = 1e300;
+    for (int round = 0; round < 3; ++round) {  // interleaved; the fastest of each
+      Clock::time_point start = Clock::now();
+      once();
+      all = std::min(all, std::chrono::duration<double>(Clock::now() - start).count());
+      OneThread alone(n);
+      start = Clock::now();
+      once();
+      one = std::min(one, std::chrono::duration<double>(Clock::now() - start).count());
+    }
+    const int choice = one <= all ? kOne : kAll;
+    choice_.store(choice, std::memory_order_relaxed);
+    return choice;
+  }
+  mutable std::atomic<int> choice_{kUnmeasured};
+};
 
 tag blocked_tag() { return block_size() == 16 ? tag::nChw16c : tag::nChw8c; }
 tag plain_tag(Plain p) { return p == Plain::kNhwc ? tag::nhwc : tag::nchw; }
@@ -181,11 +241,14 @@ class ConvImpl final : public Conv {
       args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(residual_slot_) | DNNL_ARG_SRC_1,
                    bind(pd_.dst_desc(), residual));
     }
-    primitive_.execute(stream(), args);
-    stream().wait();
+    threads_.run([&] {
+      primitive_.execute(stream(), args);
+      stream().wait();
+    });
   }
 
  private:
+  ThreadChoice threads_;
   ConvSpec spec_;
   Shape out_;
   tag user_weights_tag_ = tag::oihw;
@@ -193,6 +256,22 @@ class ConvImpl final : public Conv {
   dnnl::convolution_forward::primitive_desc pd_;
   dnnl::convolution_forward primitive_;
   int residual_slot_ = -1;
+};
+
+// A primitive measured for its thread count (ThreadChoice) as one unit.
+class Measured final : public Primitive {
+ public:
+  explicit Measured(std::shared_ptr<const Primitive> inner) : inner_(std::move(inner)) {}
+  Shape output() const override { return inner_->output(); }
+  size_t scratchpad_bytes() const override { return inner_->scratchpad_bytes(); }
+  void run(const float* input, const float* input1, float* output,
+           void* scratchpad) const override {
+    threads_.run([&] { inner_->run(input, input1, output, scratchpad); });
+  }
+
+ private:
+  std::shared_ptr<const Primitive> inner_;
+  ThreadChoice threads_;
 };
 
 // A primitive with one source (and maybe a second), one destination.
@@ -377,8 +456,8 @@ std::shared_ptr<const Primitive> pool(const PoolSpec& s) {
                                          kernel, pl, pr);
     const dnnl::pooling_forward::primitive_desc pd(op, attr, engine());
 #endif
-    return std::make_shared<Simple>(dnnl::pooling_forward(pd), src, memory::desc(), dst,
-                                    pd.scratchpad_desc(), out, 0);
+    return std::make_shared<Measured>(std::make_shared<Simple>(
+        dnnl::pooling_forward(pd), src, memory::desc(), dst, pd.scratchpad_desc(), out, 0));
   });
 }
 
@@ -391,7 +470,7 @@ std::shared_ptr<const Primitive> eltwise(Shape s, const std::vector<PostOp>& cha
       for (const EltwiseStep& step : steps(op)) links.push_back(make_eltwise_step(s, step));
     }
     if (links.empty()) throw std::invalid_argument("memoplan: empty elementwise chain");
-    return std::make_shared<Chain>(std::move(links));
+    return std::make_shared<Measured>(std::make_shared<Chain>(std::move(links)));
   });
 }
 
@@ -409,8 +488,8 @@ std::shared_ptr<const Primitive> binary(BinaryKind kind, Shape a, Shape b,
     const dnnl::binary::desc op(alg, src0, src1, src0);
     const dnnl::binary::primitive_desc pd(op, attr, engine());
 #endif
-    return std::make_shared<Simple>(dnnl::binary(pd), src0, src1, src0, pd.scratchpad_desc(), a,
-                                    DNNL_ARG_SRC_1);
+    return std::make_shared<Measured>(std::make_shared<Simple>(
+        dnnl::binary(pd), src0, src1, src0, pd.scratchpad_desc(), a, DNNL_ARG_SRC_1));
   });
 }
 
@@ -419,8 +498,8 @@ std::shared_ptr<const Primitive> to_blocked(Shape s, Plain from) {
   return cached<Primitive>("conversion", key, [&] {
     const memory::desc src = desc(s, plain_tag(from)), dst = desc(s, blocked_tag());
     const dnnl::reorder::primitive_desc pd(engine(), src, engine(), dst);
-    return std::make_shared<Simple>(dnnl::reorder(pd), src, memory::desc(), dst, memory::desc(), s,
-                                    0);
+    return std::make_shared<Measured>(std::make_shared<Simple>(
+        dnnl::reorder(pd), src, memory::desc(), dst, memory::desc(), s, 0));
   });
 }
 
@@ -429,8 +508,8 @@ std::shared_ptr<const Primitive> to_plain(Shape s, Plain to) {
   return cached<Primitive>("conversion", key, [&] {
     const memory::desc src = desc(s, blocked_tag()), dst = desc(s, plain_tag(to));
     const dnnl::reorder::primitive_desc pd(engine(), src, engine(), dst);
-    return std::make_shared<Simple>(dnnl::reorder(pd), src, memory::desc(), dst, memory::desc(), s,
-                                    0);
+    return std::make_shared<Measured>(std::make_shared<Simple>(
+        dnnl::reorder(pd), src, memory::desc(), dst, memory::desc(), s, 0));
   });
 }
 
