@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdlib>
 #include <fstream>
+#include <unistd.h>
 
 #include "budget_text.h"
 #include "input_spec.h"
@@ -166,6 +167,15 @@ int main(int argc, char** argv) {
       return fail(kExitBadInput, "no MODEL given and the default model is missing (looked for " +
                                      looked + "); make it with: " + kMakeDefault);
     }
+  }
+  // Debian's OpenBLAS (pthreads) keeps each idle worker spinning for 2^28 cycles (~0.1 s) after
+  // a call: with several intra-op threads those spinners take the cores OpenMP's threads (aten's,
+  // oneDNN's) need next (mobilenet_v3_large, two threads: every copy 1.4x slower). The timeout is
+  // read when OpenBLAS loads, before main: set it (2^4 cycles) and start again. The user's own
+  // setting is kept.
+  if (options.intra_op > 1 && std::getenv("OPENBLAS_THREAD_TIMEOUT") == nullptr) {
+    setenv("OPENBLAS_THREAD_TIMEOUT", "4", 1);
+    execv("/proc/self/exe", argv);  // returns only on failure: then go on as we are
   }
   try {
     if (!options.rss_probe.empty()) {

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <ATen/core/ivalue.h>
 
 #include <cstdint>
 #include <memory>
@@ -33,6 +34,21 @@ struct Weights {
                                    // packing: undefined for the blocked path, which packs its own)
   int64_t generation = 0;          // unique per preparation: what packings of `weight` key on
 };
+
+// What a convolution op of the tuned graph reads off the interpreter's stack, shared by
+// memoplan::conv2d and memoplan::bconv: aten::conv2d's operands and the batch norm folded in.
+struct Call {
+  at::Tensor weight;
+  c10::optional<at::Tensor> bias;
+  std::vector<int64_t> stride, padding, dilation;
+  int64_t groups = 1;
+  c10::optional<BatchNorm> batch_norm;  // the batch norm fused after it, when there is one
+  bool batch_norm_training = false;
+  double batch_norm_momentum = 0.1;
+};
+// From the op's arguments `args` (input at 0; weight, bias, stride, padding, dilation, groups at
+// 1-6; at `bn` the batch norm's weight, bias, mean, var, training, momentum, eps, has_bn).
+Call read_call(const c10::IValue* args, size_t bn);
 
 // The weights of `site` for these sources, refreshed when any of them changed since;
 // `aten_packing`: also make onednn_weight for aten's mkldnn_convolution.

@@ -28,19 +28,11 @@ using layouts::kNchw;
 using layouts::kNhwc;
 using layouts::Layout;
 
-struct ConvArgs {
-  at::Tensor weight;
-  c10::optional<at::Tensor> bias;
-  std::vector<int64_t> stride, padding, dilation;
-  int64_t groups = 1;
+struct ConvArgs : conv::Call {
   int64_t site = -1;  // where the weight's packings live
   // Only a module attribute's weight is prepared (folded, packed) once and kept; a weight computed
   // in the pass runs on aten's convolution.
   bool weight_is_attribute = false;
-  // The batch norm fused after it (graph pass), when there is one.
-  c10::optional<conv::BatchNorm> batch_norm;
-  bool batch_norm_training = false;
-  double batch_norm_momentum = 0.1;
   // Set per call: the weights to compute with (folded and pre-packed).
   std::shared_ptr<const conv::Weights> prepared;
 };
@@ -279,23 +271,9 @@ torch::jit::RegisterOperators conv_operators({
           constexpr size_t kArgs = 19;
           const c10::IValue* args = &stack[stack.size() - kArgs];
           ConvArgs a;
-          a.weight = args[1].toTensor();
-          if (!args[2].isNone()) a.bias = args[2].toTensor();
-          a.stride = args[3].toIntVector();
-          a.padding = args[4].toIntVector();
-          a.dilation = args[5].toIntVector();
-          a.groups = args[6].toInt();
+          static_cast<conv::Call&>(a) = conv::read_call(args, 10);
           a.site = args[9].toInt();
           a.weight_is_attribute = args[18].toBool();
-          if (args[17].toBool()) {
-            auto tensor = [](const c10::IValue& v) {
-              return v.isNone() ? at::Tensor() : v.toTensor();
-            };
-            a.batch_norm = conv::BatchNorm{tensor(args[10]), tensor(args[11]), tensor(args[12]),
-                                           tensor(args[13]), args[16].toDouble()};
-            a.batch_norm_training = args[14].toBool();
-            a.batch_norm_momentum = args[15].toDouble();
-          }
           const at::Tensor x = args[0].toTensor();
           const int64_t graph = args[7].toInt(), node = args[8].toInt();
           torch::jit::drop(stack, kArgs);

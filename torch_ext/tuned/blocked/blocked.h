@@ -26,15 +26,8 @@ int replace_regions(torch::jit::Graph& graph);
 // What the pass did, one line per graph (for kernel_report()).
 std::string report();
 
-struct ConvArgs {
-  at::Tensor weight;
-  c10::optional<at::Tensor> bias;
-  std::vector<int64_t> stride, padding, dilation;
-  int64_t groups = 1;
-  int64_t site = -1;
-  c10::optional<conv::BatchNorm> batch_norm;
-  bool batch_norm_training = false;
-  double batch_norm_momentum = 0.1;
+struct ConvArgs : conv::Call {
+  int64_t site = -1;  // where its packed weights live
   bool input_blocked = true;
   std::vector<onednn::PostOp> post;    // in order; kResidualAdd adds `residual`
   c10::optional<at::Tensor> residual;  // blocked, the output's sizes

@@ -365,10 +365,6 @@ std::vector<PostOp> post_ops(const c10::IValue& kinds, const c10::IValue& alpha,
   return ops;
 }
 
-at::Tensor tensor_or_empty(const c10::IValue& v) {
-  return v.isNone() ? at::Tensor() : v.toTensor();
-}
-
 torch::jit::RegisterOperators blocked_operators({
     torch::jit::Operator(
         "memoplan::bconv(Tensor input, Tensor weight, Tensor? bias, int[] stride, int[] padding, "
@@ -380,20 +376,8 @@ torch::jit::RegisterOperators blocked_operators({
           constexpr size_t kArgs = 21;
           const c10::IValue* args = &stack[stack.size() - kArgs];
           ConvArgs a;
-          a.weight = args[1].toTensor();
-          if (!args[2].isNone()) a.bias = args[2].toTensor();
-          a.stride = args[3].toIntVector();
-          a.padding = args[4].toIntVector();
-          a.dilation = args[5].toIntVector();
-          a.groups = args[6].toInt();
+          static_cast<conv::Call&>(a) = conv::read_call(args, 8);
           a.site = args[7].toInt();
-          if (args[15].toBool()) {
-            a.batch_norm = conv::BatchNorm{tensor_or_empty(args[8]), tensor_or_empty(args[9]),
-                                           tensor_or_empty(args[10]), tensor_or_empty(args[11]),
-                                           args[14].toDouble()};
-            a.batch_norm_training = args[12].toBool();
-            a.batch_norm_momentum = args[13].toDouble();
-          }
           a.input_blocked = args[16].toBool();
           a.post = post_ops(args[17], args[18], args[19]);
           if (!args[20].isNone()) a.residual = args[20].toTensor();

@@ -307,23 +307,26 @@ class BlockedRewriter {
     return last;
   }
 
+  // The post-op list as the ops take it: constants (kinds, alpha, beta) made before `point`.
+  void append_post_ops(Node* point, const std::vector<PostOp>& chain, std::vector<Value*>& inputs) {
+    torch::jit::WithInsertPoint insert(point);
+    std::vector<int64_t> kinds;
+    std::vector<double> alpha, beta;
+    for (const PostOp& op : chain) {
+      kinds.push_back(op.kind);
+      alpha.push_back(op.alpha);
+      beta.push_back(op.beta);
+    }
+    inputs.push_back(graph_.insertConstant(kinds));
+    inputs.push_back(graph_.insertConstant(alpha));
+    inputs.push_back(graph_.insertConstant(beta));
+  }
+
   // Replaces the nodes `first`..`last` (a chain: each the only reader of the one before) by one
   // `kind` node at `first` with `inputs`, then the post-op lists (kinds, alpha, beta).
   Node* replace(Node* first, Node* last, const char* kind, std::vector<Value*> inputs,
                 const std::vector<PostOp>& chain) {
-    {
-      torch::jit::WithInsertPoint point(first);
-      std::vector<int64_t> kinds;
-      std::vector<double> alpha, beta;
-      for (const PostOp& op : chain) {
-        kinds.push_back(op.kind);
-        alpha.push_back(op.alpha);
-        beta.push_back(op.beta);
-      }
-      inputs.push_back(graph_.insertConstant(kinds));
-      inputs.push_back(graph_.insertConstant(alpha));
-      inputs.push_back(graph_.insertConstant(beta));
-    }
+    append_post_ops(first, chain, inputs);
     Node* made = insert_before(first, kind, inputs, last->output());
     retire(first, last, made->output());
     blocked_.insert(made->output());
@@ -388,18 +391,9 @@ class BlockedRewriter {
       inputs.push_back(graph_.insertConstant(batch_norm != nullptr));
       inputs.push_back(graph_.insertConstant(blocked(node->input(0))));
     }
-    std::vector<int64_t> kinds;
-    std::vector<double> alpha, beta;
-    for (const PostOp& p : post) {
-      kinds.push_back(p.kind);
-      alpha.push_back(p.alpha);
-      beta.push_back(p.beta);
-    }
+    append_post_ops(node, post, inputs);
     {
       torch::jit::WithInsertPoint point(node);
-      inputs.push_back(graph_.insertConstant(kinds));
-      inputs.push_back(graph_.insertConstant(alpha));
-      inputs.push_back(graph_.insertConstant(beta));
       inputs.push_back(residual ? residual : graph_.insertConstant(c10::IValue()));
     }
     Node* made = insert_before(node, "memoplan::bconv", inputs, last->output());
