@@ -379,9 +379,13 @@ int detect_block_size() {
     const std::string v = forced;
     if (v == "0" || v == "8" || v == "16") return std::stoi(v);
   }
-  const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
-  if (isa >= dnnl::cpu_isa::avx512_core) return 16;
-  if (isa >= dnnl::cpu_isa::avx2) return 8;
+  // ISAs are bit sets (avx2_vnni is 0x407 in 2.x: numerically above avx512_core's 0x27).
+  const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+  auto has = [&](dnnl::cpu_isa bits) {
+    return (isa & static_cast<unsigned>(bits)) == static_cast<unsigned>(bits);
+  };
+  if (has(dnnl::cpu_isa::avx512_core)) return 16;
+  if (has(dnnl::cpu_isa::avx2)) return 8;
   return 0;
 }
 
