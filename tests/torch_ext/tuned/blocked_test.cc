@@ -143,7 +143,12 @@ TEST(BlockedLayout, TorchvisionBlocksMatchStock) {
   EXPECT_GE(kernel_stats().tuned_calls - before.tuned_calls, 3u * 13);
   check_blocks(torch::randn({2, 3, 57, 61}), 1);
   check_blocks(torch::randn({2, 3, 64, 64}).contiguous(at::MemoryFormat::ChannelsLast), 1);
+#if !defined(__SANITIZE_THREAD__)
+  // Two intra-op threads. Not under ThreadSanitizer: aten's own OpenMP regions in the reference
+  // pass (libgomp is not instrumented) show as races there, and that build makes the extension's
+  // splits serial anyway (torch_ext/CMakeLists.txt).
   check_blocks(torch::randn({2, 3, 48, 48}), 2);
+#endif
 }
 
 // The training branch (stochastic depth, batch norms updating their statistics) runs on aten
