@@ -1,262 +1,17 @@
-// oneDNN primitives on the blocked layout (onednn.h). The API moved between 2.x and 3.x (operation
-// descriptors gone, post-op eltwise without a scale): the two spellings sit side by side in the
-// make_* helpers below, nowhere else.
-#include "onednn.h"
-
-#include <oneapi/dnnl/dnnl.hpp>
-#if DNNL_CPU_THREADING_RUNTIME == DNNL_RUNTIME_OMP
-#include <omp.h>
-#endif
-
-#include <algorithm>
-#include <atomic>
-#include <chrono>
+// oneDNN primitives on the blocked layout (onednn.h) but the convolution (onednn_conv.cc): pooling,
+// elementwise chains, binary ops, conversions, the block size. The API moved between 2.x and 3.x
+// (operation descriptors gone, post-op eltwise without a scale): the two spellings sit side by
+// side where a primitive is made, nowhere else.
 #include <cstdlib>
-#include <map>
-#include <mutex>
 #include <sstream>
-#include <stdexcept>
 #include <unordered_map>
+
+#include "onednn_common.h"
 
 namespace memoplan::torch_ext::onednn {
 namespace {
 
-using dnnl::algorithm;
-using dnnl::memory;
-using dnnl::prop_kind;
-using tag = dnnl::memory::format_tag;
-using dt = dnnl::memory::data_type;
-
-constexpr bool kOneDnn3 = DNNL_VERSION_MAJOR >= 3;
-
-// The threads oneDNN would split a primitive over now: part of every cache key (a primitive made
-// for one thread count may be laid out for it).
-int64_t threads() {
-#if DNNL_CPU_THREADING_RUNTIME == DNNL_RUNTIME_OMP
-  return omp_get_max_threads();
-#else
-  return 0;
-#endif
-}
-
-const dnnl::engine& engine() {
-  static const dnnl::engine* e = new dnnl::engine(dnnl::engine::kind::cpu, 0);  // never destroyed
-  return *e;
-}
-
-// One stream per calling thread (a stream is not to be shared between threads).
-dnnl::stream& stream() {
-  thread_local dnnl::stream s(engine());
-  return s;
-}
-
-// Whether a primitive runs on every intra-op thread or on the calling one alone, measured on its
-// first calls: a small op (a squeeze-excitation's 1x1 convolutions, a 7x7 pooling) loses more to
-// waking the other threads than it gains from them. Each run is repeated in the measurement, so
-// it must be idempotent: every primitive here reads its inputs and writes a separate output.
-class ThreadChoice {
- public:
-  template <typename Run>
-  void run(const Run& once) const {
-    const int n = static_cast<int>(threads());
-    if (n <= 1) {
-      once();
-      return;
-    }
-    int choice = choice_.load(std::memory_order_relaxed);
-    if (choice == kUnmeasured) choice = measure(once, n);
-    if (choice == kAll) {
-      once();
-      return;
-    }
-    OneThread alone(n);
-    once();
-  }
-
- private:
-  enum : int { kUnmeasured, kOne, kAll };
-  struct OneThread {  // this thread's parallel regions on one thread, until the end of the scope
-    explicit OneThread(int n) : n_(n) { set(1); }
-    ~OneThread() { set(n_); }
-    static void set(int n) {
-#if DNNL_CPU_THREADING_RUNTIME == DNNL_RUNTIME_OMP
-      omp_set_num_threads(n);
-#else
-      (void)n;
-#endif
-    }
-    int n_;
-  };
-  template <typename Run>
-  int measure(const Run& once, int n) const {
-    using Clock = std::chrono::steady_clock;
-    double one = 1e300, all = 1e300;
-    for (int round = 0; round < 3; ++round) {  // interleaved; the fastest of each
-      Clock::time_point start = Clock::now();
-      once();
-      all = std::min(all, std::chrono::duration<double>(Clock::now() - start).count());
-      OneThread alone(n);
-      start = Clock::now();
-      once();
-      one = std::min(one, std::chrono::duration<double>(Clock::now() - start).count());
-    }
-    const int choice = one <= all ? kOne : kAll;
-    choice_.store(choice, std::memory_order_relaxed);
-    return choice;
-  }
-  mutable std::atomic<int> choice_{kUnmeasured};
-};
-
-tag blocked_tag() { return block_size() == 16 ? tag::nChw16c : tag::nChw8c; }
-tag plain_tag(Plain p) { return p == Plain::kNhwc ? tag::nhwc : tag::nchw; }
-
-memory::desc desc(Shape s, tag t) { return memory::desc({s.n, s.c, s.h, s.w}, dt::f32, t); }
-
-memory bind(const memory::desc& d, const void* data) {
-  return memory(d, engine(), const_cast<void*>(data));
-}
-
-// Post-ops: the eltwise steps (hardsigmoid is two), the residual a binary add.
-void append_eltwise(dnnl::post_ops& ops, algorithm alg, float alpha, float beta) {
-#if DNNL_VERSION_MAJOR >= 3
-  ops.append_eltwise(alg, alpha, beta);
-#else
-  ops.append_eltwise(1.f, alg, alpha, beta);
-#endif
-}
-
-struct EltwiseStep {
-  algorithm alg;
-  float alpha, beta;
-};
-std::vector<EltwiseStep> steps(const PostOp& op) {
-  switch (static_cast<Eltwise>(op.kind)) {
-    case Eltwise::kRelu:
-      return {{algorithm::eltwise_relu, op.alpha, 0.f}};
-    case Eltwise::kClip:
-      return {{algorithm::eltwise_clip, op.alpha, op.beta}};
-    case Eltwise::kHardswish:
-      // 3.x: x * clip(alpha x + beta, 0, 1); 2.x: the fixed x * relu6(x + 3) / 6.
-      return {{algorithm::eltwise_hardswish, kOneDnn3 ? 1.f / 6.f : 0.f, kOneDnn3 ? 0.5f : 0.f}};
-    case Eltwise::kHardsigmoid:
-      return {{algorithm::eltwise_linear, 1.f / 6.f, 0.5f}, {algorithm::eltwise_clip, 0.f, 1.f}};
-    case Eltwise::kSigmoid:
-      return {{algorithm::eltwise_logistic, 0.f, 0.f}};
-    case Eltwise::kSilu:
-      return {{algorithm::eltwise_swish, 1.f, 0.f}};
-    case Eltwise::kGelu:
-      return {{algorithm::eltwise_gelu_erf, 0.f, 0.f}};
-    case Eltwise::kTanh:
-      return {{algorithm::eltwise_tanh, 0.f, 0.f}};
-  }
-  throw std::invalid_argument("memoplan: unknown elementwise kind " + std::to_string(op.kind));
-}
-
-dnnl::primitive_attr attributes(const std::vector<PostOp>& post, const memory::desc* residual) {
-  dnnl::primitive_attr attr;
-  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  dnnl::post_ops ops;
-  for (const PostOp& op : post) {
-    if (op.kind == kResidualAdd) {
-      ops.append_binary(algorithm::binary_add, *residual);
-    } else {
-      for (const EltwiseStep& s : steps(op)) append_eltwise(ops, s.alg, s.alpha, s.beta);
-    }
-  }
-  attr.set_post_ops(ops);
-  return attr;
-}
-
-// The argument slot of the residual: its post-op's index.
-int residual_slot(const std::vector<PostOp>& post) {
-  int index = 0;
-  for (const PostOp& op : post) {
-    if (op.kind == kResidualAdd) return index;
-    index += op.kind == static_cast<int>(Eltwise::kHardsigmoid) ? 2 : 1;
-  }
-  return -1;
-}
-
-memory scratch(const memory::desc& d, void* data) { return bind(d, data); }
-
-class ConvImpl final : public Conv {
- public:
-  explicit ConvImpl(const ConvSpec& s) : spec_(s) {
-    const int64_t oh = (s.h + 2 * s.padding[0] - s.dilation[0] * (s.kh - 1) - 1) / s.stride[0] + 1;
-    const int64_t ow = (s.w + 2 * s.padding[1] - s.dilation[1] * (s.kw - 1) - 1) / s.stride[1] + 1;
-    if (oh <= 0 || ow <= 0) throw std::invalid_argument("memoplan: convolution output is empty");
-    out_ = {s.n, s.out_channels, oh, ow};
-    const memory::desc src =
-        desc({s.n, s.c, s.h, s.w}, s.input_blocked ? blocked_tag() : plain_tag(s.input_plain));
-    const memory::desc dst = desc(out_, blocked_tag());
-    memory::dims wdims = {s.out_channels, s.c / s.groups, s.kh, s.kw};
-    user_weights_tag_ = tag::oihw;
-    if (s.groups > 1) {
-      wdims = {s.groups, s.out_channels / s.groups, s.c / s.groups, s.kh, s.kw};
-      user_weights_tag_ = tag::goihw;
-    }
-    user_weights_ = memory::desc(wdims, dt::f32, user_weights_tag_);
-    const memory::desc weights_any(wdims, dt::f32, tag::any);
-    const memory::desc bias({s.out_channels}, dt::f32, tag::x);
-    const memory::dims strides = {s.stride[0], s.stride[1]};
-    const memory::dims dilation = {s.dilation[0] - 1, s.dilation[1] - 1};
-    const memory::dims padding = {s.padding[0], s.padding[1]};
-    const dnnl::primitive_attr attr = attributes(s.post, &dst);
-#if DNNL_VERSION_MAJOR >= 3
-    pd_ = dnnl::convolution_forward::primitive_desc(
-        engine(), prop_kind::forward_inference, algorithm::convolution_direct, src, weights_any,
-        bias, dst, strides, dilation, padding, padding, attr);
-#else
-    const dnnl::convolution_forward::desc d(prop_kind::forward_inference,
-                                            algorithm::convolution_direct, src, weights_any, bias,
-                                            dst, strides, dilation, padding, padding);
-    pd_ = dnnl::convolution_forward::primitive_desc(d, attr, engine());
-#endif
-    primitive_ = dnnl::convolution_forward(pd_);
-    residual_slot_ = residual_slot(s.post);
-  }
-
-  Shape output() const override { return out_; }
-  size_t scratchpad_bytes() const override { return pd_.scratchpad_desc().get_size(); }
-  size_t packed_weights_bytes() const override { return pd_.weights_desc().get_size(); }
-  std::string implementation() const override { return pd_.impl_info_str(); }
-  bool same_packing(const Conv& other) const override {
-    const auto* o = dynamic_cast<const ConvImpl*>(&other);
-    return o != nullptr && o->pd_.weights_desc() == pd_.weights_desc();
-  }
-  void pack_weights(const float* weight, void* packed) const override {
-    memory from = bind(user_weights_, weight), to = bind(pd_.weights_desc(), packed);
-    dnnl::reorder(from, to).execute(stream(), from, to);
-    stream().wait();
-  }
-  void run(const float* input, const void* packed_weights, const float* bias, const float* residual,
-           float* output, void* scratchpad) const override {
-    std::unordered_map<int, memory> args = {
-        {DNNL_ARG_SRC, bind(pd_.src_desc(), input)},
-        {DNNL_ARG_WEIGHTS, bind(pd_.weights_desc(), packed_weights)},
-        {DNNL_ARG_BIAS, bind(pd_.bias_desc(), bias)},
-        {DNNL_ARG_DST, bind(pd_.dst_desc(), output)},
-        {DNNL_ARG_SCRATCHPAD, scratch(pd_.scratchpad_desc(), scratchpad)}};
-    if (residual_slot_ >= 0) {
-      args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(residual_slot_) | DNNL_ARG_SRC_1,
-                   bind(pd_.dst_desc(), residual));
-    }
-    threads_.run([&] {
-      primitive_.execute(stream(), args);
-      stream().wait();
-    });
-  }
-
- private:
-  ThreadChoice threads_;
-  ConvSpec spec_;
-  Shape out_;
-  tag user_weights_tag_ = tag::oihw;
-  memory::desc user_weights_;
-  dnnl::convolution_forward::primitive_desc pd_;
-  dnnl::convolution_forward primitive_;
-  int residual_slot_ = -1;
-};
+using namespace detail;  // NOLINT(google-build-using-namespace): this file's whole vocabulary
 
 // A primitive measured for its thread count (ThreadChoice) as one unit.
 class Measured final : public Primitive {
@@ -294,7 +49,7 @@ class Simple final : public Primitive {
                                             {DNNL_ARG_DST, bind(dst_, output)}};
     if (src1_arg_ != 0) args.emplace(src1_arg_, bind(src1_, input1));
     if (scratchpad_.get_size() > 0) {
-      args.emplace(DNNL_ARG_SCRATCHPAD, scratch(scratchpad_, scratchpad));
+      args.emplace(DNNL_ARG_SCRATCHPAD, bind(scratchpad_, scratchpad));
     }
     primitive_.execute(stream(), args);
     stream().wait();
@@ -343,37 +98,6 @@ std::shared_ptr<const Primitive> make_eltwise_step(Shape s, const EltwiseStep& s
                                   pd.scratchpad_desc(), s, 0);
 }
 
-// The cache: every primitive by the numbers that define it.
-using Key = std::vector<int64_t>;
-template <typename T, typename Make>
-std::shared_ptr<const T> cached(const char* kind, Key key, Make make) {
-  static std::mutex mutex;
-  static auto* table = new std::map<std::pair<std::string, Key>, std::shared_ptr<const T>>();
-  auto k = std::make_pair(std::string(kind), std::move(key));
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    const auto it = table->find(k);
-    if (it != table->end()) return it->second;
-  }
-  std::shared_ptr<const T> made;
-  try {
-    made = make();
-  } catch (const dnnl::error& e) {
-    throw std::runtime_error(std::string("memoplan: oneDNN cannot make this ") + kind + ": " +
-                             e.what());
-  }
-  std::lock_guard<std::mutex> lock(mutex);
-  return table->emplace(std::move(k), made).first->second;
-}
-
-void append(Key& key, const std::vector<PostOp>& post) {
-  for (const PostOp& op : post) {
-    key.push_back(op.kind);
-    key.push_back(static_cast<int64_t>(op.alpha * 1e6f));
-    key.push_back(static_cast<int64_t>(op.beta * 1e6f));
-  }
-}
-
 int detect_block_size() {
   if (const char* forced = std::getenv("MEMOPLAN_BLOCKED_LAYOUT")) {
     const std::string v = forced;
@@ -399,28 +123,6 @@ int block_size() {
 int64_t padded_channels(int64_t channels) {
   const int64_t b = block_size() > 0 ? block_size() : 1;
   return (channels + b - 1) / b * b;
-}
-
-std::shared_ptr<const Conv> conv(const ConvSpec& s) {
-  Key key = {s.n,
-             s.c,
-             s.h,
-             s.w,
-             s.out_channels,
-             s.kh,
-             s.kw,
-             s.groups,
-             s.stride[0],
-             s.stride[1],
-             s.padding[0],
-             s.padding[1],
-             s.dilation[0],
-             s.dilation[1],
-             s.input_blocked,
-             static_cast<int64_t>(s.input_plain),
-             threads()};
-  append(key, s.post);
-  return cached<Conv>("convolution", std::move(key), [&] { return std::make_shared<ConvImpl>(s); });
 }
 
 std::shared_ptr<const Primitive> pool(const PoolSpec& s) {

@@ -1,0 +1,215 @@
+// What the oneDNN translation units share (onednn.cc: pooling, elementwise, binary,
+// conversions; onednn_conv.cc: the convolution): the engine and per-thread stream, descriptors of
+// the blocked and plain layouts, post-op attributes, the per-primitive thread choice and the
+// primitive cache. Includes oneDNN; for those two files only.
+#pragma once
+
+#include <oneapi/dnnl/dnnl.hpp>
+#if DNNL_CPU_THREADING_RUNTIME == DNNL_RUNTIME_OMP
+#include <omp.h>
+#endif
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "onednn.h"
+
+namespace memoplan::torch_ext::onednn::detail {
+
+using dnnl::algorithm;
+using dnnl::memory;
+using dnnl::prop_kind;
+using tag = dnnl::memory::format_tag;
+using dt = dnnl::memory::data_type;
+
+constexpr bool kOneDnn3 = DNNL_VERSION_MAJOR >= 3;
+
+// The threads oneDNN would split a primitive over now: part of every cache key (a primitive made
+// for one thread count may be laid out for it).
+inline int64_t threads() {
+#if DNNL_CPU_THREADING_RUNTIME == DNNL_RUNTIME_OMP
+  return omp_get_max_threads();
+#else
+  return 0;
+#endif
+}
+
+inline const dnnl::engine& engine() {
+  static const dnnl::engine* e = new dnnl::engine(dnnl::engine::kind::cpu, 0);  // never destroyed
+  return *e;
+}
+
+// One stream per calling thread (a stream is not to be shared between threads).
+inline dnnl::stream& stream() {
+  thread_local dnnl::stream s(engine());
+  return s;
+}
+
+// Whether a primitive runs on every intra-op thread or on the calling one alone, measured on its
+// first calls: a small op (a squeeze-excitation's 1x1 convolutions, a 7x7 pooling) loses more to
+// waking the other threads than it gains from them. Each run is repeated in the measurement, so
+// it must be idempotent: every primitive here reads its inputs and writes a separate output.
+class ThreadChoice {
+ public:
+  template <typename Run>
+  void run(const Run& once) const {
+    const int n = static_cast<int>(threads());
+    if (n <= 1) {
+      once();
+      return;
+    }
+    int choice = choice_.load(std::memory_order_relaxed);
+    if (choice == kUnmeasured) choice = measure(once, n);
+    if (choice == kAll) {
+      once();
+      return;
+    }
+    OneThread alone(n);
+    once();
+  }
+
+ private:
+  enum : int { kUnmeasured, kOne, kAll };
+  struct OneThread {  // this thread's parallel regions on one thread, until the end of the scope
+    explicit OneThread(int n) : n_(n) { set(1); }
+    ~OneThread() { set(n_); }
+    static void set(int n) {
+#if DNNL_CPU_THREADING_RUNTIME == DNNL_RUNTIME_OMP
+      omp_set_num_threads(n);
+#else
+      (void)n;
+#endif
+    }
+    int n_;
+  };
+  template <typename Run>
+  int measure(const Run& once, int n) const {
+    using Clock = std::chrono::steady_clock;
+    double one = 1e300, all = 1e300;
+    for (int round = 0; round < 3; ++round) {  // interleaved; the fastest of each
+      Clock::time_point start = Clock::now();
+      once();
+      all = std::min(all, std::chrono::duration<double>(Clock::now() - start).count());
+      OneThread alone(n);
+      start = Clock::now();
+      once();
+      one = std::min(one, std::chrono::duration<double>(Clock::now() - start).count());
+    }
+    const int choice = one <= all ? kOne : kAll;
+    choice_.store(choice, std::memory_order_relaxed);
+    return choice;
+  }
+  mutable std::atomic<int> choice_{kUnmeasured};
+};
+
+inline tag blocked_tag() { return block_size() == 16 ? tag::nChw16c : tag::nChw8c; }
+inline tag plain_tag(Plain p) { return p == Plain::kNhwc ? tag::nhwc : tag::nchw; }
+
+inline memory::desc desc(Shape s, tag t) { return memory::desc({s.n, s.c, s.h, s.w}, dt::f32, t); }
+
+inline memory bind(const memory::desc& d, const void* data) {
+  return memory(d, engine(), const_cast<void*>(data));
+}
+
+// Post-ops: the eltwise steps (hardsigmoid is two), the residual a binary add.
+inline void append_eltwise(dnnl::post_ops& ops, algorithm alg, float alpha, float beta) {
+#if DNNL_VERSION_MAJOR >= 3
+  ops.append_eltwise(alg, alpha, beta);
+#else
+  ops.append_eltwise(1.f, alg, alpha, beta);
+#endif
+}
+
+struct EltwiseStep {
+  algorithm alg;
+  float alpha, beta;
+};
+inline std::vector<EltwiseStep> steps(const PostOp& op) {
+  switch (static_cast<Eltwise>(op.kind)) {
+    case Eltwise::kRelu:
+      return {{algorithm::eltwise_relu, op.alpha, 0.f}};
+    case Eltwise::kClip:
+      return {{algorithm::eltwise_clip, op.alpha, op.beta}};
+    case Eltwise::kHardswish:
+      // 3.x: x * clip(alpha x + beta, 0, 1); 2.x: the fixed x * relu6(x + 3) / 6.
+      return {{algorithm::eltwise_hardswish, kOneDnn3 ? 1.f / 6.f : 0.f, kOneDnn3 ? 0.5f : 0.f}};
+    case Eltwise::kHardsigmoid:
+      return {{algorithm::eltwise_linear, 1.f / 6.f, 0.5f}, {algorithm::eltwise_clip, 0.f, 1.f}};
+    case Eltwise::kSigmoid:
+      return {{algorithm::eltwise_logistic, 0.f, 0.f}};
+    case Eltwise::kSilu:
+      return {{algorithm::eltwise_swish, 1.f, 0.f}};
+    case Eltwise::kGelu:
+      return {{algorithm::eltwise_gelu_erf, 0.f, 0.f}};
+    case Eltwise::kTanh:
+      return {{algorithm::eltwise_tanh, 0.f, 0.f}};
+  }
+  throw std::invalid_argument("memoplan: unknown elementwise kind " + std::to_string(op.kind));
+}
+
+inline dnnl::primitive_attr attributes(const std::vector<PostOp>& post,
+                                       const memory::desc* residual) {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  dnnl::post_ops ops;
+  for (const PostOp& op : post) {
+    if (op.kind == kResidualAdd) {
+      ops.append_binary(algorithm::binary_add, *residual);
+    } else {
+      for (const EltwiseStep& s : steps(op)) append_eltwise(ops, s.alg, s.alpha, s.beta);
+    }
+  }
+  attr.set_post_ops(ops);
+  return attr;
+}
+
+// The argument slot of the residual: its post-op's index.
+inline int residual_slot(const std::vector<PostOp>& post) {
+  int index = 0;
+  for (const PostOp& op : post) {
+    if (op.kind == kResidualAdd) return index;
+    index += op.kind == static_cast<int>(Eltwise::kHardsigmoid) ? 2 : 1;
+  }
+  return -1;
+}
+
+// The cache: every primitive by the numbers that define it.
+using Key = std::vector<int64_t>;
+template <typename T, typename Make>
+std::shared_ptr<const T> cached(const char* kind, Key key, Make make) {
+  static std::mutex mutex;
+  static auto* table = new std::map<std::pair<std::string, Key>, std::shared_ptr<const T>>();
+  auto k = std::make_pair(std::string(kind), std::move(key));
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    const auto it = table->find(k);
+    if (it != table->end()) return it->second;
+  }
+  std::shared_ptr<const T> made;
+  try {
+    made = make();
+  } catch (const dnnl::error& e) {
+    throw std::runtime_error(std::string("memoplan: oneDNN cannot make this ") + kind + ": " +
+                             e.what());
+  }
+  std::lock_guard<std::mutex> lock(mutex);
+  return table->emplace(std::move(k), made).first->second;
+}
+
+inline void append(Key& key, const std::vector<PostOp>& post) {
+  for (const PostOp& op : post) {
+    key.push_back(op.kind);
+    key.push_back(static_cast<int64_t>(op.alpha * 1e6f));
+    key.push_back(static_cast<int64_t>(op.beta * 1e6f));
+  }
+}
+
+}  // namespace memoplan::torch_ext::onednn::detail

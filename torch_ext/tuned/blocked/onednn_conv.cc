@@ -1,0 +1,115 @@
+// The convolution primitive on the blocked layout (onednn.h): its epilogue (bias, activations, a
+// residual addition), weights packed in the layout it reads, cached per shape and thread count.
+#include <unordered_map>
+
+#include "onednn_common.h"
+
+namespace memoplan::torch_ext::onednn {
+namespace {
+
+using namespace detail;  // NOLINT(google-build-using-namespace): this file's whole vocabulary
+
+class ConvImpl final : public Conv {
+ public:
+  explicit ConvImpl(const ConvSpec& s) : spec_(s) {
+    const int64_t oh = (s.h + 2 * s.padding[0] - s.dilation[0] * (s.kh - 1) - 1) / s.stride[0] + 1;
+    const int64_t ow = (s.w + 2 * s.padding[1] - s.dilation[1] * (s.kw - 1) - 1) / s.stride[1] + 1;
+    if (oh <= 0 || ow <= 0) throw std::invalid_argument("memoplan: convolution output is empty");
+    out_ = {s.n, s.out_channels, oh, ow};
+    const memory::desc src =
+        desc({s.n, s.c, s.h, s.w}, s.input_blocked ? blocked_tag() : plain_tag(s.input_plain));
+    const memory::desc dst = desc(out_, blocked_tag());
+    memory::dims wdims = {s.out_channels, s.c / s.groups, s.kh, s.kw};
+    user_weights_tag_ = tag::oihw;
+    if (s.groups > 1) {
+      wdims = {s.groups, s.out_channels / s.groups, s.c / s.groups, s.kh, s.kw};
+      user_weights_tag_ = tag::goihw;
+    }
+    user_weights_ = memory::desc(wdims, dt::f32, user_weights_tag_);
+    const memory::desc weights_any(wdims, dt::f32, tag::any);
+    const memory::desc bias({s.out_channels}, dt::f32, tag::x);
+    const memory::dims strides = {s.stride[0], s.stride[1]};
+    const memory::dims dilation = {s.dilation[0] - 1, s.dilation[1] - 1};
+    const memory::dims padding = {s.padding[0], s.padding[1]};
+    const dnnl::primitive_attr attr = attributes(s.post, &dst);
+#if DNNL_VERSION_MAJOR >= 3
+    pd_ = dnnl::convolution_forward::primitive_desc(
+        engine(), prop_kind::forward_inference, algorithm::convolution_direct, src, weights_any,
+        bias, dst, strides, dilation, padding, padding, attr);
+#else
+    const dnnl::convolution_forward::desc d(prop_kind::forward_inference,
+                                            algorithm::convolution_direct, src, weights_any, bias,
+                                            dst, strides, dilation, padding, padding);
+    pd_ = dnnl::convolution_forward::primitive_desc(d, attr, engine());
+#endif
+    primitive_ = dnnl::convolution_forward(pd_);
+    residual_slot_ = residual_slot(s.post);
+  }
+
+  Shape output() const override { return out_; }
+  size_t scratchpad_bytes() const override { return pd_.scratchpad_desc().get_size(); }
+  size_t packed_weights_bytes() const override { return pd_.weights_desc().get_size(); }
+  std::string implementation() const override { return pd_.impl_info_str(); }
+  bool same_packing(const Conv& other) const override {
+    const auto* o = dynamic_cast<const ConvImpl*>(&other);
+    return o != nullptr && o->pd_.weights_desc() == pd_.weights_desc();
+  }
+  void pack_weights(const float* weight, void* packed) const override {
+    memory from = bind(user_weights_, weight), to = bind(pd_.weights_desc(), packed);
+    dnnl::reorder(from, to).execute(stream(), from, to);
+    stream().wait();
+  }
+  void run(const float* input, const void* packed_weights, const float* bias, const float* residual,
+           float* output, void* scratchpad) const override {
+    std::unordered_map<int, memory> args = {
+        {DNNL_ARG_SRC, bind(pd_.src_desc(), input)},
+        {DNNL_ARG_WEIGHTS, bind(pd_.weights_desc(), packed_weights)},
+        {DNNL_ARG_BIAS, bind(pd_.bias_desc(), bias)},
+        {DNNL_ARG_DST, bind(pd_.dst_desc(), output)},
+        {DNNL_ARG_SCRATCHPAD, bind(pd_.scratchpad_desc(), scratchpad)}};
+    if (residual_slot_ >= 0) {
+      args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(residual_slot_) | DNNL_ARG_SRC_1,
+                   bind(pd_.dst_desc(), residual));
+    }
+    threads_.run([&] {
+      primitive_.execute(stream(), args);
+      stream().wait();
+    });
+  }
+
+ private:
+  ThreadChoice threads_;
+  ConvSpec spec_;
+  Shape out_;
+  tag user_weights_tag_ = tag::oihw;
+  memory::desc user_weights_;
+  dnnl::convolution_forward::primitive_desc pd_;
+  dnnl::convolution_forward primitive_;
+  int residual_slot_ = -1;
+};
+
+}  // namespace
+
+std::shared_ptr<const Conv> conv(const ConvSpec& s) {
+  Key key = {s.n,
+             s.c,
+             s.h,
+             s.w,
+             s.out_channels,
+             s.kh,
+             s.kw,
+             s.groups,
+             s.stride[0],
+             s.stride[1],
+             s.padding[0],
+             s.padding[1],
+             s.dilation[0],
+             s.dilation[1],
+             s.input_blocked,
+             static_cast<int64_t>(s.input_plain),
+             threads()};
+  append(key, s.post);
+  return cached<Conv>("convolution", std::move(key), [&] { return std::make_shared<ConvImpl>(s); });
+}
+
+}  // namespace memoplan::torch_ext::onednn
