@@ -1,13 +1,14 @@
 // The GEMM driver: cache blocking around the micro-kernel (Goto's scheme: K in kc chunks, rows in
 // mc blocks packed into L2, columns in nr panels), edge tiles through a small buffer, the
-// epilogue (bias, activation) once per row block after its last K chunk, and parallelism over
-// column panels or row blocks.
+// epilogue (bias, activation; epilogue.h) on each tile right after its last K chunk, and
+// parallelism over column panels or row blocks.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
 #include <vector>
 
+#include "epilogue.h"
 #include "micro_kernel.h"
 #include "pack.h"
 
@@ -45,35 +46,21 @@ struct Scratch {
 };
 thread_local Scratch scratch;
 
-float activate(float x, Activation activation) {
-  switch (activation) {
-    case Activation::kNone:
-      return x;
-    case Activation::kRelu:
-      return x > 0.0f ? x : 0.0f;
-    case Activation::kGelu:
-      // aten::gelu's default (approximate='none'): x * Phi(x) with the exact erf.
-      return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f));
-  }
-  return x;
-}
-
 void apply_epilogue(float* c, int64_t ldc, int64_t rows, int64_t col0, int64_t cols,
                     const Epilogue& epilogue) {
   if (!epilogue.bias && epilogue.activation == Activation::kNone && epilogue.alpha == 1.0f) return;
+  const EpilogueRowFn row_fn = epilogue_row();
+  const float* bias = epilogue.bias ? epilogue.bias + col0 : nullptr;
   for (int64_t i = 0; i < rows; ++i) {
-    float* row = c + i * ldc + col0;
-    if (epilogue.alpha != 1.0f) {
-      for (int64_t j = 0; j < cols; ++j) row[j] *= epilogue.alpha;
-    }
-    if (epilogue.bias) {
-      const float* bias = epilogue.bias + col0;
-      for (int64_t j = 0; j < cols; ++j) row[j] += bias[j];
-    }
-    if (epilogue.activation != Activation::kNone) {
-      for (int64_t j = 0; j < cols; ++j) row[j] = activate(row[j], epilogue.activation);
-    }
+    row_fn(c + i * ldc + col0, cols, bias, epilogue.alpha, epilogue.activation);
   }
+}
+
+// The epilogue as seen from column j0 on (its bias shifted).
+Epilogue epilogue_at(const Epilogue& epilogue, int64_t j0) {
+  Epilogue shifted = epilogue;
+  if (shifted.bias) shifted.bias += j0;
+  return shifted;
 }
 
 // One tile: full tiles go straight to C, edge tiles through a buffer of mr x nr.
@@ -120,9 +107,14 @@ void compute_block(const MatrixView& a, const Panels& b, float* c, int64_t ldc,
     const float* b_panel = b.panel(panel) + pc * nr;
     const int64_t j0 = panel * nr;
     const int64_t cols = std::min<int64_t>(nr, b.n - j0);
+    const bool last_chunk = pc + kc == k_total;
     for (int64_t ir = 0; ir < rows; ir += mr) {
-      run_tile(kernel, kc, a_block + (ir / mr) * kc * mr, b_panel, c + (i0 + ir) * ldc + j0, ldc,
-               std::min<int64_t>(mr, rows - ir), cols, pc > 0 || epilogue.accumulate);
+      const int64_t tile_rows = std::min<int64_t>(mr, rows - ir);
+      float* tile = c + (i0 + ir) * ldc + j0;
+      run_tile(kernel, kc, a_block + (ir / mr) * kc * mr, b_panel, tile, ldc, tile_rows, cols,
+               pc > 0 || epilogue.accumulate);
+      // The epilogue while the tile is in L1, once its sums are complete.
+      if (last_chunk) apply_epilogue(tile, ldc, tile_rows, 0, cols, epilogue_at(epilogue, j0));
     }
   };
   if (config.order == GemmConfig::Order::kRowsOuter) {
@@ -135,7 +127,6 @@ void compute_block(const MatrixView& a, const Panels& b, float* c, int64_t ldc,
         for (int64_t panel = panel0; panel < panel1; ++panel)
           tiles(a_block, ic, rows, pc, kc, panel);
       }
-      apply_epilogue(c + ic * ldc, ldc, rows, col0, col1 - col0, epilogue);
     }
   } else {
     // All rows of one K chunk packed at once, then panel by panel: each B sliver (kc x nr) stays
@@ -150,7 +141,6 @@ void compute_block(const MatrixView& a, const Panels& b, float* c, int64_t ldc,
         tiles(a_all, row0, rows_total, pc, kc, panel);
       }
     }
-    apply_epilogue(c + row0 * ldc, ldc, rows_total, col0, col1 - col0, epilogue);
   }
 }
 
@@ -257,7 +247,10 @@ void reference_gemm(const MatrixView& a, const MatrixView& b, float* c, int64_t 
       sum *= epilogue.alpha;
       if (epilogue.accumulate) sum += c[i * ldc + j];
       if (epilogue.bias) sum += epilogue.bias[j];
-      c[i * ldc + j] = activate(static_cast<float>(sum), epilogue.activation);
+      float value = static_cast<float>(sum);
+      if (epilogue.activation == Activation::kRelu) value = value > 0.0f ? value : 0.0f;
+      if (epilogue.activation == Activation::kGelu) value = gelu_scalar(value);
+      c[i * ldc + j] = value;
     }
   }
 }

@@ -1,0 +1,32 @@
+// The portable epilogue (any CPU) and the run-time choice between it and the AVX2 one.
+#include <cmath>
+
+#include "epilogue.h"
+#include "micro_kernel.h"
+
+namespace memoplan::kernels {
+
+float gelu_scalar(float x) { return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f)); }
+
+void epilogue_row_generic(float* row, int64_t n, const float* bias, float alpha,
+                          Activation activation) {
+  if (alpha != 1.0f) {
+    for (int64_t j = 0; j < n; ++j) row[j] *= alpha;
+  }
+  if (bias) {
+    for (int64_t j = 0; j < n; ++j) row[j] += bias[j];
+  }
+  if (activation == Activation::kRelu) {
+    for (int64_t j = 0; j < n; ++j) row[j] = row[j] > 0.0f ? row[j] : 0.0f;
+  } else if (activation == Activation::kGelu) {
+    for (int64_t j = 0; j < n; ++j) row[j] = gelu_scalar(row[j]);
+  }
+}
+
+EpilogueRowFn epilogue_row() {
+  static const EpilogueRowFn chosen =
+      cpu_supports(Isa::kAvx2) ? epilogue_row_avx2 : epilogue_row_generic;
+  return chosen;
+}
+
+}  // namespace memoplan::kernels
