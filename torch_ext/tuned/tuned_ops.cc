@@ -20,6 +20,7 @@
 #include <tuple>
 
 #include "blocked/blocked.h"
+#include "blocked/winograd_conv.h"
 #include "layout_plan.h"
 #include "memoplan/kernels/gemm.h"
 #include "memoplan/kernels/tune.h"
@@ -381,7 +382,8 @@ std::string kernel_report() {
         << " ms, memoplan " << choice.tuned_ms << " ms (" << choice.config.to_string() << ") -> "
         << (choice.use_stock ? "aten" : "memoplan") << "\n";
   }
-  out << encoder_report() << matmul_report() << layouts::layout_report() << blocked::report();
+  out << encoder_report() << matmul_report() << layouts::layout_report() << blocked::report()
+      << blocked::winograd_report();
   return out.str();
 }
 

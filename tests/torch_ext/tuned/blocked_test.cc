@@ -151,6 +151,31 @@ TEST(BlockedLayout, TorchvisionBlocksMatchStock) {
 #endif
 }
 
+// ResNet's two 3x3 convolutions (batch norm and ReLU; batch norm, residual and ReLU in the
+// epilogue) on memoplan's Winograd F(2x2, 3x3) instead of oneDNN's direct kernels: the same
+// results at odd and even sizes, one and two threads; measured, it reports both times.
+TEST(BlockedLayout, WinogradConvolutionsMatchStock) {
+  BlockedLayoutGuard on(true);
+  const WinogradChoice was = set_winograd(WinogradChoice::kAlways);
+  check_blocks(torch::randn({1, 3, 64, 64}), 1);
+  if (!blocked_layout_here()) {
+    set_winograd(was);
+    GTEST_SKIP() << "no blocked layout on this CPU";
+  }
+  const bool ran = kernel_report().find("memoplan:winograd_f2x3") != std::string::npos;
+  check_blocks(torch::randn({2, 3, 57, 61}), 1);
+#if !defined(__SANITIZE_THREAD__)
+  check_blocks(torch::randn({2, 3, 48, 48}), 2);
+#endif
+  set_winograd(WinogradChoice::kMeasure);
+  check_blocks(torch::randn({1, 3, 40, 40}), 1);
+  set_winograd(was);
+  if (!ran) GTEST_SKIP() << "Winograd needs AVX2 + FMA:\n" << kernel_report();
+  EXPECT_NE(kernel_report().find("conv3x3 1x32x11x11 -> 32 threads 1: "), std::string::npos)
+      << kernel_report();
+  EXPECT_NE(kernel_report().find("oneDNN direct"), std::string::npos) << kernel_report();
+}
+
 // The training branch (stochastic depth, batch norms updating their statistics) runs on aten
 // through plain tensors and gives aten's results.
 TEST(BlockedLayout, TrainingModeRunsAsAten) {

@@ -24,6 +24,7 @@
 #include "planning/planning.h"
 #include "tuned/conv_weights.h"
 #include "tuned/tuned_support.h"
+#include "winograd_conv.h"
 
 namespace memoplan::torch_ext::blocked {
 namespace {
@@ -208,7 +209,7 @@ at::Tensor conv(const at::Tensor& x_in, const ConvArgs& a) {
   if (a.input_blocked) check_blocked(x_in, "bconv");
   std::shared_ptr<const onednn::Conv> primitive;
   if (fast) {
-    primitive = onednn::conv(spec_of(x_in, a));
+    primitive = best_conv(spec_of(x_in, a));
     // oneDNN's reference loop (a shape its JIT kernels do not take) is far slower than aten.
     fast = primitive->implementation().rfind("ref", 0) != 0;
   }

@@ -25,6 +25,12 @@ void set_kernel_choice(KernelChoice choice);
 // MEMOPLAN_BLOCKED_LAYOUT is not 0; off, convolutions take the NCHW / NHWC layout plan. Returns
 // whether it was on.
 bool set_blocked_layout(bool enabled);
+// memoplan's Winograd F(2x2, 3x3) for the blocked layout's 3x3 stride-1 convolutions
+// (docs/KERNELS.md): kMeasure (the default) times it against oneDNN's direct kernels once per
+// shape and thread count and keeps the faster; kAlways takes it wherever it applies, kNever
+// never. MEMOPLAN_WINOGRAD=1 / =0 set kAlways / kNever at start. Returns the previous setting.
+enum class WinogradChoice { kMeasure, kAlways, kNever };
+WinogradChoice set_winograd(WinogradChoice choice);
 // One line per tuned shape: its measurements (stock vs best memoplan configuration).
 std::string kernel_report();
 
