@@ -72,14 +72,27 @@ void transform_inputs(const Geometry& g, const float* in, int64_t t0, int64_t co
     const int64_t img = t / (g.tiles_h * g.tiles_w), rest = t % (g.tiles_h * g.tiles_w);
     const int64_t y0 = 2 * (rest / g.tiles_w) - 1, x0 = 2 * (rest % g.tiles_w) - 1;
     const int64_t sliver = i / kMr, r = i % kMr;
+    const bool inside = y0 >= 0 && x0 >= 0 && y0 + 4 <= s.h && x0 + 4 <= s.w;
+    const int64_t row = s.w * s.block;
     for (int64_t ch = 0; ch < g.cp; ch += 8) {
+      // Channel group ch's plane, found once (offset() divides by the run-time block size).
+      const float* plane = in + offset(g, g.cp, img, ch, 0, 0);
       __m256 d[16], vt[16];
-      for (int dy = 0; dy < 4; ++dy) {
-        for (int dx = 0; dx < 4; ++dx) {
-          const int64_t y = y0 + dy, x = x0 + dx;
-          d[dy * 4 + dx] = (y < 0 || y >= s.h || x < 0 || x >= s.w)
-                               ? _mm256_setzero_ps()
-                               : _mm256_loadu_ps(in + offset(g, g.cp, img, ch, y, x));
+      if (inside) {
+        const float* corner = plane + y0 * row + x0 * s.block;
+        for (int dy = 0; dy < 4; ++dy) {
+          for (int dx = 0; dx < 4; ++dx) {
+            d[dy * 4 + dx] = _mm256_loadu_ps(corner + dy * row + dx * s.block);
+          }
+        }
+      } else {
+        for (int dy = 0; dy < 4; ++dy) {
+          for (int dx = 0; dx < 4; ++dx) {
+            const int64_t y = y0 + dy, x = x0 + dx;
+            d[dy * 4 + dx] = (y < 0 || y >= s.h || x < 0 || x >= s.w)
+                                 ? _mm256_setzero_ps()
+                                 : _mm256_loadu_ps(plane + y * row + x * s.block);
+          }
         }
       }
       input_transform(d, vt);
@@ -148,10 +161,11 @@ void transform_outputs(const Geometry& g, const float* m, const BlockArgs& a, in
       const __m256 real = _mm256_castsi256_ps(
           _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(s.k - ch)), lane));
       const __m256 b = _mm256_and_ps(real, _mm256_loadu_ps(a.bias + ch));
+      const int64_t plane = offset(g, g.kp, img, ch, 0, 0);
       for (int q = 0; q < 4; ++q) {
         const int64_t yy = oy + q / 2, xx = ox + q % 2;
         if (yy >= s.h || xx >= s.w) continue;
-        const int64_t o = offset(g, g.kp, img, ch, yy, xx);
+        const int64_t o = plane + (yy * s.w + xx) * s.block;
         const __m256 value = apply(a.post, a.post_count, _mm256_add_ps(y[q], b),
                                    a.residual ? a.residual + o : nullptr);
         _mm256_storeu_ps(a.out + o, _mm256_and_ps(real, value));
