@@ -186,7 +186,7 @@ kernels::GemmConfig best_config(int64_t m, int64_t k, int64_t n, Activation acti
   if (choice() != KernelChoice::kMeasure) return kernels::default_config();
   kernels::TuneOptions options;
   options.repetitions = 3;
-  options.budget_ms = 150;
+  options.budget_ms = 300;
   options.parallel = intra_op_parallel();
   const kernels::GemmConfig best =
       kernels::tune({m, k, n, prepacked, activation, bias}, options).front().config;
