@@ -37,9 +37,12 @@ kernels::GemmConfig best_config(int64_t m, int64_t k, int64_t n, kernels::Activa
 // at::parallel_for over the intra-op threads; empty (serial) with one.
 kernels::ParallelFor intra_op_parallel();
 
-// Times memoplan's and aten's way of one op: one untimed call of each, then `rounds` calls of
-// each, interleaved so that both see the same machine; the fastest of each in milliseconds
-// (other processes only ever add time, so the minimum is the op's own cost).
+// Times memoplan's and aten's way of one op: `rounds` rounds, each an untimed then a timed call of
+// one side, then of the other (interleaved so that both see the same machine; the untimed call
+// first so that neither is timed while the other's threads still spin: aten's OpenBLAS workers
+// against the OpenMP ones of memoplan's splits made aten's encoder layer measure 2x its cost at
+// two threads); the fastest of each in milliseconds (other processes only ever add time, so the
+// minimum is the op's own cost).
 struct Timing {
   double memoplan_ms, aten_ms;
 };
