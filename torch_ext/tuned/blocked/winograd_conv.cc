@@ -18,6 +18,7 @@
 
 #include "memoplan/kernels/winograd.h"
 #include "memoplan/torch/kernels.h"
+#include "tuned/tuned_support.h"
 
 namespace memoplan::torch_ext::blocked {
 namespace {
@@ -46,9 +47,7 @@ class WinogradConv final : public onednn::Conv {
   void run(const float* input, const void* packed_weights, const float* bias, const float* residual,
            float* output, void* /*scratchpad*/) const override {
     wino::run(shape_, input, static_cast<const float*>(packed_weights), bias, post_, residual,
-              output, [](int64_t n, const std::function<void(int64_t, int64_t)>& body) {
-                at::parallel_for(0, n, 1, body);
-              });
+              output, tuned::intra_op_parallel());
   }
 
  private:
