@@ -23,26 +23,9 @@ struct Panels {
   const float* panel(int64_t index) const { return data + index * k * nr; }
 };
 
-// Per-thread scratch, grown on demand and kept: no allocation per call in steady state.
+// Per-thread scratch: packed A blocks, B packed on the fly.
 struct Scratch {
-  float* a = nullptr;
-  size_t a_floats = 0;
-  float* b = nullptr;
-  size_t b_floats = 0;
-  ~Scratch() {
-    free_floats(a);
-    free_floats(b);
-  }
-  static float* grow(float*& p, size_t& have, size_t need) {
-    if (need > have) {
-      free_floats(p);
-      p = nullptr;
-      have = 0;
-      p = allocate_floats(need);
-      have = need;
-    }
-    return p;
-  }
+  FloatBuffer a, b;
 };
 thread_local Scratch scratch;
 
@@ -118,7 +101,7 @@ void compute_block(const MatrixView& a, const Panels& b, float* c, int64_t ldc,
     }
   };
   if (config.order == GemmConfig::Order::kRowsOuter) {
-    float* a_block = Scratch::grow(scratch.a, scratch.a_floats, mc_max * kc_max);
+    float* a_block = scratch.a.get(mc_max * kc_max);
     for (int64_t ic = row0; ic < row1; ic += mc_max) {
       const int64_t rows = std::min(mc_max, row1 - ic);
       for (int64_t pc = 0; pc < k_total; pc += kc_max) {
@@ -133,7 +116,7 @@ void compute_block(const MatrixView& a, const Panels& b, float* c, int64_t ldc,
     // in L1 while every row block passes over it.
     const int64_t rows_total = row1 - row0;
     const int64_t padded = (rows_total + mr - 1) / mr * mr;
-    float* a_all = Scratch::grow(scratch.a, scratch.a_floats, padded * kc_max);
+    float* a_all = scratch.a.get(padded * kc_max);
     for (int64_t pc = 0; pc < k_total; pc += kc_max) {
       const int64_t kc = std::min(kc_max, k_total - pc);
       pack_a(a, row0, rows_total, pc, kc, mr, a_all);
@@ -229,8 +212,7 @@ void gemm(const MatrixView& a, const MatrixView& b, float* c, int64_t ldc, const
   const int nr =
       find_micro_kernel(config.kernel) ? config.kernel.nr : available_micro_kernels().front().nr;
   const int64_t panels = (b.cols + nr - 1) / nr;
-  float* packed =
-      Scratch::grow(scratch.b, scratch.b_floats, std::max<int64_t>(1, panels * b.rows * nr));
+  float* packed = scratch.b.get(std::max<int64_t>(1, panels * b.rows * nr));
   pack_b(b, 0, b.cols, nr, packed);
   run(a, Panels{packed, b.rows, b.cols, nr}, c, ldc, epilogue, config, parallel);
 }

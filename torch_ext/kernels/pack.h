@@ -3,6 +3,7 @@
 #ifndef MEMOPLAN_KERNELS_PACK_H_
 #define MEMOPLAN_KERNELS_PACK_H_
 
+#include <cstddef>
 #include <cstdint>
 
 #include "memoplan/kernels/gemm.h"
@@ -21,6 +22,30 @@ void pack_b(const MatrixView& b, int64_t col0, int64_t cols, int nr, float* out)
 // 64-byte aligned floats (a cache line; what AVX-512 loads like best).
 float* allocate_floats(size_t count);
 void free_floats(float* p);
+
+// Scratch floats grown on demand and kept (a thread_local one per use: no allocation per call in
+// steady state). The contents do not survive a growth.
+class FloatBuffer {
+ public:
+  FloatBuffer() = default;
+  FloatBuffer(const FloatBuffer&) = delete;
+  FloatBuffer& operator=(const FloatBuffer&) = delete;
+  ~FloatBuffer() { free_floats(data_); }
+  float* get(size_t need) {
+    if (need > floats_) {
+      free_floats(data_);
+      data_ = nullptr;
+      floats_ = 0;
+      data_ = allocate_floats(need);
+      floats_ = need;
+    }
+    return data_;
+  }
+
+ private:
+  float* data_ = nullptr;
+  size_t floats_ = 0;
+};
 
 }  // namespace memoplan::kernels
 

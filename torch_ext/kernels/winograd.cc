@@ -74,23 +74,8 @@ int64_t block_scratch_floats(const Geometry& g) { return 16 * g.per_block * (g.c
 
 namespace {
 
-// Per-thread scratch, grown on demand and kept: no allocation per call in steady state.
-struct Scratch {
-  float* data = nullptr;
-  size_t floats = 0;
-  ~Scratch() { free_floats(data); }
-  float* get(size_t need) {
-    if (need > floats) {
-      free_floats(data);
-      data = nullptr;
-      floats = 0;
-      data = allocate_floats(need);
-      floats = need;
-    }
-    return data;
-  }
-};
-thread_local Scratch scratch;
+// Per-thread V and M of a block.
+thread_local FloatBuffer scratch;
 
 }  // namespace
 

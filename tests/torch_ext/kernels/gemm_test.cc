@@ -7,14 +7,16 @@
 #include <array>
 #include <cmath>
 #include <random>
-#include <thread>
 #include <vector>
 
+#include "kernels_test_support.h"
 #include "memoplan/kernels/gemm.h"
 #include "memoplan/kernels/tune.h"
 
 namespace memoplan::kernels {
 namespace {
+
+using testing::threads;
 
 struct Problem {
   int64_t m, k, n;
@@ -49,17 +51,6 @@ void expect_close(const Problem& p, const MatrixView& a, const MatrixView& b,
           << what << " at (" << i << ", " << j << ") of " << p.m << "x" << p.k << "x" << p.n;
     }
   }
-}
-
-ParallelFor threads(int count) {
-  return [count](int64_t n, const std::function<void(int64_t, int64_t)>& body) {
-    std::vector<std::thread> pool;
-    const int64_t chunk = (n + count - 1) / count;
-    for (int64_t begin = 0; begin < n; begin += chunk) {
-      pool.emplace_back(body, begin, std::min(n, begin + chunk));
-    }
-    for (std::thread& t : pool) t.join();
-  };
 }
 
 std::vector<GemmConfig> small_block_configs() {

@@ -6,13 +6,15 @@
 
 #include <cmath>
 #include <random>
-#include <thread>
 #include <vector>
 
+#include "kernels_test_support.h"
 #include "memoplan/kernels/winograd.h"
 
 namespace memoplan::kernels::winograd {
 namespace {
+
+using testing::threads;
 
 int64_t padded(int64_t channels, int block) { return (channels + block - 1) / block * block; }
 
@@ -27,17 +29,6 @@ std::vector<float> blocked(const Shape& s, int64_t channels, std::mt19937& rng) 
     t[i] = block * s.block + in_block < channels ? u(rng) : 0.f;
   }
   return t;
-}
-
-ParallelFor threads(int count) {
-  return [count](int64_t n, const std::function<void(int64_t, int64_t)>& body) {
-    std::vector<std::thread> pool;
-    const int64_t chunk = (n + count - 1) / count;
-    for (int64_t begin = 0; begin < n; begin += chunk) {
-      pool.emplace_back(body, begin, std::min(n, begin + chunk));
-    }
-    for (std::thread& t : pool) t.join();
-  };
 }
 
 void check(const Shape& s, const std::vector<PostOp>& post, bool with_bias,
