@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -87,7 +86,7 @@ bool applies(const onednn::ConvSpec& s) {
          s.input_blocked && wino::available(onednn::block_size());
 }
 
-// Milliseconds of the fastest of three interleaved runs of each, on random operands.
+// Milliseconds of the fastest of three interleaved runs of each (a, b), on random operands.
 std::pair<double, double> measure(const onednn::Conv& a, const onednn::Conv& b,
                                   const onednn::ConvSpec& s) {
   const onednn::Shape out = a.output();
@@ -103,28 +102,23 @@ std::pair<double, double> measure(const onednn::Conv& a, const onednn::Conv& b,
   const std::vector<float> weight = random(s.out_channels * s.c * 9), bias = random(out.c);
   const std::vector<float> residual = random(out.n * cout * out.h * out.w);
   std::vector<float> output(residual.size());
-  auto timed = [&](const onednn::Conv& conv) {
-    std::vector<unsigned char> packed(conv.packed_weights_bytes());
-    std::vector<unsigned char> scratch(std::max<size_t>(1, conv.scratchpad_bytes()));
-    conv.pack_weights(weight.data(), packed.data());
-    return [&conv, packed = std::move(packed), scratch = std::move(scratch), &input, &bias,
-            &residual, &output]() mutable {
-      const auto start = std::chrono::steady_clock::now();
-      conv.run(input.data(), packed.data(), bias.data(), residual.data(), output.data(),
-               scratch.data());
-      return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-          .count();
-    };
+  struct Operands {
+    std::vector<unsigned char> packed, scratch;
   };
-  auto run_a = timed(a), run_b = timed(b);
-  run_a();  // first calls: oneDNN's own thread choice, caches, scratch growth
-  run_b();
-  double best_a = 1e300, best_b = 1e300;
-  for (int round = 0; round < 3; ++round) {
-    best_a = std::min(best_a, run_a());
-    best_b = std::min(best_b, run_b());
-  }
-  return {best_a, best_b};
+  auto operands = [&](const onednn::Conv& conv) {
+    Operands o{std::vector<unsigned char>(conv.packed_weights_bytes()),
+               std::vector<unsigned char>(std::max<size_t>(1, conv.scratchpad_bytes()))};
+    conv.pack_weights(weight.data(), o.packed.data());
+    return o;
+  };
+  Operands oa = operands(a), ob = operands(b);
+  auto run = [&](const onednn::Conv& conv, Operands& o) {
+    conv.run(input.data(), o.packed.data(), bias.data(), residual.data(), output.data(),
+             o.scratch.data());
+  };
+  // The tuned ops' interleaved measurement (an untimed call before each timed one).
+  const tuned::Timing t = tuned::time_both([&] { run(a, oa); }, [&] { run(b, ob); }, 3);
+  return {t.memoplan_ms, t.aten_ms};
 }
 
 struct Choice {
