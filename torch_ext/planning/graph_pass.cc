@@ -312,6 +312,10 @@ int64_t rewrite_forward(torch::jit::Module& module, const PlanOptions& options) 
   if (options.budget_bytes > 0) {
     budget::prepare(module, *graph, id, options.budget_bytes, options.weights_dir);
   }
+  // Before the marks too: the replacements' temporaries are planned like any other tensor.
+  if (options.memory == "min") {
+    if (KernelRewrite rewrite = memory_min_rewrite()) rewrite(*graph);
+  }
   int64_t next_node = 1;
   mark_block(*graph, graph->block(), next_node);
   if (options.memory == "min") insert_share_nodes(graph);

@@ -11,6 +11,7 @@ namespace {
 struct Registry {
   std::mutex mutex;
   std::vector<std::pair<std::string, KernelRewrite>> rewrites;
+  KernelRewrite memory_min = nullptr;
 };
 Registry& registry() {
   static Registry* r = new Registry();  // never destroyed: registered from static initializers
@@ -46,6 +47,18 @@ std::string kernel_names() {
   std::string names = "stock";
   for (const auto& entry : r.rewrites) names += " or " + entry.first;
   return names;
+}
+
+void register_memory_min_rewrite(KernelRewrite rewrite) {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  r.memory_min = rewrite;
+}
+
+KernelRewrite memory_min_rewrite() {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  return r.memory_min;
 }
 
 }  // namespace memoplan::torch_ext

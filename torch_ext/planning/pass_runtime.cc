@@ -302,6 +302,10 @@ OffPlan::OffPlan() : saved_mode_(static_cast<int>(thread_pass().mode)) {
 
 OffPlan::~OffPlan() { thread_pass().mode = static_cast<ThreadPass::Mode>(saved_mode_); }
 
+Unrecorded::Unrecorded() : saved_(TaggedAllocator::set_thread_unrecorded(true)) {}
+
+Unrecorded::~Unrecorded() { TaggedAllocator::set_thread_unrecorded(saved_); }
+
 void allocate_tensor(int64_t node) {
   ThreadPass& t = thread_pass();
   if (t.mode == ThreadPass::Mode::kReplay) {

@@ -30,6 +30,10 @@ void register_kernels(const std::string& name, KernelRewrite rewrite);
 KernelRewrite registered_kernels(const std::string& name);
 // The registered names, "stock" first, for messages.
 std::string kernel_names();
+// The rewrite PlanOptions::memory == "min" runs where the kernel rewrite does: ops replaced by
+// forms whose temporaries are smaller (torch_ext/tuned/sliced_ops.h registers it at load time).
+void register_memory_min_rewrite(KernelRewrite rewrite);
+KernelRewrite memory_min_rewrite();  // nullptr when none is registered
 
 // Gives back to the system what the allocator underneath malloc keeps free (glibc, tcmalloc,
 // mimalloc or jemalloc, whichever serves it): plan() calls it once a plan is made.
@@ -53,6 +57,21 @@ class OffPlan {
 
  private:
   int saved_mode_;
+};
+
+// While one is alive, the calling thread's allocations are neither served by its plan nor recorded
+// by a profiled pass: for work an op does once, beside the pass (a check of its own result), which
+// later passes will not repeat and the plan must therefore not count.
+class Unrecorded {
+ public:
+  Unrecorded();
+  ~Unrecorded();
+  Unrecorded(const Unrecorded&) = delete;
+  Unrecorded& operator=(const Unrecorded&) = delete;
+
+ private:
+  OffPlan off_plan_;
+  bool saved_;
 };
 
 }  // namespace runtime_pass

@@ -18,6 +18,8 @@ constexpr unsigned kSmallestSlotShift = 20;
 // against the live sessions under the lock, so a session ended by another thread is never used.
 thread_local uint64_t t_session = 0;
 thread_local uint64_t t_thread_number = 0;
+// Set while the calling thread's requests are to be left out of every session (Unrecorded).
+thread_local bool t_unrecorded = false;
 std::atomic<uint64_t> g_next_thread_number{1};
 
 }  // namespace
@@ -25,6 +27,12 @@ std::atomic<uint64_t> g_next_thread_number{1};
 TaggedAllocator& TaggedAllocator::instance() {
   static TaggedAllocator* allocator = new TaggedAllocator;  // never destroyed: see the header
   return *allocator;
+}
+
+bool TaggedAllocator::set_thread_unrecorded(bool unrecorded) {
+  const bool before = t_unrecorded;
+  t_unrecorded = unrecorded;
+  return before;
 }
 
 uint64_t TaggedAllocator::thread_number() {
@@ -61,7 +69,8 @@ c10::DataPtr TaggedAllocator::allocate_block(size_t bytes) const {
 }
 
 c10::DataPtr TaggedAllocator::make_block(size_t bytes) {
-  const bool maybe_recorded = t_session != 0 || all_threads_.load(std::memory_order_acquire);
+  const bool maybe_recorded =
+      !t_unrecorded && (t_session != 0 || all_threads_.load(std::memory_order_acquire));
   c10::Allocator* fallback = fallback_.load(std::memory_order_acquire);
   if (!maybe_recorded && fallback && fallback != this) return fallback->allocate(bytes);
 
@@ -71,7 +80,7 @@ c10::DataPtr TaggedAllocator::make_block(size_t bytes) {
   // Everything under the one lock, mmap included: profiling passes are rare and short, and a slot's
   // commit state then never races with trim().
   std::lock_guard<std::mutex> lock(mutex_);
-  const uint64_t session = recording_session();
+  const uint64_t session = t_unrecorded ? 0 : recording_session();
   RecordTable* table = live_table(session);
   if (table) table->count_request(bytes == 0);
   if (bytes == 0) return c10::DataPtr(nullptr, nullptr, &free_block, cpu);

@@ -69,6 +69,9 @@ class TaggedAllocator final : public AllocatorBase<TaggedAllocator> {
   std::optional<uint64_t> find(uint64_t session, const void* p) const;
 
   static uint64_t thread_number();  // process-wide, never reused
+  // While set, the calling thread's requests go where no session records them (an all-threads
+  // session included). Returns the previous setting.
+  static bool set_thread_unrecorded(bool unrecorded);
 
  private:
   struct Block {           // an untagged block

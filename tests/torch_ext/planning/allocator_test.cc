@@ -14,6 +14,7 @@
 #include "memoplan/torch/allocator_base.h"
 #include "memoplan/torch/graph_node.h"
 #include "memoplan/torch/profiler.h"
+#include "planning.h"  // runtime_pass::Unrecorded
 
 namespace memoplan::torch_ext {
 namespace {
@@ -200,6 +201,36 @@ TEST(TaggedAllocator, CallingThreadSessionLeavesOtherThreadsAlone) {
   mine.clear();
   EXPECT_EQ(session.end().allocations.size(), 1u);
   EXPECT_EQ(session.counters().requests, 1u);
+}
+
+// What an op does beside the pass (sliced_ops.cc's check) is in no session's trace, an
+// all-threads session's included, and the calling thread records again once the scope ends.
+TEST(TaggedAllocator, UnrecordedScopeLeavesNothingInTheTrace) {
+  for (const ProfileThreads threads :
+       {ProfileThreads::kCallingThread, ProfileThreads::kAllThreads}) {
+    ProfileOptions options;
+    options.threads = threads;
+    ProfileSession session(options);
+    session.begin();
+    c10::DeleterFnPtr ours = cpu()->raw_deleter();
+    c10::DataPtr before = cpu()->allocate(64);
+    {
+      runtime_pass::Unrecorded beside_the_pass;
+      c10::DataPtr aside = cpu()->allocate(4096);
+      EXPECT_NE(aside.get_deleter(), ours);  // served by the previous allocator
+      { runtime_pass::Unrecorded nested; }
+      c10::DataPtr still_aside = cpu()->allocate(32);  // the inner scope restored "unrecorded"
+      EXPECT_NE(still_aside.get_deleter(), ours);
+    }
+    c10::DataPtr after = cpu()->allocate(128);
+    EXPECT_EQ(after.get_deleter(), ours);
+    before.clear();
+    after.clear();
+    const Trace trace = session.end();
+    ASSERT_EQ(trace.allocations.size(), 2u);
+    EXPECT_EQ(trace.allocations[0].size, 64u);
+    EXPECT_EQ(trace.allocations[1].size, 128u);
+  }
 }
 
 TEST(TaggedAllocator, AllThreadsSessionRecordsWorkersAndExcludesOtherSessions) {

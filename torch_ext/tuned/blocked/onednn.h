@@ -77,6 +77,38 @@ class Conv {
 // Throws std::runtime_error (oneDNN's message) for a shape oneDNN does not take.
 std::shared_ptr<const Conv> conv(const ConvSpec& spec);
 
+// A convolution on plain NCHW tensors computed in parts (memory "min": tuned/sliced_ops.cc):
+// bands of output rows or slices of output channels, each through the layouts oneDNN picks for
+// it (format "any", as aten's oneDNN path asks), so the input and output in those layouts and the
+// re-laid-out weights are a part's, not the whole's. Dense (groups 1) or depthwise (groups == c ==
+// out_channels; a slice then reads its own input channels).
+struct SlicedConvSpec {
+  int64_t n = 0, c = 0, h = 0, w = 0;
+  int64_t out_channels = 0, kh = 0, kw = 0, groups = 1;
+  int64_t stride[2] = {1, 1}, padding[2] = {0, 0}, dilation[2] = {1, 1};
+  bool bias = false;
+  int64_t band_rows = 0;       // output rows a part; 0: all
+  int64_t slice_channels = 0;  // output channels a part; 0: all
+};
+class SlicedConv {
+ public:
+  virtual ~SlicedConv() = default;
+  virtual Shape output() const = 0;
+  // Bytes of the buffers run() takes, each the largest any part needs (0: none needed).
+  struct Buffers {
+    size_t input = 0, weights = 0, output = 0, scratchpad = 0;
+  };
+  virtual Buffers buffers() const = 0;
+  virtual size_t parts() const = 0;
+  // input, output: dense NCHW; weight: dense O x C/groups x kh x kw; bias: O floats, read only
+  // with spec.bias.
+  virtual void run(const float* input, const float* weight, const float* bias, float* output,
+                   void* input_part, void* weights_part, void* output_part,
+                   void* scratchpad) const = 0;
+};
+// Throws std::runtime_error where oneDNN takes no part's shape.
+std::shared_ptr<const SlicedConv> sliced_conv(const SlicedConvSpec& spec);
+
 enum class PoolKind { kMax, kAvgIncludePadding, kAvgExcludePadding };
 struct PoolSpec {
   int64_t n = 0, c = 0, h = 0, w = 0;

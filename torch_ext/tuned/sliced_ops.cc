@@ -1,0 +1,324 @@
+// memoplan::conv2d_sliced and memoplan::max_pool2d_sliced (sliced_ops.h): a convolution in bands
+// of output rows or slices of output channels through oneDNN (blocked/onednn.h's SlicedConv), max
+// pooling by aten on slices of images and channels; each part written to its place in the output.
+#include "sliced_ops.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Parallel.h>
+#include <ATen/core/grad_mode.h>
+#include <ATen/ops/conv2d.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/max_pool2d.h>
+#include <ATen/ops/max_pool2d_with_indices.h>
+#include <ATen/ops/randn.h>
+#include <torch/csrc/jit/ir/ir.h>
+#include <torch/csrc/jit/runtime/custom_operator.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "blocked/onednn.h"
+#include "planning/planning.h"
+
+namespace memoplan::torch_ext {
+namespace {
+
+// Slicing is for temporaries of at least this many bytes; below, the calls it adds cost more than
+// the bytes are worth.
+constexpr int64_t kWorthBytes = 256 << 10;
+// A convolution runs in about this many parts (slices of at least 8 channels, a multiple of 8:
+// oneDNN's AVX2 channel block); a pooling's images in 16 slices of channels each.
+constexpr int64_t kConvParts = 8;
+constexpr int64_t kPoolSlices = 16;
+
+std::atomic<uint64_t> sliced_convolutions{0}, sliced_poolings{0}, whole_after_check{0};
+
+bool no_autograd(const at::Tensor& t) { return !(at::GradMode::is_enabled() && t.requires_grad()); }
+
+// A dense float NCHW tensor on the CPU, as aten's oneDNN path takes it without converting it.
+bool plain_float(const at::Tensor& t, int64_t dim) {
+  return t.defined() && t.device().is_cpu() && t.layout() == c10::kStrided &&
+         t.scalar_type() == at::kFloat && t.dim() == dim && t.numel() > 0 && t.is_contiguous() &&
+         (dim != 4 || t.suggest_memory_format() == c10::MemoryFormat::Contiguous) && no_autograd(t);
+}
+
+struct ConvArgs {
+  at::Tensor input, weight;
+  c10::optional<at::Tensor> bias;
+  std::vector<int64_t> stride, padding, dilation;
+  int64_t groups = 1;
+};
+
+int64_t slice_channels(int64_t out_channels) {
+  const int64_t per = (out_channels + kConvParts - 1) / kConvParts;
+  return std::max<int64_t>(8, (per + 7) / 8 * 8);
+}
+
+// The parts a convolution runs in, if any: the plan with fewer temporaries of the two (bands of
+// rows: the weights whole, input and output a band's; slices of channels: the input whole for a
+// dense convolution, weights and output a slice's), taken where it leaves at most half of what
+// aten's whole call lays out and saves at least kWorthBytes.
+std::optional<onednn::SlicedConvSpec> parts_for(const ConvArgs& a) {
+  if (!plain_float(a.input, 4) || !plain_float(a.weight, 4)) return std::nullopt;
+  if (a.bias && a.bias->defined() && !plain_float(*a.bias, 1)) return std::nullopt;
+  if (a.stride.size() != 2 || a.padding.size() != 2 || a.dilation.size() != 2) return std::nullopt;
+  onednn::SlicedConvSpec s;
+  s.n = a.input.size(0);
+  s.c = a.input.size(1);
+  s.h = a.input.size(2);
+  s.w = a.input.size(3);
+  s.out_channels = a.weight.size(0);
+  s.kh = a.weight.size(2);
+  s.kw = a.weight.size(3);
+  s.groups = a.groups;
+  s.bias = a.bias && a.bias->defined();
+  for (int i = 0; i < 2; ++i) {
+    s.stride[i] = a.stride[static_cast<size_t>(i)];
+    s.padding[i] = a.padding[static_cast<size_t>(i)];
+    s.dilation[i] = a.dilation[static_cast<size_t>(i)];
+    if (s.stride[i] < 1 || s.padding[i] < 0 || s.dilation[i] < 1) return std::nullopt;
+  }
+  const bool depthwise =
+      s.groups > 1 && s.groups == s.c && s.groups == s.out_channels && a.weight.size(1) == 1;
+  if (s.groups != 1 && !depthwise) return std::nullopt;
+  if (s.groups == 1 && a.weight.size(1) != s.c) return std::nullopt;
+  const int64_t oh = (s.h + 2 * s.padding[0] - s.dilation[0] * (s.kh - 1) - 1) / s.stride[0] + 1;
+  const int64_t ow = (s.w + 2 * s.padding[1] - s.dilation[1] * (s.kw - 1) - 1) / s.stride[1] + 1;
+  if (oh <= 0 || ow <= 0) return std::nullopt;
+  const double in = static_cast<double>(a.input.nbytes());
+  const double weights = static_cast<double>(a.weight.nbytes());
+  const double out = static_cast<double>(s.n * s.out_channels * oh * ow * 4);
+  // aten: input and weights laid out beside the blocked output, then that output beside the plain
+  // one it is copied into (what is there besides the plain output).
+  const double whole = std::max(in + weights, out);
+  const int64_t bands = std::min<int64_t>(oh, kConvParts);
+  const int64_t band_rows = (oh + bands - 1) / bands;
+  const double by_rows = weights + (in + out) / static_cast<double>(bands);
+  const int64_t channels = slice_channels(s.out_channels);
+  const double slices = static_cast<double>((s.out_channels + channels - 1) / channels);
+  const double by_channels =
+      depthwise ? (in + weights + out) / slices : in + (weights + out) / slices;
+  const double best = std::min(by_rows, slices > 1 ? by_channels : by_rows);
+  if (whole - best < kWorthBytes || best > 0.5 * whole) return std::nullopt;
+  if (by_rows <= by_channels || slices <= 1) {
+    if (bands <= 1) return std::nullopt;
+    s.band_rows = band_rows;
+  } else {
+    s.slice_channels = channels;
+  }
+  return s;
+}
+
+at::Tensor conv_whole(const ConvArgs& a, const at::Tensor& input) {
+  return at::conv2d(input, a.weight, a.bias, a.stride, a.padding, a.dilation, a.groups);
+}
+
+// Each buffer a planned tensor of its own (the plan gives it a slot like any temporary).
+at::Tensor buffer(size_t bytes, const at::Tensor& like) {
+  if (bytes == 0) return at::Tensor();
+  return at::empty({static_cast<int64_t>((bytes + 3) / 4)}, like.options());
+}
+
+void* data_or_null(const at::Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
+
+at::Tensor conv_in_parts(const ConvArgs& a, const at::Tensor& input,
+                         const onednn::SlicedConv& conv) {
+  const onednn::Shape o = conv.output();
+  at::Tensor out = at::empty({o.n, o.c, o.h, o.w}, input.options());
+  const onednn::SlicedConv::Buffers b = conv.buffers();
+  const at::Tensor in_part = buffer(b.input, input), weights_part = buffer(b.weights, input);
+  const at::Tensor out_part = buffer(b.output, input), scratch = buffer(b.scratchpad, input);
+  const float* bias = a.bias && a.bias->defined() ? a.bias->data_ptr<float>() : nullptr;
+  conv.run(input.data_ptr<float>(), a.weight.data_ptr<float>(), bias, out.data_ptr<float>(),
+           data_or_null(in_part), data_or_null(weights_part), data_or_null(out_part),
+           data_or_null(scratch));
+  return out;
+}
+
+bool same_bytes(const at::Tensor& a, const at::Tensor& b) {
+  return a.sizes() == b.sizes() && a.is_contiguous() && b.is_contiguous() &&
+         a.scalar_type() == b.scalar_type() &&
+         std::memcmp(a.data_ptr(), b.data_ptr(), a.nbytes()) == 0;
+}
+
+// Whether the parts compute aten's bytes for this shape and thread count: aten may run the
+// convolution elsewhere (OpenBLAS, whose results depend on the matrix sizes) or oneDNN may pick
+// another kernel for a part's shape. Checked once, on random input (the pass's own could hide a
+// difference: zeros after a ReLU), beside the pass.
+std::shared_ptr<const onednn::SlicedConv> checked_parts(const ConvArgs& a,
+                                                        const onednn::SlicedConvSpec& s) {
+  std::vector<int64_t> key = {s.n,
+                              s.c,
+                              s.h,
+                              s.w,
+                              s.out_channels,
+                              s.kh,
+                              s.kw,
+                              s.groups,
+                              s.stride[0],
+                              s.stride[1],
+                              s.padding[0],
+                              s.padding[1],
+                              s.dilation[0],
+                              s.dilation[1],
+                              s.band_rows,
+                              s.slice_channels,
+                              a.bias && a.bias->defined(),
+                              at::get_num_threads()};
+  static std::mutex mutex;
+  static auto* decided =  // never destroyed
+      new std::map<std::vector<int64_t>, std::shared_ptr<const onednn::SlicedConv>>();
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (auto it = decided->find(key); it != decided->end()) return it->second;
+  }
+  std::shared_ptr<const onednn::SlicedConv> conv;
+  try {
+    runtime_pass::Unrecorded beside_the_pass;
+    auto parts = onednn::sliced_conv(s);
+    at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(0x6d656d6f706c616eULL);
+    const at::Tensor probe = at::randn(a.input.sizes(), generator, a.input.options());
+    if (same_bytes(conv_in_parts(a, probe, *parts), conv_whole(a, probe))) conv = parts;
+  } catch (const std::exception&) {
+    conv = nullptr;  // oneDNN takes no part's shape: whole
+  }
+  if (!conv) ++whole_after_check;
+  std::lock_guard<std::mutex> lock(mutex);
+  return decided->emplace(std::move(key), conv).first->second;
+}
+
+at::Tensor conv2d_sliced(const ConvArgs& a) {
+  const std::optional<onednn::SlicedConvSpec> spec = parts_for(a);
+  if (!spec) return conv_whole(a, a.input);
+  const std::shared_ptr<const onednn::SlicedConv> conv = checked_parts(a, *spec);
+  if (!conv) return conv_whole(a, a.input);
+  ++sliced_convolutions;
+  return conv_in_parts(a, a.input, *conv);
+}
+
+// Max pooling: aten's max_pool2d computes indices (8 bytes an output element) and drops them.
+// Sliced by image and by channels, each slice contiguous in the input and in the output; the
+// maximum of a window is the same whichever slice it is computed in.
+at::Tensor max_pool2d_sliced(const at::Tensor& self, at::IntArrayRef kernel, at::IntArrayRef stride,
+                             at::IntArrayRef padding, at::IntArrayRef dilation, bool ceil_mode) {
+  const bool sliceable = self.defined() && self.device().is_cpu() &&
+                         self.layout() == c10::kStrided && self.is_floating_point() &&
+                         self.dim() == 4 && self.numel() > 0 && self.is_contiguous() &&
+                         self.suggest_memory_format() == c10::MemoryFormat::Contiguous &&
+                         no_autograd(self) && kernel.size() == 2;
+  const int64_t step_h = stride.size() == 2 ? stride[0] : (kernel.empty() ? 1 : kernel[0]);
+  const int64_t step_w = stride.size() == 2 ? stride[1] : (kernel.size() == 2 ? kernel[1] : 1);
+  if (!sliceable || step_h < 1 || step_w < 1 ||
+      self.numel() / (step_h * step_w) * 8 < kWorthBytes) {
+    return at::max_pool2d(self, kernel, stride, padding, dilation, ceil_mode);
+  }
+  ++sliced_poolings;
+  const int64_t images = self.size(0), channels = self.size(1);
+  const int64_t step = std::max<int64_t>(1, (channels + kPoolSlices - 1) / kPoolSlices);
+  at::Tensor out, indices;
+  for (int64_t n = 0; n < images; ++n) {
+    for (int64_t c0 = 0; c0 < channels; c0 += step) {
+      const int64_t k = std::min(step, channels - c0);
+      const at::Tensor in = self.narrow(0, n, 1).narrow(1, c0, k);
+      if (!out.defined()) {  // the first slice tells the output's size
+        auto first = at::max_pool2d_with_indices(in, kernel, stride, padding, dilation, ceil_mode);
+        indices = std::get<1>(first);
+        const at::Tensor& part = std::get<0>(first);
+        out = at::empty({images, channels, part.size(2), part.size(3)}, part.options());
+        out.narrow(0, n, 1).narrow(1, c0, k).copy_(part);
+        continue;
+      }
+      at::Tensor place = out.narrow(0, n, 1).narrow(1, c0, k);
+      at::Tensor slots = indices.narrow(1, 0, k);
+      at::max_pool2d_with_indices_out(place, slots, in, kernel, stride, padding, dilation,
+                                      ceil_mode);
+    }
+  }
+  return out;
+}
+
+const c10::Symbol kConvSliced = c10::Symbol::fromQualString("memoplan::conv2d_sliced");
+const c10::Symbol kPoolSliced = c10::Symbol::fromQualString("memoplan::max_pool2d_sliced");
+
+torch::jit::RegisterOperators sliced_operators({
+    torch::jit::Operator(
+        "memoplan::conv2d_sliced(Tensor input, Tensor weight, Tensor? bias, int[] stride, "
+        "int[] padding, int[] dilation, int groups) -> Tensor",
+        [](torch::jit::Stack& stack) {
+          c10::IValue* args = &stack[stack.size() - 7];
+          ConvArgs a;
+          a.input = args[0].toTensor();
+          a.weight = args[1].toTensor();
+          a.bias = args[2].toOptional<at::Tensor>();
+          a.stride = args[3].toIntVector();
+          a.padding = args[4].toIntVector();
+          a.dilation = args[5].toIntVector();
+          a.groups = args[6].toInt();
+          torch::jit::drop(stack, 7);
+          stack.emplace_back(conv2d_sliced(a));
+        },
+        c10::AliasAnalysisKind::FROM_SCHEMA),
+    torch::jit::Operator(
+        "memoplan::max_pool2d_sliced(Tensor self, int[] kernel_size, int[] stride, "
+        "int[] padding, int[] dilation, bool ceil_mode) -> Tensor",
+        [](torch::jit::Stack& stack) {
+          c10::IValue* args = &stack[stack.size() - 6];
+          const at::Tensor self = args[0].toTensor();
+          const std::vector<int64_t> kernel = args[1].toIntVector();
+          const std::vector<int64_t> stride = args[2].toIntVector();
+          const std::vector<int64_t> padding = args[3].toIntVector();
+          const std::vector<int64_t> dilation = args[4].toIntVector();
+          const bool ceil_mode = args[5].toBool();
+          torch::jit::drop(stack, 6);
+          stack.emplace_back(max_pool2d_sliced(self, kernel, stride, padding, dilation, ceil_mode));
+        },
+        c10::AliasAnalysisKind::FROM_SCHEMA),
+});
+
+void collect(torch::jit::Block* block, std::vector<torch::jit::Node*>& out) {
+  for (torch::jit::Node* node : block->nodes()) {
+    for (torch::jit::Block* inner : node->blocks()) collect(inner, out);
+    const bool conv = node->kind() == c10::aten::conv2d &&
+                      node->matches(
+                          "aten::conv2d(Tensor input, Tensor weight, Tensor? bias=None, "
+                          "int[2] stride=1, int[2] padding=0, int[2] dilation=1, int groups=1) -> "
+                          "Tensor");
+    const bool pool = node->kind() == c10::aten::max_pool2d &&
+                      node->matches(
+                          "aten::max_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], "
+                          "int[2] padding=0, int[2] dilation=1, bool ceil_mode=False) -> Tensor");
+    if (conv || pool) out.push_back(node);
+  }
+}
+
+}  // namespace
+
+int replace_sliced_ops(torch::jit::Graph& graph) {
+  std::vector<torch::jit::Node*> nodes;
+  collect(graph.block(), nodes);
+  for (torch::jit::Node* node : nodes) {
+    const c10::Symbol kind = node->kind() == c10::aten::conv2d ? kConvSliced : kPoolSliced;
+    torch::jit::Node* sliced = graph.create(kind, node->inputs(), 1);
+    sliced->output()->setType(node->output()->type());
+    sliced->setSourceRange(node->sourceRange());
+    sliced->insertBefore(node);
+    node->output()->replaceAllUsesWith(sliced->output());
+    node->destroy();
+  }
+  return static_cast<int>(nodes.size());
+}
+
+namespace {
+const bool registered = (register_memory_min_rewrite(&replace_sliced_ops), true);
+}  // namespace
+
+SlicedCounts sliced_counts() {
+  return {sliced_convolutions.load(), sliced_poolings.load(), whole_after_check.load()};
+}
+
+}  // namespace memoplan::torch_ext
