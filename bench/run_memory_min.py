@@ -1,14 +1,17 @@
 """memoplan run --memory min against --memory offset over the model zoo (issue 22).
 
 For each model and batch, `memoplan run --json` runs twice per round, the two settings
-interleaved (offset, min, offset, min, ...): the slab of each, both bounds (the offset lower bound
-and the bound with sharing), the tensors that share bytes, the peak RSS of a planned process (each
-run's own probe), the planned and unplanned latency, and whether the planned outputs were
-bit-identical to the unplanned ones in every pass. Writes DIR/runs.jsonl (every run) and
-DIR/table.md (medians over the rounds).
+interleaved (offset, min, offset, min, ...): the slab of each, the offset lower bound of the
+`offset` run's pass (today's bound: aten's temporaries included) and of the `min` run's pass
+(convolutions and poolings in parts), the bound with sharing, the tensors that share bytes, the
+ops computed in parts, the peak RSS of a planned process (each run's own probe), the planned and
+unplanned latency, and whether the planned outputs were bit-identical to the unplanned ones in
+every pass. The ratio is the `min` slab over the `offset` run's bound. Writes DIR/runs.jsonl
+(every run) and DIR/table.md (medians over the rounds).
 
     /usr/bin/python3 bench/run_memory_min.py --models densenet121,googlenet --batches 1,8
     /usr/bin/python3 bench/run_memory_min.py --all --batches 1 --rounds 1 --iters 2 --no-rss
+    /usr/bin/python3 bench/run_memory_min.py --models densenet121 --batches 1 --intra-op 2
 
 Models come from models/ (bench/models/make_zoo.py makes them); a model missing there is made.
 """
@@ -37,9 +40,9 @@ def input_shape(model_path, batch):
     return "x".join(str(d) for d in shape)
 
 
-def run_once(binary, model_path, batch, memory, iters, rss):
+def run_once(binary, model_path, batch, memory, iters, rss, intra_op):
     command = [binary, model_path, "--input", input_shape(model_path, batch), "--memory", memory,
-               "-n", str(iters), "--json", "--quiet"]
+               "-n", str(iters), "--intra-op", str(intra_op), "--json", "--quiet"]
     if not rss:
         command.append("--no-rss")
     done = subprocess.run(command, capture_output=True, text=True, timeout=3600)
@@ -57,10 +60,11 @@ def mib(n):
 
 def table(runs):
     rows = ["| model | batch | slab offset (MiB) | slab min (MiB) | offset bound (MiB) | "
-            "bound with sharing (MiB) | min / offset bound | shared tensors | peak RSS offset "
-            "(MiB) | peak RSS min (MiB) | planned ms offset | planned ms min | unplanned ms | "
+            "offset bound of min's pass (MiB) | bound with sharing (MiB) | min / offset bound | "
+            "shared tensors | in parts per pass (conv, pool) | peak RSS offset (MiB) | "
+            "peak RSS min (MiB) | planned ms offset | planned ms min | unplanned ms | "
             "outputs identical |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     keys = sorted({(r["model"], r["batch"]) for r in runs},
                   key=lambda k: (list(MODELS).index(os.path.basename(k[0])[:-3]), k[1]))
     for model, batch in keys:
@@ -76,12 +80,14 @@ def table(runs):
             return statistics.median(values) if values else None
 
         rss_o, rss_m = med(of, "peak_rss_bytes_planned"), med(mn, "peak_rss_bytes_planned")
-        rows.append("| %s | %d | %s | %s | %s | %s | %.3f | %d | %s | %s | %.2f | %.2f | %.2f | %s |"
+        rows.append("| %s | %d | %s | %s | %s | %s | %s | %.3f | %d | %.0f, %.0f | %s | %s | %.2f "
+                    "| %.2f | %.2f | %s |"
                     % (os.path.basename(model)[:-3], batch, mib(of[0]["slab_bytes"]),
-                       mib(mn[0]["slab_bytes"]), mib(mn[0]["offset_lower_bound_bytes"]),
-                       mib(mn[0]["lower_bound_bytes"]),
-                       mn[0]["slab_bytes"] / mn[0]["offset_lower_bound_bytes"],
-                       mn[0]["shared_tensors"], mib(rss_o) if rss_o else "-",
+                       mib(mn[0]["slab_bytes"]), mib(of[0]["offset_lower_bound_bytes"]),
+                       mib(mn[0]["offset_lower_bound_bytes"]), mib(mn[0]["lower_bound_bytes"]),
+                       mn[0]["slab_bytes"] / of[0]["offset_lower_bound_bytes"],
+                       mn[0]["shared_tensors"], med(mn, "sliced_convolutions_per_pass") or 0,
+                       med(mn, "sliced_poolings_per_pass") or 0, mib(rss_o) if rss_o else "-",
                        mib(rss_m) if rss_m else "-", med(of, "planned_ms"), med(mn, "planned_ms"),
                        med(of + mn, "unplanned_ms"),
                        "yes" if all(r["outputs_identical"] for r in of + mn) else "NO"))
@@ -96,6 +102,7 @@ def main():
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--iters", type=int, default=10)
     parser.add_argument("--no-rss", action="store_true")
+    parser.add_argument("--intra-op", type=int, default=1, help="intra-op threads (memoplan run)")
     parser.add_argument("--binary", default=os.path.join(ROOT, "build", "src", "memoplan-run"))
     parser.add_argument("--models-dir", default=os.path.join(ROOT, "models"))
     parser.add_argument("--out", default=None)
@@ -117,7 +124,7 @@ def main():
                 for round_index in range(args.rounds):
                     for memory in ("offset", "min"):
                         report = run_once(args.binary, path, batch, memory, args.iters,
-                                          not args.no_rss)
+                                          not args.no_rss, args.intra_op)
                         report["round"] = round_index
                         runs.append(report)
                         log.write(json.dumps(report) + "\n")

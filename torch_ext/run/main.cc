@@ -4,10 +4,10 @@
 // failed, 2 bad input or usage.
 #include <fmt/core.h>
 
+#include <unistd.h>
 #include <CLI/CLI.hpp>
 #include <cstdlib>
 #include <fstream>
-#include <unistd.h>
 
 #include "budget_text.h"
 #include "input_spec.h"

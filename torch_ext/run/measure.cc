@@ -15,6 +15,7 @@
 
 #include "counting_allocator.h"
 #include "memoplan/torch/budget.h"
+#include "memoplan/torch/kernels.h"  // sliced_counts
 #include "memoplan/torch/plan.h"
 #include "outputs_equal.h"
 #include "progress.h"
@@ -155,6 +156,7 @@ void measure(torch::jit::Module& unplanned, torch::jit::Module& planned, torch::
   }
   std::optional<Progress> measuring;
   torch_ext::PlanStats before;
+  torch_ext::SlicedCounts sliced_before;
   uint64_t counted_before = 0;
   {
     std::unique_lock<std::mutex> lock(shared.mutex);
@@ -162,6 +164,7 @@ void measure(torch::jit::Module& unplanned, torch::jit::Module& planned, torch::
     warmup->finish();
     // Every thread waits at the barrier now: nothing runs while c10's slot changes.
     before = torch_ext::plan_stats();
+    sliced_before = torch_ext::sliced_counts();
     counting_allocator().install();
     counted_before = counting_allocator().counted();
     measuring.emplace("measuring", options.iters, options.progress);
@@ -175,6 +178,10 @@ void measure(torch::jit::Module& unplanned, torch::jit::Module& planned, torch::
   if (shared.error) std::rethrow_exception(shared.error);
 
   const torch_ext::PlanStats after = torch_ext::plan_stats();
+  const torch_ext::SlicedCounts sliced = torch_ext::sliced_counts();
+  report.sliced_convolutions = sliced.convolutions - sliced_before.convolutions;
+  report.sliced_poolings = sliced.poolings - sliced_before.poolings;
+  report.convolution_shapes_whole = sliced.whole_after_check;
   for (ThreadResult& r : results) {
     report.unplanned_ms.insert(report.unplanned_ms.end(), r.unplanned_ms.begin(),
                                r.unplanned_ms.end());

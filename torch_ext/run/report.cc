@@ -77,6 +77,11 @@ std::string format_text(const RunReport& r) {
         "  memory min: {} tensors share bytes; offset lower bound {} ({} B): slab {} of it\n",
         r.shared_tensors, format_bytes(r.offset_lower_bound_bytes), r.offset_lower_bound_bytes,
         ratio(r.slab_bytes, r.offset_lower_bound_bytes));
+    s += fmt::format(
+        "  memory min: {:.1f} convolutions and {:.1f} max poolings in parts per planned pass; {} "
+        "convolution shapes run whole (their parts differed from aten's bytes)\n",
+        per_pass(r.sliced_convolutions, r.planned_passes),
+        per_pass(r.sliced_poolings, r.planned_passes), r.convolution_shapes_whole);
   }
   s += fmt::format(
       "  planned tensors per pass {} (slab hits per pass {:.2f}), escaping {} (outputs)\n",
@@ -178,6 +183,11 @@ std::string format_json(const RunReport& r) {
   j["offset_lower_bound_bytes"] = r.offset_lower_bound_bytes;
   j["memory"] = r.memory;
   j["shared_tensors"] = r.shared_tensors;
+  if (r.memory == "min") {
+    j["sliced_convolutions_per_pass"] = per_pass(r.sliced_convolutions, r.planned_passes);
+    j["sliced_poolings_per_pass"] = per_pass(r.sliced_poolings, r.planned_passes);
+    j["convolution_shapes_whole"] = r.convolution_shapes_whole;
+  }
   j["planned_tensors"] = r.planned_tensors;
   j["escaping_tensors"] = r.escaping_tensors;
   j["tensor_mallocs_per_pass_unplanned"] = per_pass(r.unplanned_mallocs, r.unplanned_passes);

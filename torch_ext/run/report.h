@@ -34,6 +34,9 @@ struct RunReport {
   // live ones they share bytes with; lower_bound_bytes is then the bound with sharing.
   std::string memory = "offset";
   uint64_t offset_lower_bound_bytes = 0, shared_tensors = 0;
+  // --memory min: convolutions and max poolings computed in parts in the timed planned passes,
+  // and convolution shapes whose parts were checked and did not give aten's bytes (they run whole).
+  uint64_t sliced_convolutions = 0, sliced_poolings = 0, convolution_shapes_whole = 0;
   uint64_t planned_tensors = 0, escaping_tensors = 0;  // per pass
   double planning_ms = 0;                              // the planner's strategy
   double plan_call_ms = 0;  // memoplan::torch_ext::plan(): warm-up passes, profiled pass, planning

@@ -14,6 +14,8 @@
 
 #include <cstdint>
 
+#include "memoplan/torch/kernels.h"  // sliced_counts()
+
 namespace torch::jit {
 struct Graph;
 }
@@ -26,12 +28,5 @@ namespace memoplan::torch_ext {
 // depthwise convolution; at least 256 KiB of temporaries saved, at most half of aten's left);
 // otherwise it is the aten op. Returns how many nodes it replaced.
 int replace_sliced_ops(torch::jit::Graph& graph);
-
-// Calls so far that ran in parts, and convolution shapes (with their thread count) whose parts
-// differed from aten's result and so run whole.
-struct SlicedCounts {
-  uint64_t convolutions = 0, poolings = 0, whole_after_check = 0;
-};
-SlicedCounts sliced_counts();
 
 }  // namespace memoplan::torch_ext

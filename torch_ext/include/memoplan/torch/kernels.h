@@ -1,6 +1,7 @@
 // memoplan's tuned kernels as a user sees them: plan(..., kernels = "tuned")
 // (memoplan/torch/plan.h) replaces hot ops with memoplan's own where they measure faster; these say
-// what ran and let tests and benchmarks pin the choice. No torch headers.
+// what ran and let tests and benchmarks pin the choice. Also the ops memory "min" computes in
+// parts. No torch headers.
 #pragma once
 
 #include <cstdint>
@@ -33,5 +34,14 @@ enum class WinogradChoice { kMeasure, kAlways, kNever };
 WinogradChoice set_winograd(WinogradChoice choice);
 // One line per tuned shape: its measurements (stock vs best memoplan configuration).
 std::string kernel_report();
+
+// plan(..., memory = "min") computes aten's convolutions and max poolings in parts where that
+// shrinks their temporaries (docs/TORCH_EXT.md, "Convolutions in parts"). Calls so far, process-
+// wide, that ran in parts; and convolution shapes (with their thread count) whose parts did not
+// give aten's bytes when checked, which run whole.
+struct SlicedCounts {
+  uint64_t convolutions = 0, poolings = 0, whole_after_check = 0;
+};
+SlicedCounts sliced_counts();
 
 }  // namespace memoplan::torch_ext
