@@ -105,8 +105,9 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"stock", "tuned"}));
   app.add_option("--memory", options.memory,
                  "offset: every planned tensor gets bytes of its own; min: an elementwise op's "
-                 "output takes its dying input's bytes and a concat's inputs lie in its output "
-                 "(docs/TORCH_EXT.md, \"Sharing bytes\")")
+                 "output takes its dying input's bytes, a concat's inputs lie in its output, "
+                 "and convolutions and max poolings run in parts where that shrinks their "
+                 "temporaries (docs/TORCH_EXT.md, \"Sharing bytes\")")
       ->check(CLI::IsMember({"offset", "min"}));
   app.add_option("--budget", options.budget,
                  "Also time a copy under this memory budget for weights + activations: 64MiB, "
