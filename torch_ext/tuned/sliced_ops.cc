@@ -152,24 +152,8 @@ bool same_bytes(const at::Tensor& a, const at::Tensor& b) {
 // difference: zeros after a ReLU), beside the pass.
 std::shared_ptr<const onednn::SlicedConv> checked_parts(const ConvArgs& a,
                                                         const onednn::SlicedConvSpec& s) {
-  std::vector<int64_t> key = {s.n,
-                              s.c,
-                              s.h,
-                              s.w,
-                              s.out_channels,
-                              s.kh,
-                              s.kw,
-                              s.groups,
-                              s.stride[0],
-                              s.stride[1],
-                              s.padding[0],
-                              s.padding[1],
-                              s.dilation[0],
-                              s.dilation[1],
-                              s.band_rows,
-                              s.slice_channels,
-                              a.bias && a.bias->defined(),
-                              at::get_num_threads()};
+  std::vector<int64_t> key = onednn::spec_key(s);
+  key.push_back(at::get_num_threads());
   static std::mutex mutex;
   static auto* decided =  // never destroyed
       new std::map<std::vector<int64_t>, std::shared_ptr<const onednn::SlicedConv>>();

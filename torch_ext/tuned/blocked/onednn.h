@@ -108,6 +108,8 @@ class SlicedConv {
 };
 // Throws std::runtime_error where oneDNN takes no part's shape.
 std::shared_ptr<const SlicedConv> sliced_conv(const SlicedConvSpec& spec);
+// The numbers that define a spec, for keys (sliced_conv's cache adds the thread count).
+std::vector<int64_t> spec_key(const SlicedConvSpec& spec);
 
 enum class PoolKind { kMax, kAvgIncludePadding, kAvgExcludePadding };
 struct PoolSpec {

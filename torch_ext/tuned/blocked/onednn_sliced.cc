@@ -204,25 +204,29 @@ class SlicedConvImpl final : public SlicedConv {
 
 }  // namespace
 
+std::vector<int64_t> spec_key(const SlicedConvSpec& s) {
+  return {s.n,
+          s.c,
+          s.h,
+          s.w,
+          s.out_channels,
+          s.kh,
+          s.kw,
+          s.groups,
+          s.stride[0],
+          s.stride[1],
+          s.padding[0],
+          s.padding[1],
+          s.dilation[0],
+          s.dilation[1],
+          s.band_rows,
+          s.slice_channels,
+          s.bias};
+}
+
 std::shared_ptr<const SlicedConv> sliced_conv(const SlicedConvSpec& s) {
-  Key key = {s.n,
-             s.c,
-             s.h,
-             s.w,
-             s.out_channels,
-             s.kh,
-             s.kw,
-             s.groups,
-             s.stride[0],
-             s.stride[1],
-             s.padding[0],
-             s.padding[1],
-             s.dilation[0],
-             s.dilation[1],
-             s.band_rows,
-             s.slice_channels,
-             s.bias,
-             threads()};
+  Key key = spec_key(s);
+  key.push_back(threads());
   return cached<SlicedConv>("sliced convolution", std::move(key),
                             [&] { return std::make_shared<SlicedConvImpl>(s); });
 }
