@@ -90,26 +90,31 @@ std::shared_ptr<ServedModel> ModelRegistry::add(const ModelConfig& config) {
 }
 
 void ModelRegistry::load_all(const std::function<void(const std::string&)>& log) {
-  for (const RepositoryEntry& entry : scan_repository(repository_, defaults_)) {
-    if (!entry.error.empty()) {
-      std::lock_guard<std::mutex> lock(mutex_);
-      unavailable_[entry.config.name] = entry.error;
-      log("model '" + entry.config.name + "' not loaded: " + entry.error);
-      continue;
-    }
+  // Every model is listed (loaded, not ready) before the first is planned: all_ready() must not
+  // say yes while a model further down the repository has yet to be added.
+  std::vector<std::shared_ptr<ServedModel>> added;
+  std::vector<const RepositoryEntry*> sources;
+  const std::vector<RepositoryEntry> entries = scan_repository(repository_, defaults_);
+  for (const RepositoryEntry& entry : entries) {
     try {
-      const std::shared_ptr<ServedModel> model = add(entry.config);
-      try {
-        log("model '" + entry.config.name + "' (" + entry.config.path + "): " + model->prepare());
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(mutex_);
-        loaded_.erase(entry.config.name);
-        throw;
-      }
+      if (!entry.error.empty()) throw std::runtime_error(entry.error);
+      added.push_back(add(entry.config));
+      sources.push_back(&entry);
     } catch (const std::exception& e) {
       std::lock_guard<std::mutex> lock(mutex_);
       unavailable_[entry.config.name] = e.what();
       log("model '" + entry.config.name + "' not loaded: " + e.what());
+    }
+  }
+  for (size_t i = 0; i < added.size(); ++i) {
+    const ModelConfig& config = sources[i]->config;
+    try {
+      log("model '" + config.name + "' (" + config.path + "): " + added[i]->prepare());
+    } catch (const std::exception& e) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      loaded_.erase(config.name);
+      unavailable_[config.name] = e.what();
+      log("model '" + config.name + "' not loaded: " + e.what());
     }
   }
 }
