@@ -17,6 +17,16 @@
 namespace memoplan::torch_ext {
 namespace {
 
+// One and two intra-op threads; one only under ThreadSanitizer: aten's own OpenMP regions
+// (libgomp is not instrumented) show as races there (as in blocked_test.cc).
+std::vector<int> thread_counts() {
+#if defined(__SANITIZE_THREAD__)
+  return {1};
+#else
+  return {1, 2};
+#endif
+}
+
 bool same_bytes(const at::Tensor& a, const at::Tensor& b) {
   return a.sizes() == b.sizes() && a.is_contiguous() && b.is_contiguous() &&
          std::memcmp(a.data_ptr(), b.data_ptr(), a.nbytes()) == 0;
@@ -47,7 +57,7 @@ TEST(SlicedOps, ConvolutionsGiveAtensBytes) {
       {{1, 256, 28, 28}, 128, 1, 1, 0, 1, 1, false},
   };
   const SlicedCounts before = sliced_counts();
-  for (const int threads : {1, 2}) {
+  for (const int threads : thread_counts()) {
     at::set_num_threads(threads);
     for (const ConvCase& c : cases) {
       torch::manual_seed(7);
@@ -68,9 +78,10 @@ TEST(SlicedOps, ConvolutionsGiveAtensBytes) {
     }
   }
   at::set_num_threads(1);
-  // Most cases run in parts; a 1x1 stride-1 convolution at one thread is OpenBLAS's in aten, whose
-  // results change with the matrix split: it runs whole once its check fails.
-  EXPECT_GE(sliced_counts().convolutions - before.convolutions, 12u);
+  // Every case runs in parts but one: a 1x1 stride-1 convolution at one thread is OpenBLAS's in
+  // aten, whose results change with the matrix split; it runs whole once its check fails.
+  EXPECT_GE(sliced_counts().convolutions - before.convolutions,
+            (cases.size() - 1) * thread_counts().size());
 }
 
 TEST(SlicedOps, MaxPoolingGivesAtensBytes) {
@@ -130,7 +141,7 @@ torch::jit::Module stem() {
 
 TEST(SlicedOps, MemoryMinGoesBelowTheOffsetBoundWithAtensBytes) {
   c10::InferenceMode guard;
-  for (const int threads : {1, 2}) {
+  for (const int threads : thread_counts()) {
     at::set_num_threads(threads);
     for (const int64_t batch : {1, 2}) {
       torch::jit::Module reference = stem(), offset = stem(), planned = stem();
