@@ -87,8 +87,8 @@ std::optional<onednn::SlicedConvSpec> parts_for(const ConvArgs& a) {
       s.groups > 1 && s.groups == s.c && s.groups == s.out_channels && a.weight.size(1) == 1;
   if (s.groups != 1 && !depthwise) return std::nullopt;
   if (s.groups == 1 && a.weight.size(1) != s.c) return std::nullopt;
-  const int64_t oh = (s.h + 2 * s.padding[0] - s.dilation[0] * (s.kh - 1) - 1) / s.stride[0] + 1;
-  const int64_t ow = (s.w + 2 * s.padding[1] - s.dilation[1] * (s.kw - 1) - 1) / s.stride[1] + 1;
+  const int64_t oh = onednn::conv_output_side(s.h, s.padding[0], s.dilation[0], s.kh, s.stride[0]);
+  const int64_t ow = onednn::conv_output_side(s.w, s.padding[1], s.dilation[1], s.kw, s.stride[1]);
   if (oh <= 0 || ow <= 0) return std::nullopt;
   const double in = static_cast<double>(a.input.nbytes());
   const double weights = static_cast<double>(a.weight.nbytes());
@@ -195,10 +195,10 @@ at::Tensor max_pool2d_sliced(const at::Tensor& self, at::IntArrayRef kernel, at:
                          self.dim() == 4 && self.numel() > 0 && self.is_contiguous() &&
                          self.suggest_memory_format() == c10::MemoryFormat::Contiguous &&
                          no_autograd(self) && kernel.size() == 2;
-  const int64_t step_h = stride.size() == 2 ? stride[0] : (kernel.empty() ? 1 : kernel[0]);
-  const int64_t step_w = stride.size() == 2 ? stride[1] : (kernel.size() == 2 ? kernel[1] : 1);
-  if (!sliceable || step_h < 1 || step_w < 1 ||
-      self.numel() / (step_h * step_w) * 8 < kWorthBytes) {
+  // An empty stride is the kernel's (aten's rule).
+  const at::IntArrayRef steps = stride.empty() ? kernel : stride;
+  if (!sliceable || steps.size() != 2 || steps[0] < 1 || steps[1] < 1 ||
+      self.numel() / (steps[0] * steps[1]) * 8 < kWorthBytes) {
     return at::max_pool2d(self, kernel, stride, padding, dilation, ceil_mode);
   }
   ++sliced_poolings;

@@ -44,6 +44,13 @@ struct PostOp {
 
 enum class Plain { kNchw, kNhwc };
 
+// A convolution's output side along one dimension (aten's and oneDNN's rule, symmetric padding);
+// <= 0 when the kernel does not fit.
+inline int64_t conv_output_side(int64_t in, int64_t padding, int64_t dilation, int64_t kernel,
+                                int64_t stride) {
+  return (in + 2 * padding - dilation * (kernel - 1) - 1) / stride + 1;
+}
+
 struct ConvSpec {
   int64_t n = 0, c = 0, h = 0, w = 0;  // input
   int64_t out_channels = 0, kh = 0, kw = 0, groups = 1;

@@ -12,8 +12,8 @@ using namespace detail;  // NOLINT(google-build-using-namespace): this file's wh
 class ConvImpl final : public Conv {
  public:
   explicit ConvImpl(const ConvSpec& s) : spec_(s) {
-    const int64_t oh = (s.h + 2 * s.padding[0] - s.dilation[0] * (s.kh - 1) - 1) / s.stride[0] + 1;
-    const int64_t ow = (s.w + 2 * s.padding[1] - s.dilation[1] * (s.kw - 1) - 1) / s.stride[1] + 1;
+    const int64_t oh = conv_output_side(s.h, s.padding[0], s.dilation[0], s.kh, s.stride[0]);
+    const int64_t ow = conv_output_side(s.w, s.padding[1], s.dilation[1], s.kw, s.stride[1]);
     if (oh <= 0 || ow <= 0) throw std::invalid_argument("memoplan: convolution output is empty");
     out_ = {s.n, s.out_channels, oh, ow};
     const memory::desc src =

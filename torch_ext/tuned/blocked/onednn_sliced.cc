@@ -34,10 +34,9 @@ memory::desc strided(memory::dims dims, memory::dims strides) {
 class SlicedConvImpl final : public SlicedConv {
  public:
   explicit SlicedConvImpl(const SlicedConvSpec& s) : s_(s) {
-    const int64_t reach_h = s.dilation[0] * (s.kh - 1) + 1;
-    const int64_t reach_w = s.dilation[1] * (s.kw - 1) + 1;
-    const int64_t oh = (s.h + 2 * s.padding[0] - reach_h) / s.stride[0] + 1;
-    const int64_t ow = (s.w + 2 * s.padding[1] - reach_w) / s.stride[1] + 1;
+    const int64_t reach_h = s.dilation[0] * (s.kh - 1) + 1;  // input rows one output row reads
+    const int64_t oh = conv_output_side(s.h, s.padding[0], s.dilation[0], s.kh, s.stride[0]);
+    const int64_t ow = conv_output_side(s.w, s.padding[1], s.dilation[1], s.kw, s.stride[1]);
     if (oh <= 0 || ow <= 0) throw std::invalid_argument("memoplan: convolution output is empty");
     out_ = {s.n, s.out_channels, oh, ow};
     const bool depthwise = s.groups > 1;
