@@ -1,5 +1,7 @@
 // The key an allocation is matched by: its size and a hash of the few return addresses above the
-// allocator, from libunwind's cached fast path (no malloc; our reentry guard covers the rest).
+// allocator, unwound by libunwind (no malloc; our reentry guard covers the rest) and cached per
+// thread under the call's return address and stack pointer, confirmed by the deeper return
+// addresses still on the stack (CallsiteCacheEntry, state.h).
 #define UNW_LOCAL_ONLY
 #include <dlfcn.h>
 #include <libunwind.h>
@@ -14,7 +16,7 @@ inline uint64_t mix(uint64_t h, uint64_t v) {
   return h * 0xff51afd7ed558ccdull;
 }
 
-// Frames that belong to the shim: callsite_key, cached_callsite_key (both noinline, so this count
+// Frames that belong to the shim: unwind_path, cached_callsite_key (both noinline, so this count
 // holds) and engine_alloc. The exported malloc tail-calls engine_alloc, so the next frame is the
 // program's call site (operator new, or an unoptimized build's malloc, adds one frame of ours that
 // is the same for every call and so does not hurt the key).
@@ -37,18 +39,63 @@ uint64_t portable_address(void* address) {
   return mix(h, reinterpret_cast<uintptr_t>(address) - reinterpret_cast<uintptr_t>(info.dli_fbase));
 }
 
-}  // namespace
+// Whether the stack still holds the entry's path: its deeper return addresses where they were.
+// Reads only slots above the stack pointer, each in the frame the previous one confirmed.
+__attribute__((no_sanitize("address", "thread"))) inline bool confirms(
+    const CallsiteCacheEntry& entry, uintptr_t stack) {
+  for (uint32_t i = 0; i < entry.checked; ++i) {
+    if (*reinterpret_cast<const volatile uint64_t*>(stack + entry.offset[i]) != entry.address[i]) {
+      return false;
+    }
+  }
+  return true;
+}
 
-__attribute__((noinline)) uint64_t callsite_key(size_t size, unsigned depth, bool portable) {
-  uint64_t h = mix(0x6d656d6f706c616eull, size);
-  if (depth == 0) return h;
-  void* frames[kOwnFrames + 16];
-  const int n = unw_backtrace(frames, kOwnFrames + static_cast<int>(depth));
-  for (int i = kOwnFrames; i < n; ++i) {
-    h = mix(h, portable ? portable_address(frames[i]) : reinterpret_cast<uint64_t>(frames[i]));
+// The key's hash from `depth` frames above ours, unwound step by step so that each deeper return
+// address's stack slot is known: they go into `fill` (its tag set to `tag`) when every one is in
+// memory above `stack`; otherwise `fill` is left empty and the path is unwound at every request.
+// Called by cached_callsite_key only (kOwnFrames counts this frame).
+__attribute__((noinline)) uint64_t unwind_path(unsigned depth, bool portable, uintptr_t stack,
+                                               uint64_t tag, CallsiteCacheEntry& fill) {
+  uint64_t h = mix(0x6d656d6f706c616eull, 0);  // the hash of a size-0 key, as before the cache
+  fill.tag = 0;
+  fill.checked = 0;
+  unw_context_t context;
+  unw_cursor_t cursor;
+  if (unw_getcontext(&context) != 0 || unw_init_local(&cursor, &context) != 0) return h;
+  bool cacheable = depth - 1 <= kCallsiteCheckedFrames;
+  const unsigned frames = kOwnFrames + depth;
+  for (unsigned i = 0; i < frames; ++i) {
+    if (i >= kOwnFrames) {
+      unw_word_t ip = 0;
+      unw_get_reg(&cursor, UNW_REG_IP, &ip);
+      h = mix(h, portable ? portable_address(reinterpret_cast<void*>(ip)) : ip);
+      if (i > kOwnFrames && cacheable) {
+        unw_save_loc_t where;
+        const bool in_memory = unw_get_save_loc(&cursor, UNW_REG_IP, &where) == 0 &&
+                               where.type == UNW_SLT_MEMORY && where.u.addr > stack &&
+                               where.u.addr - stack <= UINT32_MAX;
+        if (in_memory) {
+          fill.offset[fill.checked] = static_cast<uint32_t>(where.u.addr - stack);
+          fill.address[fill.checked] = ip;
+          ++fill.checked;
+        } else {
+          cacheable = false;
+        }
+      }
+    }
+    if (i + 1 < frames && unw_step(&cursor) <= 0) break;
+  }
+  if (cacheable) {
+    fill.tag = tag;
+    fill.hash = h;
+  } else {
+    fill.checked = 0;
   }
   return h;
 }
+
+}  // namespace
 
 __attribute__((noinline)) uint64_t cached_callsite_key(ThreadState& t, size_t size, unsigned depth,
                                                        bool portable, uintptr_t return_address,
@@ -57,23 +104,33 @@ __attribute__((noinline)) uint64_t cached_callsite_key(ThreadState& t, size_t si
   constexpr uint64_t kSite = 0x73697a6566726565ull;  // keys without the size
   *site = kSite;
   if (depth == 0) return sized;
-  // The same call path reaches us with the same return address and stack pointer: a key that is
-  // deterministic (the same in every pass, whatever ran in between) and costs no unwinding.
+  // The same call path reaches us with the same return address and stack pointer; the converse
+  // does not hold, which the entry's deeper return addresses check (CallsiteCacheEntry).
   const uint64_t path = mix(mix(0x63616c6c73697465ull, return_address), stack);
   // The stack pointer is not the same in another process: portable keys unwind even at depth 1.
   if (depth == 1 && !portable) {
     *site = mix(kSite, path);
     return mix(sized, path);
   }
-  // Deeper keys unwind; the result is cached under the path, and the bucket is chosen from the
-  // whole path hash so allocations through one helper spread over the cache.
-  CallsiteCacheEntry& entry = t.callsite_cache[(path >> 17) % kCallsiteCacheEntries];
-  if (entry.tag != path) {
-    entry.tag = path;
-    entry.hash = callsite_key(0, depth, portable);
+  // The set is chosen from the whole path hash so allocations through one helper spread over the
+  // cache; paths that share the tag take separate ways.
+  CallsiteCacheEntry* set =
+      &t.callsite_cache[(path >> 17) % (kCallsiteCacheEntries / kCallsiteCacheWays) *
+                        kCallsiteCacheWays];
+  uint64_t hash = 0;
+  bool found = false;
+  for (size_t way = 0; way < kCallsiteCacheWays && !found; ++way) {
+    if (set[way].tag == path && confirms(set[way], stack)) {
+      hash = set[way].hash;
+      found = true;
+    }
   }
-  *site = mix(kSite, entry.hash);
-  return mix(sized, entry.hash);
+  if (!found) {
+    CallsiteCacheEntry& victim = set[t.callsite_victim++ % kCallsiteCacheWays];
+    hash = unwind_path(depth, portable, stack, path, victim);
+  }
+  *site = mix(kSite, hash);
+  return mix(sized, hash);
 }
 
 }  // namespace memoplan::shim

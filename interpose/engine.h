@@ -87,11 +87,11 @@ void start_reaper();
 void reaper_after_fork_in_child();
 
 // callsite.cc: size and a hash of `depth` return addresses above the allocator; `portable`
-// hashes each as (module name, offset), the same in every process. `return_address` and `stack`
-// identify the call path for the per-thread cache (see CallsiteCacheEntry).
-uint64_t callsite_key(size_t size, unsigned depth, bool portable);
-// `site` gets the same key without the size (the call site alone): what a thread whose pass
-// varies in size (ThreadState::size_free) is replayed by.
+// hashes each as (module name, offset), the same in every process. `return_address` (of the
+// allocator's entry, engine_alloc) and `stack` (an address in its frame) identify the call path
+// for the per-thread cache (see CallsiteCacheEntry). `site` gets the same key without the size (the
+// call site alone): what a thread whose pass varies in size (ThreadState::size_free) is replayed
+// by.
 uint64_t cached_callsite_key(ThreadState& t, size_t size, unsigned depth, bool portable,
                              uintptr_t return_address, uintptr_t stack, uint64_t* site);
 

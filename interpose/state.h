@@ -23,14 +23,25 @@ enum class Phase : uint8_t {
 };
 
 // Unwinding the stack costs more than the rest of a replay hit together. With callsite_depth >= 2
-// the unwound hash is cached per thread under the call path's return address and stack pointer.
-// Two different deeper paths that share both (one helper, same depth) share an entry: which of
-// them filled it decides their key, so such paths may not match across passes (use depth 1).
+// the unwound hash is cached per thread under the call's return address and stack pointer (the
+// tag). The tag alone does not name the path: two callers of one helper at the same depth reach
+// it with both equal (an interpreter's frames, a tensor library's allocate()), and a tag-only
+// cache gave whichever filled the entry last, so a path's key depended on what had evicted what:
+// on the stack addresses, different in every process. So each entry also keeps where the deeper
+// return addresses of its path lie, relative to the stack pointer, and their values: a hit reads
+// them from the stack and compares, which confirms the whole path (the caller at the same stack
+// pointer with the same return address has the same frame, so the next return address lies at
+// the same place, and so on up). Paths that share a tag live side by side in the set's ways.
+inline constexpr unsigned kCallsiteCheckedFrames = 7;  // callsite_depth up to 8 is cached
 struct CallsiteCacheEntry {
   uint64_t tag = 0;
   uint64_t hash = 0;
+  uint32_t checked = 0;                           // deeper return addresses kept below
+  uint32_t offset[kCallsiteCheckedFrames] = {};   // each one's stack slot - stack pointer
+  uint64_t address[kCallsiteCheckedFrames] = {};  // the return address found there
 };
-inline constexpr size_t kCallsiteCacheEntries = 1024;
+inline constexpr size_t kCallsiteCacheWays = 4;
+inline constexpr size_t kCallsiteCacheEntries = 1024;  // 256 sets of 4 ways
 
 // Re-checking a detected plan (replay.cc): windows of tracked requests, and the keys of requests
 // the plan did not know in this window and in the last window that missed any. A key missed in
@@ -96,6 +107,7 @@ struct ThreadState {
   // statistics at exit add those of threads still running.
   replay::OwnedCounters counters;
   CallsiteCacheEntry callsite_cache[kCallsiteCacheEntries];
+  uint32_t callsite_victim = 0;  // the way a miss fills next, round robin
   Phase phase = Phase::kWarmup;
   bool explicit_passes = false;  // the program called memoplan_pass_begin on this thread
   bool in_pass = false;          // between memoplan_pass_begin and memoplan_pass_end

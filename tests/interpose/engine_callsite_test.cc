@@ -4,8 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <memory>
+#include <vector>
 
 #include "engine_harness.h"
+#include "state.h"
 
 namespace memoplan::shim::testing {
 namespace {
@@ -73,6 +76,78 @@ TEST(EngineCallsiteKeys, SamePathGetsTheSameKeyWhateverRanInBetween) {
     EXPECT_EQ(second, Origin::kSlab) << to_string(second);
     EXPECT_EQ((counters() - before).steady_fallbacks, 0u);
   });
+}
+
+// The cache itself (cached_callsite_key), as engine_alloc calls it: a helper shared by two
+// callers at the same depth reaches it with the same return address and stack pointer (its tag).
+// Each caller must still get its own path's key, whatever the other left in the cache: before
+// the entries kept their deeper return addresses, the second caller got the first one's key, and
+// which one filled the entry last (so each path's key) depended on evictions, that is on the stack
+// addresses of the process (a replayed resnet18 re-detected its pass in 15% of the runs).
+uintptr_t key_stack = 0;
+
+__attribute__((noinline)) uint64_t key_here(ThreadState& t) {  // in engine_alloc's place
+  char marker;
+  key_stack = reinterpret_cast<uintptr_t>(&marker);
+  uint64_t site = 0;
+  const uint64_t key = cached_callsite_key(t, 4096, engine_options().callsite_depth, false,
+                                           reinterpret_cast<uintptr_t>(__builtin_return_address(0)),
+                                           key_stack, &site);
+  asm volatile("" ::: "memory");
+  return key;
+}
+
+__attribute__((noinline)) uint64_t shared_helper(ThreadState& t) {
+  const uint64_t key = key_here(t);
+  asm volatile("" ::: "memory");
+  return key;
+}
+
+__attribute__((noinline)) uint64_t caller_a(ThreadState& t) {
+  const uint64_t key = shared_helper(t);
+  asm volatile("" ::: "memory");
+  return key;
+}
+
+__attribute__((noinline)) uint64_t caller_b(ThreadState& t) {
+  const uint64_t key = shared_helper(t);
+  asm volatile("nop" ::: "memory");
+  return key;
+}
+
+// Both callers from one place, so that only they differ in the path (callsite_depth 4 reaches
+// this far: the test's own call sites would otherwise be part of the keys).
+__attribute__((noinline)) uint64_t key_via(int caller, ThreadState& t) {
+  const uint64_t key = caller == 0 ? caller_a(t) : caller_b(t);
+  asm volatile("" ::: "memory");
+  return key;
+}
+
+TEST(EngineCallsiteKeys, PathsThatShareReturnAddressAndStackPointerKeepTheirOwnKeys) {
+  if (engine_options().callsite_depth < 2) GTEST_SKIP() << "keys do not unwind";
+  // Two cold caches give each path's key; then one warm cache, both paths in both orders and
+  // again: every call gets its own path's key. One call site for all (it is in the keys too).
+  auto cold_a = std::make_unique<ThreadState>();
+  auto cold_b = std::make_unique<ThreadState>();
+  auto warm = std::make_unique<ThreadState>();
+  struct Call {
+    ThreadState* state;
+    int caller;
+  };
+  std::vector<Call> calls = {{cold_a.get(), 0}, {cold_b.get(), 1}};
+  for (int caller : {0, 1, 1, 0, 0, 1, 0, 1, 1, 1, 0, 0}) calls.push_back({warm.get(), caller});
+  std::vector<uint64_t> keys;
+  std::vector<uintptr_t> stacks;
+  for (const Call& call : calls) {
+    keys.push_back(key_via(call.caller, *call.state));
+    stacks.push_back(key_stack);
+  }
+  ASSERT_EQ(stacks[0], stacks[1]) << "precondition: both reach the helper at one depth";
+  ASSERT_NE(keys[0], keys[1]);
+  for (size_t i = 2; i < calls.size(); ++i) {
+    EXPECT_EQ(keys[i], keys[calls[i].caller])
+        << "call " << i << " (caller " << calls[i].caller << ")";
+  }
 }
 
 }  // namespace
