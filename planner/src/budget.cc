@@ -2,6 +2,7 @@
 #include "memoplan/planner/budget.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <numeric>
 
 namespace memoplan::planner {
@@ -24,6 +25,26 @@ uint64_t use_bytes(const WeightGroup& group, uint32_t slices, uint64_t page) {
 uint64_t lead_bytes(const WeightGroup& group, uint32_t slices, uint64_t page) {
   if (slices <= 1) return group.bytes;
   return std::min(group.bytes, slice_bytes(group, slices, page));
+}
+
+// The working memory `group` needs computed in `slices`: work_bytes[floor(log2(slices))] (slice
+// counts double; a max_slices that is no power of two reads the figure of the power below it,
+// which needs at least as much).
+uint64_t work_bytes(const WeightGroup& group, uint32_t slices) {
+  if (group.work_bytes.empty()) return 0;
+  size_t k = 0;
+  while ((1u << (k + 1)) <= slices) ++k;
+  return group.work_bytes[std::min(k, group.work_bytes.size() - 1)];
+}
+
+// The work arena under `slices` (one count per group), optionally with group `g` at `g_slices`.
+uint64_t arena_bytes(const BudgetProblem& problem, const std::vector<uint32_t>& slices,
+                     size_t g = SIZE_MAX, uint32_t g_slices = 1) {
+  uint64_t most = 0;
+  for (size_t i = 0; i < problem.groups.size(); ++i) {
+    most = std::max(most, work_bytes(problem.groups[i], i == g ? g_slices : slices[i]));
+  }
+  return most;
 }
 
 void check(const BudgetProblem& problem) {
@@ -73,10 +94,13 @@ std::string mib(uint64_t bytes) {
 uint64_t smallest_feasible_budget(const BudgetProblem& problem) {
   check(problem);
   Profile profile{std::vector<uint64_t>(problem.steps, 0)};
-  for (const WeightGroup& group : problem.groups) {
+  std::vector<uint32_t> most(problem.groups.size());
+  for (size_t g = 0; g < problem.groups.size(); ++g) {
+    const WeightGroup& group = problem.groups[g];
     profile.add(group, group.first_step, group.max_slices, problem.page_bytes, +1);
+    most[g] = group.max_slices;
   }
-  return problem.activation_bytes + profile.peak();
+  return problem.activation_bytes + arena_bytes(problem, most) + profile.peak();
 }
 
 BudgetPlan plan_budget(const BudgetProblem& problem) {
@@ -102,25 +126,45 @@ BudgetPlan plan_budget(const BudgetProblem& problem) {
     profile.add(problem.groups[g], plan.load_step[g], 1, page, +1);
   }
 
-  // Slices: at the worst step, cut the group holding the most there finer, until every step fits
-  // (it does once each group is cut as far as it may be: smallest <= budget).
-  while (profile.peak() > limit) {
+  // Slices: until every step fits (it does once each group is cut as far as it may be: smallest
+  // <= budget), cut finer either the group holding the most at the worst step or the group that
+  // sizes the work arena, whichever leaves the lower peak (the first on a tie).
+  uint64_t arena = arena_bytes(problem, plan.slices);
+  while (profile.peak() + arena > limit) {
     const size_t worst =
         std::max_element(profile.at.begin(), profile.at.end()) - profile.at.begin();
-    size_t cut = n;
-    uint64_t cut_bytes = 0;
+    size_t holder = n, sizer = n;
+    uint64_t holder_bytes = 0, sizer_bytes = 0;
     for (size_t g = 0; g < n; ++g) {
       const WeightGroup& group = problem.groups[g];
-      if (group.first_step > worst || group.last_step < worst) continue;
       if (plan.slices[g] >= group.max_slices) continue;
+      const uint64_t work = work_bytes(group, plan.slices[g]);
+      if (work == arena && work > 0 && (sizer == n || work > sizer_bytes)) {
+        sizer = g, sizer_bytes = work;
+      }
+      if (group.first_step > worst || group.last_step < worst) continue;
       const uint64_t bytes = use_bytes(group, plan.slices[g], page);
-      if (cut == n || bytes > cut_bytes) cut = g, cut_bytes = bytes;
+      if (holder == n || bytes > holder_bytes) holder = g, holder_bytes = bytes;
     }
+    // The peak after cutting g once more.
+    auto after = [&](size_t g) {
+      const WeightGroup& group = problem.groups[g];
+      const uint32_t finer = std::min(group.max_slices, plan.slices[g] * 2);
+      profile.add(group, plan.load_step[g], plan.slices[g], page, -1);
+      profile.add(group, plan.load_step[g], finer, page, +1);
+      const uint64_t peak = profile.peak() + arena_bytes(problem, plan.slices, g, finer);
+      profile.add(group, plan.load_step[g], finer, page, -1);
+      profile.add(group, plan.load_step[g], plan.slices[g], page, +1);
+      return peak;
+    };
+    size_t cut = holder;
+    if (sizer != n && sizer != holder && (holder == n || after(sizer) < after(holder))) cut = sizer;
     if (cut == n) break;  // cannot happen: the smallest budget is met when all are cut
     const WeightGroup& group = problem.groups[cut];
     profile.add(group, plan.load_step[cut], plan.slices[cut], page, -1);
     plan.slices[cut] = std::min(group.max_slices, plan.slices[cut] * 2);
     profile.add(group, plan.load_step[cut], plan.slices[cut], page, +1);
+    arena = arena_bytes(problem, plan.slices);
   }
 
   // Pins: the largest groups first, each where the pinned bytes plus the streamed ones still fit
@@ -135,10 +179,12 @@ BudgetPlan plan_budget(const BudgetProblem& problem) {
     const WeightGroup& group = problem.groups[g];
     if (group.on_demand || pinned + group.bytes > limit) continue;
     profile.add(group, plan.load_step[g], plan.slices[g], page, -1);
-    if (pinned + group.bytes + profile.peak() <= limit) {
+    const uint64_t whole_arena = arena_bytes(problem, plan.slices, g, 1);  // pinned: whole
+    if (pinned + group.bytes + profile.peak() + whole_arena <= limit) {
       plan.pinned[g] = 1;
       plan.slices[g] = 1;
       pinned += group.bytes;
+      arena = whole_arena;
     } else {
       profile.add(group, plan.load_step[g], plan.slices[g], page, +1);
     }
@@ -159,19 +205,21 @@ BudgetPlan plan_budget(const BudgetProblem& problem) {
     const uint32_t max_lead = group.on_demand ? 0 : problem.max_lead;
     for (uint32_t lead = 1; lead <= max_lead && lead <= group.first_step; ++lead) {
       const uint32_t t = group.first_step - lead;
-      if (pinned + profile.at[t] + bytes > limit) break;
+      if (pinned + profile.at[t] + bytes + arena > limit) break;
       profile.at[t] += bytes;
       plan.load_step[g] = t;
     }
     plan.streamed_bytes += group.bytes;
   }
   plan.pinned_bytes = pinned;
-  plan.peak_bytes = problem.activation_bytes + pinned + profile.peak();
+  plan.work_bytes = arena;
+  plan.peak_bytes = problem.activation_bytes + arena + pinned + profile.peak();
   return plan;
 }
 
 std::vector<uint64_t> resident_profile(const BudgetProblem& problem, const BudgetPlan& plan) {
-  std::vector<uint64_t> at(problem.steps, problem.activation_bytes);
+  std::vector<uint64_t> at(problem.steps,
+                           problem.activation_bytes + arena_bytes(problem, plan.slices));
   for (size_t g = 0; g < problem.groups.size(); ++g) {
     const WeightGroup& group = problem.groups[g];
     for (uint32_t t = 0; t < problem.steps; ++t) {

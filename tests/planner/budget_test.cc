@@ -143,6 +143,55 @@ TEST(Budget, MalformedProblemsAreRejected) {
   EXPECT_THROW(plan_budget(p), std::invalid_argument);
 }
 
+// Working memory (a convolution's parts): one arena, as large as the most any group's step needs,
+// resident the whole pass; it shrinks as that group is cut finer.
+WeightGroup conv(uint64_t bytes, uint32_t step, uint32_t max_slices, std::vector<uint64_t> work) {
+  WeightGroup g = group(bytes, step, step, max_slices);
+  g.work_bytes = std::move(work);
+  return g;
+}
+
+TEST(Budget, WorkArenaCountsInTheSmallestBudget) {
+  BudgetProblem p;
+  p.steps = 2;
+  p.activation_bytes = kMiB;
+  p.groups.push_back(conv(8 * kMiB, 0, 8, {8 * kMiB, 4 * kMiB, 2 * kMiB, kMiB}));
+  p.groups.push_back(conv(kMiB, 1, 1, {3 * kMiB / 2}));
+  // Activations + the arena at the finest cuts (the second group's 1.5 MiB) + two 1 MiB slices.
+  EXPECT_EQ(smallest_feasible_budget(p), kMiB + 3 * kMiB / 2 + 2 * kMiB);
+}
+
+TEST(Budget, CutsTheGroupThatSizesTheArena) {
+  BudgetProblem p;
+  p.steps = 2;
+  p.budget_bytes = 12 * kMiB;
+  p.groups.push_back(conv(kMiB, 0, 4, {16 * kMiB, 8 * kMiB, 4 * kMiB}));
+  p.groups.push_back(group(4 * kMiB, 1, 1));
+  const BudgetPlan plan = plan_budget(p);
+  // Whole, the first group's 16 MiB of work alone pass the budget; in two slices the arena is
+  // 8 MiB and the second step holds 4 MiB more: 12 MiB, no need to cut further. Pinning either
+  // group would pass the budget (the first one pinned is whole: 16 MiB of work again).
+  EXPECT_EQ(plan.slices[0], 2u);
+  EXPECT_EQ(plan.work_bytes, 8 * kMiB);
+  EXPECT_FALSE(plan.pinned[0]);
+  EXPECT_FALSE(plan.pinned[1]);
+  EXPECT_EQ(plan.peak_bytes, 12 * kMiB);
+  EXPECT_EQ(peak(resident_profile(p, plan)), 12 * kMiB);
+}
+
+TEST(Budget, APinnedGroupNeedsItsWholeWork) {
+  BudgetProblem p;
+  p.steps = 2;
+  p.budget_bytes = 40 * kMiB;
+  p.groups.push_back(conv(4 * kMiB, 0, 4, {6 * kMiB, 3 * kMiB, 2 * kMiB}));
+  p.groups.push_back(group(4 * kMiB, 1, 1));
+  const BudgetPlan plan = plan_budget(p);
+  EXPECT_TRUE(plan.pinned[0]);
+  EXPECT_EQ(plan.slices[0], 1u);
+  EXPECT_EQ(plan.work_bytes, 6 * kMiB);
+  EXPECT_EQ(plan.peak_bytes, 14 * kMiB);
+}
+
 // Random problems: every feasible budget gives a plan under it whose pinned and streamed bytes
 // add up, and whose leads never pass max_lead.
 TEST(Budget, RandomProblemsStayUnderTheBudget) {
@@ -160,6 +209,12 @@ TEST(Budget, RandomProblemsStayUnderTheBudget) {
       const uint32_t slices = first == last && rng() % 2 ? 1 + rng() % 16 : 1;
       p.groups.push_back(group((1 + rng() % 512) * kPage, first, last, slices));
       p.groups.back().on_demand = slices == 1 && rng() % 5 == 0;
+      if (!p.groups.back().on_demand && rng() % 3 == 0) {  // a convolution's working memory
+        uint64_t work = (1 + rng() % 1024) * kPage;
+        for (uint32_t s = 1; s <= slices; s *= 2, work = work / 2 + rng() % (work / 4 + 1)) {
+          p.groups.back().work_bytes.push_back(work);
+        }
+      }
       total += p.groups.back().bytes;
     }
     const uint64_t smallest = smallest_feasible_budget(p);

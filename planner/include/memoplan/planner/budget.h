@@ -28,6 +28,11 @@ struct WeightGroup {
   // Read where it lies (a gathered weight: an embedding's lookups touch only their rows): never
   // loaded ahead or pinned, its pages come in by fault; `bytes` is then what its step touches.
   bool on_demand = false;
+  // Working memory its step needs besides the weights when the group is computed in 2^k slices:
+  // work_bytes[k] (a convolution's re-laid-out weights, input and output parts and scratchpad;
+  // an index past the end reads the last). Empty: none. One arena serves every group's step, so
+  // it is resident the whole pass and as large as the most any group needs under the plan.
+  std::vector<uint64_t> work_bytes;
 };
 
 struct BudgetProblem {
@@ -46,14 +51,16 @@ struct BudgetPlan {
   std::vector<uint8_t> pinned;      // resident the whole pass (loaded once)
   std::vector<uint32_t> load_step;  // loaded when this step begins (<= first_step)
   std::vector<uint32_t> slices;     // 1: whole
-  uint64_t peak_bytes = 0;          // the most resident at a step: activations included
+  uint64_t peak_bytes = 0;          // the most resident at a step: activations and work included
+  uint64_t work_bytes = 0;          // the work arena: the most any group's step needs (WeightGroup)
   uint64_t pinned_bytes = 0;
   uint64_t streamed_bytes = 0;         // weight bytes loaded per pass (unpinned groups)
   uint64_t smallest_budget_bytes = 0;  // the least any plan of this problem can meet
 };
 
-// The budget is below what any plan can meet: the activations plus the weights one step reads
-// at once (sliced as far as each may be). smallest_bytes names that least feasible budget.
+// The budget is below what any plan can meet: the activations, the work arena and the weights
+// one step reads at once (sliced as far as each may be). smallest_bytes names that least feasible
+// budget.
 class BudgetInfeasible : public std::runtime_error {
  public:
   BudgetInfeasible(const std::string& what, uint64_t smallest_bytes)
@@ -61,14 +68,17 @@ class BudgetInfeasible : public std::runtime_error {
   uint64_t smallest_bytes;
 };
 
-// The least budget any plan meets: the slab plus, at the worst step, the groups whose use
-// windows hold it (each sliced as far as it may be, two slices resident).
+// The least budget any plan meets: the slab, the work arena of every group sliced as far as it
+// may be, plus, at the worst step, the groups whose use windows hold it (each sliced as far as it
+// may be, two slices resident).
 uint64_t smallest_feasible_budget(const BudgetProblem& problem);
 
-// Slices only where the budget needs them (the fewest), then pins the largest groups that keep
-// every step under the budget (first fit by bytes, decreasing), then moves each streamed group's
-// load up to max_lead steps earlier where the budget leaves room. Throws BudgetInfeasible, or
-// std::invalid_argument for a malformed problem (a step out of range, first after last).
+// Slices only where the budget needs them (the fewest: at the worst step, the cut that lowers the
+// peak most, of the group holding most there or the group that sizes the work arena), then pins the
+// largest groups that keep every step under the budget (first fit by bytes, decreasing), then moves
+// each streamed group's load up to max_lead steps earlier where the budget leaves room. Throws
+// BudgetInfeasible, or std::invalid_argument for a malformed problem (a step out of range, first
+// after last).
 BudgetPlan plan_budget(const BudgetProblem& problem);
 
 // The resident bytes at each step under `plan` (activations included): what plan_budget keeps
