@@ -106,9 +106,13 @@ uint64_t smallest_feasible_budget(const BudgetProblem& problem) {
 BudgetPlan plan_budget(const BudgetProblem& problem) {
   const uint64_t smallest = smallest_feasible_budget(problem);  // checks the problem
   if (problem.budget_bytes < smallest) {
+    std::vector<uint32_t> most(problem.groups.size());
+    for (size_t g = 0; g < most.size(); ++g) most[g] = problem.groups[g].max_slices;
+    const uint64_t arena = arena_bytes(problem, most);
     throw BudgetInfeasible("budget " + mib(problem.budget_bytes) +
                                " is below the smallest feasible budget " + mib(smallest) +
                                " (activations " + mib(problem.activation_bytes) +
+                               (arena ? " + work arena " + mib(arena) : std::string()) +
                                " + the weights one step reads, sliced as far as they may be)",
                            smallest);
   }

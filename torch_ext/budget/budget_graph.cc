@@ -12,6 +12,15 @@ using torch::jit::Value;
 
 const c10::Symbol kBudgetStep = c10::Symbol::fromQualString("memoplan::BudgetStep");
 const c10::Symbol kBudgetLinear = c10::Symbol::fromQualString("memoplan::budget_linear");
+const c10::Symbol kBudgetConv2d = c10::Symbol::fromQualString("memoplan::budget_conv2d");
+
+// aten::conv2d with integer padding (not the overload that takes "same" or "valid").
+bool is_conv2d(const Node* node) {
+  return node->kind() == c10::aten::conv2d &&
+         node->matches(
+             "aten::conv2d(Tensor input, Tensor weight, Tensor? bias=None, int[2] stride=1, "
+             "int[2] padding=0, int[2] dilation=1, int groups=1) -> Tensor");
+}
 const c10::Symbol kModuleAttribute = c10::Symbol::attr("memoplan_module");
 const c10::Symbol kStepAttribute = c10::Symbol::attr("memoplan_step");
 
@@ -73,6 +82,7 @@ BudgetGraph insert_budget_steps(torch::jit::Graph& graph, int64_t module_id) {
       // Sliceable: aten::linear(input, weight, bias) whose weight nothing else reads.
       use.linear_weight = node->kind() == c10::aten::linear && node->inputs().size() == 3 &&
                           node->input(1) == value && use.first_step == step;
+      use.conv_weight = is_conv2d(node) && node->input(1) == value && use.first_step == step;
       use.gathered =
           node->kind() == c10::aten::embedding && node->input(0) == value && use.first_step == step;
     }
@@ -84,14 +94,15 @@ BudgetGraph insert_budget_steps(torch::jit::Graph& graph, int64_t module_id) {
         ->i_(kModuleAttribute, module_id)
         ->i_(kStepAttribute, s)
         ->insertBefore(node);
-    if (node->kind() != c10::aten::linear || node->inputs().size() != 3) continue;
+    const bool linear = node->kind() == c10::aten::linear && node->inputs().size() == 3;
+    if (!linear && !is_conv2d(node)) continue;
     torch::jit::WithInsertPoint point(node);
-    Value* id = graph.insertConstant(module_id);
-    Node* linear =
-        graph.create(kBudgetLinear, {node->input(0), node->input(1), node->input(2), id}, 1);
-    linear->output()->setType(node->output()->type());
-    graph.insertNode(linear);
-    node->output()->replaceAllUsesWith(linear->output());
+    std::vector<Value*> inputs(node->inputs().begin(), node->inputs().end());
+    inputs.push_back(graph.insertConstant(module_id));
+    Node* budgeted = graph.create(linear ? kBudgetLinear : kBudgetConv2d, inputs, 1);
+    budgeted->output()->setType(node->output()->type());
+    graph.insertNode(budgeted);
+    node->output()->replaceAllUsesWith(budgeted->output());
     node->destroy();
   }
   graph.create(kBudgetStep, 0)

@@ -60,6 +60,7 @@ BudgetSummary plan_state(State& state, uint64_t budget_bytes) {
   const auto start = std::chrono::steady_clock::now();
   planner::BudgetProblem problem = state.problem;
   problem.budget_bytes = budget_bytes;
+  state.apply_conv_facts(problem);  // convolutions learned at their first call
   // An on-demand group counts what passes touched of it (all of it before any was measured).
   for (size_t g = 0; g < problem.groups.size(); ++g) {
     const uint64_t touched = state.touched[g].load();
@@ -82,6 +83,7 @@ BudgetSummary plan_state(State& state, uint64_t budget_bytes) {
   summary.pinned_bytes = plan.pinned_bytes;
   summary.streamed_bytes = plan.streamed_bytes;
   summary.planned_peak_bytes = plan.peak_bytes;
+  summary.work_bytes = plan.work_bytes;
   summary.smallest_budget_bytes = plan.smallest_budget_bytes;
   summary.steps = problem.steps;
   summary.groups = static_cast<uint32_t>(problem.groups.size());
@@ -109,7 +111,8 @@ void prepare(torch::jit::Module& module, torch::jit::Graph& graph, int64_t id,
   state->problem.steps = std::max<uint32_t>(found.steps, 1);
   state->problem.page_bytes = page_bytes();
   state->problem.groups = std::move(weights.groups);
-  state->linear_bytes = std::move(weights.linear_bytes);
+  state->sliceable_bytes = std::move(weights.sliceable_bytes);
+  state->conv = std::move(weights.conv);
   const std::vector<std::vector<c10::StorageImpl*>>& groups = weights.storages;
   const std::string where = dir.empty() ? default_dir() : dir;
   make_dirs(where);
@@ -173,10 +176,11 @@ Slicer slicer(int64_t id, const void* weight, uint64_t weight_bytes) {
   const uint64_t offset = static_cast<uint64_t>(p - base);
   for (size_t g = 0; g < state->file->groups(); ++g) {
     if (state->file->group_offset(g) != offset) continue;
-    if (state->linear_bytes[g] != weight_bytes) return slicer;
+    if (state->sliceable_bytes[g] != weight_bytes) return slicer;
     slicer.slices = state->slices(g);
     slicer.state = state.get();
     slicer.group = g;
+    slicer.conv = state->conv[g] != 0;
     slicer.slice_bytes = weight_bytes / static_cast<uint64_t>(std::max(1, slicer.slices));
     break;
   }
@@ -190,5 +194,13 @@ void Slicer::load(int slice) const {
 void Slicer::refused() const { state->refused.fetch_add(1, std::memory_order_relaxed); }
 
 void Slicer::done(int slice) const { state->drop_part(group, slice * slice_bytes, slice_bytes); }
+
+bool Slicer::conv_known(uint32_t* max_slices) const { return state->conv_known(group, max_slices); }
+
+void Slicer::learn_conv(uint32_t max_slices, std::vector<uint64_t> work) const {
+  state->learn_conv(group, max_slices, std::move(work));
+}
+
+void* Slicer::work_arena(uint64_t bytes) const { return state->work_arena(bytes); }
 
 }  // namespace memoplan::torch_ext::budget

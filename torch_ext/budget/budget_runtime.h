@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "memoplan/torch/budget.h"
 
@@ -35,16 +36,23 @@ void drop_page_cache(int64_t id);
 
 // Called by the graph's nodes.
 void step(int64_t id, int64_t step);
-// budget_linear: how many slices the weight at `weight` is computed in now (1: whole), and
-// per slice: load(i) asks the loader for slice i's bytes, done(i) drops slice i's pages.
+// budget_linear and budget_conv2d: how many slices the weight at `weight` is computed in now (1:
+// whole), and per slice: load(i) asks the loader for slice i's bytes, done(i) drops slice i's
+// pages.
 struct Slicer {
   int slices = 1;
   BudgetState* state = nullptr;  // the module's: it outlives the module's passes
   size_t group = 0;
+  bool conv = false;  // a convolution's weight in a sliceable group
   void load(int slice) const;
   void done(int slice) const;
   void refused() const;      // the input cannot be sliced: the layer runs whole
   uint64_t slice_bytes = 0;  // of the weight
+  // Convolutions: whether the first call's facts are in (and the most slices, 0: aten's
+  // convolution), learning them, and the module's work arena for the parts' buffers.
+  bool conv_known(uint32_t* max_slices) const;
+  void learn_conv(uint32_t max_slices, std::vector<uint64_t> work) const;
+  void* work_arena(uint64_t bytes) const;
 };
 Slicer slicer(int64_t id, const void* weight, uint64_t weight_bytes);
 

@@ -1,6 +1,9 @@
 #include "budget_state.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
+#include <new>
 
 namespace memoplan::torch_ext::budget {
 
@@ -38,6 +41,7 @@ BudgetState::~BudgetState() {
   }
   queue_cv_.notify_all();
   loader_.join();
+  if (arena_) ::munmap(arena_, arena_bytes_.load());
 }
 
 void BudgetState::init_groups(size_t n) {
@@ -49,6 +53,52 @@ void BudgetState::init_groups(size_t n) {
   dropped_upto_.assign(n, 0);
   epoch_.assign(n, 0);
   pinned_now_.assign(n, 0);
+  conv_facts_ = std::vector<ConvFacts>(n);
+}
+
+bool BudgetState::learn_conv(size_t g, uint32_t max_slices, std::vector<uint64_t> work) {
+  std::lock_guard<std::mutex> lock(conv_mutex_);
+  ConvFacts& facts = conv_facts_[g];
+  if (facts.known) return false;
+  facts.known = true;
+  facts.max_slices = max_slices;
+  facts.work = std::move(work);
+  return true;
+}
+
+bool BudgetState::conv_known(size_t g, uint32_t* max_slices) {
+  std::lock_guard<std::mutex> lock(conv_mutex_);
+  *max_slices = conv_facts_[g].max_slices;
+  return conv_facts_[g].known;
+}
+
+void BudgetState::apply_conv_facts(planner::BudgetProblem& problem) {
+  std::lock_guard<std::mutex> lock(conv_mutex_);
+  for (size_t g = 0; g < conv_facts_.size(); ++g) {
+    const ConvFacts& facts = conv_facts_[g];
+    if (!facts.known || facts.max_slices == 0) continue;  // aten's: its temporaries are planned
+    problem.groups[g].max_slices = facts.max_slices;
+    problem.groups[g].work_bytes = facts.work;
+  }
+}
+
+void BudgetState::size_arena(uint64_t bytes) {
+  bytes = (bytes + 4095) / 4096 * 4096;
+  if (bytes == arena_bytes_.load()) return;
+  if (arena_) ::munmap(arena_, arena_bytes_.load());
+  arena_ = nullptr;
+  arena_bytes_.store(0);
+  if (bytes == 0) return;
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) throw std::bad_alloc();
+  arena_ = p;
+  arena_bytes_.store(bytes);
+}
+
+void* BudgetState::work_arena(uint64_t bytes) {
+  std::lock_guard<std::mutex> lock(arena_mutex_);
+  if (bytes > arena_bytes_.load()) size_arena(bytes);
+  return arena_;
 }
 
 void BudgetState::install(std::shared_ptr<const Schedule> schedule) {
@@ -72,7 +122,7 @@ void BudgetState::step(uint32_t s) {
     for (uint32_t g : schedule.load_at[s]) {
       if (on_demand_[g]) continue;  // its lookups fault in what they touch
       const uint32_t slices = schedule.plan.slices[g];
-      want(g, 0, slices > 1 ? linear_bytes[g] / slices : file->group_bytes(g));
+      want(g, 0, slices > 1 ? sliceable_bytes[g] / slices : file->group_bytes(g));
     }
   }
 }
@@ -104,7 +154,7 @@ void BudgetState::drop_part(size_t g, uint64_t offset, uint64_t bytes) {
 }
 
 void BudgetState::sample() {
-  const uint64_t resident = file->resident_bytes();
+  const uint64_t resident = file->resident_bytes() + arena_bytes_.load(std::memory_order_relaxed);
   uint64_t seen = peak.load(std::memory_order_relaxed);
   while (resident > seen && !peak.compare_exchange_weak(seen, resident)) {
   }
@@ -121,6 +171,8 @@ void BudgetState::start_pass() {
     pinned_now_[g] = pin;
   }
   pass_ = std::move(schedule);
+  std::lock_guard<std::mutex> lock(arena_mutex_);
+  size_arena(pass_->plan.work_bytes);
 }
 
 void BudgetState::release(size_t g) {

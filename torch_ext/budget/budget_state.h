@@ -39,7 +39,8 @@ class BudgetState {
   // and budget bytes and `last`, which plan() and set_budget() change between passes.
   std::shared_ptr<WeightFile> file;
   planner::BudgetProblem problem;
-  std::vector<uint64_t> linear_bytes;  // per group: its sliceable weight's bytes, else 0
+  std::vector<uint64_t> sliceable_bytes;  // per group: its sliceable weight's bytes, else 0
+  std::vector<uint8_t> conv;              // per group: that weight is a convolution's
   uint64_t budget_bytes = 0;
   BudgetSummary last;
 
@@ -67,8 +68,21 @@ class BudgetState {
   void want(size_t g, uint64_t offset, uint64_t bytes);
   // Drops a computed slice of group g.
   void drop_part(size_t g, uint64_t offset, uint64_t bytes);
-  // Reads the mapping's resident bytes into `peak`.
+  // Reads the mapping's resident bytes, plus the work arena's, into `peak`.
   void sample();
+
+  // A convolution group's first call: the most slices whose parts compute aten's bytes (0: not
+  // even one part, the convolution runs as aten's) and the working bytes by 2^k slices. Kept for
+  // every later plan (planned with it from the next re-plan on). Returns false when already known.
+  bool learn_conv(size_t g, uint32_t max_slices, std::vector<uint64_t> work);
+  // Whether group g's convolution is known, and its most slices (0: aten's).
+  bool conv_known(size_t g, uint32_t* max_slices);
+  // Writes the convolutions' facts into `problem`'s groups.
+  void apply_conv_facts(planner::BudgetProblem& problem);
+  // The work arena (one pass at a time): at least `bytes`, sized at each pass's start to what the
+  // plan in force needs, and grown here when a call needs more (before a plan knows its
+  // convolutions). Never fails: throws std::bad_alloc.
+  void* work_arena(uint64_t bytes);
 
  private:
   struct Load {
@@ -77,9 +91,16 @@ class BudgetState {
     uint64_t epoch;  // the group's epoch when asked for
   };
 
-  void start_pass();       // under schedule_mutex_
-  void release(size_t g);  // after the group's last step
-  void load_loop();        // the loader thread
+  struct ConvFacts {
+    bool known = false;
+    uint32_t max_slices = 0;
+    std::vector<uint64_t> work;
+  };
+
+  void start_pass();                // under schedule_mutex_
+  void size_arena(uint64_t bytes);  // under arena_mutex_
+  void release(size_t g);           // after the group's last step
+  void load_loop();                 // the loader thread
 
   std::mutex schedule_mutex_;
   std::shared_ptr<const Schedule> schedule_;
@@ -93,6 +114,11 @@ class BudgetState {
   std::vector<uint8_t> wanted_;
   std::vector<uint64_t> dropped_upto_;
   std::vector<uint64_t> epoch_;
+  std::mutex conv_mutex_;
+  std::vector<ConvFacts> conv_facts_;
+  std::mutex arena_mutex_;
+  void* arena_ = nullptr;
+  std::atomic<uint64_t> arena_bytes_{0};
   std::mutex queue_mutex_;
   std::condition_variable queue_cv_;
   std::deque<Load> queue_;

@@ -37,7 +37,8 @@ class WeightFile {
   const char* base() const { return base_; }
 
   // Prefaults [offset, offset + bytes) of the mapping (read ahead into the page cache, then
-  // MADV_POPULATE_READ, or a read a page where the kernel lacks it); drop() gives back the whole pages inside the range (MADV_DONTNEED).
+  // MADV_POPULATE_READ, or a read a page where the kernel lacks it); drop() gives back the whole
+  // pages inside the range (MADV_DONTNEED).
   void populate(uint64_t offset, uint64_t bytes) const;
   void drop(uint64_t offset, uint64_t bytes) const;
   // The mapping's bytes resident in this process (its page table, /proc/self/pagemap): all of

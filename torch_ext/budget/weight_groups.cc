@@ -58,7 +58,8 @@ WeightGroups find_weight_groups(const torch::jit::Module& module, const BudgetGr
   struct Found {
     c10::StorageImpl* storage;
     uint32_t first, last;
-    bool linear;
+    bool linear;  // sliceable: a linear's or a convolution's weight, rows (output channels) first
+    bool conv;
     int64_t rows;
     at::Tensor tensor;
     bool gathered;
@@ -80,14 +81,15 @@ WeightGroups find_weight_groups(const torch::jit::Module& module, const BudgetGr
     if (!tensor.defined() || !tensor.device().is_cpu() || !tensor.has_storage()) continue;
     c10::StorageImpl* storage = tensor.storage().unsafeGetStorageImpl();
     if (storage->nbytes() == 0 || !storage->data()) continue;
-    // A sliceable weight: the whole of its storage, rows contiguous.
-    const bool linear = use.linear_weight && tensor.dim() == 2 && tensor.is_contiguous() &&
-                        tensor.storage_offset() == 0 &&
-                        static_cast<uint64_t>(tensor.nbytes()) == storage->nbytes() &&
-                        tensor.scalar_type() == at::kFloat;
+    // A sliceable weight: the whole of its storage, rows (output channels) contiguous.
+    const bool whole_storage = tensor.is_contiguous() && tensor.storage_offset() == 0 &&
+                               static_cast<uint64_t>(tensor.nbytes()) == storage->nbytes() &&
+                               tensor.scalar_type() == at::kFloat;
+    const bool conv = use.conv_weight && tensor.dim() == 4 && whole_storage;
+    const bool linear = conv || (use.linear_weight && tensor.dim() == 2 && whole_storage);
     auto [it, fresh] = index.emplace(storage, storages.size());
     if (fresh) {
-      storages.push_back({storage, use.first_step, use.last_step, linear,
+      storages.push_back({storage, use.first_step, use.last_step, linear, conv,
                           linear ? tensor.size(0) : 0, linear ? tensor : at::Tensor(),
                           use.gathered});
     } else {
@@ -95,6 +97,7 @@ WeightGroups find_weight_groups(const torch::jit::Module& module, const BudgetGr
       f.first = std::min(f.first, use.first_step);
       f.last = std::max(f.last, use.last_step);
       f.linear = false;  // read through two paths
+      f.conv = false;
       f.gathered = false;
     }
   }
@@ -119,10 +122,14 @@ WeightGroups find_weight_groups(const torch::jit::Module& module, const BudgetGr
     weight_group.first_step = window.first;
     weight_group.last_step = window.second;
     const bool sliceable = linears == 1 && window.first == window.second;
-    weight_group.max_slices = sliceable ? identical_slices(storages[members[0]].tensor,
-                                                           max_slices(storages[members[0]].rows))
-                                        : 1;
-    result.linear_bytes.push_back(sliceable ? storages[members[0]].storage->nbytes() : 0);
+    const bool conv = sliceable && storages[members[0]].conv;
+    // A convolution's slices are checked at its first call (the input's shape is needed).
+    weight_group.max_slices =
+        sliceable && !conv
+            ? identical_slices(storages[members[0]].tensor, max_slices(storages[members[0]].rows))
+            : 1;
+    result.sliceable_bytes.push_back(sliceable ? storages[members[0]].storage->nbytes() : 0);
+    result.conv.push_back(conv);
     weight_group.on_demand = !sliceable && gathered == members.size();
     result.groups.push_back(weight_group);
   }

@@ -22,7 +22,11 @@ namespace memoplan::torch_ext::budget {
 struct WeightGroups {
   std::vector<std::vector<c10::StorageImpl*>> storages;  // per group, a sliceable weight first
   std::vector<planner::WeightGroup> groups;  // bytes not set: the file's layout sets them
-  std::vector<uint64_t> linear_bytes;        // per group: its sliceable weight's bytes, else 0
+  std::vector<uint64_t> sliceable_bytes;     // per group: its sliceable weight's bytes, else 0
+  // Per group: 1 when its sliceable weight is a convolution's. Its slices are decided at the
+  // convolution's first call, which knows the input's shape (BudgetState::learn_conv); until
+  // then the group is whole (max_slices 1).
+  std::vector<uint8_t> conv;
 };
 
 WeightGroups find_weight_groups(const torch::jit::Module& module, const BudgetGraph& graph);

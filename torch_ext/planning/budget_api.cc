@@ -19,6 +19,7 @@ c10::Dict<std::string, int64_t> budget_dict(const BudgetSummary& summary) {
   out.insert("pinned_bytes", static_cast<int64_t>(summary.pinned_bytes));
   out.insert("streamed_bytes", static_cast<int64_t>(summary.streamed_bytes));
   out.insert("planned_peak_bytes", static_cast<int64_t>(summary.planned_peak_bytes));
+  out.insert("work_bytes", static_cast<int64_t>(summary.work_bytes));
   out.insert("smallest_budget_bytes", static_cast<int64_t>(summary.smallest_budget_bytes));
   out.insert("sliced_groups", static_cast<int64_t>(summary.sliced_groups));
   return out;

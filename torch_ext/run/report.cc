@@ -149,14 +149,15 @@ std::string format_text(const RunReport& r) {
         format_bytes(r.budget_bytes), r.budget_bytes, r.page_cache, b_med,
         percentile(r.budgeted_ms, 99), ratio(b_med, p_med));
     s += fmt::format(
-        "    peak resident {} = slab {} + weights {} (sampled at every step; planned peak {}); "
+        "    peak resident {} = slab {} + weights and work arena {} (sampled at every step; "
+        "planned peak {}, work arena {}); "
         "weights {}: {} pinned, {} streamed per pass, {} sliced; smallest feasible budget {}; "
         "re-plan {:.2f} ms\n",
         format_bytes(r.peak_resident_bytes), format_bytes(r.budget_slab_bytes),
         format_bytes(r.resident_weight_peak_bytes), format_bytes(r.budget_planned_peak_bytes),
-        format_bytes(r.weights_bytes), format_bytes(r.budget_pinned_bytes),
-        format_bytes(r.budget_streamed_bytes), r.budget_sliced_groups,
-        format_bytes(r.budget_smallest_bytes), r.budget_replan_ms);
+        format_bytes(r.budget_work_bytes), format_bytes(r.weights_bytes),
+        format_bytes(r.budget_pinned_bytes), format_bytes(r.budget_streamed_bytes),
+        r.budget_sliced_groups, format_bytes(r.budget_smallest_bytes), r.budget_replan_ms);
   }
   if (!r.heapmap.empty()) s += fmt::format("  heap map: {}\n", r.heapmap);
   return s;
@@ -232,6 +233,7 @@ std::string format_json(const RunReport& r) {
     j["budgeted_ms"] = round_to(median(r.budgeted_ms), 4);
     j["budgeted_p99_ms"] = round_to(percentile(r.budgeted_ms, 99), 4);
     j["budget_planned_peak_bytes"] = r.budget_planned_peak_bytes;
+    j["budget_work_bytes"] = r.budget_work_bytes;
     j["budget_pinned_bytes"] = r.budget_pinned_bytes;
     j["budget_streamed_bytes"] = r.budget_streamed_bytes;
     j["budget_sliced_groups"] = r.budget_sliced_groups;

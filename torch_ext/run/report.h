@@ -88,6 +88,7 @@ struct RunReport {
   std::vector<double> budgeted_ms;
   uint64_t weights_bytes = 0, budget_pinned_bytes = 0, budget_streamed_bytes = 0;
   uint64_t budget_planned_peak_bytes = 0, budget_smallest_bytes = 0, budget_slab_bytes = 0;
+  uint64_t budget_work_bytes = 0;  // the convolutions' work arena (BudgetSummary::work_bytes)
   uint64_t budget_sliced_groups = 0, resident_weight_peak_bytes = 0, peak_resident_bytes = 0;
   double budget_replan_ms = 0;  // set_budget() to the same budget: a re-plan without a pass
   std::string weight_file;

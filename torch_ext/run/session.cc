@@ -176,6 +176,7 @@ void plan_budgeted(torch::jit::Module& budgeted, const std::vector<c10::IValue>&
   report.budget_pinned_bytes = b.pinned_bytes;
   report.budget_streamed_bytes = b.streamed_bytes;
   report.budget_planned_peak_bytes = b.planned_peak_bytes;
+  report.budget_work_bytes = b.work_bytes;
   report.budget_smallest_bytes = b.smallest_budget_bytes;
   report.budget_sliced_groups = b.sliced_groups;
   report.weight_file = b.weight_file;

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "blocked/onednn.h"
+#include "budget/budget_runtime.h"
 #include "planning/planning.h"
 
 namespace memoplan::torch_ext {
@@ -59,11 +60,9 @@ int64_t slice_channels(int64_t out_channels) {
   return std::max<int64_t>(8, (per + 7) / 8 * 8);
 }
 
-// The parts a convolution runs in, if any: the plan with fewer temporaries of the two (bands of
-// rows: the weights whole, input and output a band's; slices of channels: the input whole for a
-// dense convolution, weights and output a slice's), taken where it leaves at most half of what
-// aten's whole call lays out and saves at least kWorthBytes.
-std::optional<onednn::SlicedConvSpec> parts_for(const ConvArgs& a) {
+// The convolution as one SlicedConvSpec, parts not chosen yet: for dense float NCHW tensors, a
+// dense or depthwise convolution with a non-empty output.
+std::optional<onednn::SlicedConvSpec> conv_spec(const ConvArgs& a) {
   if (!plain_float(a.input, 4) || !plain_float(a.weight, 4)) return std::nullopt;
   if (a.bias && a.bias->defined() && !plain_float(*a.bias, 1)) return std::nullopt;
   if (a.stride.size() != 2 || a.padding.size() != 2 || a.dilation.size() != 2) return std::nullopt;
@@ -90,6 +89,20 @@ std::optional<onednn::SlicedConvSpec> parts_for(const ConvArgs& a) {
   const int64_t oh = onednn::conv_output_side(s.h, s.padding[0], s.dilation[0], s.kh, s.stride[0]);
   const int64_t ow = onednn::conv_output_side(s.w, s.padding[1], s.dilation[1], s.kw, s.stride[1]);
   if (oh <= 0 || ow <= 0) return std::nullopt;
+  return s;
+}
+
+// The parts a convolution runs in, if any: the plan with fewer temporaries of the two (bands of
+// rows: the weights whole, input and output a band's; slices of channels: the input whole for a
+// dense convolution, weights and output a slice's), taken where it leaves at most half of what
+// aten's whole call lays out and saves at least kWorthBytes.
+std::optional<onednn::SlicedConvSpec> parts_for(const ConvArgs& a) {
+  std::optional<onednn::SlicedConvSpec> spec = conv_spec(a);
+  if (!spec) return std::nullopt;
+  onednn::SlicedConvSpec& s = *spec;
+  const bool depthwise = s.groups > 1;
+  const int64_t oh = onednn::conv_output_side(s.h, s.padding[0], s.dilation[0], s.kh, s.stride[0]);
+  const int64_t ow = onednn::conv_output_side(s.w, s.padding[1], s.dilation[1], s.kw, s.stride[1]);
   const double in = static_cast<double>(a.input.nbytes());
   const double weights = static_cast<double>(a.weight.nbytes());
   const double out = static_cast<double>(s.n * s.out_channels * oh * ow * 4);
@@ -136,7 +149,7 @@ at::Tensor conv_in_parts(const ConvArgs& a, const at::Tensor& input,
   const float* bias = a.bias && a.bias->defined() ? a.bias->data_ptr<float>() : nullptr;
   conv.run(input.data_ptr<float>(), a.weight.data_ptr<float>(), bias, out.data_ptr<float>(),
            data_or_null(in_part), data_or_null(weights_part), data_or_null(out_part),
-           data_or_null(scratch));
+           data_or_null(scratch), nullptr, nullptr);
   return out;
 }
 
@@ -183,6 +196,116 @@ at::Tensor conv2d_sliced(const ConvArgs& a) {
   if (!conv) return conv_whole(a, a.input);
   ++sliced_convolutions;
   return conv_in_parts(a, a.input, *conv);
+}
+
+// Under a memory budget (memoplan::budget_conv2d, put in place of aten::conv2d on a weight by
+// budget/budget_graph.cc): the convolution in slices of output channels, the weights of one slice
+// resident at a time (the next one loading meanwhile, the last one dropped), each slice's input,
+// weights and output laid out in the budgeted module's work arena instead of the slab. The output
+// is the one tensor aten's convolution makes, whatever the slicing, so the activation plan does
+// not change when the budget does. The first call decides, for its input's shape and thread
+// count, how far the weight may be cut with the parts still computing aten's bytes (a random
+// probe, every power of two of slices); a weight below kBudgetWeightBytes or smaller than the
+// input, or a convolution whose single part already differs from aten's, runs as aten's
+// convolution (its temporaries planned in the slab as before).
+constexpr int64_t kBudgetWeightBytes = 512 << 10;
+constexpr uint32_t kBudgetMostSlices = 64;
+
+// A part buffer's place in the work arena: each one page-aligned.
+struct ArenaLayout {
+  size_t input = 0, weights = 0, output = 0, scratchpad = 0, total = 0;
+};
+ArenaLayout arena_layout(const onednn::SlicedConv::Buffers& b) {
+  const auto pages = [](size_t bytes) { return (bytes + 4095) / 4096 * 4096; };
+  ArenaLayout l;
+  l.input = 0;
+  l.weights = l.input + pages(b.input);
+  l.output = l.weights + pages(b.weights);
+  l.scratchpad = l.output + pages(b.output);
+  l.total = l.scratchpad + pages(b.scratchpad);
+  return l;
+}
+
+onednn::SlicedConvSpec in_slices(onednn::SlicedConvSpec spec, uint32_t slices) {
+  spec.slice_channels = slices > 1 ? spec.out_channels / slices : 0;
+  return spec;
+}
+
+// The first call's facts: the most slices (each a multiple of 8 channels, oneDNN's AVX2 block)
+// that compute aten's bytes, 0 when not even the whole in one part does, and each count's work.
+uint32_t learn_budget_conv(const ConvArgs& a, const budget::Slicer& slicer) {
+  std::vector<uint64_t> work;
+  uint32_t most = 0;
+  const std::optional<onednn::SlicedConvSpec> spec = conv_spec(a);
+  // Worth it where the weight outweighs the input: a part lays out the whole input (a dense
+  // convolution's slices all read it) in the work arena, which every convolution shares.
+  const bool worth = a.weight.nbytes() >= static_cast<size_t>(kBudgetWeightBytes) &&
+                     a.weight.nbytes() >= a.input.nbytes();
+  if (spec && worth) {
+    for (uint32_t slices = 1; slices <= kBudgetMostSlices; slices *= 2) {
+      if (slices > 1 &&
+          (spec->out_channels % slices != 0 || (spec->out_channels / slices) % 8 != 0)) {
+        break;
+      }
+      const std::shared_ptr<const onednn::SlicedConv> conv =
+          checked_parts(a, in_slices(*spec, slices));
+      if (!conv) break;
+      work.push_back(arena_layout(conv->buffers()).total);
+      most = slices;
+    }
+  }
+  slicer.learn_conv(most, std::move(work));
+  uint32_t known = 0;
+  slicer.conv_known(&known);  // another thread may have learned first: its facts hold
+  return known;
+}
+
+struct BudgetParts {
+  const budget::Slicer* slicer;
+  int slices;
+};
+
+void budget_part(void* context, size_t part, bool after) {
+  const BudgetParts& parts = *static_cast<const BudgetParts*>(context);
+  const int slice = static_cast<int>(part);
+  if (after) {
+    parts.slicer->done(slice);
+  } else {
+    parts.slicer->load(slice + 1);  // overlapped with this slice's computing
+  }
+}
+
+at::Tensor budget_conv2d(const ConvArgs& a, int64_t module) {
+  const budget::Slicer slicer =
+      budget::slicer(module, a.weight.data_ptr(), static_cast<uint64_t>(a.weight.nbytes()));
+  if (!slicer.state || !slicer.conv) return conv_whole(a, a.input);
+  uint32_t most = 0;
+  if (!slicer.conv_known(&most)) most = learn_budget_conv(a, slicer);
+  if (most == 0) return conv_whole(a, a.input);
+  const std::optional<onednn::SlicedConvSpec> spec = conv_spec(a);
+  const uint32_t slices = std::min<uint32_t>(most, static_cast<uint32_t>(slicer.slices));
+  // Another shape or thread count than the first call's gets its own check.
+  const std::shared_ptr<const onednn::SlicedConv> conv =
+      spec ? checked_parts(a, in_slices(*spec, slices)) : nullptr;
+  if (!conv) {
+    slicer.refused();
+    return conv_whole(a, a.input);
+  }
+  const onednn::Shape o = conv->output();
+  at::Tensor out = at::empty({o.n, o.c, o.h, o.w}, a.input.options());
+  const ArenaLayout l = arena_layout(conv->buffers());
+  char* arena = static_cast<char*>(slicer.work_arena(l.total));
+  const onednn::SlicedConv::Buffers b = conv->buffers();
+  const auto at_offset = [&](size_t bytes, size_t offset) -> void* {
+    return bytes ? arena + offset : nullptr;
+  };
+  const float* bias = a.bias && a.bias->defined() ? a.bias->data_ptr<float>() : nullptr;
+  BudgetParts parts{&slicer, static_cast<int>(slices)};
+  conv->run(a.input.data_ptr<float>(), a.weight.data_ptr<float>(), bias, out.data_ptr<float>(),
+            at_offset(b.input, l.input), at_offset(b.weights, l.weights),
+            at_offset(b.output, l.output), at_offset(b.scratchpad, l.scratchpad),
+            slices > 1 ? &budget_part : nullptr, &parts);
+  return out;
 }
 
 // Max pooling: aten's max_pool2d computes indices (8 bytes an output element) and drops them.
@@ -245,6 +368,24 @@ torch::jit::RegisterOperators sliced_operators({
           a.groups = args[6].toInt();
           torch::jit::drop(stack, 7);
           stack.emplace_back(conv2d_sliced(a));
+        },
+        c10::AliasAnalysisKind::FROM_SCHEMA),
+    torch::jit::Operator(
+        "memoplan::budget_conv2d(Tensor input, Tensor weight, Tensor? bias, int[] stride, "
+        "int[] padding, int[] dilation, int groups, int module) -> Tensor",
+        [](torch::jit::Stack& stack) {
+          c10::IValue* args = &stack[stack.size() - 8];
+          ConvArgs a;
+          a.input = args[0].toTensor();
+          a.weight = args[1].toTensor();
+          a.bias = args[2].toOptional<at::Tensor>();
+          a.stride = args[3].toIntVector();
+          a.padding = args[4].toIntVector();
+          a.dilation = args[5].toIntVector();
+          a.groups = args[6].toInt();
+          const int64_t module = args[7].toInt();
+          torch::jit::drop(stack, 8);
+          stack.emplace_back(budget_conv2d(a, module));
         },
         c10::AliasAnalysisKind::FROM_SCHEMA),
     torch::jit::Operator(

@@ -1,7 +1,7 @@
 // The memory budget (memoplan/torch/budget.h): outputs bit-identical to the module without one,
-// the sampled resident weights plus the slab under the budget, linears sliced when a layer alone
-// does not fit (and still bit-identical), a new budget taking effect without a profiled pass, and
-// a budget below the smallest feasible one refused with that figure.
+// the sampled resident weights plus the slab under the budget, linears and convolutions sliced
+// when a layer alone does not fit (and still bit-identical), a new budget taking effect without a
+// profiled pass, and a budget below the smallest feasible one refused with that figure.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <torch/script.h>
@@ -161,6 +161,53 @@ TEST_F(Budget, TooSmallABudgetNamesTheSmallestFeasibleOne) {
     EXPECT_EQ(budget_summary(m)->budget_bytes, e.smallest_bytes);
   }
   EXPECT_TRUE(torch::equal(m.forward({x}).toTensor(), network().forward({x}).toTensor()));
+}
+
+// Convolutions whose weights outweigh their inputs run through memoplan's parts under a budget
+// (memoplan::budget_conv2d): at the smallest budget the 4.5 MiB weight is computed a slice of
+// output channels at a time, each slice's input, weights and output in the work arena, outputs
+// bit-identical, and the slab plus the sampled weights and arena stay under the budget. The
+// second convolution's input (256 x 10 x 10) is above the 20480 elements from which aten runs a
+// 3x3 convolution of one image through oneDNN at all (below, its own im2col + GEMM: other bytes,
+// so those run whole, as the first one does).
+TEST_F(Budget, SlicesAConvolutionThatDoesNotFitAloneAndStaysBitIdentical) {
+  auto make = [] {
+    torch::manual_seed(2);
+    torch::jit::Module m("Convolutions");
+    m.register_parameter("c1", torch::randn({256, 64, 3, 3}) * 0.05, false);
+    m.register_parameter("b1", torch::randn({256}), false);
+    m.register_parameter("c2", torch::randn({512, 256, 3, 3}) * 0.02, false);
+    m.register_parameter("c3", torch::randn({64, 512, 1, 1}) * 0.05, false);
+    m.define(R"(
+      def forward(self, x):
+          y = torch.relu(torch.conv2d(x, self.c1, self.b1, [1, 1], [1, 1]))
+          y = torch.relu(torch.conv2d(y, self.c2, None, [1, 1], [1, 1]))
+          return torch.conv2d(y, self.c3, None)
+    )");
+    m.eval();
+    return m;
+  };
+  torch::jit::Module reference = make();
+  torch::jit::Module m = make();
+  const at::Tensor input = torch::randn({1, 64, 10, 10});
+  const at::Tensor expected = reference.forward({input}).toTensor();
+  const PlanSummary plan_summary = plan(m, {input}, budgeted(64 * kMiB, dir));
+  const BudgetSummary smallest = set_budget(m, budget_summary(m)->smallest_budget_bytes);
+  ASSERT_GE(smallest.sliced_groups, 1u)
+      << "budget " << smallest.budget_bytes << " slab " << plan_summary.slab_bytes << " work "
+      << smallest.work_bytes << " groups " << smallest.groups;
+  EXPECT_GT(smallest.work_bytes, 0u);
+  ASSERT_LT(smallest.budget_bytes, plan_summary.slab_bytes + 512 * 256 * 9 * 4);
+  sample_resident_weights(m, true);
+  resident_weight_peak(m, true);
+  for (int pass = 0; pass < 3; ++pass) {
+    EXPECT_TRUE(torch::equal(m.forward({input}).toTensor(), expected)) << "pass " << pass;
+  }
+  const uint64_t peak = resident_weight_peak(m, true);  // weights and the work arena
+  EXPECT_GE(peak, smallest.work_bytes);
+  EXPECT_LE(plan_summary.slab_bytes + peak, smallest.budget_bytes);
+  sample_resident_weights(m, false);
+  EXPECT_EQ(budget_summary(m)->slicing_refused, 0u);
 }
 
 // An embedding's lookups touch only their rows: its table (5 MiB) is read where it lies, counted

@@ -107,11 +107,14 @@ class SlicedConv {
   };
   virtual Buffers buffers() const = 0;
   virtual size_t parts() const = 0;
+  // Called before part i runs (after = false) and once it is done (after = true): a memory budget
+  // loads the next part's weights and drops the last one's (parts in output-channel order).
+  using PartHook = void (*)(void* context, size_t part, bool after);
   // input, output: dense NCHW; weight: dense O x C/groups x kh x kw; bias: O floats, read only
-  // with spec.bias.
+  // with spec.bias. hook may be null.
   virtual void run(const float* input, const float* weight, const float* bias, float* output,
-                   void* input_part, void* weights_part, void* output_part,
-                   void* scratchpad) const = 0;
+                   void* input_part, void* weights_part, void* output_part, void* scratchpad,
+                   PartHook hook, void* context) const = 0;
 };
 // Throws std::runtime_error where oneDNN takes no part's shape.
 std::shared_ptr<const SlicedConv> sliced_conv(const SlicedConvSpec& spec);

@@ -88,8 +88,8 @@ class SlicedConvImpl final : public SlicedConv {
   size_t parts() const override { return parts_.size(); }
 
   void run(const float* input, const float* weight, const float* bias, float* output,
-           void* input_part, void* weights_part, void* output_part,
-           void* scratchpad) const override {
+           void* input_part, void* weights_part, void* output_part, void* scratchpad, PartHook hook,
+           void* context) const override {
     const SlicedConvSpec& s = s_;
     const int64_t weights_per_channel = s.c / s.groups * s.kh * s.kw;
     dnnl::stream& st = stream();
@@ -100,8 +100,10 @@ class SlicedConvImpl final : public SlicedConv {
     int64_t input_row = -1, input_ch = -1;
     const Step* weights_of = nullptr;
     int64_t weights_ch = -1;
-    for (const Part& part : parts_) {
+    for (size_t index = 0; index < parts_.size(); ++index) {
+      const Part& part = parts_[index];
       const Step& step = *part.step;
+      if (hook) hook(context, index, false);
       const float* src = input + (part.in_ch0 * s.h + part.in_row0) * s.w;
       memory src_memory = bind(step.user_src, src);
       if (!step.src_as_is) {
@@ -136,6 +138,10 @@ class SlicedConvImpl final : public SlicedConv {
       if (s.bias) args.emplace(DNNL_ARG_BIAS, bind(step.bias, bias + part.ch0));
       step.conv.execute(st, args);
       if (!step.dst_as_is) step.dst_reorder.execute(st, dst_memory, user_dst);
+      if (hook) {
+        st.wait();  // the part's weights are read: they may go
+        hook(context, index, true);
+      }
     }
     st.wait();
   }

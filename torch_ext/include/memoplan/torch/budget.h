@@ -27,13 +27,17 @@ struct BudgetSummary {
   uint64_t pinned_bytes = 0;        // weights resident the whole pass
   uint64_t streamed_bytes = 0;      // weights loaded and dropped every pass
   uint64_t planned_peak_bytes = 0;  // the plan's most resident at a step, activations included
+  // The work arena: convolutions computed through memoplan's parts (budget_conv2d) lay out their
+  // input, weights and output parts there, outside the slab; resident the whole pass.
+  uint64_t work_bytes = 0;
   uint64_t smallest_budget_bytes = 0;
   uint32_t steps = 0;          // graph nodes that read weights
   uint32_t groups = 0;         // weights loaded and dropped together
-  uint32_t sliced_groups = 0;  // linear weights computed in slices
-  // Calls of a sliced linear that ran whole (so far): slicing keeps outputs bit-identical only
-  // for one input row (docs/BUDGET.md); with more, the layer's weight is resident whole and the
-  // pass may go over the budget.
+  uint32_t sliced_groups = 0;  // linear and convolution weights computed in slices
+  // Calls of a sliced linear or convolution that ran whole (so far): a linear's slices keep
+  // outputs bit-identical only for one input row, a convolution's only for the input shape they
+  // were checked on (docs/BUDGET.md); otherwise the layer's weight is resident whole and the pass
+  // may go over the budget.
   uint64_t slicing_refused = 0;
   std::string weight_file;
   double planning_ms = 0;  // the budget plan alone (no pass runs)
