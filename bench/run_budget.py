@@ -48,25 +48,25 @@ def mib(n):
 
 def table(runs):
     rows = ["| model | cache | budget | budget (MiB) | peak resident (MiB) | planned peak (MiB) | "
-            "pinned (MiB) | streamed / pass (MiB) | sliced | planned ms | budgeted ms | "
-            "budgeted / planned | identical |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+            "pinned (MiB) | streamed / pass (MiB) | work arena (MiB) | sliced | planned ms | "
+            "budgeted ms | budgeted / planned | identical |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     keys = sorted({(r["model"], r["page_cache"], r["budget_percent"]) for r in runs},
                   key=lambda k: (k[0], k[1], -k[2]))
     for model, cache, budget in keys:
         group = [r for r in runs if (r["model"], r["page_cache"], r["budget_percent"]) ==
                  (model, cache, budget)]
         if group[0].get("infeasible"):
-            rows.append("| %s | %s | %g%% | infeasible: smallest feasible %s MiB | | | | | | | | | |"
+            rows.append("| %s | %s | %g%% | infeasible: smallest feasible %s MiB | | | | | | | | | | |"
                         % (model, cache, budget, mib(group[0]["smallest_budget_bytes"])))
             continue
         med = lambda key: statistics.median(r[key] for r in group)  # noqa: E731
         ratio = statistics.median(r["budgeted_ms"] / r["planned_ms"] for r in group)
-        rows.append("| %s | %s | %g%% | %s | %s | %s | %s | %s | %d | %.1f | %.1f | %.3f | %s |" % (
+        rows.append("| %s | %s | %g%% | %s | %s | %s | %s | %s | %s | %d | %.1f | %.1f | %.3f | %s |" % (
             model, cache, budget, mib(group[0]["budget_bytes"]), mib(max(
                 r["peak_resident_bytes"] for r in group)), mib(group[0]["budget_planned_peak_bytes"]),
             mib(group[0]["budget_pinned_bytes"]), mib(group[0]["budget_streamed_bytes"]),
-            group[0]["budget_sliced_groups"], med("planned_ms"), med("budgeted_ms"), ratio,
+            mib(group[0].get("budget_work_bytes", 0)), group[0]["budget_sliced_groups"], med("planned_ms"), med("budgeted_ms"), ratio,
             all(r["outputs_identical"] for r in group)))
     return "\n".join(rows) + "\n"
 

@@ -260,23 +260,19 @@ uint32_t learn_budget_conv(const ConvArgs& a, const budget::Slicer& slicer) {
   return known;
 }
 
-struct BudgetParts {
-  const budget::Slicer* slicer;
-  int slices;
-};
-
+// SlicedConv's part hook: `context` is the budget's Slicer; part i is slice i.
 void budget_part(void* context, size_t part, bool after) {
-  const BudgetParts& parts = *static_cast<const BudgetParts*>(context);
+  const budget::Slicer& slicer = *static_cast<const budget::Slicer*>(context);
   const int slice = static_cast<int>(part);
   if (after) {
-    parts.slicer->done(slice);
+    slicer.done(slice);
   } else {
-    parts.slicer->load(slice + 1);  // overlapped with this slice's computing
+    slicer.load(slice + 1);  // overlapped with this slice's computing
   }
 }
 
 at::Tensor budget_conv2d(const ConvArgs& a, int64_t module) {
-  const budget::Slicer slicer =
+  budget::Slicer slicer =
       budget::slicer(module, a.weight.data_ptr(), static_cast<uint64_t>(a.weight.nbytes()));
   if (!slicer.state || !slicer.conv) return conv_whole(a, a.input);
   uint32_t most = 0;
@@ -300,11 +296,10 @@ at::Tensor budget_conv2d(const ConvArgs& a, int64_t module) {
     return bytes ? arena + offset : nullptr;
   };
   const float* bias = a.bias && a.bias->defined() ? a.bias->data_ptr<float>() : nullptr;
-  BudgetParts parts{&slicer, static_cast<int>(slices)};
   conv->run(a.input.data_ptr<float>(), a.weight.data_ptr<float>(), bias, out.data_ptr<float>(),
             at_offset(b.input, l.input), at_offset(b.weights, l.weights),
             at_offset(b.output, l.output), at_offset(b.scratchpad, l.scratchpad),
-            slices > 1 ? &budget_part : nullptr, &parts);
+            slices > 1 ? &budget_part : nullptr, &slicer);
   return out;
 }
 
@@ -352,20 +347,25 @@ at::Tensor max_pool2d_sliced(const at::Tensor& self, at::IntArrayRef kernel, at:
 const c10::Symbol kConvSliced = c10::Symbol::fromQualString("memoplan::conv2d_sliced");
 const c10::Symbol kPoolSliced = c10::Symbol::fromQualString("memoplan::max_pool2d_sliced");
 
+// aten::conv2d's seven arguments, from `args` on.
+ConvArgs conv_args(const c10::IValue* args) {
+  ConvArgs a;
+  a.input = args[0].toTensor();
+  a.weight = args[1].toTensor();
+  a.bias = args[2].toOptional<at::Tensor>();
+  a.stride = args[3].toIntVector();
+  a.padding = args[4].toIntVector();
+  a.dilation = args[5].toIntVector();
+  a.groups = args[6].toInt();
+  return a;
+}
+
 torch::jit::RegisterOperators sliced_operators({
     torch::jit::Operator(
         "memoplan::conv2d_sliced(Tensor input, Tensor weight, Tensor? bias, int[] stride, "
         "int[] padding, int[] dilation, int groups) -> Tensor",
         [](torch::jit::Stack& stack) {
-          c10::IValue* args = &stack[stack.size() - 7];
-          ConvArgs a;
-          a.input = args[0].toTensor();
-          a.weight = args[1].toTensor();
-          a.bias = args[2].toOptional<at::Tensor>();
-          a.stride = args[3].toIntVector();
-          a.padding = args[4].toIntVector();
-          a.dilation = args[5].toIntVector();
-          a.groups = args[6].toInt();
+          const ConvArgs a = conv_args(&stack[stack.size() - 7]);
           torch::jit::drop(stack, 7);
           stack.emplace_back(conv2d_sliced(a));
         },
@@ -374,16 +374,8 @@ torch::jit::RegisterOperators sliced_operators({
         "memoplan::budget_conv2d(Tensor input, Tensor weight, Tensor? bias, int[] stride, "
         "int[] padding, int[] dilation, int groups, int module) -> Tensor",
         [](torch::jit::Stack& stack) {
-          c10::IValue* args = &stack[stack.size() - 8];
-          ConvArgs a;
-          a.input = args[0].toTensor();
-          a.weight = args[1].toTensor();
-          a.bias = args[2].toOptional<at::Tensor>();
-          a.stride = args[3].toIntVector();
-          a.padding = args[4].toIntVector();
-          a.dilation = args[5].toIntVector();
-          a.groups = args[6].toInt();
-          const int64_t module = args[7].toInt();
+          const ConvArgs a = conv_args(&stack[stack.size() - 8]);
+          const int64_t module = stack.back().toInt();
           torch::jit::drop(stack, 8);
           stack.emplace_back(budget_conv2d(a, module));
         },
