@@ -61,8 +61,9 @@ BudgetSummary set_budget(const torch::jit::Module& module, uint64_t budget_bytes
 std::optional<BudgetSummary> budget_summary(const torch::jit::Module& module);
 
 // Measuring: while on, every step (and slice) of the module's passes reads how many of the
-// mapping's pages are resident (/proc/self/pagemap) and keeps the most; off by default (a read
-// of the page map per step). resident_weight_peak() returns that most since the last reset.
+// mapping's pages are resident (/proc/self/pagemap), adds the work arena (BudgetSummary::
+// work_bytes, all of it) and keeps the most; off by default (a read of the page map per step).
+// resident_weight_peak() returns that most since the last reset.
 void sample_resident_weights(const torch::jit::Module& module, bool on);
 uint64_t resident_weight_peak(const torch::jit::Module& module, bool reset);
 // Evicts the weight file from the page cache (its unmapped pages): the next pass loads cold.
