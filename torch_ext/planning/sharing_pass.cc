@@ -1,9 +1,9 @@
 // The graph side of sharing bytes (memory "min", sharing.h): which nodes get a
 // memoplan::ShareInputs node before them, and what that node tells the runtime about its inputs.
 // The JIT's headers stay in this file.
+#include <ATen/core/ivalue.h>
 #include <ATen/ops/cat.h>
 #include <ATen/ops/empty.h>
-#include <ATen/core/ivalue.h>
 #include <torch/csrc/jit/ir/alias_analysis.h>
 #include <torch/csrc/jit/ir/ir.h>
 #include <torch/csrc/jit/runtime/custom_operator.h>
@@ -105,10 +105,16 @@ std::vector<Node*> concats_to_share(const std::shared_ptr<Graph>& graph) {
   return out;
 }
 
+// memoplan::bn_relu_conv1x1 (memory min's dense-layer bottleneck, tuned/bn_relu_conv1x1.h): when
+// it runs as aten's ops, its first tensor is the batch norm's output, which may take the bytes of
+// its input (input 0) as aten::batch_norm's may; in bands, its first tensor is a band, smaller than
+// the input, which no claim matches.
+const c10::Symbol kBnReluConv1x1 = c10::Symbol::fromQualString("memoplan::bn_relu_conv1x1");
+
 void elementwise_nodes(torch::jit::Block* block, std::vector<Node*>& out) {
   for (Node* node : block->nodes()) {
     for (torch::jit::Block* inner : node->blocks()) elementwise_nodes(inner, out);
-    if (elementwise(node->kind())) out.push_back(node);
+    if (elementwise(node->kind()) || node->kind() == kBnReluConv1x1) out.push_back(node);
   }
 }
 
@@ -216,8 +222,8 @@ at::Tensor concat_in_place(const c10::List<at::Tensor>& list, int64_t dim) {
   const at::Tensor& first = tensors[0];
   const int64_t rank = first.dim();
   const int64_t d = dim < 0 ? dim + rank : dim;
-  bool bytes = rank > 0 && d >= 0 && d < rank && first.device().is_cpu() &&
-               first.layout() == c10::kStrided;
+  bool bytes =
+      rank > 0 && d >= 0 && d < rank && first.device().is_cpu() && first.layout() == c10::kStrided;
   for (int64_t k = 0; bytes && k < d; ++k) bytes = first.size(k) == 1;
   int64_t total = 0;
   for (size_t i = 0; bytes && i < tensors.size(); ++i) {
@@ -288,6 +294,7 @@ int insert_share_nodes(const std::shared_ptr<Graph>& graph) {
     std::vector<Value*> tensors;
     for (Value* input : node->inputs()) {
       if (is_tensor(input)) tensors.push_back(input);
+      if (node->kind() == kBnReluConv1x1) break;  // its input only, not its parameters
     }
     if (tensors.empty()) continue;
     graph->create(kShareInputs, tensors, 0)

@@ -23,8 +23,10 @@
 #include <vector>
 
 #include "blocked/onednn.h"
+#include "bn_relu_conv1x1.h"
 #include "budget/budget_runtime.h"
 #include "planning/planning.h"
+#include "sliced_conv.h"
 
 namespace memoplan::torch_ext {
 namespace {
@@ -415,7 +417,27 @@ void collect(torch::jit::Block* block, std::vector<torch::jit::Node*>& out) {
 
 }  // namespace
 
+at::Tensor conv2d_sliced(const at::Tensor& input, const at::Tensor& weight,
+                         const c10::optional<at::Tensor>& bias, std::vector<int64_t> stride,
+                         std::vector<int64_t> padding, std::vector<int64_t> dilation,
+                         int64_t groups) {
+  ConvArgs a;
+  a.input = input;
+  a.weight = weight;
+  a.bias = bias;
+  a.stride = std::move(stride);
+  a.padding = std::move(padding);
+  a.dilation = std::move(dilation);
+  a.groups = groups;
+  return conv2d_sliced(a);
+}
+
+void count_convolution_in_parts() { ++sliced_convolutions; }
+void count_whole_after_check() { ++whole_after_check; }
+
 int replace_sliced_ops(torch::jit::Graph& graph) {
+  // First: a batch norm + ReLU + 1x1 convolution becomes one op, its convolution no longer a node.
+  const int fused = fuse_bn_relu_conv1x1(graph);
   std::vector<torch::jit::Node*> nodes;
   collect(graph.block(), nodes);
   for (torch::jit::Node* node : nodes) {
@@ -427,7 +449,7 @@ int replace_sliced_ops(torch::jit::Graph& graph) {
     node->output()->replaceAllUsesWith(sliced->output());
     node->destroy();
   }
-  return static_cast<int>(nodes.size());
+  return fused + static_cast<int>(nodes.size());
 }
 
 namespace {

@@ -13,24 +13,13 @@
 
 #include "memoplan/torch/plan.h"
 #include "sliced_ops.h"
+#include "tuned_test_support.h"
 
 namespace memoplan::torch_ext {
 namespace {
 
-// One and two intra-op threads; one only under ThreadSanitizer: aten's own OpenMP regions
-// (libgomp is not instrumented) show as races there (as in blocked_test.cc).
-std::vector<int> thread_counts() {
-#if defined(__SANITIZE_THREAD__)
-  return {1};
-#else
-  return {1, 2};
-#endif
-}
-
-bool same_bytes(const at::Tensor& a, const at::Tensor& b) {
-  return a.sizes() == b.sizes() && a.is_contiguous() && b.is_contiguous() &&
-         std::memcmp(a.data_ptr(), b.data_ptr(), a.nbytes()) == 0;
-}
+using testing::same_bytes;
+using testing::thread_counts;
 
 torch::jit::Stack call(const char* name, torch::jit::Stack stack) {
   const auto op = torch::jit::findOperatorFor(c10::OperatorName(name, ""));

@@ -4,11 +4,30 @@
 
 #include <ATen/ATen.h>
 
+#include <cstring>
+#include <vector>
+
 #include "memoplan/torch/kernels.h"
 #include "memoplan/torch/plan.h"
 #include "tuned_ops.h"
 
 namespace memoplan::torch_ext::testing {
+
+// One and two intra-op threads; one only under ThreadSanitizer: aten's own OpenMP regions
+// (libgomp is not instrumented) show as races there.
+inline std::vector<int> thread_counts() {
+#if defined(__SANITIZE_THREAD__)
+  return {1};
+#else
+  return {1, 2};
+#endif
+}
+
+// Whether two contiguous tensors hold the same bytes (memory min's ops promise aten's bytes).
+inline bool same_bytes(const at::Tensor& a, const at::Tensor& b) {
+  return a.sizes() == b.sizes() && a.is_contiguous() && b.is_contiguous() &&
+         std::memcmp(a.data_ptr(), b.data_ptr(), a.nbytes()) == 0;
+}
 
 // max |got - want| / max |want|: the tolerance the tuned ops promise (1e-5).
 inline double relative_difference(const at::Tensor& got, const at::Tensor& want) {
