@@ -13,6 +13,7 @@
 #include <cstring>
 #include <vector>
 
+#include "concat_in_place.h"
 #include "pass_runtime.h"
 #include "sharing_pass.h"
 
@@ -76,6 +77,12 @@ bool in_loop(const Node* node) {
   return false;
 }
 
+// memoplan::cat_bn_relu_conv1x1 (memory min's dense-layer bottleneck, tuned/bn_relu_conv1x1.h)
+// begins with a concatenation of its list input 0 along input 1: when it runs as aten's ops, its
+// first tensor is that concatenation (concat_in_place), whose inputs may lie in it as in a
+// concat's; in bands, its first tensor is a band, smaller, which no claim matches.
+const c10::Symbol kCatBnReluConv1x1 = c10::Symbol::fromQualString("memoplan::cat_bn_relu_conv1x1");
+
 // A concat whose inputs and output nothing writes after it: its inputs may lie inside its output.
 // Not in a loop (its later iterations come before it in graph order); in an if's branch it may be
 // (DenseNet's layers: `if self.memory_efficient ...`), the other branch counted as after it.
@@ -84,15 +91,15 @@ std::vector<Node*> concats_to_share(const std::shared_ptr<Graph>& graph) {
   std::vector<Node*> order;
   all_nodes(graph->block(), order);
   for (Node* node : order) {
-    if (node->kind() == c10::aten::cat && node->inputs().size() == 2 && !in_loop(node)) {
-      concats.push_back(node);
-    }
+    const bool cat = node->kind() == c10::aten::cat && node->inputs().size() == 2;
+    if ((cat || node->kind() == kCatBnReluConv1x1) && !in_loop(node)) concats.push_back(node);
   }
   if (concats.empty()) return concats;
   torch::jit::AliasDb aliases(graph);
   std::vector<Node*> out;
   for (Node* cat : concats) {
-    const torch::jit::ValueSet values = {cat->input(0), cat->output()};
+    torch::jit::ValueSet values = {cat->input(0)};
+    if (cat->kind() == c10::aten::cat) values.insert(cat->output());
     auto it = std::find(order.begin(), order.end(), cat);
     bool written = false;
     for (++it; it != order.end() && !written; ++it) {
@@ -105,16 +112,10 @@ std::vector<Node*> concats_to_share(const std::shared_ptr<Graph>& graph) {
   return out;
 }
 
-// memoplan::bn_relu_conv1x1 (memory min's dense-layer bottleneck, tuned/bn_relu_conv1x1.h): when
-// it runs as aten's ops, its first tensor is the batch norm's output, which may take the bytes of
-// its input (input 0) as aten::batch_norm's may; in bands, its first tensor is a band, smaller than
-// the input, which no claim matches.
-const c10::Symbol kBnReluConv1x1 = c10::Symbol::fromQualString("memoplan::bn_relu_conv1x1");
-
 void elementwise_nodes(torch::jit::Block* block, std::vector<Node*>& out) {
   for (Node* node : block->nodes()) {
     for (torch::jit::Block* inner : node->blocks()) elementwise_nodes(inner, out);
-    if (elementwise(node->kind()) || node->kind() == kBnReluConv1x1) out.push_back(node);
+    if (elementwise(node->kind())) out.push_back(node);
   }
 }
 
@@ -212,12 +213,15 @@ c10::MemoryFormat cat_memory_format(const std::vector<at::Tensor>& tensors) {
   return format.value_or(c10::MemoryFormat::Contiguous);
 }
 
+}  // namespace
+
 // aten::cat that copies an input only when it is not already where the output holds it: with
 // memory "min" the plan lays the output over its inputs, which the producers then wrote in place
 // (batch 1 along channels). The bytes are what aten::cat makes: inputs of one dtype, contiguous,
 // sizes before `dim` all 1, a contiguous output; anything else is aten::cat itself.
-at::Tensor concat_in_place(const c10::List<at::Tensor>& list, int64_t dim) {
+at::Tensor concat_in_place(const c10::List<at::Tensor>& list, int64_t dim, bool* copied_all) {
   std::vector<at::Tensor> tensors = list.vec();
+  if (copied_all) *copied_all = true;
   if (tensors.empty() || !tensors[0].defined()) return at::cat(tensors, dim);
   const at::Tensor& first = tensors[0];
   const int64_t rank = first.dim();
@@ -237,6 +241,9 @@ at::Tensor concat_in_place(const c10::List<at::Tensor>& list, int64_t dim) {
   if (!bytes || cat_memory_format(tensors) != c10::MemoryFormat::Contiguous) {
     return at::cat(tensors, dim);
   }
+  // The plan may lay the output over its inputs: whether it did differs between a profiled pass
+  // and a replayed one, so the answer is no either way.
+  if (copied_all) *copied_all = false;
   std::vector<int64_t> sizes = first.sizes().vec();
   sizes[static_cast<size_t>(d)] = total;
   at::Tensor out = at::empty(sizes, first.options());
@@ -251,6 +258,8 @@ at::Tensor concat_in_place(const c10::List<at::Tensor>& list, int64_t dim) {
   return out;
 }
 
+namespace {
+
 // CONSERVATIVE like the other marks: never removed or moved by the JIT's optimizations. The
 // concat returns a new tensor, as its schema says.
 torch::jit::RegisterOperators share_operators({
@@ -262,7 +271,7 @@ torch::jit::RegisterOperators share_operators({
           const int64_t dim = stack.back().toInt();
           const c10::List<at::Tensor> tensors = stack[stack.size() - 2].toTensorList();
           torch::jit::drop(stack, 2);
-          stack.emplace_back(concat_in_place(tensors, dim));
+          stack.emplace_back(concat_in_place(tensors, dim, nullptr));
         },
         c10::AliasAnalysisKind::FROM_SCHEMA),
 });
@@ -282,19 +291,19 @@ int insert_share_nodes(const std::shared_ptr<Graph>& graph) {
     graph->create(kShareInputs, {cat->input(0), cat->input(1)}, 0)
         ->i_(kShareKind, static_cast<int64_t>(ShareKind::kConcat))
         ->insertBefore(cat);
+    ++inserted;
+    if (cat->kind() == kCatBnReluConv1x1) continue;  // concatenates in place itself
     // The concat itself skips the copies the plan made unnecessary.
     Node* in_place = graph->create(kCat, {cat->input(0), cat->input(1)}, 1);
     in_place->output()->setType(cat->output()->type());
     in_place->insertBefore(cat);
     cat->output()->replaceAllUsesWith(in_place->output());
     cat->destroy();
-    ++inserted;
   }
   for (Node* node : elementwise) {
     std::vector<Value*> tensors;
     for (Value* input : node->inputs()) {
       if (is_tensor(input)) tensors.push_back(input);
-      if (node->kind() == kBnReluConv1x1) break;  // its input only, not its parameters
     }
     if (tensors.empty()) continue;
     graph->create(kShareInputs, tensors, 0)

@@ -19,6 +19,7 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -27,6 +28,7 @@
 #include <vector>
 
 #include "memoplan/kernels/affine_relu.h"
+#include "planning/concat_in_place.h"
 #include "planning/planning.h"
 #include "sliced_conv.h"
 
@@ -239,8 +241,12 @@ const std::optional<Blocking>& blocking() {
   return found;
 }
 
+// The batch norm's input -- one tensor, or a concatenation's inputs (concatenated along `dim`)
+// -- and its arguments.
 struct BnArgs {
-  at::Tensor input;
+  std::vector<at::Tensor> parts;
+  c10::optional<c10::List<at::Tensor>> list;  // the concatenation's, when there is one
+  int64_t dim = 1;
   c10::optional<at::Tensor> weight, bias, running_mean, running_var;
   bool training = false;
   double momentum = 0.1, eps = 1e-5;
@@ -253,15 +259,6 @@ struct ConvArgs {
   std::vector<int64_t> stride, padding, dilation;
   int64_t groups = 1;
 };
-
-// aten's three ops (the convolution through memoplan::conv2d_sliced).
-at::Tensor run_whole(const BnArgs& bn, const at::Tensor& input, const ConvArgs& conv) {
-  at::Tensor normalized = at::batch_norm(input, bn.weight, bn.bias, bn.running_mean, bn.running_var,
-                                         bn.training, bn.momentum, bn.eps, bn.cudnn_enabled);
-  normalized.relu_();
-  return conv2d_sliced(normalized, conv.weight, conv.bias, conv.stride, conv.padding, conv.dilation,
-                       conv.groups);
-}
 
 // OpenBLAS's own thread count (its threaded driver cuts rows otherwise); 1 for another BLAS,
 // whose blocking find_blocking() does not find.
@@ -279,26 +276,47 @@ bool float_vector(const c10::optional<at::Tensor>& t, int64_t size) {
           t->size(0) == size && t->is_contiguous() && no_autograd(*t));
 }
 
+// A dense float NCHW tensor with elements.
+bool plain_nchw(const at::Tensor& x) {
+  return x.defined() && x.device().is_cpu() && x.layout() == c10::kStrided &&
+         x.scalar_type() == at::kFloat && x.dim() == 4 && x.is_contiguous() &&
+         x.suggest_memory_format() == c10::MemoryFormat::Contiguous && no_autograd(x) &&
+         x.numel() > 0;
+}
+
+// Inference with running statistics, every parameter a float vector of `channels`.
+bool normalization(const BnArgs& bn, int64_t channels) {
+  return !bn.training && bn.running_mean && bn.running_var && bn.running_mean->defined() &&
+         bn.running_var->defined() && float_vector(bn.weight, channels) &&
+         float_vector(bn.bias, channels) && float_vector(bn.running_mean, channels) &&
+         float_vector(bn.running_var, channels);
+}
+
+// The input's shape (images, channels, height, width) when every part is a dense float NCHW tensor
+// of the same images, height and width, concatenated along channels.
+std::optional<std::array<int64_t, 4>> input_shape(const BnArgs& bn) {
+  if (bn.parts.empty() || (bn.list && bn.dim != 1)) return std::nullopt;
+  const at::Tensor& first = bn.parts[0];
+  std::array<int64_t, 4> shape{0, 0, 0, 0};
+  for (const at::Tensor& part : bn.parts) {
+    if (!plain_nchw(part) || part.size(0) != first.size(0) || part.size(2) != first.size(2) ||
+        part.size(3) != first.size(3)) {
+      return std::nullopt;
+    }
+    shape[1] += part.size(1);
+  }
+  shape[0] = first.size(0);
+  shape[2] = first.size(2);
+  shape[3] = first.size(3);
+  return shape;
+}
+
 // Whether the bands may stand for aten's ops: inference batch norm with running statistics, a
 // dense float NCHW input, a bias-free 1x1 convolution of stride 1 without padding, and what aten
 // runs as OpenBLAS GEMMs (one intra-op thread, fewer than 16 images: aten's rule for oneDNN).
-bool banded_shape(const BnArgs& bn, const ConvArgs& conv) {
-  const at::Tensor& x = bn.input;
-  if (bn.training || !bn.running_mean || !bn.running_var || !bn.running_mean->defined() ||
-      !bn.running_var->defined()) {
-    return false;
-  }
-  if (!x.defined() || !x.device().is_cpu() || x.layout() != c10::kStrided ||
-      x.scalar_type() != at::kFloat || x.dim() != 4 || !x.is_contiguous() ||
-      x.suggest_memory_format() != c10::MemoryFormat::Contiguous || !no_autograd(x) ||
-      x.numel() == 0) {
-    return false;
-  }
-  const int64_t channels = x.size(1);
-  if (!float_vector(bn.weight, channels) || !float_vector(bn.bias, channels) ||
-      !float_vector(bn.running_mean, channels) || !float_vector(bn.running_var, channels)) {
-    return false;
-  }
+bool banded_shape(const BnArgs& bn, const std::array<int64_t, 4>& shape, const ConvArgs& conv) {
+  const int64_t channels = shape[1];
+  if (!normalization(bn, channels)) return false;
   const at::Tensor& w = conv.weight;
   if (!w.defined() || !w.device().is_cpu() || w.scalar_type() != at::kFloat || w.dim() != 4 ||
       !w.is_contiguous() || !no_autograd(w) || w.size(1) != channels || w.size(2) != 1 ||
@@ -310,7 +328,7 @@ bool banded_shape(const BnArgs& bn, const ConvArgs& conv) {
   if (conv.stride != ones || conv.dilation != ones || conv.padding != zeros || conv.groups != 1) {
     return false;
   }
-  return at::get_num_threads() == 1 && blas_threads() == 1 && x.size(0) < 16;
+  return at::get_num_threads() == 1 && blas_threads() == 1 && shape[0] < 16;
 }
 
 // The per-channel affine map of aten's inference batch norm: alpha = weight / sqrt(var + eps);
@@ -319,8 +337,7 @@ struct Affine {
   std::vector<float> alpha, beta;
 };
 
-Affine affine(const BnArgs& bn, bool fused_beta) {
-  const int64_t channels = bn.input.size(1);
+Affine affine(const BnArgs& bn, int64_t channels, bool fused_beta) {
   Affine a;
   a.alpha.resize(static_cast<size_t>(channels));
   a.beta.resize(static_cast<size_t>(channels));
@@ -351,31 +368,50 @@ struct Rounding {
   bool fused_beta = false, fused_map = false;
 };
 
+// Batch norm + ReLU of one image's channels: row c of `in` (pixels long) into row c of `out`
+// (which may be `in`).
+void normalize(const Affine& a, const Rounding& r, const float* const* in, float* out,
+               int64_t channels, int64_t pixels) {
+  const kernels::AffineReluRowFn row = kernels::affine_relu_row();
+  for (int64_t c = 0; c < channels; ++c) {
+    const auto i = static_cast<size_t>(c);
+    row(in[c], out + c * pixels, pixels, a.alpha[i], a.beta[i], r.fused_map);
+  }
+}
+
+// Row pointers of one image's channels, through the parts.
+std::vector<const float*> channel_rows(const std::vector<at::Tensor>& parts, int64_t image,
+                                       int64_t pixels) {
+  std::vector<const float*> rows;
+  for (const at::Tensor& part : parts) {
+    const int64_t channels = part.size(1);
+    const float* base = part.data_ptr<float>() + image * channels * pixels;
+    for (int64_t c = 0; c < channels; ++c) rows.push_back(base + c * pixels);
+  }
+  return rows;
+}
+
 std::optional<Rounding> find_rounding() {
   at::Generator generator = probe_generator();
   const at::TensorOptions f32 = at::TensorOptions().dtype(at::kFloat);
   constexpr int64_t kChannels = 37, kPixels = 29;  // odd: vector bodies and tails
   BnArgs bn;
-  bn.input = at::randn({1, kChannels, kPixels, 1}, generator, f32);
+  const at::Tensor x = at::randn({1, kChannels, kPixels, 1}, generator, f32);
   bn.weight = at::randn({kChannels}, generator, f32);
   bn.bias = at::randn({kChannels}, generator, f32);
   bn.running_mean = at::randn({kChannels}, generator, f32);
   bn.running_var = at::rand({kChannels}, generator, f32).add_(0.5);
-  bn.eps = 1e-5;
-  at::Tensor reference = at::batch_norm(bn.input, bn.weight, bn.bias, bn.running_mean,
-                                        bn.running_var, false, 0.1, bn.eps, false);
+  at::Tensor reference = at::batch_norm(x, bn.weight, bn.bias, bn.running_mean, bn.running_var,
+                                        false, 0.1, bn.eps, false);
   reference.relu_();
   at::Tensor ours = at::empty(reference.sizes(), f32);
+  const std::vector<const float*> rows = channel_rows({x}, 0, kPixels);
   for (const bool fused_beta : {true, false}) {
-    const Affine a = affine(bn, fused_beta);
+    const Affine a = affine(bn, kChannels, fused_beta);
     for (const bool fused_map : {true, false}) {
-      for (int64_t c = 0; c < kChannels; ++c) {
-        const auto i = static_cast<size_t>(c);
-        kernels::affine_relu_row()(bn.input.data_ptr<float>() + c * kPixels,
-                                   ours.data_ptr<float>() + c * kPixels, kPixels, a.alpha[i],
-                                   a.beta[i], fused_map);
-      }
-      if (same_bytes(ours, reference)) return Rounding{fused_beta, fused_map};
+      const Rounding r{fused_beta, fused_map};
+      normalize(a, r, rows.data(), ours.data_ptr<float>(), kChannels, kPixels);
+      if (same_bytes(ours, reference)) return r;
     }
   }
   return std::nullopt;
@@ -389,22 +425,51 @@ const std::optional<Rounding>& rounding() {
   return found;
 }
 
-// The bands: per image, aten's rows cut into calls; A's columns are the input's channels.
-at::Tensor run_banded(const BnArgs& bn, const at::Tensor& input, const ConvArgs& conv,
+// aten's ops: the concatenation (in place where the plan laid its inputs there), batch norm and
+// ReLU, the convolution through memoplan::conv2d_sliced. A concatenation that copied every input
+// holds bytes no one else reads: normalized in place there (as aten's batch norm output would have
+// taken them), where aten's rounding is known.
+at::Tensor run_whole(const BnArgs& bn, const ConvArgs& conv) {
+  bool own = false;
+  at::Tensor x = bn.list ? concat_in_place(*bn.list, bn.dim, &own) : bn.parts[0];
+  at::Tensor normalized;
+  if (own && plain_nchw(x) && normalization(bn, x.size(1)) && rounding()) {
+    const int64_t channels = x.size(1), pixels = x.size(2) * x.size(3);
+    const Affine a = affine(bn, channels, rounding()->fused_beta);
+    for (int64_t image = 0; image < x.size(0); ++image) {
+      float* rows = x.data_ptr<float>() + image * channels * pixels;
+      const std::vector<const float*> in = channel_rows({x}, image, pixels);
+      normalize(a, *rounding(), in.data(), rows, channels, pixels);
+    }
+    normalized = x;
+  } else {
+    normalized = at::batch_norm(x, bn.weight, bn.bias, bn.running_mean, bn.running_var, bn.training,
+                                bn.momentum, bn.eps, bn.cudnn_enabled);
+    normalized.relu_();
+  }
+  return conv2d_sliced(normalized, conv.weight, conv.bias, conv.stride, conv.padding, conv.dilation,
+                       conv.groups);
+}
+
+// The bands: per image, aten's rows cut into calls; A's columns are the input's channels, read
+// from the parts (a concatenation is never made).
+at::Tensor run_banded(const BnArgs& bn, const std::vector<at::Tensor>& parts,
+                      const std::array<int64_t, 4>& shape, const ConvArgs& conv,
                       const std::vector<Call>& calls, const Rounding& r) {
-  const int64_t images = input.size(0), channels = input.size(1);
-  const int64_t m = input.size(2) * input.size(3), n = conv.weight.size(0);
-  // The band first: the op's first tensor must not be as large as its input (sharing_pass.cc
-  // would claim the input's bytes for it), and a band is smaller.
-  at::Tensor buffer = at::empty({buffer_rows(calls) * channels}, input.options());
-  at::Tensor out = at::empty({images, n, input.size(2), input.size(3)}, input.options());
-  const Affine a = affine(bn, r.fused_beta);
+  const int64_t images = shape[0], channels = shape[1], m = shape[2] * shape[3];
+  const int64_t n = conv.weight.size(0);
+  const at::TensorOptions options = parts[0].options();
+  // The band first: the op's first tensor must not be as large as a concatenation of its inputs
+  // (sharing_pass.cc would lay the inputs in it), and a band is smaller.
+  at::Tensor buffer = at::empty({buffer_rows(calls) * channels}, options);
+  at::Tensor out = at::empty({images, n, shape[2], shape[3]}, options);
+  const Affine a = affine(bn, channels, r.fused_beta);
   const kernels::AffineReluRowFn row = kernels::affine_relu_row();
   for (int64_t image = 0; image < images; ++image) {
-    const float* x = input.data_ptr<float>() + image * channels * m;
-    const auto fill = [&](int64_t column, int64_t first, int64_t rows, float* dst) {
+    const std::vector<const float*> rows = channel_rows(parts, image, m);
+    const auto fill = [&](int64_t column, int64_t first, int64_t count, float* dst) {
       const auto i = static_cast<size_t>(column);
-      row(x + column * m + first, dst, rows, a.alpha[i], a.beta[i], r.fused_map);
+      row(rows[i] + first, dst, count, a.alpha[i], a.beta[i], r.fused_map);
     };
     run_calls(calls, m, n, channels, conv.weight.data_ptr<float>(),
               out.data_ptr<float>() + image * n * m, buffer.data_ptr<float>(), fill);
@@ -414,15 +479,16 @@ at::Tensor run_banded(const BnArgs& bn, const at::Tensor& input, const ConvArgs&
 
 // The calls for this shape and thread count when they give aten's bytes (checked once, beside the
 // pass, on random input and the real parameters); empty: run whole.
-std::vector<Call> checked_calls(const BnArgs& bn, const ConvArgs& conv) {
+std::vector<Call> checked_calls(const BnArgs& bn, const std::array<int64_t, 4>& shape,
+                                const ConvArgs& conv) {
   const std::optional<Blocking>& b = blocking();
   const std::optional<Rounding>& r = rounding();
   if (!b || !r) return {};
-  const int64_t channels = bn.input.size(1), m = bn.input.size(2) * bn.input.size(3);
+  const int64_t channels = shape[1], m = shape[2] * shape[3];
   const std::vector<Call> calls = plan_calls(m, *b, calls_target(m, *b));
   if (calls.size() < 2 || (m - buffer_rows(calls)) * channels * 4 < kWorthBytes) return {};
 
-  const std::vector<int64_t> key{channels, bn.input.size(2), bn.input.size(3), conv.weight.size(0),
+  const std::vector<int64_t> key{channels, shape[2], shape[3], conv.weight.size(0),
                                  at::get_num_threads()};
   static std::mutex mutex;
   static auto* decided = new std::map<std::vector<int64_t>, bool>();  // never destroyed
@@ -436,15 +502,16 @@ std::vector<Call> checked_calls(const BnArgs& bn, const ConvArgs& conv) {
   {
     runtime_pass::Unrecorded beside_the_pass;
     at::Generator generator = probe_generator();
+    const std::array<int64_t, 4> one{1, channels, shape[2], shape[3]};
     const at::Tensor probe =
-        at::randn({1, channels, bn.input.size(2), bn.input.size(3)}, generator, bn.input.options());
+        at::randn({1, channels, shape[2], shape[3]}, generator, bn.parts[0].options());
     at::Tensor reference =
         at::batch_norm(probe, bn.weight, bn.bias, bn.running_mean, bn.running_var, false,
                        bn.momentum, bn.eps, bn.cudnn_enabled);
     reference.relu_();
     reference = at::conv2d(reference, conv.weight, conv.bias, conv.stride, conv.padding,
                            conv.dilation, conv.groups);
-    same = same_bytes(run_banded(bn, probe, conv, calls, *r), reference);
+    same = same_bytes(run_banded(bn, {probe}, one, conv, calls, *r), reference);
   }
   if (!same) count_whole_after_check();
   std::lock_guard<std::mutex> lock(mutex);
@@ -453,43 +520,90 @@ std::vector<Call> checked_calls(const BnArgs& bn, const ConvArgs& conv) {
 }
 
 at::Tensor bn_relu_conv1x1(const BnArgs& bn, const ConvArgs& conv) {
-  if (!banded_shape(bn, conv)) return run_whole(bn, bn.input, conv);
-  const std::vector<Call> calls = checked_calls(bn, conv);
-  if (calls.empty()) return run_whole(bn, bn.input, conv);
+  const std::optional<std::array<int64_t, 4>> shape = input_shape(bn);
+  if (!shape || !banded_shape(bn, *shape, conv)) return run_whole(bn, conv);
+  const std::vector<Call> calls = checked_calls(bn, *shape, conv);
+  if (calls.empty()) return run_whole(bn, conv);
   count_convolution_in_parts();
-  return run_banded(bn, bn.input, conv, calls, *rounding());
+  return run_banded(bn, bn.parts, *shape, conv, calls, *rounding());
 }
 
-torch::jit::RegisterOperators operators({torch::jit::Operator(
-    "memoplan::bn_relu_conv1x1(Tensor input, Tensor? bn_weight, Tensor? bn_bias, "
-    "Tensor? running_mean, Tensor? running_var, bool training, float momentum, float eps, "
-    "bool cudnn_enabled, Tensor weight, Tensor? bias, int[] stride, int[] padding, "
-    "int[] dilation, int groups) -> Tensor",
+// The arguments after the input: batch norm's eight, then aten::conv2d's six after its input.
+void take_rest(const c10::IValue* args, BnArgs& bn, ConvArgs& conv) {
+  bn.weight = args[0].toOptional<at::Tensor>();
+  bn.bias = args[1].toOptional<at::Tensor>();
+  bn.running_mean = args[2].toOptional<at::Tensor>();
+  bn.running_var = args[3].toOptional<at::Tensor>();
+  bn.training = args[4].toBool();
+  bn.momentum = args[5].toDouble();
+  bn.eps = args[6].toDouble();
+  bn.cudnn_enabled = args[7].toBool();
+  conv.weight = args[8].toTensor();
+  conv.bias = args[9].toOptional<at::Tensor>();
+  conv.stride = args[10].toIntVector();
+  conv.padding = args[11].toIntVector();
+  conv.dilation = args[12].toIntVector();
+  conv.groups = args[13].toInt();
+}
+
+#define MEMOPLAN_BN_RELU_CONV_ARGS                                                              \
+  "Tensor? bn_weight, Tensor? bn_bias, Tensor? running_mean, Tensor? running_var, "             \
+  "bool training, float momentum, float eps, bool cudnn_enabled, Tensor weight, Tensor? bias, " \
+  "int[] stride, int[] padding, int[] dilation, int groups) -> Tensor"
+
+torch::jit::RegisterOperators operators({
+    torch::jit::Operator(
+        "memoplan::bn_relu_conv1x1(Tensor input, " MEMOPLAN_BN_RELU_CONV_ARGS,
+        [](torch::jit::Stack& stack) {
+          const c10::IValue* args = &stack[stack.size() - 15];
+          BnArgs bn;
+          ConvArgs conv;
+          bn.parts = {args[0].toTensor()};
+          take_rest(args + 1, bn, conv);
+          torch::jit::drop(stack, 15);
+          stack.emplace_back(bn_relu_conv1x1(bn, conv));
+        },
+        c10::AliasAnalysisKind::FROM_SCHEMA),
+    torch::jit::Operator(
+        "memoplan::cat_bn_relu_conv1x1(Tensor[] tensors, int dim, " MEMOPLAN_BN_RELU_CONV_ARGS,
+        [](torch::jit::Stack& stack) {
+          const c10::IValue* args = &stack[stack.size() - 16];
+          BnArgs bn;
+          ConvArgs conv;
+          bn.list = args[0].toTensorList();
+          bn.parts = bn.list->vec();
+          bn.dim = args[1].toInt();
+          take_rest(args + 2, bn, conv);
+          torch::jit::drop(stack, 16);
+          stack.emplace_back(bn_relu_conv1x1(bn, conv));
+        },
+        c10::AliasAnalysisKind::FROM_SCHEMA),
+});
+
+#undef MEMOPLAN_BN_RELU_CONV_ARGS
+
+// The sizes aten::cat's output would have, without making it.
+torch::jit::RegisterOperators cat_sizes_operator({torch::jit::Operator(
+    "memoplan::cat_sizes(Tensor[] tensors, int dim) -> int[]",
     [](torch::jit::Stack& stack) {
-      const c10::IValue* args = &stack[stack.size() - 15];
-      BnArgs bn;
-      bn.input = args[0].toTensor();
-      bn.weight = args[1].toOptional<at::Tensor>();
-      bn.bias = args[2].toOptional<at::Tensor>();
-      bn.running_mean = args[3].toOptional<at::Tensor>();
-      bn.running_var = args[4].toOptional<at::Tensor>();
-      bn.training = args[5].toBool();
-      bn.momentum = args[6].toDouble();
-      bn.eps = args[7].toDouble();
-      bn.cudnn_enabled = args[8].toBool();
-      ConvArgs conv;
-      conv.weight = args[9].toTensor();
-      conv.bias = args[10].toOptional<at::Tensor>();
-      conv.stride = args[11].toIntVector();
-      conv.padding = args[12].toIntVector();
-      conv.dilation = args[13].toIntVector();
-      conv.groups = args[14].toInt();
-      torch::jit::drop(stack, 15);
-      stack.emplace_back(bn_relu_conv1x1(bn, conv));
+      const c10::List<at::Tensor> tensors = stack[stack.size() - 2].toTensorList();
+      const int64_t dim = stack.back().toInt();
+      torch::jit::drop(stack, 2);
+      TORCH_CHECK(!tensors.empty(), "memoplan::cat_sizes: no tensors");
+      std::vector<int64_t> sizes = tensors.get(0).sizes().vec();
+      const int64_t rank = static_cast<int64_t>(sizes.size());
+      const int64_t d = dim < 0 ? dim + rank : dim;
+      TORCH_CHECK(d >= 0 && d < rank, "memoplan::cat_sizes: dimension out of range");
+      int64_t total = 0;
+      for (size_t i = 0; i < tensors.size(); ++i) total += tensors.get(i).size(d);
+      sizes[static_cast<size_t>(d)] = total;
+      stack.emplace_back(std::move(sizes));
     },
     c10::AliasAnalysisKind::FROM_SCHEMA)});
 
 const c10::Symbol kFused = c10::Symbol::fromQualString("memoplan::bn_relu_conv1x1");
+const c10::Symbol kCatFused = c10::Symbol::fromQualString("memoplan::cat_bn_relu_conv1x1");
+const c10::Symbol kCatSizes = c10::Symbol::fromQualString("memoplan::cat_sizes");
 
 // Whether `value` is read after `node`: a later use, or a concatenation of a list read later.
 bool read_after(const torch::jit::Value* value, const torch::jit::Node* node) {
@@ -536,6 +650,64 @@ void collect(torch::jit::Block* block, std::vector<torch::jit::Node*>& out) {
   }
 }
 
+// `node`, or the node of `block` that holds it in one of its blocks; nullptr if none does.
+const torch::jit::Node* in_block(const torch::jit::Node* node, const torch::jit::Block* block) {
+  while (node && node->owningBlock() != block) {
+    node = node->owningBlock()->owningNode();
+  }
+  return node;
+}
+
+// The batch norm's input's concatenation, when the batch norm is all that reads its bytes
+// (aten::dim and aten::size aside: batch norm's own checks) and nothing uses the concatenated list
+// between the concatenation and the convolution (the fused op reads the list there).
+torch::jit::Node* own_concat(torch::jit::Node* bn, const torch::jit::Node* conv) {
+  torch::jit::Node* cat = bn->input(0)->node();
+  if (cat->kind() != c10::aten::cat || cat->inputs().size() != 2 ||
+      cat->owningBlock() != bn->owningBlock() ||
+      !cat->matches("aten::cat(Tensor[] tensors, int dim=0) -> Tensor")) {
+    return nullptr;
+  }
+  for (const torch::jit::Use& use : cat->output()->uses()) {
+    const torch::jit::Node* user = use.user;
+    const bool shape = user->kind() == c10::aten::dim ||
+                       (user->kind() == c10::aten::size && user->inputs().size() == 1);
+    if (user != bn && !shape) return nullptr;
+  }
+  for (const torch::jit::Use& use : cat->input(0)->uses()) {
+    const torch::jit::Node* user = in_block(use.user, cat->owningBlock());
+    if (user && user != cat && user->isAfter(cat) && user->isBefore(conv)) return nullptr;
+  }
+  return cat;
+}
+
+// The concatenation's shape checks read its inputs' instead: its rank is its first input's, its
+// sizes memoplan::cat_sizes's.
+void shape_from_inputs(torch::jit::Graph& graph, torch::jit::Node* cat) {
+  std::vector<torch::jit::Node*> users;
+  for (const torch::jit::Use& use : cat->output()->uses()) {
+    if (use.user->kind() == c10::aten::dim || use.user->kind() == c10::aten::size) {
+      users.push_back(use.user);
+    }
+  }
+  for (torch::jit::Node* user : users) {
+    torch::jit::WithInsertPoint point(user);
+    if (user->kind() == c10::aten::dim) {
+      torch::jit::Value* zero = graph.insertConstant(int64_t{0});
+      torch::jit::Node* first = graph.create(c10::aten::__getitem__, {cat->input(0), zero}, 1);
+      first->output()->setType(c10::TensorType::get());
+      graph.insertNode(first);
+      user->replaceInput(0, first->output());
+    } else {
+      torch::jit::Node* sizes = graph.create(kCatSizes, {cat->input(0), cat->input(1)}, 1);
+      sizes->output()->setType(user->output()->type());
+      graph.insertNode(sizes);
+      user->output()->replaceAllUsesWith(sizes->output());
+      user->destroy();
+    }
+  }
+}
+
 }  // namespace
 
 int fuse_bn_relu_conv1x1(torch::jit::Graph& graph) {
@@ -544,9 +716,13 @@ int fuse_bn_relu_conv1x1(torch::jit::Graph& graph) {
   for (torch::jit::Node* conv : convs) {
     torch::jit::Node* relu = conv->input(0)->node();
     torch::jit::Node* bn = relu->input(0)->node();
-    std::vector<torch::jit::Value*> inputs(bn->inputs().begin(), bn->inputs().end());
+    torch::jit::Node* cat = own_concat(bn, conv);
+    if (cat) shape_from_inputs(graph, cat);
+    std::vector<torch::jit::Value*> inputs;
+    if (cat) inputs = {cat->input(0), cat->input(1)};
+    for (size_t i = cat ? 1 : 0; i < bn->inputs().size(); ++i) inputs.push_back(bn->input(i));
     for (size_t i = 1; i < conv->inputs().size(); ++i) inputs.push_back(conv->input(i));
-    torch::jit::Node* fused = graph.create(kFused, inputs, 1);
+    torch::jit::Node* fused = graph.create(cat ? kCatFused : kFused, inputs, 1);
     fused->output()->setType(conv->output()->type());
     fused->setSourceRange(conv->sourceRange());
     fused->insertBefore(conv);
@@ -554,6 +730,7 @@ int fuse_bn_relu_conv1x1(torch::jit::Graph& graph) {
     conv->destroy();
     relu->destroy();
     bn->destroy();
+    if (cat) cat->destroy();
   }
   return static_cast<int>(convs.size());
 }

@@ -25,7 +25,10 @@ namespace memoplan::torch_ext {
 
 // Replaces aten::batch_norm -> aten::relu(_) -> aten::conv2d chains whose batch norm and ReLU
 // outputs have no other use and whose input is still read after them (another use later, or a
-// concatenation of tensors read later) by memoplan::bn_relu_conv1x1. Returns how many.
+// concatenation of tensors read later) by memoplan::bn_relu_conv1x1; by
+// memoplan::cat_bn_relu_conv1x1 (the concatenation's inputs read in place: it is never made in
+// bands) when the input is an aten::cat only the batch norm reads (its aten::dim and aten::size
+// checks rewired to the list) and nothing uses the list before the convolution. Returns how many.
 int fuse_bn_relu_conv1x1(torch::jit::Graph& graph);
 
 }  // namespace memoplan::torch_ext
