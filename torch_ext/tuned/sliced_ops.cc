@@ -155,12 +155,6 @@ at::Tensor conv_in_parts(const ConvArgs& a, const at::Tensor& input,
   return out;
 }
 
-bool same_bytes(const at::Tensor& a, const at::Tensor& b) {
-  return a.sizes() == b.sizes() && a.is_contiguous() && b.is_contiguous() &&
-         a.scalar_type() == b.scalar_type() &&
-         std::memcmp(a.data_ptr(), b.data_ptr(), a.nbytes()) == 0;
-}
-
 // Whether the parts compute aten's bytes for this shape and thread count: aten may run the
 // convolution elsewhere (OpenBLAS, whose results depend on the matrix sizes) or oneDNN may pick
 // another kernel for a part's shape. Checked once, on random input (the pass's own could hide a
@@ -180,7 +174,7 @@ std::shared_ptr<const onednn::SlicedConv> checked_parts(const ConvArgs& a,
   try {
     runtime_pass::Unrecorded beside_the_pass;
     auto parts = onednn::sliced_conv(s);
-    at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(0x6d656d6f706c616eULL);
+    at::Generator generator = probe_generator();
     const at::Tensor probe = at::randn(a.input.sizes(), generator, a.input.options());
     if (same_bytes(conv_in_parts(a, probe, *parts), conv_whole(a, probe))) conv = parts;
   } catch (const std::exception&) {
@@ -416,6 +410,16 @@ void collect(torch::jit::Block* block, std::vector<torch::jit::Node*>& out) {
 }
 
 }  // namespace
+
+bool same_bytes(const at::Tensor& a, const at::Tensor& b) {
+  return a.sizes() == b.sizes() && a.is_contiguous() && b.is_contiguous() &&
+         a.scalar_type() == b.scalar_type() &&
+         std::memcmp(a.data_ptr(), b.data_ptr(), a.nbytes()) == 0;
+}
+
+at::Generator probe_generator() {
+  return at::make_generator<at::CPUGeneratorImpl>(0x6d656d6f706c616eULL);
+}
 
 at::Tensor conv2d_sliced(const at::Tensor& input, const at::Tensor& weight,
                          const c10::optional<at::Tensor>& bias, std::vector<int64_t> stride,

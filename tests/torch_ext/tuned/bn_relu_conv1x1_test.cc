@@ -109,11 +109,8 @@ TEST(BnReluConv1x1, GivesAtensBytesInBandsAtOneThread) {
   at::set_num_threads(saved);
 }
 
-// x -> batch norm -> relu_ -> 1x1 convolution; `kept` returns x too (read after the chain).
-std::shared_ptr<torch::jit::Graph> chain(bool kept) {
-  auto graph = std::make_shared<torch::jit::Graph>();
-  const std::string ir = std::string(R"IR(
-graph(%x : Tensor, %w : Tensor, %g : Tensor, %b : Tensor, %m : Tensor, %v : Tensor):
+// The constants both graphs below use: batch norm's flags, the 1x1 convolution's arguments.
+const char* const kConstants = R"IR(
   %no : bool = prim::Constant[value=0]()
   %momentum : float = prim::Constant[value=0.1]()
   %eps : float = prim::Constant[value=1.0000000000000001e-05]()
@@ -122,11 +119,20 @@ graph(%x : Tensor, %w : Tensor, %g : Tensor, %b : Tensor, %m : Tensor, %v : Tens
   %zero : int = prim::Constant[value=0]()
   %ones : int[] = prim::ListConstruct(%one, %one)
   %zeros : int[] = prim::ListConstruct(%zero, %zero)
-  %n : Tensor = aten::batch_norm(%x, %g, %b, %m, %v, %no, %momentum, %eps, %no)
+)IR";
+
+// x -> batch norm -> relu_ -> 1x1 convolution; `kept` returns x too (read after the chain).
+std::shared_ptr<torch::jit::Graph> chain(bool kept) {
+  auto graph = std::make_shared<torch::jit::Graph>();
+  const std::string ir =
+      "graph(%x : Tensor, %w : Tensor, %g : Tensor, %b : Tensor, %m : Tensor, %v : Tensor):" +
+      std::string(kConstants) +
+      R"IR(  %n : Tensor = aten::batch_norm(%x, %g, %b, %m, %v, %no, %momentum, %eps, %no)
   %r : Tensor = aten::relu_(%n)
   %y : Tensor = aten::conv2d(%r, %w, %none, %ones, %zeros, %ones, %one)
-)IR") + (kept ? "  %t : (Tensor, Tensor) = prim::TupleConstruct(%y, %x)\n  return (%t)\n"
-              : "  return (%y)\n");
+)IR" +
+      std::string(kept ? "  %t : (Tensor, Tensor) = prim::TupleConstruct(%y, %x)\n  return (%t)\n"
+                       : "  return (%y)\n");
   torch::jit::parseIR(ir, graph.get());
   return graph;
 }
@@ -135,17 +141,10 @@ graph(%x : Tensor, %w : Tensor, %g : Tensor, %b : Tensor, %m : Tensor, %v : Tens
 // (as batch norm's checks do), the list returned too (read after the chain).
 std::shared_ptr<torch::jit::Graph> concat_chain() {
   auto graph = std::make_shared<torch::jit::Graph>();
-  torch::jit::parseIR(R"IR(
-graph(%x : Tensor, %y : Tensor, %w : Tensor, %g : Tensor, %b : Tensor, %m : Tensor, %v : Tensor):
-  %no : bool = prim::Constant[value=0]()
-  %momentum : float = prim::Constant[value=0.1]()
-  %eps : float = prim::Constant[value=1.0000000000000001e-05]()
-  %none : NoneType = prim::Constant()
-  %one : int = prim::Constant[value=1]()
-  %zero : int = prim::Constant[value=0]()
-  %ones : int[] = prim::ListConstruct(%one, %one)
-  %zeros : int[] = prim::ListConstruct(%zero, %zero)
-  %list : Tensor[] = prim::ListConstruct(%x, %y)
+  const std::string ir =
+      "graph(%x : Tensor, %y : Tensor, %w : Tensor, %g : Tensor, %b : Tensor, %m : Tensor, "
+      "%v : Tensor):" +
+      std::string(kConstants) + R"IR(  %list : Tensor[] = prim::ListConstruct(%x, %y)
   %c : Tensor = aten::cat(%list, %one)
   %rank : int = aten::dim(%c)
   %sizes : int[] = aten::size(%c)
@@ -154,8 +153,8 @@ graph(%x : Tensor, %y : Tensor, %w : Tensor, %g : Tensor, %b : Tensor, %m : Tens
   %out : Tensor = aten::conv2d(%r, %w, %none, %ones, %zeros, %ones, %one)
   %t : (Tensor, int, int[], Tensor[]) = prim::TupleConstruct(%out, %rank, %sizes, %list)
   return (%t)
-)IR",
-                      graph.get());
+)IR";
+  torch::jit::parseIR(ir, graph.get());
   return graph;
 }
 

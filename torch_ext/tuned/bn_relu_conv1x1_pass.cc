@@ -1,0 +1,167 @@
+// The graph rewrite of memory min's dense-layer bottleneck (bn_relu_conv1x1.h): which chains become
+// memoplan::bn_relu_conv1x1 / memoplan::cat_bn_relu_conv1x1 (the ops: bn_relu_conv1x1.cc), and
+// memoplan::cat_sizes for a fused concatenation's size checks.
+#include "bn_relu_conv1x1.h"
+
+#include <torch/csrc/jit/ir/ir.h>
+#include <torch/csrc/jit/runtime/custom_operator.h>
+
+#include <vector>
+
+namespace memoplan::torch_ext {
+namespace {
+
+// The sizes aten::cat's output would have, without making it.
+torch::jit::RegisterOperators cat_sizes_operator({torch::jit::Operator(
+    "memoplan::cat_sizes(Tensor[] tensors, int dim) -> int[]",
+    [](torch::jit::Stack& stack) {
+      const c10::List<at::Tensor> tensors = stack[stack.size() - 2].toTensorList();
+      const int64_t dim = stack.back().toInt();
+      torch::jit::drop(stack, 2);
+      TORCH_CHECK(!tensors.empty(), "memoplan::cat_sizes: no tensors");
+      std::vector<int64_t> sizes = tensors.get(0).sizes().vec();
+      const int64_t rank = static_cast<int64_t>(sizes.size());
+      const int64_t d = dim < 0 ? dim + rank : dim;
+      TORCH_CHECK(d >= 0 && d < rank, "memoplan::cat_sizes: dimension out of range");
+      int64_t total = 0;
+      for (size_t i = 0; i < tensors.size(); ++i) total += tensors.get(i).size(d);
+      sizes[static_cast<size_t>(d)] = total;
+      stack.emplace_back(std::move(sizes));
+    },
+    c10::AliasAnalysisKind::FROM_SCHEMA)});
+
+const c10::Symbol kFused = c10::Symbol::fromQualString("memoplan::bn_relu_conv1x1");
+const c10::Symbol kCatFused = c10::Symbol::fromQualString("memoplan::cat_bn_relu_conv1x1");
+const c10::Symbol kCatSizes = c10::Symbol::fromQualString("memoplan::cat_sizes");
+
+// Whether `value` is read after `node`: a later use, or a concatenation of a list read later.
+bool read_after(const torch::jit::Value* value, const torch::jit::Node* node) {
+  for (const torch::jit::Use& use : value->uses()) {
+    if (use.user != node && use.user->isAfter(node)) return true;
+  }
+  const torch::jit::Node* producer = value->node();
+  if (producer->kind() == c10::aten::cat && producer->inputs().size() >= 1) {
+    const torch::jit::Value* list = producer->input(0);
+    for (const torch::jit::Use& use : list->uses()) {
+      if (use.user != producer && use.user->isAfter(producer)) return true;
+    }
+  }
+  return false;
+}
+
+bool single_use_by(const torch::jit::Value* value, const torch::jit::Node* user) {
+  return value->uses().size() == 1 && value->uses()[0].user == user && value->uses()[0].offset == 0;
+}
+
+void collect(torch::jit::Block* block, std::vector<torch::jit::Node*>& out) {
+  for (torch::jit::Node* node : block->nodes()) {
+    for (torch::jit::Block* inner : node->blocks()) collect(inner, out);
+    if (node->kind() != c10::aten::conv2d ||
+        !node->matches("aten::conv2d(Tensor input, Tensor weight, Tensor? bias=None, "
+                       "int[2] stride=1, int[2] padding=0, int[2] dilation=1, int groups=1) -> "
+                       "Tensor")) {
+      continue;
+    }
+    torch::jit::Node* relu = node->input(0)->node();
+    if ((relu->kind() != c10::aten::relu && relu->kind() != c10::aten::relu_) ||
+        relu->owningBlock() != block || !single_use_by(relu->output(), node)) {
+      continue;
+    }
+    torch::jit::Node* bn = relu->input(0)->node();
+    if (bn->kind() != c10::aten::batch_norm || bn->owningBlock() != block ||
+        !bn->matches("aten::batch_norm(Tensor input, Tensor? weight, Tensor? bias, "
+                     "Tensor? running_mean, Tensor? running_var, bool training, float momentum, "
+                     "float eps, bool cudnn_enabled) -> Tensor") ||
+        !single_use_by(bn->output(), relu) || !read_after(bn->input(0), bn)) {
+      continue;
+    }
+    out.push_back(node);
+  }
+}
+
+// `node`, or the node of `block` that holds it in one of its blocks; nullptr if none does.
+const torch::jit::Node* in_block(const torch::jit::Node* node, const torch::jit::Block* block) {
+  while (node && node->owningBlock() != block) {
+    node = node->owningBlock()->owningNode();
+  }
+  return node;
+}
+
+// The batch norm's input's concatenation, when the batch norm is all that reads its bytes
+// (aten::dim and aten::size aside: batch norm's own checks) and nothing uses the concatenated list
+// between the concatenation and the convolution (the fused op reads the list there).
+torch::jit::Node* own_concat(torch::jit::Node* bn, const torch::jit::Node* conv) {
+  torch::jit::Node* cat = bn->input(0)->node();
+  if (cat->kind() != c10::aten::cat || cat->inputs().size() != 2 ||
+      cat->owningBlock() != bn->owningBlock() ||
+      !cat->matches("aten::cat(Tensor[] tensors, int dim=0) -> Tensor")) {
+    return nullptr;
+  }
+  for (const torch::jit::Use& use : cat->output()->uses()) {
+    const torch::jit::Node* user = use.user;
+    const bool shape = user->kind() == c10::aten::dim ||
+                       (user->kind() == c10::aten::size && user->inputs().size() == 1);
+    if (user != bn && !shape) return nullptr;
+  }
+  for (const torch::jit::Use& use : cat->input(0)->uses()) {
+    const torch::jit::Node* user = in_block(use.user, cat->owningBlock());
+    if (user && user != cat && user->isAfter(cat) && user->isBefore(conv)) return nullptr;
+  }
+  return cat;
+}
+
+// The concatenation's shape checks read its inputs' instead: its rank is its first input's, its
+// sizes memoplan::cat_sizes's.
+void shape_from_inputs(torch::jit::Graph& graph, torch::jit::Node* cat) {
+  std::vector<torch::jit::Node*> users;
+  for (const torch::jit::Use& use : cat->output()->uses()) {
+    if (use.user->kind() == c10::aten::dim || use.user->kind() == c10::aten::size) {
+      users.push_back(use.user);
+    }
+  }
+  for (torch::jit::Node* user : users) {
+    torch::jit::WithInsertPoint point(user);
+    if (user->kind() == c10::aten::dim) {
+      torch::jit::Value* zero = graph.insertConstant(int64_t{0});
+      torch::jit::Node* first = graph.create(c10::aten::__getitem__, {cat->input(0), zero}, 1);
+      first->output()->setType(c10::TensorType::get());
+      graph.insertNode(first);
+      user->replaceInput(0, first->output());
+    } else {
+      torch::jit::Node* sizes = graph.create(kCatSizes, {cat->input(0), cat->input(1)}, 1);
+      sizes->output()->setType(user->output()->type());
+      graph.insertNode(sizes);
+      user->output()->replaceAllUsesWith(sizes->output());
+      user->destroy();
+    }
+  }
+}
+
+}  // namespace
+
+int fuse_bn_relu_conv1x1(torch::jit::Graph& graph) {
+  std::vector<torch::jit::Node*> convs;
+  collect(graph.block(), convs);
+  for (torch::jit::Node* conv : convs) {
+    torch::jit::Node* relu = conv->input(0)->node();
+    torch::jit::Node* bn = relu->input(0)->node();
+    torch::jit::Node* cat = own_concat(bn, conv);
+    if (cat) shape_from_inputs(graph, cat);
+    std::vector<torch::jit::Value*> inputs;
+    if (cat) inputs = {cat->input(0), cat->input(1)};
+    for (size_t i = cat ? 1 : 0; i < bn->inputs().size(); ++i) inputs.push_back(bn->input(i));
+    for (size_t i = 1; i < conv->inputs().size(); ++i) inputs.push_back(conv->input(i));
+    torch::jit::Node* fused = graph.create(cat ? kCatFused : kFused, inputs, 1);
+    fused->output()->setType(conv->output()->type());
+    fused->setSourceRange(conv->sourceRange());
+    fused->insertBefore(conv);
+    conv->output()->replaceAllUsesWith(fused->output());
+    conv->destroy();
+    relu->destroy();
+    bn->destroy();
+    if (cat) cat->destroy();
+  }
+  return static_cast<int>(convs.size());
+}
+
+}  // namespace memoplan::torch_ext
