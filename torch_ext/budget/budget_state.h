@@ -97,10 +97,11 @@ class BudgetState {
     std::vector<uint64_t> work;
   };
 
-  void start_pass();                // under schedule_mutex_
-  void size_arena(uint64_t bytes);  // under arena_mutex_
-  void release(size_t g);           // after the group's last step
-  void load_loop();                 // the loader thread
+  void start_pass();                 // under schedule_mutex_
+  void size_arena(uint64_t bytes);   // under arena_mutex_
+  void release(size_t g);            // after the group's last step
+  void drop_fault_around(size_t g);  // the neighbours' pages g's faults mapped
+  void load_loop();                  // the loader thread
 
   std::mutex schedule_mutex_;
   std::shared_ptr<const Schedule> schedule_;
