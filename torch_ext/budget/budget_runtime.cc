@@ -182,18 +182,32 @@ Slicer slicer(int64_t id, const void* weight, uint64_t weight_bytes) {
     slicer.group = g;
     slicer.conv = state->conv[g] != 0;
     slicer.slice_bytes = weight_bytes / static_cast<uint64_t>(std::max(1, slicer.slices));
+    slicer.weight_bytes = weight_bytes;
     break;
   }
   return slicer;
 }
 
+// Slice i's bytes: [i * slice_bytes, ...), the last one what is left of the weight.
+static uint64_t slice_length(const Slicer& s, uint64_t offset) {
+  return offset < s.weight_bytes ? std::min(s.slice_bytes, s.weight_bytes - offset) : 0;
+}
+
 void Slicer::load(int slice) const {
-  if (slice < slices) state->want(group, slice * slice_bytes, slice_bytes);
+  const uint64_t offset = static_cast<uint64_t>(slice) * slice_bytes;
+  if (slice < slices && slice_length(*this, offset) > 0) {
+    state->want(group, offset, slice_length(*this, offset));
+  }
 }
 
 void Slicer::refused() const { state->refused.fetch_add(1, std::memory_order_relaxed); }
 
-void Slicer::done(int slice) const { state->drop_part(group, slice * slice_bytes, slice_bytes); }
+void Slicer::done(int slice) const {
+  const uint64_t offset = static_cast<uint64_t>(slice) * slice_bytes;
+  if (slice_length(*this, offset) > 0) {
+    state->drop_part(group, offset, slice_length(*this, offset));
+  }
+}
 
 bool Slicer::conv_known(uint32_t* max_slices) const { return state->conv_known(group, max_slices); }
 

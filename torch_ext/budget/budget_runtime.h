@@ -47,7 +47,8 @@ struct Slicer {
   void load(int slice) const;
   void done(int slice) const;
   void refused() const;      // the input cannot be sliced: the layer runs whole
-  uint64_t slice_bytes = 0;  // of the weight
+  uint64_t slice_bytes = 0;  // of the weight (the last slice: what is left)
+  uint64_t weight_bytes = 0;
   // Convolutions: whether the first call's facts are in (and the most slices, 0: aten's
   // convolution), learning them, and the module's work arena for the parts' buffers.
   bool conv_known(uint32_t* max_slices) const;

@@ -91,6 +91,22 @@ std::optional<Blocking> find_blocking() {
   return std::nullopt;
 }
 
+// Whether slices of `unit` columns (the last one what is left) give the whole call's bytes, for
+// rows enough for the driver's later blocks and a column count no multiple of the unit.
+bool columns_match(int64_t unit) {
+  constexpr int64_t kM = 1100, kK = 72, kN = 101;
+  std::mt19937 rng(0x6d656d70);
+  const std::vector<float> a = random_floats(static_cast<size_t>(kK * kM), rng);  // m x k
+  const std::vector<float> w = random_floats(static_cast<size_t>(kN * kK), rng);  // k x n
+  std::vector<float> whole(static_cast<size_t>(kN * kM)), sliced(whole.size());
+  gemm(kM, kN, kK, a.data(), kM, w.data(), whole.data(), kM);
+  for (int64_t first = 0; first < kN; first += unit) {
+    gemm(kM, std::min(unit, kN - first), kK, a.data(), kM, w.data() + first * kK,
+         sliced.data() + first * kM, kM);
+  }
+  return std::memcmp(sliced.data(), whole.data(), whole.size() * sizeof(float)) == 0;
+}
+
 }  // namespace
 
 void gemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, float* c,
@@ -168,6 +184,16 @@ int64_t calls_target(int64_t m, const Blocking& b) {
 const std::optional<Blocking>& blocking() {
   static const std::optional<Blocking> found = find_blocking();
   return found;
+}
+
+int64_t column_unit() {
+  static const int64_t unit = [] {
+    for (const int64_t u : {4, 8, 12, 16, 24, 32, 48, 64, 96}) {
+      if (columns_match(u)) return u;
+    }
+    return int64_t{0};
+  }();
+  return unit;
 }
 
 int blas_threads() {

@@ -70,6 +70,12 @@ void run_calls(const std::vector<Call>& calls, int64_t m, int64_t n, int64_t k, 
 // its bytes, e.g. another BLAS than OpenBLAS).
 const std::optional<Blocking>& blocking();
 
+// Slices of columns (a convolution's output channels) that give the whole call's bytes: the
+// driver's first block of rows takes its columns in chunks (3 x UNROLL_N), so a slice computed as
+// a call of its own matches the whole where it starts on a chunk's first column. The smallest
+// such width, learned once per process on random data (0: none found, e.g. another BLAS).
+int64_t column_unit();
+
 // OpenBLAS's own thread count (its threaded driver cuts rows otherwise); 1 for another BLAS.
 int blas_threads();
 

@@ -22,6 +22,7 @@
 #include <optional>
 #include <vector>
 
+#include "blas_bands.h"
 #include "blocked/onednn.h"
 #include "bn_relu_conv1x1.h"
 #include "budget/budget_runtime.h"
@@ -227,6 +228,88 @@ onednn::SlicedConvSpec in_slices(onednn::SlicedConvSpec spec, uint32_t slices) {
   return spec;
 }
 
+// A 1x1 convolution that aten computes through the BLAS (slow_conv2d at one thread: one sgemm_ a
+// image, pixels x input channels times input channels x output channels), where oneDNN's parts
+// differ from it: sliced by output channels into GEMMs of their own, each slice starting on a
+// multiple of the BLAS's column unit (blas_bands.h), which gives the whole call's bytes. The weight
+// slice is read where it lies (the mapping) and the output written in place: no work arena.
+struct GemmSlices {
+  int64_t images = 0, in_channels = 0, pixels = 0, out_channels = 0, per_slice = 0, count = 0;
+};
+
+std::optional<GemmSlices> gemm_slices(const ConvArgs& a, uint32_t slices) {
+  const std::optional<onednn::SlicedConvSpec> s = conv_spec(a);
+  const int64_t unit = blas_bands::column_unit();
+  if (!s || unit == 0 || s->groups != 1 || s->bias || s->kh != 1 || s->kw != 1) return std::nullopt;
+  for (int i = 0; i < 2; ++i) {
+    if (s->stride[i] != 1 || s->padding[i] != 0 || s->dilation[i] != 1) return std::nullopt;
+  }
+  if (at::get_num_threads() != 1 || blas_bands::blas_threads() != 1) return std::nullopt;
+  GemmSlices g;
+  g.images = s->n;
+  g.in_channels = s->c;
+  g.pixels = s->h * s->w;
+  g.out_channels = s->out_channels;
+  const int64_t even = (g.out_channels + slices - 1) / slices;
+  g.per_slice = (even + unit - 1) / unit * unit;
+  g.count = (g.out_channels + g.per_slice - 1) / g.per_slice;
+  if (slices > 1 && g.count < 2) return std::nullopt;
+  return g;
+}
+
+// Slice i of every image: output channels [i * per_slice, ...) = input (pixels x in) * weight rows.
+void gemm_slice(const GemmSlices& g, const float* input, const float* weight, float* out,
+                int64_t i) {
+  const int64_t first = i * g.per_slice;
+  const int64_t channels = std::min(g.per_slice, g.out_channels - first);
+  for (int64_t n = 0; n < g.images; ++n) {
+    blas_bands::gemm(g.pixels, channels, g.in_channels, input + n * g.in_channels * g.pixels,
+                     g.pixels, weight + first * g.in_channels,
+                     out + (n * g.out_channels + first) * g.pixels, g.pixels);
+  }
+}
+
+at::Tensor gemm_output(const ConvArgs& a, const GemmSlices& g) {
+  return at::empty({g.images, g.out_channels, a.input.size(2), a.input.size(3)}, a.input.options());
+}
+
+// Whether the slices give aten's bytes for this shape, slice count and thread count (checked once
+// on a random probe, beside the pass).
+bool checked_gemm_slices(const ConvArgs& a, const GemmSlices& g) {
+  const std::vector<int64_t> key{
+      g.images,        g.in_channels,        g.pixels, g.out_channels, g.per_slice,
+      a.input.size(2), at::get_num_threads()};
+  static std::mutex mutex;
+  static auto* decided = new std::map<std::vector<int64_t>, bool>();  // never destroyed
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (auto it = decided->find(key); it != decided->end()) return it->second;
+  }
+  bool same = false;
+  {
+    runtime_pass::Unrecorded beside_the_pass;
+    at::Generator generator = probe_generator();
+    const at::Tensor probe = at::randn(a.input.sizes(), generator, a.input.options());
+    at::Tensor out = gemm_output(a, g);
+    for (int64_t i = 0; i < g.count; ++i) {
+      gemm_slice(g, probe.data_ptr<float>(), a.weight.data_ptr<float>(), out.data_ptr<float>(), i);
+    }
+    same = same_bytes(out, conv_whole(a, probe));
+  }
+  if (!same) ++whole_after_check;
+  std::lock_guard<std::mutex> lock(mutex);
+  return decided->emplace(key, same).first->second;
+}
+
+// Weight bytes a pass holds past the planner's even slices (two slices resident: one computing,
+// one loading), page-rounded: what the planner is told as the slices' work.
+uint64_t gemm_excess(const ConvArgs& a, const GemmSlices& g, uint32_t slices) {
+  const uint64_t bytes = static_cast<uint64_t>(a.weight.nbytes());
+  const uint64_t slice = static_cast<uint64_t>(g.per_slice * g.in_channels) * 4;
+  const uint64_t excess = 2 * (slice - std::min(slice, bytes / slices));
+  return (excess + 4095) / 4096 * 4096;
+}
+
 // The first call's facts: the most slices (each a multiple of 8 channels, oneDNN's AVX2 block)
 // that compute aten's bytes, 0 when not even the whole in one part does, and each count's work.
 uint32_t learn_budget_conv(const ConvArgs& a, const budget::Slicer& slicer) {
@@ -248,6 +331,20 @@ uint32_t learn_budget_conv(const ConvArgs& a, const budget::Slicer& slicer) {
       if (!conv) break;
       work.push_back(arena_layout(conv->buffers()).total);
       most = slices;
+    }
+    if (most == 0 && gemm_slices(a, 1)) {  // aten's whole call is slice count 1: no work
+      work.push_back(0);
+      most = 1;
+      for (uint32_t slices = 2; slices <= kBudgetMostSlices; slices *= 2) {
+        const std::optional<GemmSlices> g = gemm_slices(a, slices);
+        if (!g || !checked_gemm_slices(a, *g)) break;
+        work.push_back(gemm_excess(a, *g, slices));
+        most = slices;
+      }
+      if (most == 1) {
+        most = 0;
+        work.clear();
+      }
     }
   }
   slicer.learn_conv(most, std::move(work));
@@ -276,6 +373,26 @@ at::Tensor budget_conv2d(const ConvArgs& a, int64_t module) {
   if (most == 0) return conv_whole(a, a.input);
   const std::optional<onednn::SlicedConvSpec> spec = conv_spec(a);
   const uint32_t slices = std::min<uint32_t>(most, static_cast<uint32_t>(slicer.slices));
+  if (gemm_slices(a, 1) && !checked_parts(a, in_slices(*spec, 1))) {  // the BLAS's slices
+    const std::optional<GemmSlices> g = gemm_slices(a, slices);
+    if (slices <= 1) return conv_whole(a, a.input);
+    if (!g || !checked_gemm_slices(a, *g)) {
+      slicer.refused();
+      return conv_whole(a, a.input);
+    }
+    budget::Slicer parts = slicer;
+    parts.slices = static_cast<int>(g->count);
+    parts.slice_bytes = static_cast<uint64_t>(g->per_slice * g->in_channels) * 4;
+    at::Tensor out = gemm_output(a, *g);
+    for (int64_t i = 0; i < g->count; ++i) {
+      parts.load(static_cast<int>(i) + 1);  // overlapped with this slice's computing
+      gemm_slice(*g, a.input.data_ptr<float>(), a.weight.data_ptr<float>(), out.data_ptr<float>(),
+                 i);
+      parts.done(static_cast<int>(i));
+    }
+    ++sliced_convolutions;
+    return out;
+  }
   // Another shape or thread count than the first call's gets its own check.
   const std::shared_ptr<const onednn::SlicedConv> conv =
       spec ? checked_parts(a, in_slices(*spec, slices)) : nullptr;

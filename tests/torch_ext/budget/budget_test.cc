@@ -2,6 +2,7 @@
 // the sampled resident weights plus the slab under the budget, linears and convolutions sliced
 // when a layer alone does not fit (and still bit-identical), a new budget taking effect without a
 // profiled pass, and a budget below the smallest feasible one refused with that figure.
+#include <ATen/Parallel.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -212,6 +213,44 @@ TEST_F(Budget, SlicesAConvolutionThatDoesNotFitAloneAndStaysBitIdentical) {
   EXPECT_LE(plan_summary.slab_bytes + peak, smallest.budget_bytes);
   sample_resident_weights(m, false);
   EXPECT_EQ(budget_summary(m)->slicing_refused, 0u);
+}
+
+// A 1x1 convolution at one thread, which aten computes through the BLAS (oneDNN's parts differ
+// from it there): sliced by output channels into GEMMs of their own, still bit-identical.
+TEST_F(Budget, SlicesAOneByOneConvolutionAtOneThread) {
+  const int threads = at::get_num_threads();
+  at::set_num_threads(1);
+  auto make = [] {
+    torch::manual_seed(4);
+    torch::jit::Module m("Pointwise");
+    m.register_parameter("c1", torch::randn({1024, 256, 1, 1}) * 0.05, false);
+    m.register_parameter("c2", torch::randn({64, 1024, 1, 1}) * 0.05, false);
+    m.define(R"(
+      def forward(self, x):
+          y = torch.relu(torch.conv2d(x, self.c1, None))
+          return torch.conv2d(y, self.c2, None)
+    )");
+    m.eval();
+    return m;
+  };
+  torch::jit::Module reference = make();
+  torch::jit::Module m = make();
+  const at::Tensor input = torch::randn({1, 256, 7, 7});
+  const at::Tensor expected = reference.forward({input}).toTensor();
+  const PlanSummary plan_summary = plan(m, {input}, budgeted(64 * kMiB, dir));
+  const BudgetSummary smallest = set_budget(m, budget_summary(m)->smallest_budget_bytes);
+  EXPECT_GE(smallest.sliced_groups, 1u) << "budget " << smallest.budget_bytes;
+  EXPECT_LT(smallest.budget_bytes, plan_summary.slab_bytes + 1024 * 256 * 4);
+  sample_resident_weights(m, true);
+  resident_weight_peak(m, true);
+  for (int pass = 0; pass < 3; ++pass) {
+    drop_weight_page_cache(m);
+    EXPECT_TRUE(torch::equal(m.forward({input}).toTensor(), expected)) << "pass " << pass;
+  }
+  EXPECT_LE(plan_summary.slab_bytes + resident_weight_peak(m, true), smallest.budget_bytes);
+  sample_resident_weights(m, false);
+  EXPECT_EQ(budget_summary(m)->slicing_refused, 0u);
+  at::set_num_threads(threads);
 }
 
 // An embedding's lookups touch only their rows: its table (5 MiB) is read where it lies, counted
