@@ -332,18 +332,14 @@ uint32_t learn_budget_conv(const ConvArgs& a, const budget::Slicer& slicer) {
       work.push_back(arena_layout(conv->buffers()).total);
       most = slices;
     }
-    if (most == 0 && gemm_slices(a, 1)) {  // aten's whole call is slice count 1: no work
-      work.push_back(0);
-      most = 1;
-      for (uint32_t slices = 2; slices <= kBudgetMostSlices; slices *= 2) {
+    // Where oneDNN's one part differs: the BLAS's slices, one slice included (one GEMM a image,
+    // as aten's call), so that every budget makes the same allocations.
+    if (most == 0) {
+      for (uint32_t slices = 1; slices <= kBudgetMostSlices; slices *= 2) {
         const std::optional<GemmSlices> g = gemm_slices(a, slices);
         if (!g || !checked_gemm_slices(a, *g)) break;
         work.push_back(gemm_excess(a, *g, slices));
         most = slices;
-      }
-      if (most == 1) {
-        most = 0;
-        work.clear();
       }
     }
   }
@@ -364,33 +360,38 @@ void budget_part(void* context, size_t part, bool after) {
   }
 }
 
-at::Tensor budget_conv2d(const ConvArgs& a, int64_t module) {
+// What runs a convolution the budget does not slice: aten's, or in memory min's parts.
+at::Tensor unsliced(const ConvArgs& a, bool memory_min) {
+  return memory_min ? conv2d_sliced(a) : conv_whole(a, a.input);
+}
+
+at::Tensor budget_conv2d(const ConvArgs& a, int64_t module, bool memory_min) {
   budget::Slicer slicer =
       budget::slicer(module, a.weight.data_ptr(), static_cast<uint64_t>(a.weight.nbytes()));
-  if (!slicer.state || !slicer.conv) return conv_whole(a, a.input);
+  if (!slicer.state || !slicer.conv) return unsliced(a, memory_min);
   uint32_t most = 0;
   if (!slicer.conv_known(&most)) most = learn_budget_conv(a, slicer);
-  if (most == 0) return conv_whole(a, a.input);
+  if (most == 0) return unsliced(a, memory_min);
   const std::optional<onednn::SlicedConvSpec> spec = conv_spec(a);
   const uint32_t slices = std::min<uint32_t>(most, static_cast<uint32_t>(slicer.slices));
   if (gemm_slices(a, 1) && !checked_parts(a, in_slices(*spec, 1))) {  // the BLAS's slices
     const std::optional<GemmSlices> g = gemm_slices(a, slices);
-    if (slices <= 1) return conv_whole(a, a.input);
     if (!g || !checked_gemm_slices(a, *g)) {
       slicer.refused();
-      return conv_whole(a, a.input);
+      return unsliced(a, memory_min);
     }
     budget::Slicer parts = slicer;
     parts.slices = static_cast<int>(g->count);
     parts.slice_bytes = static_cast<uint64_t>(g->per_slice * g->in_channels) * 4;
     at::Tensor out = gemm_output(a, *g);
     for (int64_t i = 0; i < g->count; ++i) {
-      parts.load(static_cast<int>(i) + 1);  // overlapped with this slice's computing
+      // One slice: the weight as the plan holds it (pinned, or loaded and released by steps).
+      if (g->count > 1) parts.load(static_cast<int>(i) + 1);  // overlapped with this slice
       gemm_slice(*g, a.input.data_ptr<float>(), a.weight.data_ptr<float>(), out.data_ptr<float>(),
                  i);
-      parts.done(static_cast<int>(i));
+      if (g->count > 1) parts.done(static_cast<int>(i));
     }
-    ++sliced_convolutions;
+    if (g->count > 1) ++sliced_convolutions;
     return out;
   }
   // Another shape or thread count than the first call's gets its own check.
@@ -398,7 +399,7 @@ at::Tensor budget_conv2d(const ConvArgs& a, int64_t module) {
       spec ? checked_parts(a, in_slices(*spec, slices)) : nullptr;
   if (!conv) {
     slicer.refused();
-    return conv_whole(a, a.input);
+    return unsliced(a, memory_min);
   }
   const onednn::Shape o = conv->output();
   at::Tensor out = at::empty({o.n, o.c, o.h, o.w}, a.input.options());
@@ -459,6 +460,8 @@ at::Tensor max_pool2d_sliced(const at::Tensor& self, at::IntArrayRef kernel, at:
 
 const c10::Symbol kConvSliced = c10::Symbol::fromQualString("memoplan::conv2d_sliced");
 const c10::Symbol kPoolSliced = c10::Symbol::fromQualString("memoplan::max_pool2d_sliced");
+const c10::Symbol kBudgetConv = c10::Symbol::fromQualString("memoplan::budget_conv2d");
+const c10::Symbol kBudgetConvMin = c10::Symbol::fromQualString("memoplan::budget_conv2d_min");
 
 // aten::conv2d's seven arguments, from `args` on.
 ConvArgs conv_args(const c10::IValue* args) {
@@ -490,7 +493,19 @@ torch::jit::RegisterOperators sliced_operators({
           const ConvArgs a = conv_args(&stack[stack.size() - 8]);
           const int64_t module = stack.back().toInt();
           torch::jit::drop(stack, 8);
-          stack.emplace_back(budget_conv2d(a, module));
+          stack.emplace_back(budget_conv2d(a, module, false));
+        },
+        c10::AliasAnalysisKind::FROM_SCHEMA),
+    // The same under memory = "min" (replace_sliced_ops): what the budget does not slice runs in
+    // memory min's parts.
+    torch::jit::Operator(
+        "memoplan::budget_conv2d_min(Tensor input, Tensor weight, Tensor? bias, int[] stride, "
+        "int[] padding, int[] dilation, int groups, int module) -> Tensor",
+        [](torch::jit::Stack& stack) {
+          const ConvArgs a = conv_args(&stack[stack.size() - 8]);
+          const int64_t module = stack.back().toInt();
+          torch::jit::drop(stack, 8);
+          stack.emplace_back(budget_conv2d(a, module, true));
         },
         c10::AliasAnalysisKind::FROM_SCHEMA),
     torch::jit::Operator(
@@ -522,7 +537,7 @@ void collect(torch::jit::Block* block, std::vector<torch::jit::Node*>& out) {
                       node->matches(
                           "aten::max_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], "
                           "int[2] padding=0, int[2] dilation=1, bool ceil_mode=False) -> Tensor");
-    if (conv || pool) out.push_back(node);
+    if (conv || pool || node->kind() == kBudgetConv) out.push_back(node);
   }
 }
 
@@ -562,7 +577,9 @@ int replace_sliced_ops(torch::jit::Graph& graph) {
   std::vector<torch::jit::Node*> nodes;
   collect(graph.block(), nodes);
   for (torch::jit::Node* node : nodes) {
-    const c10::Symbol kind = node->kind() == c10::aten::conv2d ? kConvSliced : kPoolSliced;
+    const c10::Symbol kind = node->kind() == c10::aten::conv2d ? kConvSliced
+                             : node->kind() == kBudgetConv     ? kBudgetConvMin
+                                                               : kPoolSliced;
     torch::jit::Node* sliced = graph.create(kind, node->inputs(), 1);
     sliced->output()->setType(node->output()->type());
     sliced->setSourceRange(node->sourceRange());

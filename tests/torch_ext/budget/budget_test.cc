@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "memoplan/torch/budget.h"
+#include "memoplan/torch/kernels.h"
 #include "memoplan/torch/plan.h"
 
 namespace memoplan::torch_ext {
@@ -213,6 +214,46 @@ TEST_F(Budget, SlicesAConvolutionThatDoesNotFitAloneAndStaysBitIdentical) {
   EXPECT_LE(plan_summary.slab_bytes + peak, smallest.budget_bytes);
   sample_resident_weights(m, false);
   EXPECT_EQ(budget_summary(m)->slicing_refused, 0u);
+}
+
+// Under memory = "min", a convolution the budget does not slice (its weight smaller than its
+// input) runs in memory min's bands: a smaller slab, so a smaller smallest feasible budget.
+TEST_F(Budget, MemoryMinLowersTheSmallestFeasibleBudget) {
+  auto make = [] {
+    torch::manual_seed(5);
+    torch::jit::Module m("Wide");
+    m.register_parameter("c1", torch::randn({256, 64, 3, 3}) * 0.05, false);
+    m.register_parameter("c2", torch::randn({512, 256, 3, 3}) * 0.02, false);
+    m.define(R"(
+      def forward(self, x):
+          y = torch.relu(torch.conv2d(x, self.c1, None, [1, 1], [1, 1]))
+          return torch.conv2d(y, self.c2, None, [2, 2], [1, 1])
+    )");
+    m.eval();
+    return m;
+  };
+  torch::jit::Module reference = make();
+  const at::Tensor input = torch::randn({1, 64, 56, 56});  // c1 weighs less than this
+  const at::Tensor expected = reference.forward({input}).toTensor();
+  torch::jit::Module offset = make();
+  plan(offset, {input}, budgeted(64 * kMiB, dir));
+  const uint64_t offset_smallest = budget_summary(offset)->smallest_budget_bytes;
+  torch::jit::Module m = make();
+  PlanOptions options = budgeted(64 * kMiB, dir);
+  options.memory = "min";
+  const PlanSummary plan_summary = plan(m, {input}, options);
+  const BudgetSummary smallest = set_budget(m, budget_summary(m)->smallest_budget_bytes);
+  EXPECT_LT(smallest.budget_bytes, offset_smallest);
+  sample_resident_weights(m, true);
+  resident_weight_peak(m, true);
+  const uint64_t in_parts = sliced_counts().convolutions;
+  for (int pass = 0; pass < 3; ++pass) {
+    EXPECT_TRUE(torch::equal(m.forward({input}).toTensor(), expected)) << "pass " << pass;
+    EXPECT_TRUE(last_pass().fully_planned());
+  }
+  EXPECT_GE(sliced_counts().convolutions, in_parts + 3);  // c1 in bands
+  EXPECT_LE(plan_summary.slab_bytes + resident_weight_peak(m, true), smallest.budget_bytes);
+  sample_resident_weights(m, false);
 }
 
 // A 1x1 convolution at one thread, which aten computes through the BLAS (oneDNN's parts differ
