@@ -73,7 +73,8 @@ const std::optional<Blocking>& blocking();
 // Slices of columns (a convolution's output channels) that give the whole call's bytes: the
 // driver's first block of rows takes its columns in chunks (3 x UNROLL_N), so a slice computed as
 // a call of its own matches the whole where it starts on a chunk's first column. The smallest
-// such width, learned once per process on random data (0: none found, e.g. another BLAS).
+// such width, learned once per process on random data (0: none found, e.g. another BLAS, or
+// OpenBLAS threaded: call it only where blas_threads() is 1).
 int64_t column_unit();
 
 // OpenBLAS's own thread count (its threaded driver cuts rows otherwise); 1 for another BLAS.

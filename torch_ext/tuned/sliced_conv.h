@@ -1,15 +1,46 @@
 // memoplan::conv2d_sliced's work as a call (sliced_ops.cc), for ops of tuned/ that end in a
-// convolution and fall back to it; the checks of parts against aten; the counters sliced_counts()
-// reports.
+// convolution and fall back to it (bn_relu_conv1x1.cc) or compute one in parts of their own
+// (budget_conv.cc); the checks of parts against aten; the counters sliced_counts() reports.
 #pragma once
 
 #include <ATen/core/Generator.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/core/ivalue.h>
 
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <vector>
 
+#include "blocked/onednn.h"
+
 namespace memoplan::torch_ext {
+
+// aten::conv2d's arguments, as memoplan's convolution ops take them first.
+struct ConvArgs {
+  at::Tensor input, weight;
+  c10::optional<at::Tensor> bias;
+  std::vector<int64_t> stride, padding, dilation;
+  int64_t groups = 1;
+};
+
+// aten::conv2d's seven arguments, from `args` on (an op's stack).
+ConvArgs conv_args(const c10::IValue* args);
+
+// The convolution as one SlicedConvSpec, parts not chosen yet: for dense float NCHW tensors, a
+// dense or depthwise convolution with a non-empty output; nullopt otherwise.
+std::optional<onednn::SlicedConvSpec> conv_spec(const ConvArgs& a);
+
+// aten's convolution of `input` (a's or a probe) with a's weights.
+at::Tensor conv_whole(const ConvArgs& a, const at::Tensor& input);
+
+// The parts of `s` where they compute aten's bytes for this shape and thread count (checked once
+// per process on a random probe, beside the pass), else null.
+std::shared_ptr<const onednn::SlicedConv> checked_parts(const ConvArgs& a,
+                                                        const onednn::SlicedConvSpec& s);
+
+// memoplan::conv2d_sliced: in parts where sliced_ops.h allows, else aten's call.
+at::Tensor conv2d_sliced(const ConvArgs& a);
 
 // aten::conv2d's result, computed in parts where sliced_ops.h allows (else aten's call).
 at::Tensor conv2d_sliced(const at::Tensor& input, const at::Tensor& weight,

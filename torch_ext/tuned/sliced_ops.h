@@ -26,7 +26,9 @@ namespace memoplan::torch_ext {
 // (memoplan::conv2d_sliced, memoplan::max_pool2d_sliced, same arguments). Each decides per call
 // whether parts are allowed and worth it (float, NCHW contiguous, no autograd, a dense or
 // depthwise convolution; at least 256 KiB of temporaries saved, at most half of aten's left);
-// otherwise it is the aten op. Returns how many nodes it replaced.
+// otherwise it is the aten op. A memoplan::budget_conv2d (a memory budget's) becomes
+// memoplan::budget_conv2d_min: what the budget does not slice runs as conv2d_sliced
+// (budget_conv.cc). Returns how many nodes it replaced.
 int replace_sliced_ops(torch::jit::Graph& graph);
 
 }  // namespace memoplan::torch_ext
