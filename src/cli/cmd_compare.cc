@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "cli_common.h"
@@ -19,6 +20,7 @@ struct CompareArgs {
   bool csv = false;
   bool markdown = false;
   bool by_trace = false;  // one row per trace instead of one per strategy
+  bool as_json = false;
 };
 
 struct Cell {
@@ -170,6 +172,62 @@ void print_by_trace(const std::vector<std::string>& labels, const std::vector<si
     fmt::print("\ncells: slab bytes, slab / lower bound (* proven optimal), planning ms\n");
 }
 
+// One object: `traces` (per trace: its lower bound and the strategy with the smallest slab) and
+// `rows` (per trace and strategy, in the order of the tables).
+void print_json(const std::vector<std::string>& paths, const std::vector<std::string>& labels,
+                const std::vector<size_t>& rows, const std::vector<std::string>& strategies,
+                const std::vector<std::vector<Cell>>& cells, double time_limit_s) {
+  nlohmann::json traces = nlohmann::json::array(), out_rows = nlohmann::json::array();
+  for (size_t t = 0; t < labels.size(); ++t) {
+    uint64_t bound = 0, smallest = UINT64_MAX;
+    for (const Cell& c : cells[t]) {
+      if (!c.ok) continue;
+      bound = c.plan.lower_bound_bytes;
+      smallest = std::min(smallest, c.plan.slab_bytes);
+    }
+    nlohmann::json best = nlohmann::json::array();
+    for (size_t s = 0; s < strategies.size(); ++s) {
+      const Cell& c = cells[t][s];
+      if (c.ok && c.plan.slab_bytes == smallest) best.push_back(strategies[s]);
+      nlohmann::json row = {{"trace", labels[t]},
+                            {"path", paths[t]},
+                            {"strategy", strategies[s]},
+                            {"status", c.ok ? to_string(c.plan.status) : "error"},
+                            {"valid", c.ok},
+                            {"error", c.ok ? nlohmann::json(nullptr) : nlohmann::json(c.error)}};
+      if (c.ok) {
+        row["slab_bytes"] = c.plan.slab_bytes;
+        row["lower_bound_bytes"] = c.plan.lower_bound_bytes;
+        row["ratio"] = c.plan.ratio_to_lower_bound();
+        row["planning_ms"] = c.plan.planning_ms;
+        row["optimal"] = c.plan.status == SolveStatus::kOptimal;
+        row["note"] = c.plan.note;
+      } else {
+        for (const char* key : {"slab_bytes", "lower_bound_bytes", "ratio", "planning_ms"}) {
+          row[key] = nullptr;
+        }
+        row["optimal"] = false;
+        row["note"] = "";
+      }
+      out_rows.push_back(std::move(row));
+    }
+    const bool any = smallest != UINT64_MAX;
+    traces.push_back(
+        {{"trace", labels[t]},
+         {"path", paths[t]},
+         {"allocations", rows[t]},
+         {"lower_bound_bytes", any ? nlohmann::json(bound) : nlohmann::json(nullptr)},
+         {"best_strategy", any ? nlohmann::json(best.front()) : nlohmann::json(nullptr)},
+         {"best_slab_bytes", any ? nlohmann::json(smallest) : nlohmann::json(nullptr)},
+         {"best_strategies", best}});
+  }
+  const nlohmann::json out = {{"strategies", strategies},
+                              {"time_limit_s", time_limit_s},
+                              {"traces", traces},
+                              {"rows", out_rows}};
+  fmt::print("{}\n", out.dump());
+}
+
 int run_compare(const CompareArgs& args) {
   std::vector<std::string> strategies = split_commas(args.strategies);
   if (strategies.empty()) {
@@ -209,7 +267,9 @@ int run_compare(const CompareArgs& args) {
       cells.back().push_back(std::move(cell));
     }
   }
-  if (args.csv) {
+  if (args.as_json) {
+    print_json(*paths, labels, rows, strategies, cells, args.time_limit_s);
+  } else if (args.csv) {
     print_csv(labels, strategies, cells);
   } else if (args.by_trace) {
     print_by_trace(labels, rows, strategies, cells, args.markdown);
@@ -229,10 +289,14 @@ void add_compare_command(CLI::App& app, int& exit_code) {
   cmd->add_option("-s,--strategies", args->strategies, "Comma-separated strategies (default all)");
   cmd->add_option("--time-limit", args->time_limit_s, "Seconds for mip and best, per trace")
       ->check(CLI::PositiveNumber);
-  cmd->add_flag("--csv", args->csv, "One CSV row per trace and strategy");
-  cmd->add_flag("--markdown", args->markdown, "A Markdown table");
+  auto* csv = cmd->add_flag("--csv", args->csv, "One CSV row per trace and strategy");
+  auto* markdown = cmd->add_flag("--markdown", args->markdown, "A Markdown table");
   cmd->add_flag("--by-trace", args->by_trace,
                 "One row per trace (slab bytes, ratio, ms per strategy) instead of per strategy");
+  cmd->add_flag("--json", args->as_json,
+                "One JSON object: every trace and strategy, lower bounds, the best per trace")
+      ->excludes(csv)
+      ->excludes(markdown);
   cmd->callback([args, &exit_code] { exit_code = run_compare(*args); });
 }
 

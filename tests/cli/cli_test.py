@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """The memoplan command as a user runs it: info, plan (--json, --capacity), validate, compare
-(--csv, --markdown), heapmap, plan --list, and the exit codes (0 fine, 1 an invalid plan, 2 bad
+(--csv, --markdown), heapmap, plan --list, --json of validate, compare and heapmap, and the exit
+codes (0 fine, 1 an invalid plan, 2 bad
 input with a message naming the file, 3 no plan within --capacity).
 
     /usr/bin/python3 tests/cli/cli_test.py build/src/memoplan tests/data/traces
@@ -171,6 +172,121 @@ def test_heapmap(memoplan, tmp, data, trace, plan):
     check(rc != 0, f"heapmap with a width out of range fails: rc {rc}")
 
 
+def one_json_object(what, rc, out, err):
+    """stdout holds exactly one JSON object and nothing else; {} (and a failure) otherwise."""
+    try:
+        value, end = json.JSONDecoder().raw_decode(out)
+    except json.JSONDecodeError as e:
+        check(False, f"{what}: stdout is not JSON ({e}): rc {rc}, {out!r} {err!r}")
+        return {}
+    check(isinstance(value, dict) and out[end:].strip() == "",
+          f"{what}: exactly one JSON object on stdout: {out!r}")
+    return value if isinstance(value, dict) else {}
+
+
+def plan_json(memoplan, trace, strategy):
+    rc, out, err = run(memoplan, "plan", trace, "-s", strategy, "--json")
+    check(rc == 0, f"plan {trace} -s {strategy} --json: rc {rc}, {err!r}")
+    return json.loads(out)
+
+
+def test_validate_json(memoplan, tmp, trace, plan):
+    with open(plan) as f:
+        planned = json.load(f)
+    rc, out, err = run(memoplan, "validate", trace, plan, "--json")
+    report = one_json_object("validate --json", rc, out, err)
+    check(rc == 0, f"validate --json of a good plan exits 0: rc {rc}, {err!r}")
+    check(report.get("trace") == trace and report.get("plan") == plan, f"validate --json: {report}")
+    check(report.get("valid") is True and report.get("error") is None
+          and report.get("violations") == 0 and report.get("messages") == [],
+          f"validate --json of a good plan: {report}")
+    check(report.get("slab_bytes") == planned["slab_bytes"] == plan_json(
+        memoplan, trace, "greedy_by_size")["slab_bytes"], f"validate --json slab: {report}")
+    check(report.get("allocations") == 3 and report.get("checked") == 3
+          and report.get("offsets") == 3 and report.get("fingerprint_matches") is True,
+          f"validate --json counts: {report}")
+
+    bad = dict(planned)
+    bad["offsets"] = list(planned["offsets"])
+    bad["offsets"][1] = bad["offsets"][0]  # rows 0 and 1 are alive together: they overlap
+    tampered = write(os.path.join(tmp, "tampered_json.json"), json.dumps(bad))
+    rc, out, err = run(memoplan, "validate", trace, tampered, "--json")
+    report = one_json_object("validate --json (invalid)", rc, out, err)
+    check(rc == 1, f"validate --json of an overlapping plan exits 1: rc {rc}, {err!r}")
+    messages = report.get("messages") or [""]
+    check(report.get("valid") is False and report.get("violations", 0) >= 1
+          and report.get("error") == messages[0]
+          and any("overlap" in m for m in messages), f"validate --json says why: {report}")
+
+    rc, out, err = run(memoplan, "validate", trace, os.path.join(tmp, "missing.plan.json"),
+                       "--json")
+    check(rc == 2 and out == "" and "missing.plan.json" in err,
+          f"validate --json of a missing plan: exit 2, nothing on stdout: {rc} {out!r} {err!r}")
+
+
+def test_compare_json(memoplan, data):
+    traces = [os.path.join(data, "resnet18.json.gz"), os.path.join(data, "squeezenet1_0.json.gz")]
+    strategies = ["greedy_by_size", "naive"]
+    rc, out, err = run(memoplan, "compare", *traces, "--json", "-s", ",".join(strategies))
+    report = one_json_object("compare --json", rc, out, err)
+    check(rc == 0, f"compare --json: rc {rc}, {err!r}")
+    check(report.get("strategies") == strategies, f"compare --json strategies: {report}")
+    rows = report.get("rows", [])
+    check([(r.get("path"), r.get("strategy")) for r in rows]
+          == [(t, s) for t in traces for s in strategies], f"compare --json rows: {rows}")
+    by_trace = {t.get("path"): t for t in report.get("traces", [])}
+    check(list(by_trace) == traces, f"compare --json traces: {report.get('traces')}")
+    for path in traces:
+        info = json.loads(run(memoplan, "info", path, "--json")[1])
+        entry = by_trace.get(path, {})
+        mine = [r for r in rows if r.get("path") == path]
+        check(entry.get("trace") == os.path.basename(path).split(".")[0]
+              and entry.get("allocations") == info["allocations"]
+              and entry.get("lower_bound_bytes") == info["lower_bound_bytes"],
+              f"compare --json {path}: {entry} vs info {info}")
+        for row in mine:
+            planned = plan_json(memoplan, path, row["strategy"])
+            check(row.get("slab_bytes") == planned["slab_bytes"]
+                  and row.get("lower_bound_bytes") == planned["lower_bound_bytes"]
+                  and row.get("status") == planned["status"],
+                  f"compare --json row equals plan --json: {row} vs {planned}")
+            check(row.get("valid") is True and row.get("error") is None
+                  and row.get("planning_ms", -1) >= 0
+                  and abs(row.get("ratio", 0) - planned["ratio"]) < 1e-9
+                  and row.get("optimal") == (planned["status"] == "optimal"),
+                  f"compare --json row: {row}")
+        smallest = min(r.get("slab_bytes", 0) for r in mine)
+        check(entry.get("best_slab_bytes") == smallest
+              and entry.get("best_strategy") == "greedy_by_size"
+              and entry.get("best_strategies") == [r["strategy"] for r in mine
+                                                   if r.get("slab_bytes") == smallest],
+              f"compare --json best of {path}: {entry}")
+    rc, out, err = run(memoplan, "compare", traces[0], "--json", "--csv")
+    check(rc == 2 and out == "", f"compare --json --csv is a usage error: {rc} {out!r}")
+    rc, out, err = run(memoplan, "compare", traces[0], "--json", "-s", "no_such_strategy")
+    check(rc == 2 and out == "" and "no_such_strategy" in err,
+          f"compare --json, unknown strategy: exit 2, nothing on stdout: {rc} {out!r} {err!r}")
+
+
+def test_heapmap_json(memoplan, tmp, data, trace, plan):
+    resnet = os.path.join(data, "resnet18.json.gz")
+    for args, planned in (([trace, plan], plan_json(memoplan, trace, "greedy_by_size")),
+                          ([resnet, "-s", "naive"], plan_json(memoplan, resnet, "naive"))):
+        svg = os.path.join(tmp, f"json_{len(args)}.svg")
+        rc, out, err = run(memoplan, "heapmap", *args, "-o", svg, "--json")
+        report = one_json_object(f"heapmap {args} --json", rc, out, err)
+        check(rc == 0 and os.path.exists(svg), f"heapmap {args} --json: rc {rc}, {err!r}")
+        check(report.get("output") == svg and report.get("trace") == args[0]
+              and report.get("plan") == (plan if args[1] == plan else ""),
+              f"heapmap --json paths: {report}")
+        check(report.get("strategy") == planned["strategy"]
+              and report.get("slab_bytes") == planned["slab_bytes"]
+              and report.get("lower_bound_bytes") == planned["lower_bound_bytes"]
+              and report.get("allocations") == planned["allocations"]
+              and report.get("width") == 1600 and report.get("height") == 900,
+              f"heapmap {args} --json equals plan --json: {report} vs {planned}")
+
+
 def main():
     if len(sys.argv) != 3:
         print(__doc__)
@@ -181,10 +297,13 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         trace, plan = test_info_and_plan(memoplan, tmp)
         test_validate(memoplan, tmp, trace, plan)
+        test_validate_json(memoplan, tmp, trace, plan)
         test_capacity(memoplan, tmp)
         test_bad_input(memoplan, tmp)
         test_compare(memoplan, data)
         test_heapmap(memoplan, tmp, data, trace, plan)
+        test_compare_json(memoplan, data)
+        test_heapmap_json(memoplan, tmp, data, trace, plan)
     print(f"{'FAILED' if FAILURES else 'passed'}: {len(FAILURES)} failure(s)")
     return 1 if FAILURES else 0
 
