@@ -6,6 +6,7 @@
 
 #include <fcntl.h>
 #include <cerrno>
+#include <climits>
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
@@ -149,7 +150,18 @@ inline bool ready() {
 Global& global() { return g; }
 
 void engine_load_files() {
-  if (ready()) load_replay_pass();
+  if (!ready()) return;
+  load_replay_pass();
+  start_stats_writer();
+}
+
+int engine_stats_json(char* buf, size_t len) {
+  if (!ready()) {
+    if (buf && len) buf[0] = '\0';
+    return -1;
+  }
+  const size_t needed = stats_json(buf, len, /*at_exit=*/false);
+  return needed > static_cast<size_t>(INT_MAX) ? INT_MAX : static_cast<int>(needed);
 }
 
 ReentryGuard::ReentryGuard() { ++tls_reentry; }

@@ -27,8 +27,11 @@ void engine_free(void* p);
 void* engine_realloc(void* p, size_t size);
 size_t engine_usable_size(void* p);
 void engine_pass_begin();
-// Initializes the engine and reads mode:replay's files (the preloaded library's constructor).
+// Initializes the engine, reads mode:replay's files and starts the statistics writer
+// (stats_file, stats_interval_ms): the preloaded library's constructor.
 void engine_load_files();
+// memoplan_stats_json: stats_json once the engine is initialized (-1 and an empty buf before).
+int engine_stats_json(char* buf, size_t len);
 void engine_pass_end();
 // malloc_trim: gives back what the calling thread holds idle (its arena's pages when none of its
 // blocks is alive, its profile records when it no longer profiles) and trims the fallback.
@@ -85,6 +88,10 @@ bool start_loaded_replay(ThreadState& t);
 // runs: called with every plan and at pass ends (a fork child's reaper did not come along).
 void start_reaper();
 void reaper_after_fork_in_child();
+// A detached background thread running `main`, named `name`, with every signal blocked (the
+// program's signals never land on it) and a 64 KiB stack where the program's static TLS fits in
+// one. Returns 0 or pthread_create's error.
+int spawn_background_thread(void* (*main)(void*), const char* name);
 
 // callsite.cc: size and a hash of `depth` return addresses above the allocator; `portable`
 // hashes each as (module name, offset), the same in every process. `return_address` (of the

@@ -12,6 +12,7 @@
 #include "engine.h"
 #include "fallback.h"
 #include "memoplan/pass.h"
+#include "memoplan/stats.h"
 
 using namespace memoplan::shim;
 
@@ -178,6 +179,9 @@ __attribute__((visibility("default"))) struct mallinfo2 mallinfo2(void) {
 
 __attribute__((visibility("default"))) void memoplan_pass_begin(void) { engine_pass_begin(); }
 __attribute__((visibility("default"))) void memoplan_pass_end(void) { engine_pass_end(); }
+__attribute__((visibility("default"))) int memoplan_stats_json(char* buf, size_t len) {
+  return engine_stats_json(buf, len);
+}
 
 }  // extern "C"
 

@@ -34,6 +34,10 @@ const OptionInfo kOptionTable[] = {
     {"log", Kind::kPath, MEMOPLAN_FIELD(log_path), "log file instead of stderr"},
     {"trace", Kind::kPath, MEMOPLAN_FIELD(trace_path), "trace file (profile writes, replay reads)"},
     {"plan", Kind::kPath, MEMOPLAN_FIELD(plan_path), "plan file for mode:replay"},
+    {"stats_file", Kind::kPath, MEMOPLAN_FIELD(stats_file),
+     "statistics as JSON, rewritten while running and at exit (%p: process id)"},
+    {"stats_interval_ms", Kind::kCount, MEMOPLAN_FIELD(stats_interval_ms),
+     "ms between rewrites of stats_file (0: only at exit)"},
 };
 #undef MEMOPLAN_FIELD
 
@@ -150,6 +154,10 @@ void check_combination(Options& out, void (*warn)(const char*)) {
     warn("memoplan: callsite_depth must be 0..16; using 4");
     out.callsite_depth = defaults.callsite_depth;
   }
+  if (out.stats_interval_ms && !out.stats_file[0]) {
+    warn("memoplan: stats_interval_ms needs stats_file; writing no statistics file");
+    out.stats_interval_ms = defaults.stats_interval_ms;
+  }
   if (out.min_size < 16) out.min_size = 16;  // a freed slab block holds a link (remote frees)
 }
 
@@ -234,6 +242,11 @@ size_t describe_options(const Options& o, char* buf, size_t size) {
   if (o.mode == Mode::kProfile || o.mode == Mode::kReplay) {
     const int m = snprintf(buf + written, size - written, ",trace:%s%s%s", o.trace_path,
                            o.plan_path[0] ? ",plan:" : "", o.plan_path);
+    if (m > 0) written += static_cast<size_t>(m) < size - written ? m : size - written - 1;
+  }
+  if (o.stats_file[0]) {
+    const int m = snprintf(buf + written, size - written, ",stats_file:%s,stats_interval_ms:%llu",
+                           o.stats_file, static_cast<unsigned long long>(o.stats_interval_ms));
     if (m > 0) written += static_cast<size_t>(m) < size - written ? m : size - written - 1;
   }
   return written;

@@ -30,14 +30,18 @@ struct Options {
   uint64_t slab_max = 1ull << 30;  // largest slab per thread, bytes (power of two)
   uint64_t max_period = 1 << 16;   // longest pass (allocations) automatic detection looks for
   uint64_t idle_release = 10000;  // ms without a placement after which a slab's pages go (0: never)
-  bool detect = true;             // find passes automatically when the program does not mark them
-  bool huge_pages = true;         // ask for transparent huge pages on slabs of 2 MiB or more
-  bool stats_print = false;       // print statistics at exit
-  bool verbose = false;           // log every detection, plan and re-detection as it happens
+  uint64_t stats_interval_ms = 0;  // rewrite stats_file every this many ms (0: only at exit)
+  bool detect = true;              // find passes automatically when the program does not mark them
+  bool huge_pages = true;          // ask for transparent huge pages on slabs of 2 MiB or more
+  bool stats_print = false;        // print statistics at exit
+  bool verbose = false;            // log every detection, plan and re-detection as it happens
   char log_path[kPathCapacity] = "";  // messages go here instead of stderr
   // mode:profile writes here (%p: process id, %t: thread index); mode:replay reads from here.
   char trace_path[kPathCapacity] = "memoplan-%p-%t.trace.json.gz";
   char plan_path[kPathCapacity] = "";  // mode:replay: offsets planned offline (else in-process)
+  // The statistics as JSON (memoplan_stats_json), rewritten whole (PATH.tmp, then a rename) every
+  // stats_interval_ms and once at exit; %p: process id, %%: a percent sign. Empty: no file.
+  char stats_file[kPathCapacity] = "";
 };
 
 // Parses `conf` into `out`; reports problems through `warn` (one call per problem).

@@ -3,7 +3,8 @@
 // replay::ArenaRegion::discard_idle. Started with the first plan; a fork child starts its own at
 // its next pass end. Like jemalloc's background threads it is created from inside the allocator,
 // under the reentry guard, with every signal blocked (the program's signals never land on it),
-// and it never allocates.
+// and it never allocates. The statistics writer (stats_file.cc) is made the same way
+// (spawn_background_thread).
 #include <pthread.h>
 #include <signal.h>
 #include <time.h>
@@ -46,16 +47,7 @@ void* reaper_main(void*) {
 
 }  // namespace
 
-void start_reaper() {
-  if (reaper_state.load(std::memory_order_relaxed) != kNotStarted) return;
-  if (global().options.idle_release == 0 || global().mode_off) return;
-  int expected = kNotStarted;
-  if (!reaper_state.compare_exchange_strong(expected, kRunning)) return;
-  if (!replay::ArenaRegion::idle_discard_supported()) {
-    reaper_state.store(kUnavailable);
-    log_line("memoplan: the kernel has no membarrier: idle slabs stay resident");
-    return;
-  }
+int spawn_background_thread(void* (*main)(void*), const char* name) {
   ReentryGuard guard;  // pthread_create's own allocations go to the fallback
   sigset_t all, old;
   sigfillset(&all);
@@ -69,18 +61,31 @@ void start_reaper() {
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     if (stack) pthread_attr_setstacksize(&attr, stack);
-    rc = pthread_create(&thread, &attr, &reaper_main, nullptr);
+    rc = pthread_create(&thread, &attr, main, nullptr);
     pthread_attr_destroy(&attr);
     if (rc != EINVAL) break;
   }
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  if (rc == 0) pthread_setname_np(thread, name);
+  return rc;
+}
+
+void start_reaper() {
+  if (reaper_state.load(std::memory_order_relaxed) != kNotStarted) return;
+  if (global().options.idle_release == 0 || global().mode_off) return;
+  int expected = kNotStarted;
+  if (!reaper_state.compare_exchange_strong(expected, kRunning)) return;
+  if (!replay::ArenaRegion::idle_discard_supported()) {
+    reaper_state.store(kUnavailable);
+    log_line("memoplan: the kernel has no membarrier: idle slabs stay resident");
+    return;
+  }
+  const int rc = spawn_background_thread(&reaper_main, "memoplan-reaper");
   if (rc != 0) {
     reaper_state.store(kUnavailable);
     log_line("memoplan: cannot start the idle-slab reaper (%s): idle slabs stay resident",
              strerror(rc));
-    return;
   }
-  pthread_setname_np(thread, "memoplan-reaper");
 }
 
 void reaper_after_fork_in_child() {

@@ -158,7 +158,10 @@ struct ThreadState {
   bool resync_at_empty = false;
   ReplayRecheck recheck;
   std::atomic<uint64_t> peak_live_bytes{0};  // the arenas' peaks, as of the last flush
-  ThreadState* running_prev = nullptr;       // Global::running list, under Global::registry_lock
+  // Its steady-state hits and requests as of the last flush (note_thread_steady), for statistics
+  // read while it runs (the fields they come from are the owner's own). Under RegistryLock.
+  uint64_t flushed_steady_hits = 0, flushed_steady_requests = 0;
+  ThreadState* running_prev = nullptr;  // Global::running list, under Global::registry_lock
   ThreadState* running_next = nullptr;
 };
 

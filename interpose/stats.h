@@ -1,9 +1,11 @@
-// Process-wide counters, printed at exit with stats_print:true: the runtime's one counter list
-// (replay::SharedCounters, memoplan/replay/counters.h) plus the largest live slab bytes of a
-// thread. Relaxed atomics: statistics, not synchronization.
+// Process-wide counters, printed at exit with stats_print:true and written as JSON at any time
+// (memoplan_stats_json, stats_file): the runtime's one counter list (replay::SharedCounters,
+// memoplan/replay/counters.h) plus the largest live slab bytes of a thread. Relaxed atomics:
+// statistics, not synchronization.
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 
 #include "memoplan/replay/counters.h"
@@ -26,6 +28,28 @@ Stats& stats();
 // Writes the report to fd (no malloc).
 void print_stats(int fd);
 
+// The same figures as one JSON object (docs/SHIM.md, "Live statistics"), NUL-terminated in buf
+// when len > 0 (cut short when it does not fit); returns the length it needed, NUL excluded, as
+// snprintf does. No malloc; any thread, any time. `at_exit`: the figures print_stats reports at
+// exit (running threads' own fields read directly, and "at_exit":true); otherwise each running
+// thread's per-thread figures are those of its last counter flush (note_thread_steady), which are
+// safe to read while it runs.
+size_t stats_json(char* buf, size_t len, bool at_exit);
+
+// stats_file.cc. Writes stats_json to the file `pattern` names (%p: process id, %%: a percent
+// sign): to PATH.tmp, then renamed to PATH. One writer at a time; after the write at exit, none.
+// False when it was not written (the first failure is logged).
+bool write_stats_file(const char* pattern, bool at_exit);
+// Starts the thread that rewrites stats_file every stats_interval_ms (a no-op unless both are
+// set, and once it runs): from the library's constructor, and in a fork child from its first
+// counter flush (flush_counters), as the idle-slab reaper.
+void start_stats_writer();
+// In a fork child: the writer thread did not come along. A file whose path has no %p is the
+// parent's: the child writes none.
+void stats_file_after_fork_in_child();
+// At exit: the last write (stats_file set; with or without an interval).
+void write_stats_file_at_exit();
+
 struct ThreadState;
 // verbose:true: one line on where the thread stands (its phase, its plan, that plan's steady-state
 // hits and fallbacks), at its exit and in the report at the process's exit.
@@ -33,5 +57,8 @@ void log_thread_summary(const ThreadState& t, const char* when);
 // An exiting thread's steady-state requests and hits, kept for the report's per-thread line
 // (the busiest few; called under RegistryLock).
 void keep_exited_thread(const ThreadState& t);
+// Keeps the thread's steady-state requests and hits where live statistics read them (called
+// under RegistryLock by flush_counters_locked).
+void note_thread_steady(ThreadState& t);
 
 }  // namespace memoplan::shim

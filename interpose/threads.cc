@@ -60,6 +60,7 @@ void after_fork_in_parent() { global().registry_lock.clear(std::memory_order_rel
 void after_fork_in_child() {
   stats().forks.fetch_add(1, std::memory_order_relaxed);
   reaper_after_fork_in_child();
+  stats_file_after_fork_in_child();
   ThreadState* self = tls_state;
   global().slabs.after_fork_in_child(self);
   ThreadState* t = global().running;
@@ -114,6 +115,7 @@ RegistryLock::~RegistryLock() { global().registry_lock.clear(std::memory_order_r
 
 void flush_counters(ThreadState& t) {
   if (t.arena) start_reaper();  // a no-op once it runs (a fork child's did not come along)
+  start_stats_writer();         // the same
   RegistryLock lock;
   flush_counters_locked(t);
 }
@@ -121,6 +123,7 @@ void flush_counters(ThreadState& t) {
 void flush_counters_locked(ThreadState& t) {
   Stats& s = stats();
   s.add(t.counters.take());
+  note_thread_steady(t);
   if (t.arena) {
     const uint64_t arena_peak = t.arena->peak_live_bytes();
     if (arena_peak > t.peak_live_bytes.load(std::memory_order_relaxed)) {

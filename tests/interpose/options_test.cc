@@ -38,6 +38,8 @@ void expect_defaults(const Options& o) {
   EXPECT_EQ(o.detect, d.detect);
   EXPECT_EQ(o.stats_print, d.stats_print);
   EXPECT_STREQ(o.log_path, d.log_path);
+  EXPECT_STREQ(o.stats_file, d.stats_file);
+  EXPECT_EQ(o.stats_interval_ms, d.stats_interval_ms);
 }
 
 TEST(Options, DefaultsAreDocumentedValues) {
@@ -53,6 +55,8 @@ TEST(Options, DefaultsAreDocumentedValues) {
   EXPECT_TRUE(o.detect);
   EXPECT_FALSE(o.stats_print);
   EXPECT_STREQ(o.log_path, "");
+  EXPECT_STREQ(o.stats_file, "");  // no statistics file
+  EXPECT_EQ(o.stats_interval_ms, 0u);
 }
 
 TEST(Options, NullAndEmptyConfKeepDefaultsSilently) {
@@ -103,6 +107,32 @@ TEST(Options, ProfileAndReplayModesTakeTheirFiles) {
   EXPECT_STREQ(Options{}.trace_path, "memoplan-%p-%t.trace.json.gz");
   parse("plan:" + std::string(600, 'x'));
   ASSERT_EQ(warnings().size(), 1u);
+}
+
+// Live statistics: a file rewritten every interval (and at exit), described after the others.
+TEST(Options, StatsFileAndInterval) {
+  Options o = parse("stats_file:/tmp/memoplan-%p.json,stats_interval_ms:250");
+  EXPECT_TRUE(warnings().empty());
+  EXPECT_STREQ(o.stats_file, "/tmp/memoplan-%p.json");
+  EXPECT_EQ(o.stats_interval_ms, 250u);
+  char text[1536];
+  describe_options(o, text, sizeof text);
+  EXPECT_NE(std::string(text).find(",stats_file:/tmp/memoplan-%p.json,stats_interval_ms:250"),
+            std::string::npos)
+      << text;
+  // A file without an interval: written at exit only.
+  o = parse("stats_file:/tmp/s.json");
+  EXPECT_TRUE(warnings().empty());
+  EXPECT_STREQ(o.stats_file, "/tmp/s.json");
+  EXPECT_EQ(o.stats_interval_ms, 0u);
+  // An interval is a count of milliseconds, no suffix; an overlong path keeps no file.
+  o = parse("stats_file:/tmp/s.json,stats_interval_ms:1k");
+  EXPECT_EQ(o.stats_interval_ms, 0u);
+  EXPECT_EQ(warnings().size(), 1u);
+  o = parse("stats_file:/" + std::string(600, 'a') + ",stats_interval_ms:100");
+  EXPECT_STREQ(o.stats_file, "");
+  EXPECT_EQ(o.stats_interval_ms, 0u);  // and the interval alone writes nothing
+  EXPECT_EQ(warnings().size(), 2u);
 }
 
 TEST(Options, OtherSpellingsOfEnumsAndBooleans) {
@@ -159,7 +189,9 @@ INSTANTIATE_TEST_SUITE_P(
                       BadItem{"slab_max:17179869184g", "17179869184g"}, BadItem{"passes:2k", "2k"},
                       BadItem{"threads:1M", "1M"}, BadItem{"max_period:64b", "64b"},
                       BadItem{"detect:yes", "yes"}, BadItem{"stats_print:TRUE", "TRUE"},
-                      BadItem{"log:", "log"}));
+                      BadItem{"log:", "log"}, BadItem{"stats_file:", "stats_file"},
+                      BadItem{"stats_interval_ms:5s", "5s"}, BadItem{"stats_interval_ms:-1", "-1"},
+                      BadItem{"stats_interval_ms:100", "stats_interval_ms needs stats_file"}));
 
 TEST(Options, BadItemsDoNotDisturbGoodOnes) {
   const Options o = parse("passes:4,bogus:1,min_size:zz,threads:8");
