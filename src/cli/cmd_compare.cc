@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <utility>
 
 #include "cli_common.h"
 #include "memoplan/planner/planner.h"
@@ -28,6 +29,17 @@ struct Cell {
   std::string error;
   Plan plan;
 };
+
+// A trace's lower bound (0 when no strategy planned it) and its smallest slab (UINT64_MAX: none).
+std::pair<uint64_t, uint64_t> bound_and_smallest(const std::vector<Cell>& cells) {
+  uint64_t bound = 0, smallest = UINT64_MAX;
+  for (const Cell& c : cells) {
+    if (!c.ok) continue;
+    bound = c.plan.lower_bound_bytes;
+    smallest = std::min(smallest, c.plan.slab_bytes);
+  }
+  return {bound, smallest};
+}
 
 std::string trace_label(const Trace& trace, const std::string& path) {
   if (!trace.meta.name.empty()) return trace.meta.name;
@@ -113,12 +125,7 @@ void print_table(const std::vector<std::string>& labels, const std::vector<std::
   }
   std::vector<std::string> bounds, best;
   for (size_t t = 0; t < labels.size(); ++t) {
-    uint64_t bound = 0, smallest = UINT64_MAX;
-    for (const Cell& c : cells[t]) {
-      if (!c.ok) continue;
-      bound = c.plan.lower_bound_bytes;
-      smallest = std::min(smallest, c.plan.slab_bytes);
-    }
+    const auto [bound, smallest] = bound_and_smallest(cells[t]);
     bounds.push_back(format_bytes(bound));
     best.push_back(smallest == UINT64_MAX ? "-" : format_bytes(smallest));
   }
@@ -179,12 +186,7 @@ void print_json(const std::vector<std::string>& paths, const std::vector<std::st
                 const std::vector<std::vector<Cell>>& cells, double time_limit_s) {
   nlohmann::json traces = nlohmann::json::array(), out_rows = nlohmann::json::array();
   for (size_t t = 0; t < labels.size(); ++t) {
-    uint64_t bound = 0, smallest = UINT64_MAX;
-    for (const Cell& c : cells[t]) {
-      if (!c.ok) continue;
-      bound = c.plan.lower_bound_bytes;
-      smallest = std::min(smallest, c.plan.slab_bytes);
-    }
+    const auto [bound, smallest] = bound_and_smallest(cells[t]);
     nlohmann::json best = nlohmann::json::array();
     for (size_t s = 0; s < strategies.size(); ++s) {
       const Cell& c = cells[t][s];

@@ -31,6 +31,21 @@ static inline void pass_end(void) {
   if (memoplan_pass_end) memoplan_pass_end();
 }
 
+/* A marked pass of six blocks of 8 KiB and more, each alive while the next is made. */
+static inline void one_pass(void) {
+  pass_begin();
+  char* previous = NULL;
+  for (int i = 0; i < 6; ++i) {
+    char* p = (char*)malloc(BIG + (size_t)i * 4096);
+    CHECK(p != NULL);
+    memset(p, i, BIG);
+    free(previous);
+    previous = p;
+  }
+  free(previous);
+  pass_end();
+}
+
 /* The weak pass marks resolve only when the shim is preloaded. */
 static inline int shim_loaded(void) { return memoplan_pass_begin != NULL; }
 

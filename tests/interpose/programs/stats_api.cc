@@ -44,21 +44,6 @@ json stats() {
 
 uint64_t counter(const json& j, const char* name) { return j["counters"][name].get<uint64_t>(); }
 
-// A pass of six blocks of 8 KiB and more, each alive while the next is made.
-void one_pass() {
-  pass_begin();
-  char* previous = nullptr;
-  for (int i = 0; i < 6; ++i) {
-    char* p = static_cast<char*>(malloc(BIG + static_cast<size_t>(i) * 4096));
-    CHECK(p != nullptr);
-    memset(p, i, BIG);
-    free(previous);
-    previous = p;
-  }
-  free(previous);
-  pass_end();
-}
-
 void run_passes(int count, const std::atomic<bool>* stop) {
   for (int i = 0; stop ? !stop->load() : i < count; ++i) one_pass();
 }

@@ -75,20 +75,6 @@ json read_stats(const std::string& path) {
 
 uint64_t passes_of(const json& j) { return j["counters"]["passes"].get<uint64_t>(); }
 
-void one_pass() {
-  pass_begin();
-  char* previous = nullptr;
-  for (int i = 0; i < 6; ++i) {
-    char* p = static_cast<char*>(malloc(BIG + static_cast<size_t>(i) * 4096));
-    CHECK(p != nullptr);
-    memset(p, i, BIG);
-    free(previous);
-    previous = p;
-  }
-  free(previous);
-  pass_end();
-}
-
 // Passes, a millisecond apart, until `stop` exists (or the deadline: then fail).
 void passes_until(const std::string& stop) {
   const auto deadline = std::chrono::steady_clock::now() + 2 * kDeadline;
