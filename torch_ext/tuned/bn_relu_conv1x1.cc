@@ -16,8 +16,6 @@
 
 #include <array>
 #include <cmath>
-#include <map>
-#include <mutex>
 #include <optional>
 #include <vector>
 
@@ -46,13 +44,6 @@ struct BnArgs {
   bool training = false;
   double momentum = 0.1, eps = 1e-5;
   bool cudnn_enabled = false;
-};
-
-struct ConvArgs {
-  at::Tensor weight;
-  c10::optional<at::Tensor> bias;
-  std::vector<int64_t> stride, padding, dilation;
-  int64_t groups = 1;
 };
 
 bool no_autograd(const at::Tensor& t) { return !(at::GradMode::is_enabled() && t.requires_grad()); }
@@ -234,9 +225,9 @@ at::Tensor run_whole(const BnArgs& bn, const ConvArgs& conv) {
                 channels, pixels);
     }
   }
-  const at::Tensor normalized = in_place ? x : aten_normalized(bn, x);
-  return conv2d_sliced(normalized, conv.weight, conv.bias, conv.stride, conv.padding, conv.dilation,
-                       conv.groups);
+  ConvArgs on_normalized = conv;
+  on_normalized.input = in_place ? x : aten_normalized(bn, x);
+  return conv2d_sliced(on_normalized);
 }
 
 // The bands: per image, aten's rows cut into calls; A's columns are the input's channels, read
@@ -279,28 +270,17 @@ std::vector<Call> checked_calls(const BnArgs& bn, const std::array<int64_t, 4>& 
 
   const std::vector<int64_t> key{channels, shape[2], shape[3], conv.weight.size(0),
                                  at::get_num_threads()};
-  static std::mutex mutex;
-  static auto* decided = new std::map<std::vector<int64_t>, bool>();  // never destroyed
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    if (auto it = decided->find(key); it != decided->end()) {
-      return it->second ? calls : std::vector<Call>{};
-    }
-  }
-  bool same = false;
-  {
-    runtime_pass::Unrecorded beside_the_pass;
+  static auto* checks = new CheckedOnce<bool>();
+  const bool same = checks->get(key, [&] {
     at::Generator generator = probe_generator();
     const std::array<int64_t, 4> one{1, channels, shape[2], shape[3]};
     const at::Tensor probe =
         at::randn({1, channels, shape[2], shape[3]}, generator, bn.parts[0].options());
-    const at::Tensor reference = at::conv2d(aten_normalized(bn, probe), conv.weight, conv.bias,
-                                            conv.stride, conv.padding, conv.dilation, conv.groups);
-    same = same_bytes(run_banded(bn, {probe}, one, conv, calls, *r), reference);
-  }
-  if (!same) count_whole_after_check();
-  std::lock_guard<std::mutex> lock(mutex);
-  decided->emplace(key, same);
+    const at::Tensor reference = conv_whole(conv, aten_normalized(bn, probe));
+    const bool matched = same_bytes(run_banded(bn, {probe}, one, conv, calls, *r), reference);
+    if (!matched) count_whole_after_check();
+    return matched;
+  });
   return same ? calls : std::vector<Call>{};
 }
 

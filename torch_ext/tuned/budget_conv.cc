@@ -17,8 +17,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <map>
-#include <mutex>
 #include <optional>
 #include <vector>
 
@@ -63,21 +61,22 @@ struct GemmSlices {
   int64_t images = 0, in_channels = 0, pixels = 0, out_channels = 0, per_slice = 0, count = 0;
 };
 
-std::optional<GemmSlices> gemm_slices(const ConvArgs& a, uint32_t slices) {
-  const std::optional<onednn::SlicedConvSpec> s = conv_spec(a);
-  if (!s || s->groups != 1 || s->bias || s->kh != 1 || s->kw != 1) return std::nullopt;
+// The slices of the convolution `s` (conv_spec's) for `slices` slices; nullopt where it is no
+// such convolution or the BLAS has no column unit.
+std::optional<GemmSlices> gemm_slices(const onednn::SlicedConvSpec& s, uint32_t slices) {
+  if (s.groups != 1 || s.bias || s.kh != 1 || s.kw != 1) return std::nullopt;
   for (int i = 0; i < 2; ++i) {
-    if (s->stride[i] != 1 || s->padding[i] != 0 || s->dilation[i] != 1) return std::nullopt;
+    if (s.stride[i] != 1 || s.padding[i] != 0 || s.dilation[i] != 1) return std::nullopt;
   }
   // Threads first: the column unit is learned once, and only a single-threaded BLAS has one.
   if (at::get_num_threads() != 1 || blas_bands::blas_threads() != 1) return std::nullopt;
   const int64_t unit = blas_bands::column_unit();
   if (unit == 0) return std::nullopt;
   GemmSlices g;
-  g.images = s->n;
-  g.in_channels = s->c;
-  g.pixels = s->h * s->w;
-  g.out_channels = s->out_channels;
+  g.images = s.n;
+  g.in_channels = s.c;
+  g.pixels = s.h * s.w;
+  g.out_channels = s.out_channels;
   const int64_t even = (g.out_channels + slices - 1) / slices;
   g.per_slice = (even + unit - 1) / unit * unit;
   g.count = (g.out_channels + g.per_slice - 1) / g.per_slice;
@@ -107,26 +106,18 @@ bool checked_gemm_slices(const ConvArgs& a, const GemmSlices& g) {
   const std::vector<int64_t> key{
       g.images,        g.in_channels,        g.pixels, g.out_channels, g.per_slice,
       a.input.size(2), at::get_num_threads()};
-  static std::mutex mutex;
-  static auto* decided = new std::map<std::vector<int64_t>, bool>();  // never destroyed
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    if (auto it = decided->find(key); it != decided->end()) return it->second;
-  }
-  bool same = false;
-  {
-    runtime_pass::Unrecorded beside_the_pass;
+  static auto* checks = new CheckedOnce<bool>();
+  return checks->get(key, [&] {
     at::Generator generator = probe_generator();
     const at::Tensor probe = at::randn(a.input.sizes(), generator, a.input.options());
     at::Tensor out = gemm_output(a, g);
     for (int64_t i = 0; i < g.count; ++i) {
       gemm_slice(g, probe.data_ptr<float>(), a.weight.data_ptr<float>(), out.data_ptr<float>(), i);
     }
-    same = same_bytes(out, conv_whole(a, probe));
-  }
-  if (!same) count_whole_after_check();
-  std::lock_guard<std::mutex> lock(mutex);
-  return decided->emplace(key, same).first->second;
+    const bool same = same_bytes(out, conv_whole(a, probe));
+    if (!same) count_whole_after_check();
+    return same;
+  });
 }
 
 // Weight bytes a pass holds past the planner's even slices (two slices resident: one computing,
@@ -164,7 +155,7 @@ uint32_t learn_budget_conv(const ConvArgs& a, const budget::Slicer& slicer) {
     // as aten's call), so that every budget makes the same allocations.
     if (most == 0) {
       for (uint32_t slices = 1; slices <= kBudgetMostSlices; slices *= 2) {
-        const std::optional<GemmSlices> g = gemm_slices(a, slices);
+        const std::optional<GemmSlices> g = gemm_slices(*spec, slices);
         if (!g || !checked_gemm_slices(a, *g)) break;
         work.push_back(gemm_excess(a, *g, slices));
         most = slices;
@@ -201,9 +192,13 @@ at::Tensor budget_conv2d(const ConvArgs& a, int64_t module, bool memory_min) {
   if (!slicer.conv_known(&most)) most = learn_budget_conv(a, slicer);
   if (most == 0) return unsliced(a, memory_min);
   const std::optional<onednn::SlicedConvSpec> spec = conv_spec(a);
+  if (!spec) {  // learned on another shape: this one cannot be sliced
+    slicer.refused();
+    return unsliced(a, memory_min);
+  }
   const uint32_t slices = std::min<uint32_t>(most, static_cast<uint32_t>(slicer.slices));
-  if (gemm_slices(a, 1) && !checked_parts(a, in_slices(*spec, 1))) {  // the BLAS's slices
-    const std::optional<GemmSlices> g = gemm_slices(a, slices);
+  if (gemm_slices(*spec, 1) && !checked_parts(a, in_slices(*spec, 1))) {  // the BLAS's slices
+    const std::optional<GemmSlices> g = gemm_slices(*spec, slices);
     if (!g || !checked_gemm_slices(a, *g)) {
       slicer.refused();
       return unsliced(a, memory_min);
@@ -223,8 +218,7 @@ at::Tensor budget_conv2d(const ConvArgs& a, int64_t module, bool memory_min) {
     return out;
   }
   // Another shape or thread count than the first call's gets its own check.
-  const std::shared_ptr<const onednn::SlicedConv> conv =
-      spec ? checked_parts(a, in_slices(*spec, slices)) : nullptr;
+  const std::shared_ptr<const onednn::SlicedConv> conv = checked_parts(a, in_slices(*spec, slices));
   if (!conv) {
     slicer.refused();
     return unsliced(a, memory_min);

@@ -8,11 +8,14 @@
 #include <ATen/core/ivalue.h>
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <vector>
 
 #include "blocked/onednn.h"
+#include "planning/planning.h"  // runtime_pass::Unrecorded
 
 namespace memoplan::torch_ext {
 
@@ -42,16 +45,36 @@ std::shared_ptr<const onednn::SlicedConv> checked_parts(const ConvArgs& a,
 // memoplan::conv2d_sliced: in parts where sliced_ops.h allows, else aten's call.
 at::Tensor conv2d_sliced(const ConvArgs& a);
 
-// aten::conv2d's result, computed in parts where sliced_ops.h allows (else aten's call).
-at::Tensor conv2d_sliced(const at::Tensor& input, const at::Tensor& weight,
-                         const c10::optional<at::Tensor>& bias, std::vector<int64_t> stride,
-                         std::vector<int64_t> padding, std::vector<int64_t> dilation,
-                         int64_t groups);
-
 // What the checks of parts against aten share: byte-for-byte equality of two contiguous tensors,
 // and the generator of their random probes (a fixed seed: the same probe in every process).
 bool same_bytes(const at::Tensor& a, const at::Tensor& b);
 at::Generator probe_generator();
+
+// A check of parts against aten made once per process and key (shape, parts, thread count), its
+// outcome kept: `check` runs beside the pass (its tensors unplanned), outside the lock; a thread
+// that checked the same key meanwhile keeps the first outcome. Made with new, never destroyed.
+template <typename Outcome>
+class CheckedOnce {
+ public:
+  template <typename Check>
+  Outcome get(const std::vector<int64_t>& key, const Check& check) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (auto it = decided_.find(key); it != decided_.end()) return it->second;
+    }
+    Outcome outcome;
+    {
+      runtime_pass::Unrecorded beside_the_pass;
+      outcome = check();
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    return decided_.emplace(key, std::move(outcome)).first->second;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::map<std::vector<int64_t>, Outcome> decided_;
+};
 
 // sliced_counts(): a convolution computed in parts; a shape whose parts did not give aten's bytes.
 void count_convolution_in_parts();

@@ -17,8 +17,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
-#include <map>
-#include <mutex>
 #include <optional>
 #include <vector>
 
@@ -163,26 +161,21 @@ std::shared_ptr<const onednn::SlicedConv> checked_parts(const ConvArgs& a,
                                                         const onednn::SlicedConvSpec& s) {
   std::vector<int64_t> key = onednn::spec_key(s);
   key.push_back(at::get_num_threads());
-  static std::mutex mutex;
-  static auto* decided =  // never destroyed
-      new std::map<std::vector<int64_t>, std::shared_ptr<const onednn::SlicedConv>>();
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    if (auto it = decided->find(key); it != decided->end()) return it->second;
-  }
-  std::shared_ptr<const onednn::SlicedConv> conv;
-  try {
-    runtime_pass::Unrecorded beside_the_pass;
-    auto parts = onednn::sliced_conv(s);
-    at::Generator generator = probe_generator();
-    const at::Tensor probe = at::randn(a.input.sizes(), generator, a.input.options());
-    if (same_bytes(conv_in_parts(a, probe, *parts), conv_whole(a, probe))) conv = parts;
-  } catch (const std::exception&) {
-    conv = nullptr;  // oneDNN takes no part's shape: whole
-  }
-  if (!conv) ++whole_after_check;
-  std::lock_guard<std::mutex> lock(mutex);
-  return decided->emplace(std::move(key), conv).first->second;
+  using Parts = std::shared_ptr<const onednn::SlicedConv>;
+  static auto* checks = new CheckedOnce<Parts>();
+  return checks->get(key, [&]() -> Parts {
+    Parts conv;
+    try {
+      auto parts = onednn::sliced_conv(s);
+      at::Generator generator = probe_generator();
+      const at::Tensor probe = at::randn(a.input.sizes(), generator, a.input.options());
+      if (same_bytes(conv_in_parts(a, probe, *parts), conv_whole(a, probe))) conv = parts;
+    } catch (const std::exception&) {
+      conv = nullptr;  // oneDNN takes no part's shape: whole
+    }
+    if (!conv) ++whole_after_check;
+    return conv;
+  });
 }
 
 at::Tensor conv2d_sliced(const ConvArgs& a) {
@@ -308,21 +301,6 @@ bool same_bytes(const at::Tensor& a, const at::Tensor& b) {
 
 at::Generator probe_generator() {
   return at::make_generator<at::CPUGeneratorImpl>(0x6d656d6f706c616eULL);
-}
-
-at::Tensor conv2d_sliced(const at::Tensor& input, const at::Tensor& weight,
-                         const c10::optional<at::Tensor>& bias, std::vector<int64_t> stride,
-                         std::vector<int64_t> padding, std::vector<int64_t> dilation,
-                         int64_t groups) {
-  ConvArgs a;
-  a.input = input;
-  a.weight = weight;
-  a.bias = bias;
-  a.stride = std::move(stride);
-  a.padding = std::move(padding);
-  a.dilation = std::move(dilation);
-  a.groups = groups;
-  return conv2d_sliced(a);
 }
 
 void count_convolution_in_parts() { ++sliced_convolutions; }
