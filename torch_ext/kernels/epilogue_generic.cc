@@ -1,7 +1,10 @@
-// The portable epilogue (any CPU) and the run-time choice between it and the AVX2 one.
+// The portable epilogue and attention softmax (any CPU) and the run-time choice between them and
+// the AVX2 ones.
 #include <cmath>
+#include <limits>
 
 #include "epilogue.h"
+#include "memoplan/kernels/attention.h"
 #include "micro_kernel.h"
 
 namespace memoplan::kernels {
@@ -21,6 +24,25 @@ void epilogue_row_generic(float* row, int64_t n, const float* bias, float alpha,
   } else if (activation == Activation::kGelu) {
     for (int64_t j = 0; j < n; ++j) row[j] = gelu_scalar(row[j]);
   }
+}
+
+void softmax_row_generic(float* row, int64_t n, float scale) {
+  if (n <= 0) return;
+  float m = -std::numeric_limits<float>::infinity();
+  for (int64_t j = 0; j < n; ++j) m = std::fmax(m, scale * row[j]);
+  float sum = 0.0f;
+  for (int64_t j = 0; j < n; ++j) {
+    row[j] = std::exp(scale * row[j] - m);
+    sum += row[j];
+  }
+  const float inverse = 1.0f / sum;
+  for (int64_t j = 0; j < n; ++j) row[j] *= inverse;
+}
+
+SoftmaxRowFn softmax_row() {
+  static const SoftmaxRowFn chosen =
+      cpu_supports(Isa::kAvx2) ? softmax_row_avx2 : softmax_row_generic;
+  return chosen;
 }
 
 EpilogueRowFn epilogue_row() {

@@ -22,6 +22,7 @@
 
 #include "blocked/blocked.h"
 #include "blocked/winograd_conv.h"
+#include "cold_caches.h"
 #include "layout_plan.h"
 #include "memoplan/kernels/gemm.h"
 #include "memoplan/kernels/tune.h"
@@ -150,18 +151,25 @@ std::shared_ptr<const PackedWeight> packed_weight(int64_t handle, const at::Tens
 }
 
 Timing time_both(const std::function<void()>& memoplan, const std::function<void()>& aten,
-                 int rounds) {
+                 int rounds, Caches caches) {
   auto ms = [](const std::function<void()>& call) {
     const auto t0 = std::chrono::steady_clock::now();
     call();
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   };
   at::RecordFunctionGuard no_callbacks(false);
+  std::unique_ptr<CacheEvictor> evictor;
+  if (caches == Caches::kCold) evictor = std::make_unique<CacheEvictor>();
+  auto settle = [&] {
+    if (evictor) evictor->evict();
+  };
   Timing t{1e300, 1e300};
   for (int r = 0; r < rounds; ++r) {
     memoplan();
+    settle();
     t.memoplan_ms = std::min(t.memoplan_ms, ms(memoplan));
     aten();
+    settle();
     t.aten_ms = std::min(t.aten_ms, ms(aten));
   }
   return t;

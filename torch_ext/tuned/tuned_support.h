@@ -42,12 +42,16 @@ kernels::ParallelFor intra_op_parallel();
 // first so that neither is timed while the other's threads still spin: aten's OpenBLAS workers
 // against the OpenMP ones of memoplan's splits made aten's encoder layer measure 2x its cost at
 // two threads); the fastest of each in milliseconds (other processes only ever add time, so the
-// minimum is the op's own cost).
+// minimum is the op's own cost). kCold flushes the caches (cold_caches.h) between each untimed
+// call and the timed one: what a pass of a model whose weights exceed the last-level cache shows
+// each layer (measured warm, aten's BERT-base encoder layer tied memoplan's at one thread while in
+// the pass it took 8-10% longer; it reads its transposed weights as they stream in).
 struct Timing {
   double memoplan_ms, aten_ms;
 };
+enum class Caches { kWarm, kCold };
 Timing time_both(const std::function<void()>& memoplan, const std::function<void()>& aten,
-                 int rounds);
+                 int rounds, Caches caches = Caches::kWarm);
 
 KernelChoice choice();
 void count(bool tuned);  // one call run by memoplan's kernels (true) or by aten (false)
