@@ -8,7 +8,7 @@ int main(int argc, char** argv) {
   CLI::App app{
       "memoplan: plans every allocation of an inference pass into one slab.\n"
       "Traces: memoplan JSON (optionally .gz) or CSV with columns size,begin,end[,id,align,name]."};
-  app.set_version_flag("--version", "memoplan 0.1.0");
+  app.set_version_flag("--version", "memoplan " MEMOPLAN_VERSION);
   app.require_subcommand(1);
   int exit_code = 0;
   memoplan::cli::add_info_command(app, exit_code);
