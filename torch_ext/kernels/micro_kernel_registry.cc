@@ -25,10 +25,16 @@ bool cpu_supports(Isa isa) {
   switch (isa) {
     case Isa::kGeneric:
       return true;
+#if MEMOPLAN_KERNELS_X86
     case Isa::kAvx2:
       return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     case Isa::kAvx512:
       return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma");
+#else
+    case Isa::kAvx2:
+    case Isa::kAvx512:
+      return false;  // not built off x86-64
+#endif
   }
   return false;
 }
@@ -51,6 +57,12 @@ const char* to_string(Isa isa) {
   }
   return "?";
 }
+
+#if !MEMOPLAN_KERNELS_X86
+// Off x86-64 the x86 tables are empty (their files are not built; cpu_supports says no).
+MicroKernelTable avx2_micro_kernels() { return {nullptr, 0}; }
+MicroKernelTable avx512_micro_kernels() { return {nullptr, 0}; }
+#endif
 
 std::vector<MicroKernelInfo> available_micro_kernels() {
   std::vector<MicroKernelInfo> out;

@@ -83,6 +83,7 @@ void run(const Shape& s, const float* in, const float* packed_weights, const flo
          const std::vector<PostOp>& post, const float* residual, float* out,
          const ParallelFor& parallel) {
   if (!available(s.block)) throw std::runtime_error("memoplan: Winograd needs AVX2 and FMA");
+#if MEMOPLAN_KERNELS_X86
   BlockArgs a;
   a.g = geometry(s);
   if (a.g.tiles == 0 || a.g.kp == 0) return;
@@ -117,6 +118,10 @@ void run(const Shape& s, const float* in, const float* packed_weights, const flo
   } else {
     body(0, blocks);
   }
+#else
+  (void)in, (void)packed_weights, (void)bias, (void)post, (void)residual, (void)out,
+      (void)parallel;  // unreachable: available() is false off x86-64
+#endif
 }
 
 namespace {

@@ -13,7 +13,9 @@
 namespace memoplan::kernels {
 namespace {
 
+#if MEMOPLAN_KERNELS_X86
 bool avx2() { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
+#endif
 
 TEST(AffineRelu, RowsAgreeAcrossInstructionSets) {
   std::mt19937 rng(7);
@@ -28,12 +30,14 @@ TEST(AffineRelu, RowsAgreeAcrossInstructionSets) {
       affine_relu_row()(x.data(), chosen.data(), n, a, b, fused);
       EXPECT_EQ(std::memcmp(generic.data(), chosen.data(), x.size() * sizeof(float)), 0)
           << "n " << n << " fused " << fused;
+#if MEMOPLAN_KERNELS_X86
       if (avx2()) {
         std::vector<float> wide(x.size());
         affine_relu_row_avx2(x.data(), wide.data(), n, a, b, fused);
         EXPECT_EQ(std::memcmp(generic.data(), wide.data(), x.size() * sizeof(float)), 0)
             << "n " << n << " fused " << fused;
       }
+#endif
       for (size_t j = 0; j < x.size(); ++j) {
         const float v = fused ? std::fma(x[j], a, b) : x[j] * a + b;  // no -mfma here: unfused
         EXPECT_EQ(generic[j], v > 0 ? v : 0.0f) << j;
