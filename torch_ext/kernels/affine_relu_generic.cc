@@ -21,13 +21,9 @@ void affine_relu_row_generic(const float* x, float* y, int64_t n, float a, float
 }
 
 AffineReluRowFn affine_relu_row() {
-#if MEMOPLAN_KERNELS_X86
   static const AffineReluRowFn chosen =
-      cpu_supports(Isa::kAvx2) ? affine_relu_row_avx2 : affine_relu_row_generic;
+      MEMOPLAN_AVX2_OR_GENERIC(affine_relu_row_avx2, affine_relu_row_generic);
   return chosen;
-#else
-  return affine_relu_row_generic;
-#endif
 }
 
 }  // namespace memoplan::kernels

@@ -40,23 +40,15 @@ void softmax_row_generic(float* row, int64_t n, float scale) {
 }
 
 SoftmaxRowFn softmax_row() {
-#if MEMOPLAN_KERNELS_X86
   static const SoftmaxRowFn chosen =
-      cpu_supports(Isa::kAvx2) ? softmax_row_avx2 : softmax_row_generic;
+      MEMOPLAN_AVX2_OR_GENERIC(softmax_row_avx2, softmax_row_generic);
   return chosen;
-#else
-  return softmax_row_generic;
-#endif
 }
 
 EpilogueRowFn epilogue_row() {
-#if MEMOPLAN_KERNELS_X86
   static const EpilogueRowFn chosen =
-      cpu_supports(Isa::kAvx2) ? epilogue_row_avx2 : epilogue_row_generic;
+      MEMOPLAN_AVX2_OR_GENERIC(epilogue_row_avx2, epilogue_row_generic);
   return chosen;
-#else
-  return epilogue_row_generic;
-#endif
 }
 
 }  // namespace memoplan::kernels

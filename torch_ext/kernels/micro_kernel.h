@@ -35,6 +35,15 @@ const MicroKernel* find_micro_kernel(const MicroKernelInfo& info);
 const MicroKernel* find_micro_kernel_for_nr(int nr);
 bool cpu_supports(Isa isa);
 
+// The AVX2 implementation of a row function where this build has it and the CPU runs it, else
+// the portable one. A macro because off x86-64 the AVX2 function is not built and must not be
+// named.
+#if MEMOPLAN_KERNELS_X86
+#define MEMOPLAN_AVX2_OR_GENERIC(avx2, generic) (cpu_supports(Isa::kAvx2) ? (avx2) : (generic))
+#else
+#define MEMOPLAN_AVX2_OR_GENERIC(avx2, generic) (generic)
+#endif
+
 }  // namespace memoplan::kernels
 
 #endif  // MEMOPLAN_KERNELS_MICRO_KERNEL_H_
