@@ -41,6 +41,24 @@ std::vector<GemmConfig> candidate_configs(const GemmShape& shape) {
   return out;
 }
 
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+// A finalist must beat the default's median by more than this to replace it.
+constexpr double kTieFraction = 0.02;
+
+double median(std::vector<double> v) {
+  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
 std::vector<Measurement> tune(const GemmShape& shape, const TuneOptions& options) {
   std::mt19937 rng(0);
   std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
@@ -51,36 +69,86 @@ std::vector<Measurement> tune(const GemmShape& shape, const TuneOptions& options
   for (float& x : bias) x = uniform(rng);
   const MatrixView a_view{a.data(), shape.m, shape.k, shape.k, 1};
   const MatrixView b_view{b.data(), shape.k, shape.n, shape.n, 1};
-  Epilogue epilogue{shape.bias ? bias.data() : nullptr, shape.activation};
+  const Epilogue epilogue{shape.bias ? bias.data() : nullptr, shape.activation};
 
-  std::vector<Measurement> out;
-  const auto start = std::chrono::steady_clock::now();
-  for (const GemmConfig& config : candidate_configs(shape)) {
-    const double spent =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    if (!out.empty() && spent > options.budget_ms) break;
+  struct Candidate {
+    GemmConfig config;
     PackedB packed;
-    if (shape.b_prepacked) packed = PackedB(b_view, config.kernel.nr);
-    auto call = [&] {
-      if (shape.b_prepacked) {
-        gemm(a_view, packed, c.data(), shape.n, epilogue, config, options.parallel);
-      } else {
-        gemm(a_view, b_view, c.data(), shape.n, epilogue, config, options.parallel);
-      }
-    };
-    call();
-    std::vector<double> ms;
-    for (int r = 0; r < std::max(1, options.repetitions); ++r) {
-      const auto t0 = std::chrono::steady_clock::now();
-      call();
-      ms.push_back(
-          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    double screened_ms = 0;
+  };
+  std::vector<Candidate> measured;
+  auto call = [&](const Candidate& candidate) {
+    const auto t0 = Clock::now();
+    if (shape.b_prepacked) {
+      gemm(a_view, candidate.packed, c.data(), shape.n, epilogue, candidate.config,
+           options.parallel);
+    } else {
+      gemm(a_view, b_view, c.data(), shape.n, epilogue, candidate.config, options.parallel);
     }
-    std::nth_element(ms.begin(), ms.begin() + ms.size() / 2, ms.end());
-    out.push_back({config, ms[ms.size() / 2]});
+    return ms_since(t0);
+  };
+  const int repetitions = std::max(1, options.repetitions);
+  const auto start = Clock::now();
+
+  // The core first runs the product for a while (at least 3 calls and 10 ms): a core that just
+  // woke up or changes its clock for AVX-512 runs the first calls at another speed, which the
+  // default, measured first, would pay for.
+  const std::vector<GemmConfig> configs = candidate_configs(shape);
+  for (const GemmConfig& config : configs) {
+    Candidate candidate{config, {}, 0};
+    if (shape.b_prepacked) candidate.packed = PackedB(b_view, config.kernel.nr);
+    measured.push_back(std::move(candidate));
+    if (measured.size() == 1) {
+      const auto warm = Clock::now();
+      for (int i = 0; i < 3 || (ms_since(warm) < 10 && i < 1000); ++i) call(measured[0]);
+    }
+    // Screening: about two timed calls each (one untimed first), while half the budget lasts.
+    call(measured.back());
+    std::vector<double> ms;
+    for (int r = 0; r < std::min(2, repetitions); ++r) ms.push_back(call(measured.back()));
+    measured.back().screened_ms = median(ms);
+    if (measured.size() > 1) measured.back().packed = PackedB();  // the finalists pack again
+    if (ms_since(start) > options.budget_ms / 2) break;
   }
-  std::stable_sort(out.begin(), out.end(),
-                   [](const Measurement& x, const Measurement& y) { return x.ms < y.ms; });
+
+  // The final: the default and the fastest of the screening, timed in interleaved rounds (each
+  // round calls each finalist once, in a rotated order), so that the machine's drift and a
+  // neighbour's burst fall on all of them alike; the median of the rounds decides.
+  constexpr size_t kFinalists = 4;
+  std::vector<size_t> order(measured.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin() + 1, order.end(), [&](size_t x, size_t y) {
+    return measured[x].screened_ms < measured[y].screened_ms;
+  });
+  const size_t finalists = std::min(kFinalists, order.size());
+  for (size_t f = 1; f < finalists && shape.b_prepacked; ++f) {
+    measured[order[f]].packed = PackedB(b_view, measured[order[f]].config.kernel.nr);
+  }
+  for (size_t f = 0; f < finalists; ++f) call(measured[order[f]]);  // untimed: the packs are new
+  std::vector<std::vector<double>> rounds(finalists);
+  for (int r = 0; r < repetitions; ++r) {
+    for (size_t j = 0; j < finalists; ++j) {
+      const size_t f = (j + static_cast<size_t>(r)) % finalists;
+      rounds[f].push_back(call(measured[order[f]]));
+    }
+  }
+  // Another configuration replaces the default only when it is faster by more than the rounds'
+  // resolution (kTieFraction): on a tie the default stays, its speed known on every shape and CPU.
+  std::vector<size_t> ranked(finalists);
+  for (size_t f = 0; f < finalists; ++f) ranked[f] = f;
+  auto final_ms = [&](size_t f) {
+    const double ms = median(rounds[f]);
+    return f == 0 ? ms / (1 + kTieFraction) : ms;  // finalist 0: the default
+  };
+  std::stable_sort(ranked.begin(), ranked.end(),
+                   [&](size_t x, size_t y) { return final_ms(x) < final_ms(y); });
+  std::vector<Measurement> out;
+  for (size_t f : ranked) out.push_back({measured[order[f]].config, median(rounds[f]), true});
+  std::vector<Measurement> rest;
+  for (size_t i = finalists; i < order.size(); ++i) {
+    rest.push_back({measured[order[i]].config, measured[order[i]].screened_ms, false});
+  }
+  out.insert(out.end(), rest.begin(), rest.end());
   return out;
 }
 

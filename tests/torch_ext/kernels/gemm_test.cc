@@ -4,9 +4,11 @@
 // parallel.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kernels_test_support.h"
@@ -205,14 +207,36 @@ TEST(Gemm, MismatchedShapesAreRejected) {
                std::invalid_argument);
 }
 
-TEST(Tune, MeasuresEveryCandidateFastestFirstAndEachIsCorrect) {
+TEST(Tune, ScreensEveryCandidateThenTheFinalistsLeadFastestFirstAndEachIsCorrect) {
   const GemmShape shape{48, 96, 80, true, Activation::kNone, true};
   TuneOptions options;
-  options.repetitions = 2;
+  options.repetitions = 3;
   options.budget_ms = 1e9;
   const std::vector<Measurement> measured = tune(shape, options);
-  ASSERT_EQ(measured.size(), candidate_configs(shape).size());
-  for (size_t i = 1; i < measured.size(); ++i) EXPECT_LE(measured[i - 1].ms, measured[i].ms);
+  const std::vector<GemmConfig> candidates = candidate_configs(shape);
+  ASSERT_EQ(measured.size(), candidates.size());
+  ASSERT_GE(candidates.size(), 5u);
+  // Four finalists first, the default among them; the default leads unless another beat it by
+  // more than 2%; the others by their medians; then the rest, fastest first.
+  const std::string default_name = default_config().to_string();
+  size_t default_at = measured.size();
+  for (size_t i = 0; i < measured.size(); ++i) {
+    EXPECT_EQ(measured[i].finalist, i < 4) << i;
+    if (default_at == measured.size() && measured[i].config.to_string() == default_name) {
+      default_at = i;
+    }
+    EXPECT_GT(measured[i].ms, 0.0);
+  }
+  ASSERT_LT(default_at, 4u);
+  for (size_t i = 0; i < default_at; ++i) {
+    EXPECT_LT(measured[i].ms * 1.02, measured[default_at].ms) << measured[i].config.to_string();
+  }
+  std::vector<double> others;
+  for (size_t i = 0; i < 4; ++i) {
+    if (i != default_at) others.push_back(measured[i].ms);
+  }
+  EXPECT_TRUE(std::is_sorted(others.begin(), others.end()));
+  for (size_t i = 5; i < measured.size(); ++i) EXPECT_LE(measured[i - 1].ms, measured[i].ms);
   Problem p(shape.m, shape.k, shape.n, 3);
   for (const Measurement& m : measured) {
     std::vector<float> c(p.m * p.n);
@@ -220,6 +244,17 @@ TEST(Tune, MeasuresEveryCandidateFastestFirstAndEachIsCorrect) {
          m.config);
     expect_close(p, p.a_view(), p.b_view(), c, {p.bias.data()}, m.config.to_string());
   }
+}
+
+TEST(Tune, AShortBudgetStillMeasuresTheDefaultAndPicksAFinalist) {
+  const GemmShape shape{64, 64, 64, false, Activation::kRelu, true};
+  TuneOptions options;
+  options.repetitions = 1;
+  options.budget_ms = 0;  // the first candidate (the default) only
+  const std::vector<Measurement> measured = tune(shape, options);
+  ASSERT_EQ(measured.size(), 1u);
+  EXPECT_TRUE(measured[0].finalist);
+  EXPECT_EQ(measured[0].config.to_string(), default_config().to_string());
 }
 
 TEST(Isa, TheBestIsaIsListedFirstAndCanBeCapped) {

@@ -21,19 +21,24 @@ struct GemmShape {
 
 struct Measurement {
   GemmConfig config;
-  double ms = 0;  // median of the timed repetitions
+  double ms = 0;          // median of its timed calls
+  bool finalist = false;  // timed in the interleaved final (else: its screening calls only)
 };
 
 struct TuneOptions {
-  int repetitions = 5;     // timed calls per candidate (after one untimed warm-up call)
-  double budget_ms = 400;  // stop measuring new candidates after this much time in all
+  int repetitions = 5;     // rounds of the final (the screening times min(2, this) calls each)
+  double budget_ms = 400;  // screen new candidates while half of this lasts (the final after)
   ParallelFor parallel;    // the parallelism the op will run with
 };
 
 // The candidates for this CPU, the default configuration first.
 std::vector<GemmConfig> candidate_configs(const GemmShape& shape);
 
-// Every candidate measured on random data of `shape`, fastest first.
+// The candidates measured on random data of `shape`, in two steps: after a warm-up of the core,
+// each candidate, likeliest first, screened with a few calls while half the budget lasts; then the
+// default and the three fastest of the screening timed in `repetitions` interleaved rounds. The
+// finalists first, fastest first (the default ahead of any within 2% of it: front() is the pick),
+// then the other screened candidates, fastest first.
 std::vector<Measurement> tune(const GemmShape& shape, const TuneOptions& options = {});
 
 }  // namespace memoplan::kernels
