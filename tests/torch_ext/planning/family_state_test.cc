@@ -58,7 +58,9 @@ TEST(FamilyState, ProfilesAtOnceOnlyItsFirstShapes) {
   FamilyState family;
   int64_t length = 3;
   for (size_t added = 0; added < FamilyState::kProfiledAtOnce; ++added, length += 3) {
-    if (added > 0) EXPECT_TRUE(family.profiles_at_once(key_of(length + 1))) << added;
+    if (added > 0) {
+      EXPECT_TRUE(family.profiles_at_once(key_of(length + 1))) << added;
+    }
     family.add_shape(key_of(length), {1, length}, {0}, pass_at(length));
   }
   EXPECT_TRUE(family.predict(key_of(length), {1, length}).has_value());  // still fitted

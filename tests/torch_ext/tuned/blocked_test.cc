@@ -10,6 +10,8 @@
 #include <gtest/gtest.h>
 #include <torch/script.h>
 
+#include "blocked/blocked.h"
+#include "blocked/onednn.h"
 #include "memoplan/torch/kernels.h"
 #include "memoplan/torch/plan.h"
 #include "tuned_test_support.h"
@@ -226,6 +228,37 @@ TEST(BlockedLayout, InPlaceReadLaterAndForeignUses) {
     EXPECT_LT(relative_difference(got[0].toTensor(), want[0].toTensor()), 1e-5);
     EXPECT_LT(relative_difference(got[1].toTensor(), want[1].toTensor()), 1e-5);
     EXPECT_EQ(got[2].toInt(), 24);
+  }
+}
+
+// A blocked activation carries a tag after its values: the region's ops take what the region made
+// and refuse a plain tensor of the same sizes, even one whose strides look alike (C = 32, a
+// multiple of the block, has NCHW's strides), a copy, or a view.
+TEST(BlockedLayout, TheRegionOpsTellABlockedActivationFromAPlainOne) {
+  if (onednn::block_size() == 0) GTEST_SKIP() << "oneDNN has no blocked layout here";
+  c10::InferenceMode guard;
+  for (int64_t c : {32, 24}) {
+    const at::Tensor plain = torch::randn({2, c, 5, 7});
+    const at::Tensor b = blocked::to_blocked(plain);
+    EXPECT_TRUE(blocked::is_blocked(b)) << c;
+    EXPECT_TRUE(blocked::to_plain(b).equal(plain)) << c;
+    const onednn::PostOp relu{static_cast<int>(onednn::Eltwise::kRelu)};
+    const at::Tensor r = blocked::eltwise(b, {relu});  // a region op's output is tagged too
+    EXPECT_TRUE(blocked::is_blocked(r)) << c;
+    EXPECT_TRUE(blocked::to_plain(r).equal(plain.relu())) << c;
+    EXPECT_FALSE(blocked::is_blocked(plain)) << c;
+    EXPECT_FALSE(blocked::is_blocked(b.clone())) << c;
+    EXPECT_FALSE(blocked::is_blocked(b.narrow(0, 1, 1))) << c;
+    EXPECT_FALSE(blocked::is_blocked(plain.contiguous(at::MemoryFormat::ChannelsLast))) << c;
+    try {
+      blocked::to_plain(plain);
+      ADD_FAILURE() << "a plain tensor read as blocked, C = " << c;
+    } catch (const c10::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("not made by a blocked op"), std::string::npos)
+          << e.what();
+    }
+    // An empty batch is a blocked activation too.
+    EXPECT_TRUE(blocked::is_blocked(blocked::to_blocked(torch::randn({0, c, 5, 7}))));
   }
 }
 

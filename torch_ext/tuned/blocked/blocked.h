@@ -45,6 +45,9 @@ at::Tensor pool(const at::Tensor& x, const PoolArgs& args);
 at::Tensor adaptive_avg_pool(const at::Tensor& x, const std::vector<int64_t>& output_size);
 at::Tensor binary(const at::Tensor& a, const at::Tensor& b, onednn::BinaryKind kind,
                   const std::vector<onednn::PostOp>& post);
+// Whether `x` is a blocked activation a region op made: sizes N x C x H x W, strides of the padded
+// channel blocks, and the tag that follows its values in its storage.
+bool is_blocked(const at::Tensor& x);
 at::Tensor to_blocked(const at::Tensor& plain);  // NCHW or NHWC, any float dtype
 at::Tensor to_plain(const at::Tensor& blocked);  // NCHW, contiguous
 // Writes `plain` into the blocked tensor `blocked` (same sizes); returns `blocked`.

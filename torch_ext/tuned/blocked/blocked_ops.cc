@@ -4,8 +4,9 @@
 // memoplan::bbinary, and the conversions memoplan::to_blocked / memoplan::to_plain at the region's
 // edges. A blocked activation is an ordinary float tensor to everything outside: sizes N x C x H x
 // W (size and dim reads see the truth), its storage N x ceil(C/B)*B x H x W floats from the
-// allocator (so the memory plan covers it) in oneDNN's nChw{B}c order. Only these ops read its
-// values; the pass puts a to_plain in front of every other use.
+// allocator (so the memory plan covers it) in oneDNN's nChw{B}c order, then a 64-byte tag that
+// names it (is_blocked: the strides alone cannot). Only these ops read its values; the pass puts a
+// to_plain in front of every other use.
 //
 // What is not oneDNN's runs as aten would, through plain tensors, and is converted back: a batch
 // norm in training mode, autograd, a dtype other than float, a pooling or broadcast oneDNN has no
@@ -15,6 +16,7 @@
 #include <ATen/core/grad_mode.h>
 #include <torch/csrc/jit/runtime/custom_operator.h>
 
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -34,9 +36,26 @@ using onednn::Shape;
 
 Shape shape_of(const at::Tensor& x) { return {x.size(0), x.size(1), x.size(2), x.size(3)}; }
 
+// After the values of every blocked activation, a tag that names it: its strides cannot (with C a
+// multiple of the block they are NCHW's), and a region op must refuse a plain tensor rather than
+// read it in the wrong order. 64 bytes, inside the allocation the memory plan covers.
+struct Tag {
+  uint64_t magic;
+  int64_t n, c, h, w, block;
+};
+constexpr uint64_t kTagMagic = 0x6b636f6c626d656dULL;  // "memblock"
+constexpr int64_t kTagFloats = 16;
+static_assert(sizeof(Tag) <= kTagFloats * sizeof(float));
+
+int64_t blocked_floats(const Shape& s) { return s.n * onednn::padded_channels(s.c) * s.h * s.w; }
+
+Tag tag_of(const Shape& s) { return {kTagMagic, s.n, s.c, s.h, s.w, onednn::block_size()}; }
+
 at::Tensor new_blocked(const Shape& s, const at::TensorOptions& options) {
   const int64_t cp = onednn::padded_channels(s.c);
-  at::Tensor storage = at::empty({s.n * cp * s.h * s.w}, options.dtype(at::kFloat));
+  at::Tensor storage = at::empty({blocked_floats(s) + kTagFloats}, options.dtype(at::kFloat));
+  const Tag tag = tag_of(s);
+  std::memcpy(storage.data_ptr<float>() + blocked_floats(s), &tag, sizeof tag);
   return storage.as_strided({s.n, s.c, s.h, s.w}, {cp * s.h * s.w, s.h * s.w, s.w, 1});
 }
 
@@ -46,22 +65,16 @@ at::Tensor scratchpad(size_t bytes, const at::TensorOptions& options) {
 }
 void* data_or_null(const at::Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
 
-// A tensor a region op may read as blocked: what new_blocked made (the storage is checked, the
-// order cannot be; the pass guarantees it).
+// A tensor a region op may read as blocked: what new_blocked made (the pass guarantees it; the
+// tag checks it).
 void check_blocked(const at::Tensor& x, const char* op) {
   // oneDNN splits over OpenMP's threads: this thread's count set as aten's (a new inference
   // thread would otherwise start at one per core).
   at::internal::lazy_init_num_threads();
-  const bool ok =
-      x.dim() == 4 && x.scalar_type() == at::kFloat && x.device().is_cpu() &&
-      x.storage_offset() == 0 &&
-      x.storage().nbytes() >= static_cast<size_t>(x.size(0) * onednn::padded_channels(x.size(1)) *
-                                                  x.size(2) * x.size(3)) *
-                                  sizeof(float);
-  TORCH_CHECK(ok, "memoplan::", op,
+  TORCH_CHECK(is_blocked(x), "memoplan::", op,
               ": expected a blocked-layout float activation from the region before it, got ",
-              x.toString(), " of sizes ", x.sizes(),
-              " (MEMOPLAN_BLOCKED_LAYOUT=0 turns the blocked layout off)");
+              x.toString(), " of sizes ", x.sizes(), " and strides ", x.strides(),
+              " not made by a blocked op (MEMOPLAN_BLOCKED_LAYOUT=0 turns the blocked layout off)");
 }
 
 onednn::Plain plain_order(const at::Tensor& x) {
@@ -71,6 +84,24 @@ onednn::Plain plain_order(const at::Tensor& x) {
 }
 
 }  // namespace
+
+bool is_blocked(const at::Tensor& x) {
+  if (x.dim() != 4 || x.scalar_type() != at::kFloat || !x.device().is_cpu() ||
+      x.storage_offset() != 0 || !x.storage().data()) {
+    return false;
+  }
+  const Shape s = shape_of(x);
+  const int64_t cp = onednn::padded_channels(s.c);
+  if (x.strides() != at::IntArrayRef({cp * s.h * s.w, s.h * s.w, s.w, 1}) ||
+      x.storage().nbytes() != static_cast<size_t>(blocked_floats(s) + kTagFloats) * sizeof(float)) {
+    return false;
+  }
+  Tag tag{};
+  std::memcpy(&tag, static_cast<const float*>(x.storage().data()) + blocked_floats(s), sizeof tag);
+  const Tag expected = tag_of(s);
+  return tag.magic == expected.magic && tag.n == s.n && tag.c == s.c && tag.h == s.h &&
+         tag.w == s.w && tag.block == expected.block;
+}
 
 at::Tensor to_plain(const at::Tensor& x) {
   check_blocked(x, "to_plain");
