@@ -19,7 +19,7 @@ arm64_libs=(libunwind-dev:arm64 zlib1g-dev:arm64 libfmt-dev:arm64)
 if ! command -v aarch64-linux-gnu-g++ > /dev/null || ! command -v qemu-aarch64 > /dev/null ||
     ! dpkg -s "${arm64_libs[@]}" > /dev/null 2>&1; then
   if ! { apt_install g++-aarch64-linux-gnu qemu-user file &&
-         { dpkg --print-foreign-architectures | grep -qx arm64 ||
+         { dpkg --print-foreign-architectures | grep -x arm64 > /dev/null ||
            { $sudo dpkg --add-architecture arm64 && $sudo apt-get update -q > /dev/null; }; } &&
          apt_install "${arm64_libs[@]}"; }; then
     echo "cross_aarch64: could not install the aarch64 toolchain, qemu-user and arm64 libraries:" \
@@ -32,7 +32,7 @@ command -v ccache > /dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 cmake -S tests/cross -B "$build" -G Ninja -DCMAKE_TOOLCHAIN_FILE="$PWD/cmake/aarch64-linux-gnu.cmake" \
   "${launcher[@]}" > /dev/null
 cmake --build "$build" -j "$(nproc)"
-file "$build/planner_tests" | grep -q "ARM aarch64" ||
+file "$build/planner_tests" | grep "ARM aarch64" > /dev/null ||
   { echo "cross_aarch64: $build/planner_tests is not an aarch64 program" >&2; exit 1; }
 # qemu-user takes madvise(MADV_HUGEPAGE) as a hint it drops: the arena's huge-page flag check
 # (arena_test.cc, read back from /proc/self/smaps) cannot hold under emulation.

@@ -10,9 +10,22 @@
 #   scripts/debian13.sh test              build, then runs every test with CTest in the root
 #   scripts/debian13.sh main              root, then the README's main job (scripts/run_main.sh) in
 #                                         it: build, plan resnet18, run it under the shim, memoplan run
+#   scripts/debian13.sh package           root, then the Debian packages (scripts/package.sh:
+#                                         preset debian13 for /usr, cpack) in
+#                                         build-debian13/packages
+#   scripts/debian13.sh package-test      package, then installs the .debs with apt on a clean
+#                                         root and smoke-tests them (scripts/package_smoke.sh):
+#                                         ldd, memoplan plan/validate/run, the shim, memoplan-serve,
+#                                         a consumer of libmemoplan-dev, purge
 #   scripts/debian13.sh shell [-- CMD...] runs CMD (default: bash) in the root, this clone
 #                                         bind-mounted at /src and the working directory;
 #                                         e.g. scripts/debian13.sh shell -- g++ --version
+#
+# The clean root of package-test is a second debootstrap (minbase, nothing else) beside the first,
+# ${ROOT}-clean, with a stamp of its own; it is never changed: each run installs into an overlay
+# over it (a copy where overlayfs is not available) that goes at the end. The packages apt
+# downloads are kept in debian13-apt-archives beside the roots, so the second run downloads
+# nothing.
 #
 # The root lives outside the clone so that a second run, other clones and CI reuse it:
 # ${MEMOPLAN_CACHE:-$HOME/.cache/memoplan}/debian13-root (MEMOPLAN_DEBIAN13_ROOT overrides it).
@@ -32,24 +45,25 @@ case "$ROOT" in
   /?*) ;;
   *) echo "memoplan: the Debian 13 root must be an absolute path other than /: '$ROOT'" >&2; exit 2 ;;
 esac
-STAMP="$ROOT/.memoplan-debootstrap-complete"
+STAMP_NAME=.memoplan-debootstrap-complete
+STAMP="$ROOT/$STAMP_NAME"
+# package-test's clean root (never changed: each run works in an overlay over it) and the apt
+# caches its runs share.
+CLEAN_ROOT="$ROOT-clean"
+APT_ARCHIVES="$(dirname "$ROOT")/debian13-apt-archives"
+APT_LISTS="$(dirname "$ROOT")/debian13-apt-lists"
 
-# The packages of scripts/install_deps.sh under their Debian 13 names (checked with apt-cache
-# policy in the root). Debian 12 -> Debian 13:
-#   libclang-rt-14-dev -> libclang-rt-dev   (LLVM 14 is gone; libclang-rt-dev follows the default
-#                                            clang, 19 in trixie, as the clang package does)
-#   (new)              -> python3-setuptools python3-dev (torch.compile, PyTorch 2.x only)
-# Every other name is the same in both.
-mapfile -t PACKAGES < <("$repo/scripts/install_deps.sh" --list | sed 's/^libclang-rt-14-dev$/libclang-rt-dev/')
-PACKAGES+=(python3-setuptools python3-dev)
+# The packages of scripts/install_deps.sh under their Debian 13 names (the 12 -> 13 renames are
+# listed there; docker/Dockerfile's trixie build stage installs the same).
+mapfile -t PACKAGES < <("$repo/scripts/install_deps.sh" --list trixie)
 
 usage() {
   echo "usage:" >&2
-  sed -n '5,15p' "$0" | sed 's/^#//' >&2
+  sed -n '5,22p' "$0" | sed 's/^#//' >&2
   exit 2
 }
 case "${1:-}" in
-  root | build | test | main | shell) ;;
+  root | build | test | main | package | package-test | shell) ;;
   *) usage ;;
 esac
 
@@ -85,14 +99,25 @@ MIRROR="${MIRROR%/}"
 SECURITY="${MIRROR%/debian}/debian-security"
 [ "$SECURITY" != "$MIRROR/debian-security" ] || SECURITY=http://security.debian.org/debian-security
 
-# Mounts made by this process, unmounted in reverse order on exit.
+# Mounts made by this process, unmounted in reverse order on exit; then package-test's work
+# folder (its overlay), removed once nothing is mounted below it: a bind mount left there (the
+# clone, the packages) would otherwise be emptied with it.
 MOUNTED=()
+WORK=""
 cleanup() {
   local i
   for ((i = ${#MOUNTED[@]} - 1; i >= 0; i--)); do
     umount "${MOUNTED[i]}" 2>/dev/null || umount -l "${MOUNTED[i]}" 2>/dev/null || true
   done
   MOUNTED=()
+  if [ -n "$WORK" ] && [ -d "$WORK" ]; then
+    if awk -v r="$WORK" 'index($2, r "/") == 1 { found = 1 } END { exit !found }' /proc/mounts; then
+      echo "memoplan: $WORK still has mounts below it; left in place" >&2
+    else
+      rm -rf --one-file-system "$WORK"
+    fi
+    WORK=""
+  fi
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -123,19 +148,30 @@ in_root() {
     "$@"
 }
 
-# Fails when anything is mounted at or below the root (an earlier run's leftovers): the root is
-# then not removed, whatever its state.
+# check_nothing_mounted [DIR]: fails when anything is mounted at or below DIR (default: the root;
+# an earlier run's leftovers): DIR is then not removed, whatever its state.
 check_nothing_mounted() {
-  if awk -v r="$ROOT" '$2 == r || index($2, r "/") == 1 { found = 1 } END { exit !found }' /proc/mounts; then
-    echo "memoplan: something is mounted under $ROOT; unmount it first:" >&2
-    awk -v r="$ROOT" '$2 == r || index($2, r "/") == 1 { print "  " $2 }' /proc/mounts >&2
+  local dir="${1:-$ROOT}"
+  if awk -v r="$dir" '$2 == r || index($2, r "/") == 1 { found = 1 } END { exit !found }' /proc/mounts; then
+    echo "memoplan: something is mounted under $dir; unmount it first:" >&2
+    awk -v r="$dir" '$2 == r || index($2, r "/") == 1 { print "  " $2 }' /proc/mounts >&2
     exit 1
   fi
 }
 
+# mirror_answers: whether the mirror serves the suite (the same check as before debootstrap).
+mirror_answers() {
+  curl -fsI --max-time 30 "$MIRROR/dists/$SUITE/Release" >/dev/null 2>&1 ||
+    wget -q --spider --timeout=30 "$MIRROR/dists/$SUITE/Release" >/dev/null 2>&1
+}
+
 # Step 1: the Debian 13 root, made with debootstrap, or reused when its stamp says it is complete.
+# make_root [DIR]: DIR (default: the root); package-test's clean root gets its apt sources before
+# its stamp, and nothing after.
 make_root() {
-  if [ -f "$STAMP" ]; then
+  local root="${1:-$ROOT}"
+  local stamp="$root/$STAMP_NAME"
+  if [ -f "$stamp" ]; then
     return 0
   fi
   if ! command -v debootstrap >/dev/null; then
@@ -145,27 +181,29 @@ make_root() {
   fi
   # No root yet and no mirror to make it from: exit 77, which scripts/run_tests.sh reports as a
   # skipped stage rather than a failure.
-  if ! curl -fsI --max-time 30 "$MIRROR/dists/$SUITE/Release" >/dev/null 2>&1 &&
-     ! wget -q --spider --timeout=30 "$MIRROR/dists/$SUITE/Release" >/dev/null 2>&1; then
+  if ! mirror_answers; then
     echo "memoplan: cannot reach $MIRROR to make the Debian 13 root: skipped" >&2
     exit 77
   fi
-  if [ -e "$ROOT" ]; then
+  if [ -e "$root" ]; then
     # No stamp: an interrupted debootstrap; it cannot be resumed reliably, so it is redone.
-    check_nothing_mounted
-    echo "memoplan: $ROOT is incomplete (no stamp); removing it"
-    rm -rf --one-file-system "$ROOT"
+    check_nothing_mounted "$root"
+    echo "memoplan: $root is incomplete (no stamp); removing it"
+    rm -rf --one-file-system "$root"
   fi
-  echo "memoplan: debootstrap $SUITE $ROOT $MIRROR"
-  mkdir -p "$(dirname "$ROOT")"
+  echo "memoplan: debootstrap $SUITE $root $MIRROR"
+  mkdir -p "$(dirname "$root")"
   # minbase: apt and the essential packages; build-essential and the rest come in step 2.
-  debootstrap --variant=minbase "$SUITE" "$ROOT" "$MIRROR"
-  printf '%s %s %s\n' "$SUITE" "$MIRROR" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" > "$STAMP"
+  debootstrap --variant=minbase "$SUITE" "$root" "$MIRROR"
+  [ "$root" = "$ROOT" ] || write_sources "$root"
+  printf '%s %s %s\n' "$SUITE" "$MIRROR" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" > "$stamp"
 }
 
-# The root's apt sources: trixie (main) on the mirror, and trixie-security when it answers. Written
-# only when they change, so that a second run does not touch apt.
+# write_sources [DIR]: the root's (or DIR's) apt sources: trixie (main) on the mirror, and
+# trixie-security when it answers. Written only when they change, so that a second run does not
+# touch apt.
 write_sources() {
+  local root="${1:-$ROOT}"
   local keyring=/usr/share/keyrings/debian-archive-keyring.gpg sources
   sources="Types: deb
 URIs: $MIRROR
@@ -185,11 +223,11 @@ Signed-By: $keyring
   else
     echo "memoplan: $SECURITY does not answer; the root has no $SUITE-security source" >&2
   fi
-  local file="$ROOT/etc/apt/sources.list.d/debian.sources"
-  if [ "$(cat "$file" 2>/dev/null)" != "${sources%$'\n'}" ] || [ -s "$ROOT/etc/apt/sources.list" ]; then
+  local file="$root/etc/apt/sources.list.d/debian.sources"
+  if [ "$(cat "$file" 2>/dev/null)" != "${sources%$'\n'}" ] || [ -s "$root/etc/apt/sources.list" ]; then
     printf '%s' "$sources" > "$file"
     # debootstrap's one-line list names the same archive; the deb822 file replaces it.
-    rm -f "$ROOT/etc/apt/sources.list"
+    rm -f "$root/etc/apt/sources.list"
   fi
 }
 
@@ -245,6 +283,47 @@ prepare_root() {
   install_packages
 }
 
+# Step 3 (package, package-test): the Debian packages, built in the root by scripts/package.sh
+# (what docker/Dockerfile's build stage runs too).
+make_packages() {
+  in_src scripts/package.sh
+}
+
+# package-test: the .debs installed with apt on a fresh overlay over the clean root, then
+# scripts/package_smoke.sh in it. The models it runs come from the build root (Python and
+# LibTorch are there, not in the clean root): build-debian13/smoke/.
+test_packages() {
+  # The tiny TorchScript model of the `memoplan run` tests, and resnet18 for memoplan-serve.
+  # shellcheck disable=SC2016  # expands in the root
+  in_src sh -c 'mkdir -p build-debian13/smoke &&
+    { [ -f build-debian13/smoke/tiny.pt ] ||
+      /usr/bin/python3 tests/torch_ext/run/make_tiny_model.py build-debian13/smoke/tiny.pt; } &&
+    { [ -f build-debian13/smoke/resnet18.pt ] ||
+      /usr/bin/python3 bench/models/make_zoo.py --only resnet18 --out build-debian13/smoke >/dev/null; }'
+  # The build root's mounts go; from here on ROOT is the throwaway root.
+  cleanup
+  mkdir -p "$APT_ARCHIVES/partial" "$APT_LISTS/partial"
+  WORK="$(mktemp -d "${TMPDIR:-/tmp}/memoplan-package-test.XXXXXX")"
+  mkdir -p "$WORK/upper" "$WORK/work" "$WORK/root"
+  if mount -t overlay overlay \
+       -o "lowerdir=$CLEAN_ROOT,upperdir=$WORK/upper,workdir=$WORK/work" "$WORK/root" 2>/dev/null; then
+    MOUNTED+=("$WORK/root")
+    echo "memoplan: clean root: overlay over $CLEAN_ROOT"
+  else
+    echo "memoplan: clean root: no overlayfs here; copying $CLEAN_ROOT"
+    cp -a "$CLEAN_ROOT/." "$WORK/root/"
+  fi
+  ROOT="$WORK/root"
+  mount_system
+  printf '#!/bin/sh\nexit 101\n' > "$ROOT/usr/sbin/policy-rc.d"
+  chmod 755 "$ROOT/usr/sbin/policy-rc.d"
+  mount_at /var/cache/apt/archives --bind "$APT_ARCHIVES"
+  mount_at /var/lib/apt/lists --bind "$APT_LISTS"
+  mount_at /debs -o bind,ro "$repo/build-debian13/packages"
+  mount_at /src -o bind,ro "$repo"
+  in_root bash /src/scripts/package_smoke.sh /debs /src build-debian13/smoke
+}
+
 require_root() {
   if [ ! -f "$STAMP" ]; then
     echo "memoplan: no Debian 13 root at $ROOT; run scripts/debian13.sh root first" >&2
@@ -283,6 +362,29 @@ case "$cmd" in
     MEMOPLAN_PRESET=debian13 MEMOPLAN_NO_INSTALL=1 MEMOPLAN_MODELS=models-debian13 \
       in_src scripts/run_main.sh || status=$?
     exit "$status"
+    ;;
+  package)
+    [ $# -eq 0 ] || usage
+    prepare_root
+    status=0
+    make_packages || status=$?
+    exit "$status"
+    ;;
+  package-test)
+    [ $# -eq 0 ] || usage
+    prepare_root
+    # apt installs the packages' dependencies from the mirror: without it, skipped (77).
+    if ! mirror_answers; then
+      echo "memoplan: cannot reach $MIRROR to install the packages' dependencies: skipped" >&2
+      exit 77
+    fi
+    make_root "$CLEAN_ROOT"
+    # Not in a condition: under set -e each step's failure ends the script with its status (the
+    # trap unmounts and removes the overlay).
+    make_packages
+    echo "memoplan: packages made (${SECONDS}s)"
+    test_packages
+    echo "memoplan: package-test: ok (${SECONDS}s)"
     ;;
   shell)
     [ "${1:-}" != "--" ] || shift

@@ -5,7 +5,9 @@
 # every fuzz target for MEMOPLAN_FUZZ_SECONDS (default 15; 0 skips) under libFuzzer with ASan +
 # UBSan when clang's libFuzzer is installed (docs/RELIABILITY.md), then the normal build and its
 # tests again in a Debian 13 root against LibTorch 2.6 (scripts/debian13.sh; set
-# MEMOPLAN_DEBIAN13=0 to skip it; the sanitizer builds run on Debian 12 only), then the aarch64
+# MEMOPLAN_DEBIAN13=0 to skip it; the sanitizer builds run on Debian 12 only), then the Debian
+# packages made from that build, installed with apt on a clean Debian 13 root and smoke-tested
+# there (scripts/debian13.sh package-test; MEMOPLAN_PACKAGES=0 skips it), then the aarch64
 # cross build of the planner, the runtime and the kernels with their tests under qemu-user
 # (scripts/cross_aarch64.sh; MEMOPLAN_CROSS=0 skips it).
 set -euo pipefail
@@ -36,6 +38,12 @@ if [ "${MEMOPLAN_DEBIAN13:-1}" != 0 ]; then
   # 77: the Debian mirror cannot be reached to make the root (said on stderr): skipped, not failed.
   status=0
   scripts/debian13.sh test || status=$?
+  [ "$status" -eq 0 ] || [ "$status" -eq 77 ] || exit "$status"
+fi
+if [ "${MEMOPLAN_PACKAGES:-1}" != 0 ]; then
+  # 77: the Debian mirror cannot be reached (the roots, the packages' dependencies): skipped.
+  status=0
+  scripts/debian13.sh package-test || status=$?
   [ "$status" -eq 0 ] || [ "$status" -eq 77 ] || exit "$status"
 fi
 if [ "${MEMOPLAN_CROSS:-1}" != 0 ]; then

@@ -61,7 +61,8 @@ pkg-config --validate memoplan
 # through its RUNPATH).
 "$prefix/bin/memoplan" --version
 if [ "$torch" = ON ]; then
-  ldd "$prefix/bin/memoplan-run" | grep -q "libmemoplan_torch.so.0 => $prefix/" ||
+  # grep without -q: under pipefail, -q's early exit can kill ldd with SIGPIPE (a flaky failure).
+  ldd "$prefix/bin/memoplan-run" | grep "libmemoplan_torch.so.0 => $prefix/" > /dev/null ||
     { echo "FAIL: memoplan-run does not find libmemoplan_torch.so.0 in $prefix:" >&2;
       ldd "$prefix/bin/memoplan-run" | grep memoplan >&2; exit 1; }
   "$prefix/bin/memoplan" run --help > /dev/null
