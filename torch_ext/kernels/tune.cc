@@ -90,14 +90,13 @@ std::vector<Measurement> tune(const GemmShape& shape, const TuneOptions& options
   const int repetitions = std::max(1, options.repetitions);
   const auto start = Clock::now();
 
-  // The core first runs the product for a while (at least 3 calls and 10 ms): a core that just
-  // woke up or changes its clock for AVX-512 runs the first calls at another speed, which the
-  // default, measured first, would pay for.
-  const std::vector<GemmConfig> configs = candidate_configs(shape);
-  for (const GemmConfig& config : configs) {
+  for (const GemmConfig& config : candidate_configs(shape)) {
     Candidate candidate{config, {}, 0};
     if (shape.b_prepacked) candidate.packed = PackedB(b_view, config.kernel.nr);
     measured.push_back(std::move(candidate));
+    // Before the first (the default), the core runs the product for a while (at least 3 calls and
+    // 10 ms): a core that just woke up or changes its clock for AVX-512 runs the first calls at
+    // another speed, which the default, measured first, would pay for.
     if (measured.size() == 1) {
       const auto warm = Clock::now();
       for (int i = 0; i < 3 || (ms_since(warm) < 10 && i < 1000); ++i) call(measured[0]);
@@ -134,21 +133,20 @@ std::vector<Measurement> tune(const GemmShape& shape, const TuneOptions& options
   }
   // Another configuration replaces the default only when it is faster by more than the rounds'
   // resolution (kTieFraction): on a tie the default stays, its speed known on every shape and CPU.
+  std::vector<double> final_ms(finalists);
+  for (size_t f = 0; f < finalists; ++f) final_ms[f] = median(rounds[f]);
   std::vector<size_t> ranked(finalists);
   for (size_t f = 0; f < finalists; ++f) ranked[f] = f;
-  auto final_ms = [&](size_t f) {
-    const double ms = median(rounds[f]);
-    return f == 0 ? ms / (1 + kTieFraction) : ms;  // finalist 0: the default
+  auto ranking_ms = [&](size_t f) {  // finalist 0: the default
+    return f == 0 ? final_ms[f] / (1 + kTieFraction) : final_ms[f];
   };
   std::stable_sort(ranked.begin(), ranked.end(),
-                   [&](size_t x, size_t y) { return final_ms(x) < final_ms(y); });
+                   [&](size_t x, size_t y) { return ranking_ms(x) < ranking_ms(y); });
   std::vector<Measurement> out;
-  for (size_t f : ranked) out.push_back({measured[order[f]].config, median(rounds[f]), true});
-  std::vector<Measurement> rest;
+  for (size_t f : ranked) out.push_back({measured[order[f]].config, final_ms[f], true});
   for (size_t i = finalists; i < order.size(); ++i) {
-    rest.push_back({measured[order[i]].config, measured[order[i]].screened_ms, false});
+    out.push_back({measured[order[i]].config, measured[order[i]].screened_ms, false});
   }
-  out.insert(out.end(), rest.begin(), rest.end());
   return out;
 }
 

@@ -46,6 +46,7 @@ struct Tag {
 constexpr uint64_t kTagMagic = 0x6b636f6c626d656dULL;  // "memblock"
 constexpr int64_t kTagFloats = 16;
 static_assert(sizeof(Tag) <= kTagFloats * sizeof(float));
+static_assert(sizeof(Tag) == 6 * sizeof(int64_t), "no padding: tags are compared bytewise");
 
 int64_t blocked_floats(const Shape& s) { return s.n * onednn::padded_channels(s.c) * s.h * s.w; }
 
@@ -96,11 +97,9 @@ bool is_blocked(const at::Tensor& x) {
       x.storage().nbytes() != static_cast<size_t>(blocked_floats(s) + kTagFloats) * sizeof(float)) {
     return false;
   }
-  Tag tag{};
-  std::memcpy(&tag, static_cast<const float*>(x.storage().data()) + blocked_floats(s), sizeof tag);
   const Tag expected = tag_of(s);
-  return tag.magic == expected.magic && tag.n == s.n && tag.c == s.c && tag.h == s.h &&
-         tag.w == s.w && tag.block == expected.block;
+  return std::memcmp(static_cast<const float*>(x.storage().data()) + blocked_floats(s), &expected,
+                     sizeof expected) == 0;
 }
 
 at::Tensor to_plain(const at::Tensor& x) {
