@@ -13,6 +13,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install_deps.sh
+# ccache: paths under the checkout hashed relative to it and the build directory left out of the
+# hash (it would be, with -g), so a clone elsewhere (CI's) reuses what another clone compiled.
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}" CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-1}"
 # The shim's engine tests fail, rather than skip, where the engine cannot reserve its address space.
 export MEMOPLAN_REQUIRE_PLANS=1
 scripts/build.sh default
