@@ -3,6 +3,7 @@
 #include "layout_plan.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -34,7 +35,20 @@ std::map<std::pair<int64_t, std::string>, Context>& contexts() {
 }
 Context& context(int64_t graph) { return contexts()[{graph, runtime_pass::current_key()}]; }
 
-constexpr double kForbidden = 1e9;  // a layout combination the op cannot produce
+// force_layout(): per candidate count, the layout every free edge takes (-1: the plan's).
+// MEMOPLAN_REGION_LAYOUT=nchw / nhwc / blocked at start sets it for the blocked region's graphs.
+std::map<int, int>& forced() {
+  static auto* table = [] {
+    auto* t = new std::map<int, int>();
+    const char* v = std::getenv("MEMOPLAN_REGION_LAYOUT");
+    const std::string name = v ? v : "";
+    if (name == "nchw") (*t)[kLayouts] = kNchw;
+    if (name == "nhwc") (*t)[kLayouts] = kNhwc;
+    if (name == "blocked") (*t)[kLayouts] = kBlocked;
+    return t;
+  }();
+  return *table;
+}
 
 // Milliseconds to convert the input of each conversion node, from the bytes it saw and the median
 // conversion speed the convolutions measured; unseen (a branch not taken): free.
@@ -57,7 +71,7 @@ std::map<std::pair<int, int>, double> conversion_costs(const GraphSpec& spec, co
 std::shared_ptr<const Decision> plan(const GraphSpec& spec, const Context& c) {
   layout::LayoutGraph graph;
   for (const GraphSpec::Edge& edge : spec.edges) {
-    graph.add_edge(edge.name, edge.fixed_default ? 1 : 2);
+    graph.add_edge(edge.name, edge.fixed_default ? 1 : spec.layouts);
   }
   for (const GraphSpec::Node& node : spec.nodes) {
     std::vector<int> outputs;
@@ -75,8 +89,15 @@ std::shared_ptr<const Decision> plan(const GraphSpec& spec, const Context& c) {
     double ms = 0;
     switch (node.kind) {
       case GraphSpec::Node::Kind::kConv: {
+        for (size_t i = 1; i < in.size(); ++i) {  // the residual
+          if (in[i] != out_layout) ms += convert_ms(index, static_cast<int>(i));
+        }
         const auto it = c.convs.find(index);
-        return it == c.convs.end() ? 0.0 : it->second.ms[in.at(0)][out_layout];
+        if (it != c.convs.end()) return ms + it->second.ms[in.at(0)][out_layout];
+        // Not measured (aten's, or a branch the first pass did not take): free where the region
+        // defaults to NCHW (layout_pass.cc's convolutions follow the plan on aten), else its output
+        // keeps the default.
+        return spec.default_layout == kNchw || out_layout == spec.default_layout ? ms : kForbidden;
       }
       case GraphSpec::Node::Kind::kJoin:
         for (size_t i = 0; i < in.size(); ++i) {
@@ -97,23 +118,54 @@ std::shared_ptr<const Decision> plan(const GraphSpec& spec, const Context& c) {
     }
     return ms;
   };
+  // Every free edge in one layout: the default's, or a forced one.
+  auto uniform = [&](int layout) {
+    layout::Assignment a(spec.edges.size(), kNchw);
+    for (size_t e = 0; e < spec.edges.size(); ++e) {
+      if (!spec.edges[e].fixed_default) a[e] = layout;
+    }
+    return a;
+  };
+  const layout::Assignment defaults = uniform(spec.default_layout);
   auto decision = std::make_shared<Decision>();
-  decision->edge_layouts.assign(spec.edges.size(), kNchw);
-  decision->default_ms = layout::total_cost(graph, layout::Assignment(spec.edges.size(), 0));
+  auto take = [&](const layout::Assignment& a) {
+    decision->edge_layouts.clear();
+    for (int l : a) decision->edge_layouts.push_back(static_cast<Layout>(l));
+  };
+  take(defaults);
+  decision->default_ms = layout::total_cost(graph, defaults);
   decision->planned_ms = decision->default_ms;
+  const auto force = forced().find(spec.layouts);
+  if (force != forced().end() && force->second >= 0) {
+    const layout::Assignment a = uniform(force->second);
+    take(a);
+    decision->planned_ms = layout::total_cost(graph, a);
+    return decision;
+  }
   if (!layout::check_graph(graph).ok()) return decision;  // keep the default layouts
   const layout::LayoutPlan planned = layout::plan_layouts(graph);
-  if (planned.cost >= decision->default_ms) return decision;
-  for (size_t e = 0; e < spec.edges.size(); ++e) {
-    decision->edge_layouts[e] = static_cast<Layout>(planned.layouts[e]);
-  }
+  // Against a default that is itself a tuned choice (the blocked region), only a clear gain: each
+  // pair was timed in three rounds of one call, and a plan of near-ties would follow the noise.
+  const double margin = spec.default_layout == kNchw ? 1.0 : 0.97;
+  if (planned.cost >= decision->default_ms * margin) return decision;
+  take(planned.layouts);
   decision->planned_ms = planned.cost;
   return decision;
 }
 
 }  // namespace
 
-const char* to_string(Layout layout) { return layout == kNhwc ? "NHWC" : "NCHW"; }
+const char* to_string(Layout layout) {
+  return layout == kNhwc ? "NHWC" : layout == kBlocked ? "blocked" : "NCHW";
+}
+
+int force_layout(int layouts, int layout) {
+  std::lock_guard<std::mutex> lock(mutex);
+  auto [it, added] = forced().emplace(layouts, layout);
+  const int before = added ? -1 : it->second;
+  it->second = layout;
+  return before;
+}
 
 int64_t register_graph(GraphSpec spec) {
   std::lock_guard<std::mutex> lock(mutex);
@@ -164,10 +216,15 @@ std::string layout_report() {
   for (const auto& [id, c] : contexts()) {
     if (!c.decision) continue;
     const auto& layouts = c.decision->edge_layouts;
+    const GraphSpec& spec = specs().at(static_cast<size_t>(id.first));
     out << "layout plan (graph " << id.first << ", " << c.convs.size()
-        << " convolutions measured): " << std::count(layouts.begin(), layouts.end(), kNhwc)
-        << " of " << layouts.size() << " activations NHWC; modelled " << c.decision->default_ms
-        << " ms all NCHW -> " << c.decision->planned_ms << " ms\n";
+        << " convolutions measured): of " << layouts.size() << " activations";
+    for (int l = 0; l < spec.layouts; ++l) {
+      out << (l ? ", " : " ") << std::count(layouts.begin(), layouts.end(), l) << " "
+          << to_string(static_cast<Layout>(l));
+    }
+    out << "; modelled " << c.decision->default_ms << " ms all " << to_string(spec.default_layout)
+        << " -> " << c.decision->planned_ms << " ms\n";
     for (const auto& [node, costs] : c.convs) {
       const GraphSpec::Node& n = specs().at(static_cast<size_t>(id.first)).nodes.at(node);
       const Layout in_layout = n.inputs.empty() ? kNchw : layouts.at(n.inputs[0]);

@@ -1,11 +1,12 @@
-// The activation layouts of a CNN's forward (FluidML's layout plan in the graph pass): NCHW or
-// NHWC (channels-last) for every 4-d activation between convolutions. layout_pass.cc finds the
-// layout graph in the TorchScript graph (convolutions, the ops that join two activations, the
-// uses that need the default layout) and inserts memoplan::conv2d and memoplan::layout nodes;
-// tuned_conv.cc measures every convolution in both layouts on its real input during the first
-// pass; this file keeps those measurements per (graph, input key), runs the layout DP over them
-// when the second pass starts and answers which layout each activation takes from then on.
-// No torch headers.
+// The activation layouts of a CNN's forward (FluidML's layout plan in the graph pass): NCHW, NHWC
+// (channels-last) or oneDNN's blocked layout for every 4-d activation between convolutions. Two
+// graph passes make such a graph: layout_pass.cc (memoplan::conv2d and memoplan::layout nodes;
+// NCHW or NHWC) and blocked/blocked_pass.cc (the blocked region's ops; all three, blocked while
+// the first pass measures). They find the layout graph in the TorchScript graph (convolutions,
+// the ops that join two activations, the uses that need the default layout); the convolutions
+// measure every (input, output) layout on their real input shape during the first pass; this file
+// keeps those measurements per (graph, input key), runs the layout DP over them when the second
+// pass starts and answers which layout each activation takes from then on. No torch headers.
 #pragma once
 
 #include <cstdint>
@@ -15,14 +16,16 @@
 
 namespace memoplan::torch_ext::layouts {
 
-enum Layout : int { kNchw = 0, kNhwc = 1 };
+enum Layout : int { kNchw = 0, kNhwc = 1, kBlocked = 2 };  // as onednn::Format numbers them
+constexpr int kLayouts = 3;
 const char* to_string(Layout layout);
 
 // What the graph pass found in one forward graph.
 struct GraphSpec {
   struct Node {
     enum class Kind {
-      kConv,         // memoplan::conv2d: input edge -> output edge, both layouts possible
+      kConv,         // input edge (and a residual added in its epilogue, converted to the
+                     // output's layout where it differs) -> output edge
       kJoin,         // two or more activations into one (add, an If's branches): inputs that
                      // differ from the output's layout are converted
       kInPlaceJoin,  // add_: the output keeps input 0's layout, the others are converted to it
@@ -44,6 +47,10 @@ struct GraphSpec {
     int node = -1, input = 0, edge = -1;
   };
   std::vector<Conversion> conversions;
+  // The candidates of every edge not fixed (layouts 0 .. layouts - 1), and the layout every such
+  // edge takes while the first pass measures, and where the plan is not faster than it.
+  int layouts = 2;
+  Layout default_layout = kNchw;
 };
 
 // Registers a graph's spec; returns the handle its nodes carry.
@@ -56,17 +63,23 @@ const GraphSpec& graph_spec(int64_t graph);
 // One convolution's measurements: milliseconds for every (input layout, output layout), and
 // which of its implementations achieves each (tuned_conv.cc's numbering).
 struct ConvCosts {
-  double ms[2][2] = {{0, 0}, {0, 0}};
-  int implementation[2][2] = {{0, 0}, {0, 0}};
+  double ms[kLayouts][kLayouts] = {};  // kForbidden where that pair cannot be had
+  int implementation[kLayouts][kLayouts] = {};
   double convert_ms_per_mib = 0;  // measured layout conversion speed on its input
   std::string summary;            // one line: shape, candidates measured, the choices
 };
 
+constexpr double kForbidden = 1e9;  // a layout combination an op cannot produce
+
 // The layout of every edge, once decided for a (graph, input key).
 struct Decision {
   std::vector<Layout> edge_layouts;
-  double default_ms = 0, planned_ms = 0;  // the model's estimate: all NCHW, and the plan
+  double default_ms = 0, planned_ms = 0;  // the model's estimate: the default layouts, the plan
 };
+
+// Tests and A/B runs: every edge of a graph with `layouts` candidates that is not fixed takes
+// `layout` instead of the plan (-1: the plan again). Returns the setting before.
+int force_layout(int layouts, int layout);
 
 // Records node `node`'s measurements in the calling thread's current pass key.
 void record_conv(int64_t graph, int node, const ConvCosts& costs);
@@ -79,7 +92,7 @@ void record_conversion_bytes(int64_t graph, int conversion, uint64_t bytes);
 // the measuring pass is over and the plan is made now.
 std::shared_ptr<const Decision> decision(int64_t graph, bool measuring_over);
 
-// One line per planned (graph, key): edges in NHWC, modelled ms of all-NCHW and of the plan.
+// One line per planned (graph, key): edges per layout, modelled ms of the default and of the plan.
 std::string layout_report();
 
 }  // namespace memoplan::torch_ext::layouts

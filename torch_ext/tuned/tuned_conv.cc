@@ -155,19 +155,6 @@ at::Tensor run(int implementation, const at::Tensor& x, const ConvArgs& a) {
   return gemm_conv(implementation, x, a, config_for(implementation, x, a));
 }
 
-double fastest_ms(const std::function<void()>& call, int rounds) {
-  call();  // first call: packing, caches, lazy initialization
-  double best = 1e300;
-  for (int r = 0; r < rounds; ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
-    call();
-    best = std::min(
-        best,
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-  }
-  return best;
-}
-
 layouts::ConvCosts measure(const at::Tensor& x, const ConvArgs& a) {
   const at::Tensor inputs[2] = {x.contiguous(), x.contiguous(at::MemoryFormat::ChannelsLast)};
   std::vector<int> candidates{kAtenNchw, kAtenNhwc, kOnednnPacked};
@@ -180,12 +167,15 @@ layouts::ConvCosts measure(const at::Tensor& x, const ConvArgs& a) {
   }
   double ms[kImplementations][2];
   for (int impl : candidates) {
-    for (int in : {kNchw, kNhwc}) ms[impl][in] = fastest_ms([&] { run(impl, inputs[in], a); }, 3);
+    for (int in : {kNchw, kNhwc}) {
+      ms[impl][in] = tuned::fastest_ms([&] { run(impl, inputs[in], a); }, 3);
+    }
   }
   const at::Tensor out = aten_conv(inputs[0], a);
-  const double convert_out = fastest_ms([&] { out.contiguous(at::MemoryFormat::ChannelsLast); }, 3);
+  const double convert_out =
+      tuned::fastest_ms([&] { out.contiguous(at::MemoryFormat::ChannelsLast); }, 3);
   const double convert_in =
-      fastest_ms([&] { inputs[0].contiguous(at::MemoryFormat::ChannelsLast); }, 3);
+      tuned::fastest_ms([&] { inputs[0].contiguous(at::MemoryFormat::ChannelsLast); }, 3);
   layouts::ConvCosts costs;
   costs.convert_ms_per_mib = convert_in / (static_cast<double>(x.nbytes()) / (1 << 20));
   for (int in : {kNchw, kNhwc}) {

@@ -150,6 +150,19 @@ std::shared_ptr<const PackedWeight> packed_weight(int64_t handle, const at::Tens
   return slot;
 }
 
+double fastest_ms(const std::function<void()>& call, int rounds) {
+  call();
+  double best = 1e300;
+  for (int r = 0; r < rounds; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    call();
+    best = std::min(
+        best,
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return best;
+}
+
 Timing time_both(const std::function<void()>& memoplan, const std::function<void()>& aten,
                  int rounds, Caches caches) {
   auto ms = [](const std::function<void()>& call) {

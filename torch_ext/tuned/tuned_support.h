@@ -53,6 +53,10 @@ enum class Caches { kWarm, kCold };
 Timing time_both(const std::function<void()>& memoplan, const std::function<void()>& aten,
                  int rounds, Caches caches = Caches::kWarm);
 
+// One call untimed (packing, caches, lazy initialization), then the fastest of `rounds` timed
+// calls, in milliseconds.
+double fastest_ms(const std::function<void()>& call, int rounds);
+
 KernelChoice choice();
 void count(bool tuned);  // one call run by memoplan's kernels (true) or by aten (false)
 

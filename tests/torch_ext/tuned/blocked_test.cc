@@ -12,6 +12,7 @@
 
 #include "blocked/blocked.h"
 #include "blocked/onednn.h"
+#include "layout_plan.h"
 #include "memoplan/torch/kernels.h"
 #include "memoplan/torch/plan.h"
 #include "tuned_test_support.h"
@@ -231,16 +232,18 @@ TEST(BlockedLayout, InPlaceReadLaterAndForeignUses) {
   }
 }
 
-// A blocked activation carries a tag after its values: the region's ops take what the region made
-// and refuse a plain tensor of the same sizes, even one whose strides look alike (C = 32, a
-// multiple of the block, has NCHW's strides), a copy, or a view.
+// A blocked activation carries a tag after its values: the region's ops tell what the region made
+// from a plain tensor of the same sizes, even one whose strides look alike (C = 32, a multiple of
+// the block, has NCHW's strides), a copy, or a view, and compute on each in its own layout.
 TEST(BlockedLayout, TheRegionOpsTellABlockedActivationFromAPlainOne) {
   if (onednn::block_size() == 0) GTEST_SKIP() << "oneDNN has no blocked layout here";
   c10::InferenceMode guard;
+  using onednn::Format;
   for (int64_t c : {32, 24}) {
     const at::Tensor plain = torch::randn({2, c, 5, 7});
     const at::Tensor b = blocked::to_blocked(plain);
     EXPECT_TRUE(blocked::is_blocked(b)) << c;
+    EXPECT_EQ(blocked::format_of(b), Format::kBlocked) << c;
     EXPECT_TRUE(blocked::to_plain(b).equal(plain)) << c;
     const onednn::PostOp relu{static_cast<int>(onednn::Eltwise::kRelu)};
     const at::Tensor r = blocked::eltwise(b, {relu});  // a region op's output is tagged too
@@ -250,15 +253,59 @@ TEST(BlockedLayout, TheRegionOpsTellABlockedActivationFromAPlainOne) {
     EXPECT_FALSE(blocked::is_blocked(b.clone())) << c;
     EXPECT_FALSE(blocked::is_blocked(b.narrow(0, 1, 1))) << c;
     EXPECT_FALSE(blocked::is_blocked(plain.contiguous(at::MemoryFormat::ChannelsLast))) << c;
-    try {
-      blocked::to_plain(plain);
-      ADD_FAILURE() << "a plain tensor read as blocked, C = " << c;
-    } catch (const c10::Error& e) {
-      EXPECT_NE(std::string(e.what()).find("not made by a blocked op"), std::string::npos)
-          << e.what();
+    // A plain tensor is read as what it is: NCHW stays itself, NHWC converts.
+    EXPECT_EQ(blocked::to_plain(plain).data_ptr(), plain.data_ptr()) << c;
+    const at::Tensor nhwc = plain.contiguous(at::MemoryFormat::ChannelsLast);
+    EXPECT_EQ(blocked::format_of(nhwc), Format::kNhwc) << c;
+    EXPECT_TRUE(blocked::to_plain(nhwc).equal(plain)) << c;
+    EXPECT_TRUE(blocked::to_plain(blocked::to_blocked(nhwc)).equal(plain)) << c;
+    // Every op in every layout: the result in its input's layout, aten's values.
+    for (const at::Tensor& x : {plain, nhwc, b}) {
+      const Format f = blocked::format_of(x);
+      const at::Tensor e = blocked::eltwise(x, {relu});
+      EXPECT_EQ(blocked::format_of(e), f) << c;
+      EXPECT_TRUE(blocked::to_plain(e).equal(plain.relu())) << c;
+      const at::Tensor p = blocked::pool(x, {false, {3, 3}, {2, 2}, {1, 1}, {1, 1}, false, true});
+      EXPECT_EQ(blocked::format_of(p), f) << c;
+      EXPECT_TRUE(blocked::to_plain(p).equal(at::max_pool2d(plain, {3, 3}, {2, 2}, {1, 1})));
+      const at::Tensor g = blocked::adaptive_avg_pool(x, {1, 1});
+      EXPECT_LT(relative_difference(blocked::to_plain(g), at::adaptive_avg_pool2d(plain, {1, 1})),
+                1e-6);
+      // A squeeze-excitation product and a residual sum, the result in each layout.
+      for (const Format out : {Format::kNchw, Format::kNhwc, Format::kBlocked}) {
+        const at::Tensor m = blocked::binary(x, g, onednn::BinaryKind::kMul, {}, out);
+        EXPECT_EQ(blocked::format_of(m), out) << c;
+        EXPECT_LT(relative_difference(blocked::to_plain(m),
+                                      plain * at::adaptive_avg_pool2d(plain, {1, 1})),
+                  1e-6);
+        const at::Tensor s = blocked::binary(x, b, onednn::BinaryKind::kAdd, {relu}, out);
+        EXPECT_TRUE(blocked::to_plain(s).equal((plain + plain).relu())) << c;
+      }
+      // Written back into an activation of each layout.
+      at::Tensor target = blocked::convert(torch::zeros_like(plain), f);
+      blocked::write_into(target, plain * 2);
+      EXPECT_TRUE(blocked::to_plain(target).equal(plain * 2)) << c;
     }
     // An empty batch is a blocked activation too.
     EXPECT_TRUE(blocked::is_blocked(blocked::to_blocked(torch::randn({0, c, 5, 7}))));
+  }
+}
+
+// The region's layouts are planned (blocked while the first pass measures; then each activation
+// NCHW, NHWC or blocked as measured), and every layout forced on the whole region gives stock's
+// results: each op of the region runs on each layout, with the conversions the layouts need.
+TEST(BlockedLayout, EveryRegionLayoutMatchesStock) {
+  BlockedLayoutGuard on(true);
+  check_blocks(torch::randn({1, 3, 64, 64}), 1);
+  if (!blocked_layout_here()) GTEST_SKIP() << "no blocked layout on this CPU";
+  EXPECT_NE(kernel_report().find("layout plan (graph "), std::string::npos) << kernel_report();
+  EXPECT_NE(kernel_report().find(" blocked; modelled "), std::string::npos) << kernel_report();
+  EXPECT_NE(kernel_report().find("NCHW->blocked "), std::string::npos) << kernel_report();
+  for (const layouts::Layout forced : {layouts::kNchw, layouts::kNhwc, layouts::kBlocked}) {
+    const int was = layouts::force_layout(layouts::kLayouts, forced);
+    check_blocks(torch::randn({2, 3, 40, 36}), 1);
+    check_blocks(torch::randn({1, 3, 32, 32}).contiguous(at::MemoryFormat::ChannelsLast), 1);
+    layouts::force_layout(layouts::kLayouts, was);
   }
 }
 

@@ -1,8 +1,11 @@
 // The blocked channel layout (nChw16c / nChw8c, onednn.h) as a region of a CNN's forward graph:
-// blocked_pass.cc finds the convolutions and the ops between them that oneDNN computes on that
-// layout (activations, pooling, residual additions, squeeze-excitation products), fuses batch
-// norms, activations and residual additions into the convolutions' epilogues, and converts at the
-// region's edges only; blocked_ops.cc runs the ops. ATen types; for tuned/ only.
+// blocked_pass.cc finds the convolutions and the ops between them that oneDNN computes
+// (activations, pooling, residual additions, squeeze-excitation products), fuses batch norms,
+// activations and residual additions into the convolutions' epilogues, and hands the region's
+// layout graph to the layout plan (layout_plan.h): every activation of the region is NCHW, NHWC or
+// blocked, as measured per convolution and planned, with conversions only where the plan puts
+// them; blocked_ops.cc runs the ops on whichever layout their input has. ATen types; for tuned/
+// only.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -13,6 +16,7 @@
 
 #include "onednn.h"
 #include "tuned/conv_weights.h"
+#include "tuned/layout_plan.h"
 
 namespace torch::jit {
 struct Graph;
@@ -28,9 +32,9 @@ std::string report();
 
 struct ConvArgs : conv::Call {
   int64_t site = -1;  // where its packed weights live
-  bool input_blocked = true;
+  onednn::Format output = onednn::Format::kBlocked;
   std::vector<onednn::PostOp> post;    // in order; kResidualAdd adds `residual`
-  c10::optional<at::Tensor> residual;  // blocked, the output's sizes
+  c10::optional<at::Tensor> residual;  // the output's sizes, any layout
 };
 
 struct PoolArgs {
@@ -39,19 +43,36 @@ struct PoolArgs {
   bool ceil_mode = false, count_include_pad = true;
 };
 
+// The region's ops. Each reads its inputs in whatever layout they come (blocked, NCHW, NHWC; any
+// other strides are made NCHW first); the convolution writes args.output's layout, the binary op
+// `output`'s (its operands converted to it where they differ), the others their input's.
 at::Tensor conv(const at::Tensor& x, const ConvArgs& args);
 at::Tensor eltwise(const at::Tensor& x, const std::vector<onednn::PostOp>& chain);
 at::Tensor pool(const at::Tensor& x, const PoolArgs& args);
 at::Tensor adaptive_avg_pool(const at::Tensor& x, const std::vector<int64_t>& output_size);
 at::Tensor binary(const at::Tensor& a, const at::Tensor& b, onednn::BinaryKind kind,
-                  const std::vector<onednn::PostOp>& post);
+                  const std::vector<onednn::PostOp>& post,
+                  onednn::Format output = onednn::Format::kBlocked);
 // Whether `x` is a blocked activation a region op made: sizes N x C x H x W, strides of the padded
 // channel blocks, and the tag that follows its values in its storage.
 bool is_blocked(const at::Tensor& x);
-at::Tensor to_blocked(const at::Tensor& plain);  // NCHW or NHWC, any float dtype
-at::Tensor to_plain(const at::Tensor& blocked);  // NCHW, contiguous
-// Writes `plain` into the blocked tensor `blocked` (same sizes); returns `blocked`.
-at::Tensor to_blocked_into(const at::Tensor& blocked, const at::Tensor& plain);
+// The layout of a 4-d float activation: blocked (is_blocked), NCHW (contiguous) or NHWC
+// (channels-last dense); anything else is read as NCHW once made contiguous.
+onednn::Format format_of(const at::Tensor& x);
+// `x` in layout `to` (itself when it is in it already); float, any 4-d strides in.
+at::Tensor convert(const at::Tensor& x, onednn::Format to);
+at::Tensor to_blocked(const at::Tensor& x);  // convert(x, kBlocked)
+at::Tensor to_plain(const at::Tensor& x);    // convert(x, kNchw): NCHW, contiguous
+// Writes `values` into `target` (same sizes, any layout each; nothing when they are one tensor);
+// returns `target`.
+at::Tensor write_into(const at::Tensor& target, const at::Tensor& values);
+// The costs the layout plan weighs for one region convolution on its input x: oneDNN's primitive
+// for every (input, output) layout pair it has one for (Winograd's where it wins, blocked to
+// blocked) timed on synthetic operands of x's shape, the conversion speed on x; then for every
+// pair the plan may ask for, the cheapest primitive with the input converted to what it reads
+// and its result to what the plan asked where they differ (`implementation`: read * 3 + written).
+// oneDNN's reference loop and shapes it refuses count as layouts::kForbidden.
+layouts::ConvCosts measure(const at::Tensor& x, const ConvArgs& args);
 // aten's version of one elementwise post-op (the fallbacks).
 at::Tensor apply_eltwise(const at::Tensor& y, const onednn::PostOp& op);
 

@@ -1,12 +1,14 @@
 // The ops of a blocked-layout region (blocked_pass.cc puts them in the graph): memoplan::bconv
 // (a convolution with the batch norm folded in and its epilogue fused: activations, a residual
 // addition), memoplan::beltwise, memoplan::bpool, memoplan::badaptive_avg_pool,
-// memoplan::bbinary, and the conversions memoplan::to_blocked / memoplan::to_plain at the region's
-// edges. A blocked activation is an ordinary float tensor to everything outside: sizes N x C x H x
-// W (size and dim reads see the truth), its storage N x ceil(C/B)*B x H x W floats from the
-// allocator (so the memory plan covers it) in oneDNN's nChw{B}c order, then a 64-byte tag that
-// names it (is_blocked: the strides alone cannot). Only these ops read its values; the pass puts a
-// to_plain in front of every other use.
+// memoplan::bbinary, and memoplan::blayout, the conversion the layout plan prices (in front of a
+// use outside the region: NCHW; at the end of an If's branch: the If's layout). Each activation of
+// the region is in the layout the plan chose for it (layout_plan.h; blocked while the first pass
+// measures), and every op reads whichever layout it is handed. A blocked activation is an
+// ordinary float tensor to everything outside: sizes N x C x H x W (size and dim reads see the
+// truth), its storage N x ceil(C/B)*B x H x W floats from the allocator (so the memory plan covers
+// it) in oneDNN's nChw{B}c order, then a 64-byte tag that names it (is_blocked: the strides alone
+// cannot). Only these ops read its values; the pass puts a blayout in front of every other use.
 //
 // What is not oneDNN's runs as aten would, through plain tensors, and is converted back: a batch
 // norm in training mode, autograd, a dtype other than float, a pooling or broadcast oneDNN has no
@@ -16,6 +18,8 @@
 #include <ATen/core/grad_mode.h>
 #include <torch/csrc/jit/runtime/custom_operator.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -25,12 +29,14 @@
 #include "onednn.h"
 #include "planning/planning.h"
 #include "tuned/conv_weights.h"
+#include "tuned/layout_plan.h"
 #include "tuned/tuned_support.h"
 #include "winograd_conv.h"
 
 namespace memoplan::torch_ext::blocked {
 namespace {
 
+using onednn::Format;
 using onednn::PostOp;
 using onednn::Shape;
 
@@ -66,22 +72,33 @@ at::Tensor scratchpad(size_t bytes, const at::TensorOptions& options) {
 }
 void* data_or_null(const at::Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
 
-// A tensor a region op may read as blocked: what new_blocked made (the pass guarantees it; the
-// tag checks it).
-void check_blocked(const at::Tensor& x, const char* op) {
+at::Tensor new_tensor(const Shape& s, Format f, const at::TensorOptions& options) {
+  switch (f) {
+    case Format::kBlocked:
+      return new_blocked(s, options);
+    case Format::kNhwc:
+      return at::empty({s.n, s.c, s.h, s.w}, options.dtype(at::kFloat),
+                       at::MemoryFormat::ChannelsLast);
+    case Format::kNchw:
+      break;
+  }
+  return at::empty({s.n, s.c, s.h, s.w}, options.dtype(at::kFloat));
+}
+
+// A 4-d float CPU activation in one of the three layouts: `x` itself where it is, else x as
+// contiguous NCHW floats.
+at::Tensor dense(const at::Tensor& x, const char* op) {
   // oneDNN splits over OpenMP's threads: this thread's count set as aten's (a new inference
   // thread would otherwise start at one per core).
   at::internal::lazy_init_num_threads();
-  TORCH_CHECK(is_blocked(x), "memoplan::", op,
-              ": expected a blocked-layout float activation from the region before it, got ",
-              x.toString(), " of sizes ", x.sizes(), " and strides ", x.strides(),
-              " not made by a blocked op (MEMOPLAN_BLOCKED_LAYOUT=0 turns the blocked layout off)");
-}
-
-onednn::Plain plain_order(const at::Tensor& x) {
-  return !x.is_contiguous() && x.is_contiguous(at::MemoryFormat::ChannelsLast)
-             ? onednn::Plain::kNhwc
-             : onednn::Plain::kNchw;
+  TORCH_CHECK(x.dim() == 4 && x.device().is_cpu() && x.is_floating_point(), "memoplan::", op,
+              ": a blocked-layout region expected a 4-d float activation, got ", x.toString(),
+              " of sizes ", x.sizes(), " (MEMOPLAN_BLOCKED_LAYOUT=0 turns the blocked layout off)");
+  if (x.scalar_type() == at::kFloat &&
+      (x.is_contiguous() || x.is_contiguous(at::MemoryFormat::ChannelsLast) || is_blocked(x))) {
+    return x;
+  }
+  return x.to(at::kFloat).contiguous();
 }
 
 }  // namespace
@@ -102,43 +119,44 @@ bool is_blocked(const at::Tensor& x) {
                      sizeof expected) == 0;
 }
 
-at::Tensor to_plain(const at::Tensor& x) {
-  check_blocked(x, "to_plain");
+Format format_of(const at::Tensor& x) {
+  if (is_blocked(x)) return Format::kBlocked;
+  return !x.is_contiguous() && x.is_contiguous(at::MemoryFormat::ChannelsLast) ? Format::kNhwc
+                                                                               : Format::kNchw;
+}
+
+at::Tensor convert(const at::Tensor& x_in, Format to) {
+  const at::Tensor x = dense(x_in, "blayout");
+  const Format from = format_of(x);
+  if (from == to) return x;
+  if (from != Format::kBlocked && to != Format::kBlocked) {
+    return x.contiguous(to == Format::kNhwc ? at::MemoryFormat::ChannelsLast
+                                            : at::MemoryFormat::Contiguous);
+  }
   const Shape s = shape_of(x);
-  at::Tensor out = at::empty({s.n, s.c, s.h, s.w}, x.options());
-  if (x.numel() == 0) return out;
-  const auto p = onednn::to_plain(s, onednn::Plain::kNchw);
-  p->run(x.data_ptr<float>(), nullptr, out.data_ptr<float>(), nullptr);
+  at::Tensor out = new_tensor(s, to, x.options());
+  if (x.numel() > 0) {
+    onednn::reorder(s, from, to)->run(x.data_ptr<float>(), nullptr, out.data_ptr<float>(), nullptr);
+  }
   return out;
 }
 
-at::Tensor to_blocked(const at::Tensor& x_in) {
-  at::internal::lazy_init_num_threads();
-  TORCH_CHECK(x_in.dim() == 4 && x_in.device().is_cpu() && x_in.is_floating_point(),
-              "memoplan::to_blocked: a blocked-layout region expected a 4-d float activation, "
-              "got ",
-              x_in.toString(), " of sizes ", x_in.sizes(),
-              " (MEMOPLAN_BLOCKED_LAYOUT=0 turns the blocked layout off)");
-  at::Tensor x = x_in.scalar_type() == at::kFloat ? x_in : x_in.to(at::kFloat);
-  if (plain_order(x) == onednn::Plain::kNchw) x = x.contiguous();
-  const Shape s = shape_of(x);
-  at::Tensor out = new_blocked(s, x.options());
-  if (x.numel() == 0) return out;
-  onednn::to_blocked(s, plain_order(x))
-      ->run(x.data_ptr<float>(), nullptr, out.data_ptr<float>(), nullptr);
-  return out;
-}
+at::Tensor to_plain(const at::Tensor& x) { return convert(x, Format::kNchw); }
+at::Tensor to_blocked(const at::Tensor& x) { return convert(x, Format::kBlocked); }
 
-at::Tensor to_blocked_into(const at::Tensor& blocked, const at::Tensor& plain_in) {
-  check_blocked(blocked, "to_blocked_");
-  TORCH_CHECK(plain_in.sizes() == blocked.sizes(), "memoplan::to_blocked_: sizes ",
-              plain_in.sizes(), " written into a blocked tensor of sizes ", blocked.sizes());
-  at::Tensor plain = plain_in.to(at::kFloat);
-  if (plain_order(plain) == onednn::Plain::kNchw) plain = plain.contiguous();
-  if (plain.numel() == 0) return blocked;
-  onednn::to_blocked(shape_of(plain), plain_order(plain))
-      ->run(plain.data_ptr<float>(), nullptr, blocked.data_ptr<float>(), nullptr);
-  return blocked;
+at::Tensor write_into(const at::Tensor& target, const at::Tensor& values) {
+  TORCH_CHECK(values.sizes() == target.sizes(), "memoplan::blayout_back_: sizes ", values.sizes(),
+              " written into an activation of sizes ", target.sizes());
+  if (values.data_ptr() == target.data_ptr()) return target;  // the use wrote into it
+  if (!is_blocked(target)) {
+    target.copy_(values);
+    return target;
+  }
+  const at::Tensor plain = dense(values, "blayout_back_");
+  if (plain.numel() == 0) return target;
+  onednn::reorder(shape_of(plain), format_of(plain), Format::kBlocked)
+      ->run(plain.data_ptr<float>(), nullptr, target.data_ptr<float>(), nullptr);
+  return target;
 }
 
 at::Tensor apply_eltwise(const at::Tensor& y, const PostOp& op) {
@@ -165,9 +183,7 @@ at::Tensor apply_eltwise(const at::Tensor& y, const PostOp& op) {
 
 namespace {
 
-// The primitive's shape: a plain input is read as NCHW (oneDNN's JIT kernels for a plain input of
-// few channels take NCHW, not NHWC).
-onednn::ConvSpec spec_of(const at::Tensor& x, const ConvArgs& a) {
+onednn::ConvSpec spec_of(const at::Tensor& x, const ConvArgs& a, Format in, Format out) {
   onednn::ConvSpec spec;
   spec.n = x.size(0);
   spec.c = x.size(1);
@@ -182,10 +198,22 @@ onednn::ConvSpec spec_of(const at::Tensor& x, const ConvArgs& a) {
     spec.padding[i] = a.padding.at(a.padding.size() == 1 ? 0 : i);
     spec.dilation[i] = a.dilation.at(a.dilation.size() == 1 ? 0 : i);
   }
-  spec.input_blocked = a.input_blocked;
-  spec.input_plain = onednn::Plain::kNchw;
+  spec.input = in;
+  spec.output = out;
   spec.post = a.post;
   return spec;
+}
+
+// The convolution for this (input, output) layout pair, or null where oneDNN has none but its
+// reference loop (far slower than aten's convolution).
+std::shared_ptr<const onednn::Conv> primitive_for(const onednn::ConvSpec& spec) {
+  std::shared_ptr<const onednn::Conv> p;
+  try {
+    p = best_conv(spec);
+  } catch (const std::exception&) {
+    return nullptr;
+  }
+  return p->implementation().rfind("ref", 0) == 0 ? nullptr : p;
 }
 
 // The packed weights of one convolution site: per preparation (generation), one packing per
@@ -225,28 +253,35 @@ Packed packed_for(int64_t site, const conv::Weights& w,
   return {packed, bias};
 }
 
+// Whether oneDNN may run the convolution (else aten does: training, autograd, other dtypes).
+bool onednn_may_run(const at::Tensor& x, const ConvArgs& a) {
+  const bool autograd =
+      at::GradMode::is_enabled() &&
+      (x.requires_grad() || a.weight.requires_grad() || (a.bias && a.bias->requires_grad()));
+  return !a.batch_norm_training && !autograd && a.weight.scalar_type() == at::kFloat &&
+         (!a.bias || a.bias->scalar_type() == at::kFloat) && a.weight.dim() == 4 && x.dim() == 4 &&
+         x.scalar_type() == at::kFloat && x.device().is_cpu();
+}
+
 }  // namespace
 
 at::Tensor conv(const at::Tensor& x_in, const ConvArgs& a) {
-  const bool autograd =
-      at::GradMode::is_enabled() &&
-      (x_in.requires_grad() || a.weight.requires_grad() || (a.bias && a.bias->requires_grad()));
-  bool fast = !a.batch_norm_training && !autograd && a.weight.scalar_type() == at::kFloat &&
-              (!a.bias || a.bias->scalar_type() == at::kFloat) && a.weight.dim() == 4 &&
-              (a.input_blocked ||
-               (x_in.dim() == 4 && x_in.scalar_type() == at::kFloat && x_in.device().is_cpu()));
+  const bool fast = onednn_may_run(x_in, a);
   at::internal::lazy_init_num_threads();
-  if (a.input_blocked) check_blocked(x_in, "bconv");
   std::shared_ptr<const onednn::Conv> primitive;
+  at::Tensor x = x_in;
   if (fast) {
-    primitive = best_conv(spec_of(x_in, a));
-    // oneDNN's reference loop (a shape its JIT kernels do not take) is far slower than aten.
-    fast = primitive->implementation().rfind("ref", 0) != 0;
+    x = dense(x_in, "bconv");
+    primitive = primitive_for(spec_of(x, a, format_of(x), a.output));
+    if (!primitive && format_of(x) == Format::kNhwc) {  // oneDNN's few-channel kernels take NCHW
+      x = x.contiguous();
+      primitive = primitive_for(spec_of(x, a, Format::kNchw, a.output));
+    }
   }
-  if (!fast) {  // aten's convolution and batch norm on plain tensors, then the epilogue
+  if (!primitive) {  // aten's convolution and batch norm on plain tensors, then the epilogue
     tuned::count(false);
-    const at::Tensor x = a.input_blocked ? to_plain(x_in) : x_in;
-    at::Tensor y = at::conv2d(x, a.weight, a.bias, a.stride, a.padding, a.dilation, a.groups);
+    at::Tensor y = at::conv2d(is_blocked(x_in) ? to_plain(x_in) : x_in, a.weight, a.bias, a.stride,
+                              a.padding, a.dilation, a.groups);
     if (a.batch_norm) {
       const conv::BatchNorm& bn = *a.batch_norm;
       y = at::batch_norm(y, bn.weight, bn.bias, bn.mean, bn.var, a.batch_norm_training,
@@ -255,35 +290,138 @@ at::Tensor conv(const at::Tensor& x_in, const ConvArgs& a) {
     for (const PostOp& op : a.post) {
       y = op.kind == onednn::kResidualAdd ? y + to_plain(*a.residual) : apply_eltwise(y, op);
     }
-    return to_blocked(y);
+    return convert(y, a.output);
   }
   const conv::Geometry geometry{a.stride, a.padding, a.dilation, a.groups};
   const auto prepared = conv::weights(a.site, a.weight, a.bias,
                                       a.batch_norm ? &*a.batch_norm : nullptr, geometry, false);
-  const at::Tensor x = a.input_blocked ? x_in : x_in.contiguous();
   const Packed packed = packed_for(a.site, *prepared, primitive);
   const Shape out_shape = primitive->output();
-  at::Tensor out = new_blocked(out_shape, x.options());
+  at::Tensor out = new_tensor(out_shape, a.output, x.options());
+  at::Tensor residual;
   if (a.residual) {
-    check_blocked(*a.residual, "bconv (residual)");
-    TORCH_CHECK(shape_of(*a.residual).c == out_shape.c && shape_of(*a.residual).h == out_shape.h &&
-                    shape_of(*a.residual).w == out_shape.w &&
-                    shape_of(*a.residual).n == out_shape.n,
-                "memoplan::bconv: residual of sizes ", a.residual->sizes(),
-                " does not match the convolution's output");
+    residual = convert(*a.residual, a.output);
+    const Shape r = shape_of(residual);
+    TORCH_CHECK(
+        r.n == out_shape.n && r.c == out_shape.c && r.h == out_shape.h && r.w == out_shape.w,
+        "memoplan::bconv: residual of sizes ", a.residual->sizes(),
+        " does not match the convolution's output");
   }
   at::Tensor scratch = scratchpad(primitive->scratchpad_bytes(), x.options());
   primitive->run(x.data_ptr<float>(), packed.weights.data_ptr(), packed.bias.data_ptr<float>(),
-                 a.residual ? a.residual->data_ptr<float>() : nullptr, out.data_ptr<float>(),
+                 residual.defined() ? residual.data_ptr<float>() : nullptr, out.data_ptr<float>(),
                  data_or_null(scratch));
   tuned::count(true);
   return out;
 }
 
-at::Tensor eltwise(const at::Tensor& x, const std::vector<PostOp>& chain) {
-  check_blocked(x, "beltwise");
-  const auto p = onednn::eltwise(shape_of(x), chain);
-  at::Tensor out = new_blocked(shape_of(x), x.options());
+layouts::ConvCosts measure(const at::Tensor& x_in, const ConvArgs& a) {
+  constexpr int kF = onednn::kFormats;
+  layouts::ConvCosts costs;
+  const at::Tensor x = dense(x_in, "bconv");
+  if (x.numel() == 0) return costs;  // nothing to weigh: every pair free
+  const conv::Geometry geometry{a.stride, a.padding, a.dilation, a.groups};
+  const auto prepared = conv::weights(a.site, a.weight, a.bias,
+                                      a.batch_norm ? &*a.batch_norm : nullptr, geometry, false);
+  runtime_pass::OffPlan off_plan;  // synthetic operands, not the pass's tensors
+  const at::Tensor bias =
+      prepared->bias ? *prepared->bias : at::zeros({a.weight.size(0)}, at::kFloat);
+  std::ostringstream summary;
+  summary << x.size(1) << "x" << x.size(2) << "x" << x.size(3) << " -> " << a.weight.size(0) << " "
+          << a.weight.size(2) << "x" << a.weight.size(3) << " /" << a.groups << ":";
+  // The primitive of each (input, output) pair oneDNN has one for, with its operands; then all of
+  // them timed in interleaved rounds (an untimed call each first), the fastest round of each.
+  struct Candidate {
+    int in = 0, out = 0;
+    std::shared_ptr<const onednn::Conv> primitive;
+    at::Tensor packed, y, residual, scratch;
+    double ms = 1e300;
+  };
+  std::vector<Candidate> candidates;
+  std::vector<at::Tensor> inputs(kF);
+  Shape out_shape{};
+  for (int in = 0; in < kF; ++in) {
+    for (int out = 0; out < kF; ++out) {
+      const auto primitive =
+          primitive_for(spec_of(x, a, static_cast<Format>(in), static_cast<Format>(out)));
+      if (!primitive) continue;
+      if (!inputs[in].defined()) inputs[in] = convert(x, static_cast<Format>(in));
+      Candidate c;
+      c.in = in;
+      c.out = out;
+      c.primitive = primitive;
+      // Packed here, not at the site: the site keeps the packings the passes use.
+      c.packed = at::empty({static_cast<int64_t>(primitive->packed_weights_bytes())}, at::kByte);
+      primitive->pack_weights(prepared->weight.data_ptr<float>(), c.packed.data_ptr());
+      out_shape = primitive->output();
+      c.y = new_tensor(out_shape, static_cast<Format>(out), x.options());
+      if (a.residual)
+        c.residual = new_tensor(out_shape, static_cast<Format>(out), x.options()).zero_();
+      c.scratch = scratchpad(primitive->scratchpad_bytes(), x.options());
+      candidates.push_back(std::move(c));
+    }
+  }
+  auto run = [&](const Candidate& c) {
+    c.primitive->run(inputs[c.in].data_ptr<float>(), c.packed.data_ptr(), bias.data_ptr<float>(),
+                     c.residual.defined() ? c.residual.data_ptr<float>() : nullptr,
+                     c.y.data_ptr<float>(), data_or_null(c.scratch));
+  };
+  for (int round = 0; round < 3; ++round) {
+    for (Candidate& c : candidates) {
+      if (round == 0) run(c);
+      const auto t0 = std::chrono::steady_clock::now();
+      run(c);
+      c.ms = std::min(
+          c.ms,
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    }
+  }
+  double direct[kF][kF];
+  for (auto& row : direct) std::fill(std::begin(row), std::end(row), layouts::kForbidden);
+  for (const Candidate& c : candidates) {
+    direct[c.in][c.out] = c.ms;
+    summary << " " << layouts::to_string(static_cast<layouts::Layout>(c.in)) << "->"
+            << layouts::to_string(static_cast<layouts::Layout>(c.out)) << " " << c.ms;
+  }
+  // Conversions: the input's from its layout to each other one, per MiB.
+  double rate = 0;
+  int rates = 0;
+  for (int to = 0; to < kF; ++to) {
+    if (static_cast<Format>(to) == format_of(x)) continue;
+    rate += tuned::fastest_ms([&] { convert(x, static_cast<Format>(to)); }, 2);
+    ++rates;
+  }
+  const double mib_in = static_cast<double>(x.nbytes()) / (1 << 20);
+  costs.convert_ms_per_mib = rate / rates / mib_in;
+  const double mib_out =
+      static_cast<double>(out_shape.n * out_shape.c * out_shape.h * out_shape.w) * 4 / (1 << 20);
+  // Each (input, output) pair of the plan: the cheapest primitive, the input converted to what it
+  // reads and its result to the planned layout where they differ.
+  for (int in = 0; in < kF; ++in) {
+    for (int out = 0; out < kF; ++out) {
+      costs.ms[in][out] = layouts::kForbidden;
+      for (int r = 0; r < kF; ++r) {
+        for (int w = 0; w < kF; ++w) {
+          if (direct[r][w] >= layouts::kForbidden) continue;
+          const double ms = direct[r][w] + (r != in ? costs.convert_ms_per_mib * mib_in : 0.0) +
+                            (w != out ? costs.convert_ms_per_mib * mib_out : 0.0);
+          if (ms < costs.ms[in][out]) {
+            costs.ms[in][out] = ms;
+            costs.implementation[in][out] = r * kF + w;
+          }
+        }
+      }
+    }
+  }
+  summary << " ms; conversions " << costs.convert_ms_per_mib << " ms/MiB";
+  costs.summary = summary.str();
+  return costs;
+}
+
+at::Tensor eltwise(const at::Tensor& x_in, const std::vector<PostOp>& chain) {
+  const at::Tensor x = dense(x_in, "beltwise");
+  const auto p = onednn::eltwise(shape_of(x), chain, format_of(x));
+  at::Tensor out = new_tensor(shape_of(x), format_of(x), x.options());
   at::Tensor scratch = scratchpad(p->scratchpad_bytes(), x.options());
   p->run(x.data_ptr<float>(), nullptr, out.data_ptr<float>(), data_or_null(scratch));
   return out;
@@ -292,8 +430,8 @@ at::Tensor eltwise(const at::Tensor& x, const std::vector<PostOp>& chain) {
 namespace {
 
 at::Tensor run_simple(const std::shared_ptr<const onednn::Primitive>& p, const at::Tensor& a,
-                      const at::Tensor* b) {
-  at::Tensor out = new_blocked(p->output(), a.options());
+                      const at::Tensor* b, Format f) {
+  at::Tensor out = new_tensor(p->output(), f, a.options());
   at::Tensor scratch = scratchpad(p->scratchpad_bytes(), a.options());
   p->run(a.data_ptr<float>(), b ? b->data_ptr<float>() : nullptr, out.data_ptr<float>(),
          data_or_null(scratch));
@@ -307,10 +445,11 @@ int64_t pick(const std::vector<int64_t>& v, int i, int64_t otherwise) {
 
 }  // namespace
 
-at::Tensor pool(const at::Tensor& x, const PoolArgs& a) {
-  check_blocked(x, "bpool");
+at::Tensor pool(const at::Tensor& x_in, const PoolArgs& a) {
+  const at::Tensor x = dense(x_in, "bpool");
   const Shape s = shape_of(x);
   onednn::PoolSpec spec;
+  spec.format = format_of(x);
   spec.n = s.n;
   spec.c = s.c;
   spec.h = s.h;
@@ -335,22 +474,24 @@ at::Tensor pool(const at::Tensor& x, const PoolArgs& a) {
   if (!supported) {
     tuned::count(false);
     const at::Tensor plain = to_plain(x);
-    return to_blocked(
+    return convert(
         a.avg
             ? at::avg_pool2d(plain, a.kernel, a.stride, a.padding, a.ceil_mode, a.count_include_pad)
-            : at::max_pool2d(plain, a.kernel, a.stride, a.padding, a.dilation, a.ceil_mode));
+            : at::max_pool2d(plain, a.kernel, a.stride, a.padding, a.dilation, a.ceil_mode),
+        spec.format);
   }
-  return run_simple(onednn::pool(spec), x, nullptr);
+  return run_simple(onednn::pool(spec), x, nullptr, spec.format);
 }
 
-at::Tensor adaptive_avg_pool(const at::Tensor& x, const std::vector<int64_t>& output_size) {
-  check_blocked(x, "badaptive_avg_pool");
+at::Tensor adaptive_avg_pool(const at::Tensor& x_in, const std::vector<int64_t>& output_size) {
+  const at::Tensor x = dense(x_in, "badaptive_avg_pool");
   const Shape s = shape_of(x);
   const int64_t oh = pick(output_size, 0, 1), ow = pick(output_size, 1, oh);
   if (oh <= 0 || ow <= 0 || s.h % oh != 0 || s.w % ow != 0) {
-    return to_blocked(at::adaptive_avg_pool2d(to_plain(x), output_size));
+    return convert(at::adaptive_avg_pool2d(to_plain(x), output_size), format_of(x));
   }
   onednn::PoolSpec spec;
+  spec.format = format_of(x);
   spec.n = s.n;
   spec.c = s.c;
   spec.h = s.h;
@@ -358,17 +499,15 @@ at::Tensor adaptive_avg_pool(const at::Tensor& x, const std::vector<int64_t>& ou
   spec.kind = onednn::PoolKind::kAvgExcludePadding;
   spec.kernel[0] = spec.stride[0] = s.h / oh;
   spec.kernel[1] = spec.stride[1] = s.w / ow;
-  return run_simple(onednn::pool(spec), x, nullptr);
+  return run_simple(onednn::pool(spec), x, nullptr, spec.format);
 }
 
 at::Tensor binary(const at::Tensor& a_in, const at::Tensor& b_in, onednn::BinaryKind kind,
-                  const std::vector<PostOp>& post) {
-  check_blocked(a_in, "bbinary");
-  check_blocked(b_in, "bbinary");
+                  const std::vector<PostOp>& post, Format output) {
   // Both kinds commute: the full-size operand goes first.
   const bool swap = a_in.numel() < b_in.numel();
-  const at::Tensor& a = swap ? b_in : a_in;
-  const at::Tensor& b = swap ? a_in : b_in;
+  const at::Tensor a = convert(swap ? b_in : a_in, output);
+  const at::Tensor b = convert(swap ? a_in : b_in, output);
   const Shape sa = shape_of(a), sb = shape_of(b);
   const bool same = sa.n == sb.n && sa.c == sb.c && sa.h == sb.h && sa.w == sb.w;
   const bool per_channel = sa.n == sb.n && sa.c == sb.c && sb.h == 1 && sb.w == 1;
@@ -377,9 +516,9 @@ at::Tensor binary(const at::Tensor& a_in, const at::Tensor& b_in, onednn::Binary
     at::Tensor y =
         kind == onednn::BinaryKind::kAdd ? to_plain(a) + to_plain(b) : to_plain(a) * to_plain(b);
     for (const PostOp& op : post) y = apply_eltwise(y, op);
-    return to_blocked(y);
+    return convert(y, output);
   }
-  return run_simple(onednn::binary(kind, sa, sb, post), a, &b);
+  return run_simple(onednn::binary(kind, sa, sb, post, output), a, &b, output);
 }
 
 namespace {
@@ -396,25 +535,72 @@ std::vector<PostOp> post_ops(const c10::IValue& kinds, const c10::IValue& alpha,
   return ops;
 }
 
+// The plan's layout for edge `edge` of `graph` (the spec's default while the first pass
+// measures); NCHW for -1 (a use outside the region).
+Format planned(int64_t graph, int edge, const layouts::Decision* decision) {
+  if (edge < 0) return Format::kNchw;
+  if (decision) return static_cast<Format>(decision->edge_layouts.at(static_cast<size_t>(edge)));
+  return static_cast<Format>(layouts::graph_spec(graph).default_layout);
+}
+
+// memoplan::bconv: measures its layouts in the first pass, then runs with the output in the
+// layout the plan gave it.
+at::Tensor planned_conv(const at::Tensor& x, ConvArgs& a, int64_t graph, int node,
+                        int residual_conversion) {
+  const layouts::ConvCosts* costs = layouts::conv_costs(graph, node);
+  const auto decision = layouts::decision(graph, costs != nullptr);
+  const layouts::GraphSpec::Node& spec_node =
+      layouts::graph_spec(graph).nodes.at(static_cast<size_t>(node));
+  if (!decision) {
+    if (!costs && onednn_may_run(x, a)) layouts::record_conv(graph, node, measure(x, a));
+    if (a.residual && residual_conversion >= 0) {
+      layouts::record_conversion_bytes(graph, residual_conversion, a.residual->nbytes());
+    }
+  }
+  const Format out = planned(graph, spec_node.output, decision.get());
+  if (!costs || !onednn_may_run(x, a)) {
+    a.output = out;
+    return conv(x, a);
+  }
+  // The primitive the measurement found cheapest for this pair, with the conversions around it.
+  const int in = static_cast<int>(format_of(dense(x, "bconv")));
+  const int implementation = costs->implementation[in][static_cast<int>(out)];
+  const auto reads = static_cast<Format>(implementation / onednn::kFormats);
+  a.output = static_cast<Format>(implementation % onednn::kFormats);
+  return convert(conv(convert(x, reads), a), out);
+}
+
+// Records the bytes of a conversion the plan prices (first pass only) and answers its target.
+Format conversion_target(int64_t graph, int64_t conversion, const at::Tensor& x) {
+  const auto decision = layouts::decision(graph, false);
+  if (!decision) {
+    layouts::record_conversion_bytes(graph, static_cast<int>(conversion), x.nbytes());
+  }
+  const int edge = layouts::graph_spec(graph).conversions.at(static_cast<size_t>(conversion)).edge;
+  return planned(graph, edge, decision.get());
+}
+
 torch::jit::RegisterOperators blocked_operators({
     torch::jit::Operator(
         "memoplan::bconv(Tensor input, Tensor weight, Tensor? bias, int[] stride, int[] padding, "
         "int[] dilation, int groups, int site, Tensor? bn_weight, Tensor? bn_bias, "
         "Tensor? bn_mean, Tensor? bn_var, bool bn_training, float bn_momentum, float bn_eps, "
-        "bool has_bn, bool input_blocked, int[] post_kinds, float[] post_alpha, "
-        "float[] post_beta, Tensor? residual) -> Tensor",
+        "bool has_bn, int graph, int[] post_kinds, float[] post_alpha, float[] post_beta, "
+        "Tensor? residual, int node, int residual_conversion) -> Tensor",
         [](torch::jit::Stack& stack) {
-          constexpr size_t kArgs = 21;
+          constexpr size_t kArgs = 23;
           const c10::IValue* args = &stack[stack.size() - kArgs];
           ConvArgs a;
           static_cast<conv::Call&>(a) = conv::read_call(args, 8);
           a.site = args[7].toInt();
-          a.input_blocked = args[16].toBool();
+          const int64_t graph = args[16].toInt();
           a.post = post_ops(args[17], args[18], args[19]);
           if (!args[20].isNone()) a.residual = args[20].toTensor();
+          const int node = static_cast<int>(args[21].toInt());
+          const int residual_conversion = static_cast<int>(args[22].toInt());
           const at::Tensor x = args[0].toTensor();
           torch::jit::drop(stack, kArgs);
-          stack.emplace_back(conv(x, a));
+          stack.emplace_back(planned_conv(x, a, graph, node, residual_conversion));
         },
         c10::AliasAnalysisKind::FROM_SCHEMA),
     torch::jit::Operator(
@@ -451,40 +637,39 @@ torch::jit::RegisterOperators blocked_operators({
         c10::AliasAnalysisKind::FROM_SCHEMA),
     torch::jit::Operator(
         "memoplan::bbinary(Tensor a, Tensor b, int kind, int[] post_kinds, float[] post_alpha, "
-        "float[] post_beta) -> Tensor",
+        "float[] post_beta, int graph, int conversion) -> Tensor",
         [](torch::jit::Stack& stack) {
-          const c10::IValue* args = &stack[stack.size() - 6];
+          // Operand i is conversion `conversion` + i, to the result's edge.
+          const c10::IValue* args = &stack[stack.size() - 8];
           const auto kind = static_cast<onednn::BinaryKind>(args[2].toInt());
           const std::vector<PostOp> post = post_ops(args[3], args[4], args[5]);
           const at::Tensor a = args[0].toTensor(), b = args[1].toTensor();
-          torch::jit::drop(stack, 6);
-          stack.emplace_back(binary(a, b, kind, post));
+          const int64_t graph = args[6].toInt(), conversion = args[7].toInt();
+          torch::jit::drop(stack, 8);
+          conversion_target(graph, conversion + 1, b);
+          stack.emplace_back(binary(a, b, kind, post, conversion_target(graph, conversion, a)));
         },
         c10::AliasAnalysisKind::FROM_SCHEMA),
+    // Converts to the layout the plan chose for `conversion`'s edge (NCHW for a use outside the
+    // region); the input itself where it has that layout.
     torch::jit::Operator(
-        "memoplan::to_blocked(Tensor input) -> Tensor",
+        "memoplan::blayout(Tensor(a) self, int graph, int conversion) -> Tensor(a)",
         [](torch::jit::Stack& stack) {
-          const at::Tensor x = stack.back().toTensor();
-          torch::jit::drop(stack, 1);
-          stack.emplace_back(to_blocked(x));
+          const int64_t conversion = stack.back().toInt();
+          const int64_t graph = stack[stack.size() - 2].toInt();
+          const at::Tensor x = stack[stack.size() - 3].toTensor();
+          torch::jit::drop(stack, 3);
+          stack.emplace_back(convert(x, conversion_target(graph, conversion, x)));
         },
         c10::AliasAnalysisKind::FROM_SCHEMA),
-    // After an op outside the region wrote into the plain copy of a blocked tensor.
+    // After an op outside the region wrote into the converted copy of an activation.
     torch::jit::Operator(
-        "memoplan::to_blocked_(Tensor(a!) self, Tensor plain) -> Tensor(a!)",
+        "memoplan::blayout_back_(Tensor(a!) self, Tensor values) -> Tensor(a!)",
         [](torch::jit::Stack& stack) {
-          const at::Tensor plain = stack.back().toTensor();
-          at::Tensor blocked = stack[stack.size() - 2].toTensor();
+          const at::Tensor values = stack.back().toTensor();
+          at::Tensor target = stack[stack.size() - 2].toTensor();
           torch::jit::drop(stack, 2);
-          stack.emplace_back(to_blocked_into(blocked, plain));
-        },
-        c10::AliasAnalysisKind::FROM_SCHEMA),
-    torch::jit::Operator(
-        "memoplan::to_plain(Tensor input) -> Tensor",
-        [](torch::jit::Stack& stack) {
-          const at::Tensor x = stack.back().toTensor();
-          torch::jit::drop(stack, 1);
-          stack.emplace_back(to_plain(x));
+          stack.emplace_back(write_into(target, values));
         },
         c10::AliasAnalysisKind::FROM_SCHEMA),
 });

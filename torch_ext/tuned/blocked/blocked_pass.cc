@@ -1,6 +1,6 @@
 // The graph half of the blocked layout (blocked.h). One walk over the forward graph, in order:
-//  - aten::conv2d with a module attribute for its weight becomes memoplan::bconv, its output
-//    blocked; its input is read as it comes (blocked, or NCHW / NHWC at a region's start). Fused
+//  - aten::conv2d with a module attribute for its weight becomes memoplan::bconv; its input is
+//    read as it comes (at a region's start: the graph's NCHW / NHWC tensor). Fused
 //    into it, each when it is the only op reading the value before it: the batch norm (folded), an
 //    activation, a residual addition of another blocked activation computed before the
 //    convolution, and an activation after that (ResNet's relu(bn(conv(x)) + identity)).
@@ -10,27 +10,35 @@
 //    stay blocked, on oneDNN; dropout with a constant false `train` is dropped.
 //  - An If whose branches yield a blocked activation yields one: the other branches convert at
 //    their end (EfficientNet's stochastic depth keeps the region whole in eval mode).
-//  - Every other use of a blocked value (a view, flatten, a list, the graph's output, an op with
-//    a scalar operand) gets memoplan::to_plain in front of it; reads of sizes need nothing.
+//  - Every other use of a region's value (a view, flatten, a list, the graph's output, an op with
+//    a scalar operand) gets memoplan::blayout to NCHW in front of it; reads of sizes need nothing.
 // In-place ops (relu_, add_) are taken only when nothing reads the value they write after them.
+// Alongside, the region's layout graph for the layout plan (layout_plan.h): an edge per value the
+// region makes (the ops that keep their input's layout pass it on), a node per convolution (its
+// residual a second input), binary op, If and use outside; a conversion for each operand that may
+// have to change layout. While the first pass measures, every edge is blocked.
 #include <torch/csrc/jit/ir/ir.h>
 
 #include <atomic>
 #include <mutex>
 #include <sstream>
 #include <string>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "blocked.h"
 #include "blocked_match.h"
 #include "memoplan/torch/kernels.h"
 #include "tuned/graph_match.h"
+#include "tuned/layout_plan.h"
 #include "tuned/tuned_support.h"
 
 namespace memoplan::torch_ext::blocked {
 namespace {
 
+using layouts::GraphSpec;
 using onednn::PostOp;
+using NodeKind = GraphSpec::Node::Kind;
 using torch::jit::Block;
 using torch::jit::Node;
 using torch::jit::Value;
@@ -47,7 +55,12 @@ std::vector<std::string>& report_lines() {
 
 class BlockedRewriter {
  public:
-  explicit BlockedRewriter(torch::jit::Graph& graph) : graph_(graph) {}
+  BlockedRewriter(torch::jit::Graph& graph, int64_t handle) : graph_(graph), handle_(handle) {
+    spec_.layouts = layouts::kLayouts;
+    spec_.default_layout = layouts::kBlocked;
+  }
+
+  GraphSpec take_spec() { return std::move(spec_); }
 
   int rewrite() {
     has_set_attr_ = graph_match::contains(graph_.block(), c10::prim::SetAttr);
@@ -61,13 +74,38 @@ class BlockedRewriter {
     std::ostringstream out;
     out << "blocked layout (" << onednn::describe() << "): " << convolutions_ << " convolutions ("
         << fused_ << " batch norms / activations / residual additions fused), " << others_
-        << " other ops blocked, " << to_plain_ << " conversions to NCHW, " << to_blocked_
-        << " to blocked";
+        << " other ops, " << to_plain_ << " uses outside the region (made NCHW), " << to_blocked_
+        << " branch ends joined";
     return out.str();
   }
 
  private:
-  bool blocked(const Value* v) const { return blocked_.count(v) > 0; }
+  bool blocked(const Value* v) const { return edges_.count(v) > 0; }
+  int edge_of(const Value* v) const {
+    const auto it = edges_.find(v);
+    return it == edges_.end() ? -1 : it->second;
+  }
+  int new_edge(const Value* v, bool fixed) {
+    spec_.edges.push_back({fixed, v->debugName()});
+    return static_cast<int>(spec_.edges.size()) - 1;
+  }
+  int new_node(NodeKind kind, std::vector<int> inputs, int output, std::string name) {
+    spec_.nodes.push_back({kind, std::move(inputs), output, std::move(name)});
+    return static_cast<int>(spec_.nodes.size()) - 1;
+  }
+  int new_conversion(int node, int input, int edge) {
+    spec_.conversions.push_back({node, input, edge});
+    return static_cast<int>(spec_.conversions.size()) - 1;
+  }
+  Value* constant(Node* point, int64_t v) {
+    torch::jit::WithInsertPoint insert(point);
+    return graph_.insertConstant(v);
+  }
+  // memoplan::blayout(value) before `point`, priced as `conversion`.
+  Node* insert_conversion(Node* point, Value* value, int conversion) {
+    return insert_before(point, "memoplan::blayout",
+                         {value, constant(point, handle_), constant(point, conversion)}, value);
+  }
 
   Node* insert_before(Node* point, const char* kind, std::vector<Value*> inputs,
                       const Value* typed_like) {
@@ -79,19 +117,20 @@ class BlockedRewriter {
   }
 
   // A use that needs a plain tensor. One that writes into it (an in-place op the region does not
-  // take) gets its result copied back into the blocked tensor, which later uses read.
+  // take) gets its result copied back into the region's tensor, which later uses read.
   void sink(Node* user, size_t position) {
     Value* value = user->input(position);
-    if (!blocked(value)) return;
-    Node* convert = insert_before(user, "memoplan::to_plain", {value}, value);
+    const int edge = edge_of(value);
+    if (edge < 0) return;
+    const int node = new_node(NodeKind::kSink, {edge}, -1, user->kind().toQualString());
+    Node* convert = insert_conversion(user, value, new_conversion(node, 0, -1));
     user->replaceInput(position, convert->output());
     ++to_plain_;
     if (writes_input(user, position)) {
       torch::jit::WithInsertPoint after(user->next());
-      Node* back = graph_.create(symbol("memoplan::to_blocked_"), {value, convert->output()}, 1);
+      Node* back = graph_.create(symbol("memoplan::blayout_back_"), {value, convert->output()}, 1);
       back->output()->setType(value->type());
       graph_.insertNode(back);
-      ++to_blocked_;
     }
   }
 
@@ -124,7 +163,9 @@ class BlockedRewriter {
     } else if (eltwise_of(node, &op) && blocked(node->input(0)) && writable(node)) {
       std::vector<PostOp> chain = {op};
       Node* last = absorb_eltwise(node, chain);
-      replace(node, last, "memoplan::beltwise", {node->input(0)}, chain);
+      const int edge = edge_of(node->input(0));
+      Node* made = replace(node, last, "memoplan::beltwise", {node->input(0)}, chain, {});
+      edges_[made->output()] = edge;  // the input's layout
       ++others_;
     } else if (is_kind(node, {"aten::dropout", "aten::dropout_", "aten::feature_dropout"}) &&
                blocked(node->input(0)) && !train(node)) {
@@ -136,12 +177,17 @@ class BlockedRewriter {
                writable(node)) {
       std::vector<PostOp> chain;
       Node* last = absorb_eltwise(node, chain);
-      Value* kind_value = nullptr;
-      {
-        torch::jit::WithInsertPoint point(node);
-        kind_value = graph_.insertConstant(static_cast<int64_t>(kind));
-      }
-      replace(node, last, "memoplan::bbinary", {node->input(0), node->input(1), kind_value}, chain);
+      const int output = new_edge(last->output(), false);
+      const int index =
+          new_node(NodeKind::kJoin, {edge_of(node->input(0)), edge_of(node->input(1))}, output,
+                   node->kind().toQualString());
+      const int conversion = new_conversion(index, 0, output);
+      new_conversion(index, 1, output);
+      Node* made =
+          replace(node, last, "memoplan::bbinary",
+                  {node->input(0), node->input(1), constant(node, static_cast<int64_t>(kind))},
+                  chain, {constant(node, handle_), constant(node, conversion)});
+      edges_[made->output()] = output;
       ++others_;
     } else {
       for (Block* inner : node->blocks()) {
@@ -196,13 +242,14 @@ class BlockedRewriter {
   }
 
   // Replaces the nodes `first`..`last` (a chain: each the only reader of the one before) by one
-  // `kind` node at `first` with `inputs`, then the post-op lists (kinds, alpha, beta).
+  // `kind` node at `first` with `inputs`, then the post-op lists (kinds, alpha, beta), then
+  // `trailing`.
   Node* replace(Node* first, Node* last, const char* kind, std::vector<Value*> inputs,
-                const std::vector<PostOp>& chain) {
+                const std::vector<PostOp>& chain, const std::vector<Value*>& trailing) {
     append_post_ops(first, chain, inputs);
+    inputs.insert(inputs.end(), trailing.begin(), trailing.end());
     Node* made = insert_before(first, kind, inputs, last->output());
     retire(first, last, made->output());
-    blocked_.insert(made->output());
     return made;
   }
 
@@ -249,6 +296,13 @@ class BlockedRewriter {
       last = next;
       ++fused_;
     }
+    int input = edge_of(node->input(0));
+    if (input < 0) input = new_edge(node->input(0), true);  // the region starts: NCHW
+    const int output = new_edge(last->output(), false);
+    std::vector<int> plan_inputs = {input};
+    if (residual) plan_inputs.push_back(edge_of(residual));
+    const int index = new_node(NodeKind::kConv, plan_inputs, output, last->output()->debugName());
+    const int residual_conversion = residual ? new_conversion(index, 1, output) : -1;
     std::vector<Value*> inputs(node->inputs().begin(), node->inputs().end());
     {
       torch::jit::WithInsertPoint point(node);
@@ -262,12 +316,14 @@ class BlockedRewriter {
                                      graph_.insertConstant(0.0), graph_.insertConstant(0.0)});
       }
       inputs.push_back(graph_.insertConstant(batch_norm != nullptr));
-      inputs.push_back(graph_.insertConstant(blocked(node->input(0))));
+      inputs.push_back(graph_.insertConstant(handle_));
     }
     append_post_ops(node, post, inputs);
     {
       torch::jit::WithInsertPoint point(node);
       inputs.push_back(residual ? residual : graph_.insertConstant(c10::IValue()));
+      inputs.push_back(graph_.insertConstant(static_cast<int64_t>(index)));
+      inputs.push_back(graph_.insertConstant(static_cast<int64_t>(residual_conversion)));
     }
     Node* made = insert_before(node, "memoplan::bconv", inputs, last->output());
     // The chain node -> [batch norm] -> ops: each the only reader of the one before, through its
@@ -288,7 +344,7 @@ class BlockedRewriter {
       removed_.insert(n);
       n->destroy();
     }
-    blocked_.insert(made->output());
+    edges_[made->output()] = output;
     ++convolutions_;
   }
 
@@ -323,14 +379,16 @@ class BlockedRewriter {
   }
 
   void replace_simple(Node* node, const char* kind, std::vector<Value*> inputs) {
+    const int edge = edge_of(node->input(0));
     Node* made = insert_before(node, kind, std::move(inputs), node->output());
     node->output()->replaceAllUsesWith(made->output());
     removed_.insert(node);
     node->destroy();
-    blocked_.insert(made->output());
+    edges_[made->output()] = edge;  // the input's layout
   }
 
-  // An If's outputs that some branch yields blocked: blocked, the other branches converting.
+  // An If's outputs that some branch yields from the region: in the region, each branch's value
+  // converted at its end to the layout the plan gives the If's output.
   void join_branches(Node* node) {
     for (size_t i = 0; i < node->outputs().size(); ++i) {
       bool any = false, all_tensors = true;
@@ -344,19 +402,29 @@ class BlockedRewriter {
         for (Block* branch : node->blocks()) sink(branch->return_node(), i);
         continue;
       }
+      std::vector<int> inputs;
       for (Block* branch : node->blocks()) {
-        Value* v = branch->outputs()[i];
-        if (blocked(v)) continue;
-        Node* convert = insert_before(branch->return_node(), "memoplan::to_blocked", {v}, v);
-        branch->return_node()->replaceInput(i, convert->output());
+        const int edge = edge_of(branch->outputs()[i]);
+        inputs.push_back(edge >= 0 ? edge : new_edge(branch->outputs()[i], true));
+      }
+      const int output = new_edge(node->outputs()[i], false);
+      const int index =
+          new_node(NodeKind::kJoin, inputs, output, "prim::If " + node->outputs()[i]->debugName());
+      for (size_t b = 0; b < node->blocks().size(); ++b) {
+        Node* ret = node->blocks()[b]->return_node();
+        Node* convert = insert_conversion(ret, ret->input(i),
+                                          new_conversion(index, static_cast<int>(b), output));
+        ret->replaceInput(i, convert->output());
         ++to_blocked_;
       }
-      blocked_.insert(node->outputs()[i]);
+      edges_[node->outputs()[i]] = output;
     }
   }
 
   torch::jit::Graph& graph_;
-  std::unordered_set<const Value*> blocked_;
+  const int64_t handle_;
+  GraphSpec spec_;
+  std::unordered_map<const Value*, int> edges_;  // the region's values: their layout graph edge
   std::unordered_set<const Node*> removed_;
   bool has_set_attr_ = false;
   int convolutions_ = 0, fused_ = 0, others_ = 0, to_plain_ = 0, to_blocked_ = 0;
@@ -371,8 +439,10 @@ int replace_regions(torch::jit::Graph& graph) {
       !graph_match::contains(graph.block(), c10::aten::conv2d)) {
     return 0;
   }
-  BlockedRewriter rewriter(graph);
+  const int64_t handle = layouts::register_graph({});
+  BlockedRewriter rewriter(graph, handle);
   const int convolutions = rewriter.rewrite();
+  layouts::set_graph_spec(handle, rewriter.take_spec());
   if (convolutions > 0) {
     std::lock_guard<std::mutex> lock(report_mutex);
     report_lines().push_back(rewriter.summary());

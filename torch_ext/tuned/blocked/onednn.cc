@@ -1,7 +1,7 @@
-// oneDNN primitives on the blocked layout (onednn.h) but the convolution (onednn_conv.cc): pooling,
-// elementwise chains, binary ops, conversions, the block size. The API moved between 2.x and 3.x
-// (operation descriptors gone, post-op eltwise without a scale): the two spellings sit side by
-// side where a primitive is made, nowhere else.
+// oneDNN primitives on the blocked and plain layouts (onednn.h) but the convolution
+// (onednn_conv.cc): pooling, elementwise chains, binary ops, conversions, the block size. The API
+// moved between 2.x and 3.x (operation descriptors gone, post-op eltwise without a scale): the two
+// spellings sit side by side where a primitive is made, nowhere else.
 #include <cstdlib>
 #include <sstream>
 #include <unordered_map>
@@ -82,10 +82,10 @@ class Chain final : public Primitive {
   std::vector<std::shared_ptr<const Primitive>> links_;
 };
 
-std::shared_ptr<const Primitive> make_eltwise_step(Shape s, const EltwiseStep& step) {
+std::shared_ptr<const Primitive> make_eltwise_step(Shape s, const EltwiseStep& step, Format f) {
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  const memory::desc d = desc(s, blocked_tag());
+  const memory::desc d = desc(s, f);
 #if DNNL_VERSION_MAJOR >= 3
   const dnnl::eltwise_forward::primitive_desc pd(engine(), prop_kind::forward_inference, step.alg,
                                                  d, d, step.alpha, step.beta, attr);
@@ -139,6 +139,7 @@ std::shared_ptr<const Primitive> pool(const PoolSpec& s) {
              s.padding_l[1],
              s.padding_r[0],
              s.padding_r[1],
+             static_cast<int64_t>(s.format),
              threads()};
   return cached<Primitive>("pooling", std::move(key), [&]() -> std::shared_ptr<const Primitive> {
     const Shape out = {s.n, s.c,
@@ -148,8 +149,8 @@ std::shared_ptr<const Primitive> pool(const PoolSpec& s) {
                           : s.kind == PoolKind::kAvgIncludePadding
                               ? algorithm::pooling_avg_include_padding
                               : algorithm::pooling_avg_exclude_padding;
-    const memory::desc src = desc({s.n, s.c, s.h, s.w}, blocked_tag());
-    const memory::desc dst = desc(out, blocked_tag());
+    const memory::desc src = desc({s.n, s.c, s.h, s.w}, s.format);
+    const memory::desc dst = desc(out, s.format);
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     const memory::dims strides = {s.stride[0], s.stride[1]}, kernel = {s.kernel[0], s.kernel[1]},
@@ -167,13 +168,13 @@ std::shared_ptr<const Primitive> pool(const PoolSpec& s) {
   });
 }
 
-std::shared_ptr<const Primitive> eltwise(Shape s, const std::vector<PostOp>& chain) {
-  Key key = {s.n, s.c, s.h, s.w, threads()};
+std::shared_ptr<const Primitive> eltwise(Shape s, const std::vector<PostOp>& chain, Format f) {
+  Key key = {s.n, s.c, s.h, s.w, static_cast<int64_t>(f), threads()};
   append(key, chain);
   return cached<Primitive>("elementwise op", std::move(key), [&] {
     std::vector<std::shared_ptr<const Primitive>> links;
     for (const PostOp& op : chain) {
-      for (const EltwiseStep& step : steps(op)) links.push_back(make_eltwise_step(s, step));
+      for (const EltwiseStep& step : steps(op)) links.push_back(make_eltwise_step(s, step, f));
     }
     if (links.empty()) throw std::invalid_argument("memoplan: empty elementwise chain");
     return std::make_shared<Measured>(std::make_shared<Chain>(std::move(links)));
@@ -181,11 +182,12 @@ std::shared_ptr<const Primitive> eltwise(Shape s, const std::vector<PostOp>& cha
 }
 
 std::shared_ptr<const Primitive> binary(BinaryKind kind, Shape a, Shape b,
-                                        const std::vector<PostOp>& post) {
-  Key key = {static_cast<int64_t>(kind), a.n, a.c, a.h, a.w, b.n, b.c, b.h, b.w, threads()};
+                                        const std::vector<PostOp>& post, Format f) {
+  Key key = {static_cast<int64_t>(kind), a.n,      a.c, a.h, a.w, b.n, b.c, b.h, b.w,
+             static_cast<int64_t>(f),    threads()};
   append(key, post);
   return cached<Primitive>("binary op", std::move(key), [&] {
-    const memory::desc src0 = desc(a, blocked_tag()), src1 = desc(b, blocked_tag());
+    const memory::desc src0 = desc(a, f), src1 = desc(b, f);
     const algorithm alg = kind == BinaryKind::kAdd ? algorithm::binary_add : algorithm::binary_mul;
     const dnnl::primitive_attr attr = attributes(post, nullptr);
 #if DNNL_VERSION_MAJOR >= 3
@@ -199,20 +201,11 @@ std::shared_ptr<const Primitive> binary(BinaryKind kind, Shape a, Shape b,
   });
 }
 
-std::shared_ptr<const Primitive> to_blocked(Shape s, Plain from) {
-  const Key key = {s.n, s.c, s.h, s.w, static_cast<int64_t>(from), 0, threads()};
+std::shared_ptr<const Primitive> reorder(Shape s, Format from, Format to) {
+  const Key key = {s.n,      s.c, s.h, s.w, static_cast<int64_t>(from), static_cast<int64_t>(to),
+                   threads()};
   return cached<Primitive>("conversion", key, [&] {
-    const memory::desc src = desc(s, plain_tag(from)), dst = desc(s, blocked_tag());
-    const dnnl::reorder::primitive_desc pd(engine(), src, engine(), dst);
-    return std::make_shared<Measured>(std::make_shared<Simple>(
-        dnnl::reorder(pd), src, memory::desc(), dst, memory::desc(), s, 0));
-  });
-}
-
-std::shared_ptr<const Primitive> to_plain(Shape s, Plain to) {
-  const Key key = {s.n, s.c, s.h, s.w, static_cast<int64_t>(to), 1, threads()};
-  return cached<Primitive>("conversion", key, [&] {
-    const memory::desc src = desc(s, blocked_tag()), dst = desc(s, plain_tag(to));
+    const memory::desc src = desc(s, from), dst = desc(s, to);
     const dnnl::reorder::primitive_desc pd(engine(), src, engine(), dst);
     return std::make_shared<Measured>(std::make_shared<Simple>(
         dnnl::reorder(pd), src, memory::desc(), dst, memory::desc(), s, 0));

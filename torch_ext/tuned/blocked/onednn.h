@@ -1,13 +1,13 @@
 // oneDNN primitives on the blocked channel layout (nChw16c with AVX-512, nChw8c with AVX2: C split
-// into blocks of B channels, each block's B values of one pixel adjacent): the convolution with
-// its epilogue (bias, then a list of post-ops: activations and one residual addition), pooling,
-// elementwise activations, binary add/mul with per-channel broadcasting, and conversions from and
-// to NCHW / NHWC. A blocked activation of N x C x H x W takes N * ceil(C / B) * B * H * W floats;
-// the padding channels are zero (every primitive here writes them so, and the convolutions'
-// weights are zero there too). Every primitive takes a caller-given scratchpad (the caller plans
-// it like any other tensor) and is cached per shape; one instance serves concurrent callers.
-// Torch-free: ATen types stay in blocked_ops.cc. Compiles against oneDNN 2.x (Debian 12) and 3.x
-// (Debian 13).
+// into blocks of B channels, each block's B values of one pixel adjacent) and on the plain ones
+// (NCHW, NHWC): the convolution with its epilogue (bias, then a list of post-ops: activations and
+// one residual addition), pooling, elementwise activations, binary add/mul with per-channel
+// broadcasting, and conversions between the three. Each tensor's layout is a Format. A blocked
+// activation of N x C x H x W takes N * ceil(C / B) * B * H * W floats; the padding channels are
+// zero (every primitive here writes them so, and the convolutions' weights are zero there too).
+// Every primitive takes a caller-given scratchpad (the caller plans it like any other tensor) and
+// is cached per shape; one instance serves concurrent callers. Torch-free: ATen types stay in
+// blocked_ops.cc. Compiles against oneDNN 2.x (Debian 12) and 3.x (Debian 13).
 #pragma once
 
 #include <cstddef>
@@ -42,7 +42,9 @@ struct PostOp {
   float alpha = 0.f, beta = 0.f;
 };
 
-enum class Plain { kNchw, kNhwc };
+// A 4-d activation's layout; numbered as the layout plan numbers its candidates (layout_plan.h).
+enum class Format : int { kNchw = 0, kNhwc = 1, kBlocked = 2 };
+constexpr int kFormats = 3;
 
 // A convolution's output side along one dimension (aten's and oneDNN's rule, symmetric padding);
 // <= 0 when the kernel does not fit.
@@ -55,8 +57,7 @@ struct ConvSpec {
   int64_t n = 0, c = 0, h = 0, w = 0;  // input
   int64_t out_channels = 0, kh = 0, kw = 0, groups = 1;
   int64_t stride[2] = {1, 1}, padding[2] = {0, 0}, dilation[2] = {1, 1};
-  bool input_blocked = true;  // else plain, in `input_plain`'s order
-  Plain input_plain = Plain::kNchw;
+  Format input = Format::kBlocked, output = Format::kBlocked;  // a residual is in `output`'s
   std::vector<PostOp> post;
 };
 
@@ -126,8 +127,9 @@ struct PoolSpec {
   int64_t n = 0, c = 0, h = 0, w = 0;
   PoolKind kind = PoolKind::kMax;
   int64_t kernel[2] = {1, 1}, stride[2] = {1, 1}, padding_l[2] = {0, 0}, padding_r[2] = {0, 0};
+  Format format = Format::kBlocked;  // of the input and the output
 };
-// Blocked in, blocked out, and everything else the primitives share.
+// What every primitive but the convolution shares: its input(s) and output in one Format.
 class Primitive {
  public:
   virtual ~Primitive() = default;
@@ -139,18 +141,19 @@ class Primitive {
 };
 std::shared_ptr<const Primitive> pool(const PoolSpec& spec);
 
-// A chain of elementwise functions on a blocked tensor (the first out of place, the rest in place).
-std::shared_ptr<const Primitive> eltwise(Shape shape, const std::vector<PostOp>& chain);
+// A chain of elementwise functions (the first out of place, the rest in place).
+std::shared_ptr<const Primitive> eltwise(Shape shape, const std::vector<PostOp>& chain,
+                                         Format format = Format::kBlocked);
 
-// a (op) b, a blocked N x C x H x W, b blocked N x C x H x W or N x C x 1 x 1 (broadcast), then
+// a (op) b, a N x C x H x W, b N x C x H x W or N x C x 1 x 1 (broadcast), both in `format`, then
 // the elementwise post-ops.
 enum class BinaryKind { kAdd, kMul };
 std::shared_ptr<const Primitive> binary(BinaryKind kind, Shape a, Shape b,
-                                        const std::vector<PostOp>& post);
+                                        const std::vector<PostOp>& post,
+                                        Format format = Format::kBlocked);
 
-// Conversions: plain (NCHW or NHWC, dense) to blocked and back.
-std::shared_ptr<const Primitive> to_blocked(Shape shape, Plain from);
-std::shared_ptr<const Primitive> to_plain(Shape shape, Plain to);
+// A conversion from one layout to another (dense plain tensors; `from` != `to`).
+std::shared_ptr<const Primitive> reorder(Shape shape, Format from, Format to);
 
 // A one-line description of the oneDNN in use (version, ISA, block), for reports.
 std::string describe();

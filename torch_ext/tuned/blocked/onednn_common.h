@@ -110,10 +110,21 @@ class ThreadChoice {
   mutable std::atomic<int> choice_{kUnmeasured};
 };
 
-inline tag blocked_tag() { return block_size() == 16 ? tag::nChw16c : tag::nChw8c; }
-inline tag plain_tag(Plain p) { return p == Plain::kNhwc ? tag::nhwc : tag::nchw; }
+inline tag format_tag(Format f) {
+  switch (f) {
+    case Format::kNchw:
+      return tag::nchw;
+    case Format::kNhwc:
+      return tag::nhwc;
+    case Format::kBlocked:
+      break;
+  }
+  return block_size() == 16 ? tag::nChw16c : tag::nChw8c;
+}
 
-inline memory::desc desc(Shape s, tag t) { return memory::desc({s.n, s.c, s.h, s.w}, dt::f32, t); }
+inline memory::desc desc(Shape s, Format f) {
+  return memory::desc({s.n, s.c, s.h, s.w}, dt::f32, format_tag(f));
+}
 
 inline memory bind(const memory::desc& d, const void* data) {
   return memory(d, engine(), const_cast<void*>(data));

@@ -1,5 +1,6 @@
-// The convolution primitive on the blocked layout (onednn.h): its epilogue (bias, activations, a
-// residual addition), weights packed in the layout it reads, cached per shape and thread count.
+// The convolution primitive (onednn.h), its input and output each blocked or plain: its epilogue
+// (bias, activations, a residual addition), weights packed in the layout it reads, cached per shape
+// and thread count.
 #include <unordered_map>
 
 #include "onednn_common.h"
@@ -16,9 +17,8 @@ class ConvImpl final : public Conv {
     const int64_t ow = conv_output_side(s.w, s.padding[1], s.dilation[1], s.kw, s.stride[1]);
     if (oh <= 0 || ow <= 0) throw std::invalid_argument("memoplan: convolution output is empty");
     out_ = {s.n, s.out_channels, oh, ow};
-    const memory::desc src =
-        desc({s.n, s.c, s.h, s.w}, s.input_blocked ? blocked_tag() : plain_tag(s.input_plain));
-    const memory::desc dst = desc(out_, blocked_tag());
+    const memory::desc src = desc({s.n, s.c, s.h, s.w}, s.input);
+    const memory::desc dst = desc(out_, s.output);
     memory::dims wdims = {s.out_channels, s.c / s.groups, s.kh, s.kw};
     user_weights_tag_ = tag::oihw;
     if (s.groups > 1) {
@@ -105,8 +105,8 @@ std::shared_ptr<const Conv> conv(const ConvSpec& s) {
              s.padding[1],
              s.dilation[0],
              s.dilation[1],
-             s.input_blocked,
-             static_cast<int64_t>(s.input_plain),
+             static_cast<int64_t>(s.input),
+             static_cast<int64_t>(s.output),
              threads()};
   append(key, s.post);
   return cached<Conv>("convolution", std::move(key), [&] { return std::make_shared<ConvImpl>(s); });

@@ -83,7 +83,8 @@ bool winograd_post(const onednn::ConvSpec& s, std::vector<wino::PostOp>* out) {
 bool applies(const onednn::ConvSpec& s) {
   return s.kh == 3 && s.kw == 3 && s.stride[0] == 1 && s.stride[1] == 1 && s.padding[0] == 1 &&
          s.padding[1] == 1 && s.dilation[0] == 1 && s.dilation[1] == 1 && s.groups == 1 &&
-         s.input_blocked && wino::available(onednn::block_size());
+         s.input == onednn::Format::kBlocked && s.output == onednn::Format::kBlocked &&
+         wino::available(onednn::block_size());
 }
 
 // Milliseconds of the fastest of three interleaved runs of each (a, b), on random operands.
