@@ -27,6 +27,10 @@ Per process the median pass; per cell the per-round ratio memoplan tuned ms / OR
 memoplan is faster), its median and range over the rounds, then the geometric mean of the cells'
 median ratios and the worst cell.
 
+--also-env NAME=VALUE adds a third process per cell and round, memoplan's again with NAME=VALUE
+in its environment (e.g. MEMOPLAN_REGION_LAYOUT=blocked: the blocked region without the layout
+plan), in the same rotation; the report then has a second table, memoplan's default against it.
+
 Accuracy, each side against stock TorchScript on its own input: ORT's first output against the
 model's .pt file run by torch here on the same input (written raw for node, read back from the
 raw float32 node writes): max|ort - torch| / max|torch|; memoplan's `tuned_max_relative_difference`
@@ -86,7 +90,12 @@ def parse_args():
     p.add_argument("--memoplan", default=os.path.join(ROOT, "build", "src", "memoplan"))
     p.add_argument("--out", help="results directory (default bench/results/ort_<UTC stamp>)")
     p.add_argument("--report-only", metavar="DIR", help="only rewrite DIR/report.md from DIR/raw")
-    return p.parse_args()
+    p.add_argument("--also-env", metavar="NAME=VALUE",
+                   help="a third side: memoplan run with NAME=VALUE in its environment")
+    args = p.parse_args()
+    if args.also_env and "=" not in args.also_env:
+        p.error("--also-env takes NAME=VALUE")
+    return args
 
 
 def ensure_ort():
@@ -185,10 +194,12 @@ def make_input(entry, batch, scratch):
     return path, "x".join(map(str, shape)), reference
 
 
-def run_process(command, threads):
-    env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads))
-    record = {"command": shlex.join(command), "env": {k: env[k] for k in
-                                                      ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")},
+def run_process(command, threads, extra_env=None):
+    extra_env = extra_env or {}
+    env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads),
+               **extra_env)
+    record = {"command": shlex.join(command),
+              "env": {k: env[k] for k in ["OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", *extra_env]},
               "load_at_start": os.getloadavg()[0]}
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
     record.update(returncode=done.returncode, stderr_tail=done.stderr[-2000:])
@@ -214,12 +225,12 @@ def run_ort(ort_dir, onnx, entry, cell_input, threads, args):
     return record
 
 
-def run_memoplan(entry, shape, threads, args):
+def run_memoplan(entry, shape, threads, args, extra_env=None):
     command = [args.memoplan, "run", os.path.join(ROOT, "models", entry["file"]), "--kernels",
                "tuned", "--json", "--input", shape, "--iters", str(args.iters), "--warmup",
                str(args.warmup), "--intra-op", str(threads), "--warm-passes", "1", "--no-rss",
                "-q"]
-    record = run_process(command, threads)
+    record = run_process(command, threads, extra_env)
     if "report" in record:  # exit code 1 with a report: planned and stock outputs differed
         record["ms"] = record["report"]["tuned_ms"]
     return record
@@ -247,13 +258,20 @@ def measure(args, out):
     with tempfile.TemporaryDirectory(prefix="ort_compare_") as scratch:
         inputs = {(m, b): make_input(entries[m], b, scratch) for m in models for b in batches}
         cells = [(m, b, t) for m in models for b in batches for t in threads]
+        also = {}
+        if args.also_env:
+            name, value = args.also_env.split("=", 1)
+            also = {name: value}
         for round_index in range(args.rounds):
-            sides = ["ort", "memoplan"] if round_index % 2 == 0 else ["memoplan", "ort"]
+            sides = ["ort", "memoplan"] + (["memoplan_env"] if also else [])
+            if round_index % 2:
+                sides.reverse()
             for m, b, t in cells:
                 for side in sides:
                     record = (run_ort(ort_dir, onnx[m], entries[m], inputs[m, b], t, args)
                               if side == "ort" else
-                              run_memoplan(entries[m], inputs[m, b][1], t, args))
+                              run_memoplan(entries[m], inputs[m, b][1], t, args,
+                                           also if side == "memoplan_env" else None))
                     record.update(side=side, model=m, batch=b, threads=t, round=round_index,
                                   order=sides.index(side))
                     tag = f"r{round_index}_{m}_b{b}_t{t}_{side}"
@@ -336,10 +354,35 @@ def report(out):
         worst = max(medians, key=medians.get)
         lines.append(f"Geometric mean of the {len(medians)} cells' median ratios: {geomean:.3f}; "
                      f"worst cell: {worst[0]} b{worst[1]} t{worst[2]} ({medians[worst]:.3f}).")
+    if settings.get("also_env"):
+        lines += report_also(cells, models, settings["also_env"])
     lines += [""] + notes if notes else []
     text = "\n".join(lines).rstrip() + "\n"
     open(os.path.join(out, "report.md"), "w").write(text)
     return text
+
+
+def report_also(cells, models, also_env):
+    """The second table: memoplan's default against memoplan with --also-env, per round."""
+    lines = ["", f"memoplan tuned against memoplan tuned with `{also_env}` (same rounds; ratio: "
+             "default / with it, median [min–max]; below 1: the default is faster):", "",
+             f"| model | batch | threads | memoplan ms | with {also_env} ms | ratio |",
+             "|---|---:|---:|---:|---:|---:|"]
+    ratios_all = []
+    for key in sorted(cells, key=lambda k: (models.index(k[0]) if k[0] in models else 99, k[1:])):
+        mp, env = cells[key].get("memoplan", {}), cells[key].get("memoplan_env", {})
+        ratios = [mp[i]["ms"] / env[i]["ms"] for i in sorted(env)
+                  if i in mp and "ms" in mp[i] and "ms" in env[i]]
+        if ratios:
+            ratios_all.append(statistics.median(ratios))
+        lines.append("| %s | %d | %d | %s | %s | %s |" % (
+            *key, fmt_range([r["ms"] for r in mp.values() if "ms" in r], "%.2f"),
+            fmt_range([r["ms"] for r in env.values() if "ms" in r], "%.2f"), fmt_range(ratios)))
+    if ratios_all:
+        geomean = math.exp(statistics.fmean(math.log(v) for v in ratios_all))
+        lines += ["", f"Geometric mean of the {len(ratios_all)} cells' median ratios: "
+                  f"{geomean:.3f}."]
+    return lines
 
 
 def main():
