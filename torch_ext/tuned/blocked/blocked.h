@@ -47,6 +47,8 @@ struct PoolArgs {
 // other strides are made NCHW first); the convolution writes args.output's layout, the binary op
 // `output`'s (its operands converted to it where they differ), the others their input's.
 at::Tensor conv(const at::Tensor& x, const ConvArgs& args);
+// Whether oneDNN may run the convolution (else aten does: training, autograd, other dtypes).
+bool onednn_may_run(const at::Tensor& x, const ConvArgs& args);
 at::Tensor eltwise(const at::Tensor& x, const std::vector<onednn::PostOp>& chain);
 at::Tensor pool(const at::Tensor& x, const PoolArgs& args);
 at::Tensor adaptive_avg_pool(const at::Tensor& x, const std::vector<int64_t>& output_size);

@@ -1,31 +1,23 @@
-// The ops of a blocked-layout region (blocked_pass.cc puts them in the graph): memoplan::bconv
-// (a convolution with the batch norm folded in and its epilogue fused: activations, a residual
-// addition), memoplan::beltwise, memoplan::bpool, memoplan::badaptive_avg_pool,
-// memoplan::bbinary, and memoplan::blayout, the conversion the layout plan prices (in front of a
-// use outside the region: NCHW; at the end of an If's branch: the If's layout). Each activation of
-// the region is in the layout the plan chose for it (layout_plan.h; blocked while the first pass
-// measures), and every op reads whichever layout it is handed. A blocked activation is an
-// ordinary float tensor to everything outside: sizes N x C x H x W (size and dim reads see the
-// truth), its storage N x ceil(C/B)*B x H x W floats from the allocator (so the memory plan covers
-// it) in oneDNN's nChw{B}c order, then a 64-byte tag that names it (is_blocked: the strides alone
-// cannot). Only these ops read its values; the pass puts a blayout in front of every other use.
-//
-// What is not oneDNN's runs as aten would, through plain tensors, and is converted back: a batch
-// norm in training mode, autograd, a dtype other than float, a pooling or broadcast oneDNN has no
-// primitive for. The result is the same either way.
+// The ops of a blocked-layout region (blocked.h): the convolution (batch norm folded in, its
+// epilogue fused: activations, a residual addition) and its per-layout measurement, elementwise
+// chains, pooling, adaptive average pooling and binary ops, each on oneDNN in whichever layout its
+// input has (blocked_tensor.h), the result in its input's layout or the one asked for. What is
+// not oneDNN's runs as aten would, through plain tensors, and is converted back: a batch norm in
+// training mode, autograd, a dtype other than float, a pooling or broadcast oneDNN has no
+// primitive for. The result is the same either way. The TorchScript operators that call these:
+// blocked_operators.cc.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <ATen/core/grad_mode.h>
-#include <torch/csrc/jit/runtime/custom_operator.h>
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <map>
 #include <mutex>
 #include <sstream>
 
 #include "blocked.h"
+#include "blocked_tensor.h"
 #include "onednn.h"
 #include "planning/planning.h"
 #include "tuned/conv_weights.h"
@@ -34,130 +26,10 @@
 #include "winograd_conv.h"
 
 namespace memoplan::torch_ext::blocked {
-namespace {
 
 using onednn::Format;
 using onednn::PostOp;
 using onednn::Shape;
-
-Shape shape_of(const at::Tensor& x) { return {x.size(0), x.size(1), x.size(2), x.size(3)}; }
-
-// After the values of every blocked activation, a tag that names it: its strides cannot (with C a
-// multiple of the block they are NCHW's), and a region op must refuse a plain tensor rather than
-// read it in the wrong order. 64 bytes, inside the allocation the memory plan covers.
-struct Tag {
-  uint64_t magic;
-  int64_t n, c, h, w, block;
-};
-constexpr uint64_t kTagMagic = 0x6b636f6c626d656dULL;  // "memblock"
-constexpr int64_t kTagFloats = 16;
-static_assert(sizeof(Tag) <= kTagFloats * sizeof(float));
-static_assert(sizeof(Tag) == 6 * sizeof(int64_t), "no padding: tags are compared bytewise");
-
-int64_t blocked_floats(const Shape& s) { return s.n * onednn::padded_channels(s.c) * s.h * s.w; }
-
-Tag tag_of(const Shape& s) { return {kTagMagic, s.n, s.c, s.h, s.w, onednn::block_size()}; }
-
-at::Tensor new_blocked(const Shape& s, const at::TensorOptions& options) {
-  const int64_t cp = onednn::padded_channels(s.c);
-  at::Tensor storage = at::empty({blocked_floats(s) + kTagFloats}, options.dtype(at::kFloat));
-  const Tag tag = tag_of(s);
-  std::memcpy(storage.data_ptr<float>() + blocked_floats(s), &tag, sizeof tag);
-  return storage.as_strided({s.n, s.c, s.h, s.w}, {cp * s.h * s.w, s.h * s.w, s.w, 1});
-}
-
-at::Tensor scratchpad(size_t bytes, const at::TensorOptions& options) {
-  return bytes == 0 ? at::Tensor()
-                    : at::empty({static_cast<int64_t>(bytes)}, options.dtype(at::kByte));
-}
-void* data_or_null(const at::Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
-
-at::Tensor new_tensor(const Shape& s, Format f, const at::TensorOptions& options) {
-  switch (f) {
-    case Format::kBlocked:
-      return new_blocked(s, options);
-    case Format::kNhwc:
-      return at::empty({s.n, s.c, s.h, s.w}, options.dtype(at::kFloat),
-                       at::MemoryFormat::ChannelsLast);
-    case Format::kNchw:
-      break;
-  }
-  return at::empty({s.n, s.c, s.h, s.w}, options.dtype(at::kFloat));
-}
-
-// A 4-d float CPU activation in one of the three layouts: `x` itself where it is, else x as
-// contiguous NCHW floats.
-at::Tensor dense(const at::Tensor& x, const char* op) {
-  // oneDNN splits over OpenMP's threads: this thread's count set as aten's (a new inference
-  // thread would otherwise start at one per core).
-  at::internal::lazy_init_num_threads();
-  TORCH_CHECK(x.dim() == 4 && x.device().is_cpu() && x.is_floating_point(), "memoplan::", op,
-              ": a blocked-layout region expected a 4-d float activation, got ", x.toString(),
-              " of sizes ", x.sizes(), " (MEMOPLAN_BLOCKED_LAYOUT=0 turns the blocked layout off)");
-  if (x.scalar_type() == at::kFloat &&
-      (x.is_contiguous() || x.is_contiguous(at::MemoryFormat::ChannelsLast) || is_blocked(x))) {
-    return x;
-  }
-  return x.to(at::kFloat).contiguous();
-}
-
-}  // namespace
-
-bool is_blocked(const at::Tensor& x) {
-  if (x.dim() != 4 || x.scalar_type() != at::kFloat || !x.device().is_cpu() ||
-      x.storage_offset() != 0 || !x.storage().data()) {
-    return false;
-  }
-  const Shape s = shape_of(x);
-  const int64_t cp = onednn::padded_channels(s.c);
-  if (x.strides() != at::IntArrayRef({cp * s.h * s.w, s.h * s.w, s.w, 1}) ||
-      x.storage().nbytes() != static_cast<size_t>(blocked_floats(s) + kTagFloats) * sizeof(float)) {
-    return false;
-  }
-  const Tag expected = tag_of(s);
-  return std::memcmp(static_cast<const float*>(x.storage().data()) + blocked_floats(s), &expected,
-                     sizeof expected) == 0;
-}
-
-Format format_of(const at::Tensor& x) {
-  if (is_blocked(x)) return Format::kBlocked;
-  return !x.is_contiguous() && x.is_contiguous(at::MemoryFormat::ChannelsLast) ? Format::kNhwc
-                                                                               : Format::kNchw;
-}
-
-at::Tensor convert(const at::Tensor& x_in, Format to) {
-  const at::Tensor x = dense(x_in, "blayout");
-  const Format from = format_of(x);
-  if (from == to) return x;
-  if (from != Format::kBlocked && to != Format::kBlocked) {
-    return x.contiguous(to == Format::kNhwc ? at::MemoryFormat::ChannelsLast
-                                            : at::MemoryFormat::Contiguous);
-  }
-  const Shape s = shape_of(x);
-  at::Tensor out = new_tensor(s, to, x.options());
-  if (x.numel() > 0) {
-    onednn::reorder(s, from, to)->run(x.data_ptr<float>(), nullptr, out.data_ptr<float>(), nullptr);
-  }
-  return out;
-}
-
-at::Tensor to_plain(const at::Tensor& x) { return convert(x, Format::kNchw); }
-at::Tensor to_blocked(const at::Tensor& x) { return convert(x, Format::kBlocked); }
-
-at::Tensor write_into(const at::Tensor& target, const at::Tensor& values) {
-  TORCH_CHECK(values.sizes() == target.sizes(), "memoplan::blayout_back_: sizes ", values.sizes(),
-              " written into an activation of sizes ", target.sizes());
-  if (values.data_ptr() == target.data_ptr()) return target;  // the use wrote into it
-  if (!is_blocked(target)) {
-    target.copy_(values);
-    return target;
-  }
-  const at::Tensor plain = dense(values, "blayout_back_");
-  if (plain.numel() == 0) return target;
-  onednn::reorder(shape_of(plain), format_of(plain), Format::kBlocked)
-      ->run(plain.data_ptr<float>(), nullptr, target.data_ptr<float>(), nullptr);
-  return target;
-}
 
 at::Tensor apply_eltwise(const at::Tensor& y, const PostOp& op) {
   switch (static_cast<onednn::Eltwise>(op.kind)) {
@@ -253,6 +125,8 @@ Packed packed_for(int64_t site, const conv::Weights& w,
   return {packed, bias};
 }
 
+}  // namespace
+
 // Whether oneDNN may run the convolution (else aten does: training, autograd, other dtypes).
 bool onednn_may_run(const at::Tensor& x, const ConvArgs& a) {
   const bool autograd =
@@ -262,8 +136,6 @@ bool onednn_may_run(const at::Tensor& x, const ConvArgs& a) {
          (!a.bias || a.bias->scalar_type() == at::kFloat) && a.weight.dim() == 4 && x.dim() == 4 &&
          x.scalar_type() == at::kFloat && x.device().is_cpu();
 }
-
-}  // namespace
 
 at::Tensor conv(const at::Tensor& x_in, const ConvArgs& a) {
   const bool fast = onednn_may_run(x_in, a);
@@ -520,160 +392,5 @@ at::Tensor binary(const at::Tensor& a_in, const at::Tensor& b_in, onednn::Binary
   }
   return run_simple(onednn::binary(kind, sa, sb, post, output), a, &b, output);
 }
-
-namespace {
-
-std::vector<PostOp> post_ops(const c10::IValue& kinds, const c10::IValue& alpha,
-                             const c10::IValue& beta) {
-  const std::vector<int64_t> k = kinds.toIntVector();
-  const std::vector<double> al = alpha.toDoubleVector(), be = beta.toDoubleVector();
-  std::vector<PostOp> ops;
-  for (size_t i = 0; i < k.size(); ++i) {
-    ops.push_back(
-        {static_cast<int>(k[i]), static_cast<float>(al.at(i)), static_cast<float>(be.at(i))});
-  }
-  return ops;
-}
-
-// The plan's layout for edge `edge` of `graph` (the spec's default while the first pass
-// measures); NCHW for -1 (a use outside the region).
-Format planned(int64_t graph, int edge, const layouts::Decision* decision) {
-  if (edge < 0) return Format::kNchw;
-  if (decision) return static_cast<Format>(decision->edge_layouts.at(static_cast<size_t>(edge)));
-  return static_cast<Format>(layouts::graph_spec(graph).default_layout);
-}
-
-// memoplan::bconv: measures its layouts in the first pass, then runs with the output in the
-// layout the plan gave it.
-at::Tensor planned_conv(const at::Tensor& x, ConvArgs& a, int64_t graph, int node,
-                        int residual_conversion) {
-  const layouts::ConvCosts* costs = layouts::conv_costs(graph, node);
-  const auto decision = layouts::decision(graph, costs != nullptr);
-  const layouts::GraphSpec::Node& spec_node =
-      layouts::graph_spec(graph).nodes.at(static_cast<size_t>(node));
-  if (!decision) {
-    if (!costs && onednn_may_run(x, a)) layouts::record_conv(graph, node, measure(x, a));
-    if (a.residual && residual_conversion >= 0) {
-      layouts::record_conversion_bytes(graph, residual_conversion, a.residual->nbytes());
-    }
-  }
-  const Format out = planned(graph, spec_node.output, decision.get());
-  if (!costs || !onednn_may_run(x, a)) {
-    a.output = out;
-    return conv(x, a);
-  }
-  // The primitive the measurement found cheapest for this pair, with the conversions around it.
-  const int in = static_cast<int>(format_of(dense(x, "bconv")));
-  const int implementation = costs->implementation[in][static_cast<int>(out)];
-  const auto reads = static_cast<Format>(implementation / onednn::kFormats);
-  a.output = static_cast<Format>(implementation % onednn::kFormats);
-  return convert(conv(convert(x, reads), a), out);
-}
-
-// Records the bytes of a conversion the plan prices (first pass only) and answers its target.
-Format conversion_target(int64_t graph, int64_t conversion, const at::Tensor& x) {
-  const auto decision = layouts::decision(graph, false);
-  if (!decision) {
-    layouts::record_conversion_bytes(graph, static_cast<int>(conversion), x.nbytes());
-  }
-  const int edge = layouts::graph_spec(graph).conversions.at(static_cast<size_t>(conversion)).edge;
-  return planned(graph, edge, decision.get());
-}
-
-torch::jit::RegisterOperators blocked_operators({
-    torch::jit::Operator(
-        "memoplan::bconv(Tensor input, Tensor weight, Tensor? bias, int[] stride, int[] padding, "
-        "int[] dilation, int groups, int site, Tensor? bn_weight, Tensor? bn_bias, "
-        "Tensor? bn_mean, Tensor? bn_var, bool bn_training, float bn_momentum, float bn_eps, "
-        "bool has_bn, int graph, int[] post_kinds, float[] post_alpha, float[] post_beta, "
-        "Tensor? residual, int node, int residual_conversion) -> Tensor",
-        [](torch::jit::Stack& stack) {
-          constexpr size_t kArgs = 23;
-          const c10::IValue* args = &stack[stack.size() - kArgs];
-          ConvArgs a;
-          static_cast<conv::Call&>(a) = conv::read_call(args, 8);
-          a.site = args[7].toInt();
-          const int64_t graph = args[16].toInt();
-          a.post = post_ops(args[17], args[18], args[19]);
-          if (!args[20].isNone()) a.residual = args[20].toTensor();
-          const int node = static_cast<int>(args[21].toInt());
-          const int residual_conversion = static_cast<int>(args[22].toInt());
-          const at::Tensor x = args[0].toTensor();
-          torch::jit::drop(stack, kArgs);
-          stack.emplace_back(planned_conv(x, a, graph, node, residual_conversion));
-        },
-        c10::AliasAnalysisKind::FROM_SCHEMA),
-    torch::jit::Operator(
-        "memoplan::beltwise(Tensor input, int[] kinds, float[] alpha, float[] beta) -> Tensor",
-        [](torch::jit::Stack& stack) {
-          const std::vector<PostOp> chain =
-              post_ops(stack[stack.size() - 3], stack[stack.size() - 2], stack.back());
-          const at::Tensor x = stack[stack.size() - 4].toTensor();
-          torch::jit::drop(stack, 4);
-          stack.emplace_back(eltwise(x, chain));
-        },
-        c10::AliasAnalysisKind::FROM_SCHEMA),
-    torch::jit::Operator(
-        "memoplan::bpool(Tensor input, bool avg, int[] kernel, int[] stride, int[] padding, "
-        "int[] dilation, bool ceil_mode, bool count_include_pad) -> Tensor",
-        [](torch::jit::Stack& stack) {
-          const c10::IValue* args = &stack[stack.size() - 8];
-          PoolArgs a{args[1].toBool(),      args[2].toIntVector(), args[3].toIntVector(),
-                     args[4].toIntVector(), args[5].toIntVector(), args[6].toBool(),
-                     args[7].toBool()};
-          const at::Tensor x = args[0].toTensor();
-          torch::jit::drop(stack, 8);
-          stack.emplace_back(pool(x, a));
-        },
-        c10::AliasAnalysisKind::FROM_SCHEMA),
-    torch::jit::Operator(
-        "memoplan::badaptive_avg_pool(Tensor input, int[] output_size) -> Tensor",
-        [](torch::jit::Stack& stack) {
-          const std::vector<int64_t> size = stack.back().toIntVector();
-          const at::Tensor x = stack[stack.size() - 2].toTensor();
-          torch::jit::drop(stack, 2);
-          stack.emplace_back(adaptive_avg_pool(x, size));
-        },
-        c10::AliasAnalysisKind::FROM_SCHEMA),
-    torch::jit::Operator(
-        "memoplan::bbinary(Tensor a, Tensor b, int kind, int[] post_kinds, float[] post_alpha, "
-        "float[] post_beta, int graph, int conversion) -> Tensor",
-        [](torch::jit::Stack& stack) {
-          // Operand i is conversion `conversion` + i, to the result's edge.
-          const c10::IValue* args = &stack[stack.size() - 8];
-          const auto kind = static_cast<onednn::BinaryKind>(args[2].toInt());
-          const std::vector<PostOp> post = post_ops(args[3], args[4], args[5]);
-          const at::Tensor a = args[0].toTensor(), b = args[1].toTensor();
-          const int64_t graph = args[6].toInt(), conversion = args[7].toInt();
-          torch::jit::drop(stack, 8);
-          conversion_target(graph, conversion + 1, b);
-          stack.emplace_back(binary(a, b, kind, post, conversion_target(graph, conversion, a)));
-        },
-        c10::AliasAnalysisKind::FROM_SCHEMA),
-    // Converts to the layout the plan chose for `conversion`'s edge (NCHW for a use outside the
-    // region); the input itself where it has that layout.
-    torch::jit::Operator(
-        "memoplan::blayout(Tensor(a) self, int graph, int conversion) -> Tensor(a)",
-        [](torch::jit::Stack& stack) {
-          const int64_t conversion = stack.back().toInt();
-          const int64_t graph = stack[stack.size() - 2].toInt();
-          const at::Tensor x = stack[stack.size() - 3].toTensor();
-          torch::jit::drop(stack, 3);
-          stack.emplace_back(convert(x, conversion_target(graph, conversion, x)));
-        },
-        c10::AliasAnalysisKind::FROM_SCHEMA),
-    // After an op outside the region wrote into the converted copy of an activation.
-    torch::jit::Operator(
-        "memoplan::blayout_back_(Tensor(a!) self, Tensor values) -> Tensor(a!)",
-        [](torch::jit::Stack& stack) {
-          const at::Tensor values = stack.back().toTensor();
-          at::Tensor target = stack[stack.size() - 2].toTensor();
-          torch::jit::drop(stack, 2);
-          stack.emplace_back(write_into(target, values));
-        },
-        c10::AliasAnalysisKind::FROM_SCHEMA),
-});
-
-}  // namespace
 
 }  // namespace memoplan::torch_ext::blocked
