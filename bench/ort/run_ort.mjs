@@ -5,6 +5,10 @@
 //     --input in.bin --shape 1x3x224x224 --dtype float32 --threads 1 --warmup 2 --iters 5 \
 //     [--output out.bin]
 //
+// --serve 1 (bench/ort_bursts.py): after the warm-up, bursts on request instead of --iters: each
+// line N > 0 on stdin runs one untimed and N timed passes and prints {"pass_ms": [...]} on a
+// line of its own; 0 or the end of stdin ends it. --output is written after the first burst.
+//
 // --input is raw little-endian data (float32 or int64) that the Python side wrote, so both sides
 // run the same input; --output receives the first output as raw float32 for the accuracy check.
 // --ort-dir is where onnxruntime-node is installed (npm install --ignore-scripts of
@@ -12,11 +16,11 @@
 // require() rooted there. Session: every graph optimization, memory pattern and CPU arena on,
 // sequential execution, --threads intra-op threads and one inter-op thread.
 import { createRequire } from 'node:module';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync, readSync, writeFileSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 
 function parseArgs(argv) {
-  const args = { warmup: 2, iters: 10, threads: 1, dtype: 'float32' };
+  const args = { warmup: 2, iters: 10, threads: 1, dtype: 'float32', serve: 0 };
   for (let i = 0; i < argv.length; i += 2) {
     if (!argv[i].startsWith('--') || i + 1 >= argv.length) {
       throw new Error(`bad argument '${argv[i]}' (expected --name value pairs)`);
@@ -26,7 +30,7 @@ function parseArgs(argv) {
   for (const key of ['ort_dir', 'model', 'input', 'shape']) {
     if (!args[key]) throw new Error(`--${key.replace(/_/g, '-')} is required`);
   }
-  for (const key of ['warmup', 'iters', 'threads']) args[key] = Number(args[key]);
+  for (const key of ['warmup', 'iters', 'threads', 'serve']) args[key] = Number(args[key]);
   return args;
 }
 
@@ -45,6 +49,38 @@ function median(values) {
   const sorted = [...values].sort((a, b) => a - b);
   const mid = sorted.length >> 1;
   return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+}
+
+function writeOutput(session, outputs, path) {
+  const values = Float32Array.from(outputs[session.outputNames[0]].data, Number);
+  writeFileSync(path, Buffer.from(values.buffer));
+}
+
+// One line of stdin (blocking: the caller waits for each burst's answer anyway), '' at its end.
+function readLine() {
+  const byte = Buffer.alloc(1);
+  let line = '';
+  while (readSync(0, byte, 0, 1) === 1) {
+    if (byte[0] === 10) return line || ' ';
+    line += String.fromCharCode(byte[0]);
+  }
+  return line;
+}
+
+async function serve(session, feeds, args) {
+  for (let burst = 0; ; burst++) {
+    const n = Number(readLine().trim());
+    if (!(n > 0)) return;
+    let outputs = await session.run(feeds);
+    const passMs = [];
+    for (let i = 0; i < n; i++) {
+      const start = process.hrtime.bigint();
+      outputs = await session.run(feeds);
+      passMs.push(Number(process.hrtime.bigint() - start) / 1e6);
+    }
+    if (burst === 0 && args.output) writeOutput(session, outputs, args.output);
+    writeSync(1, JSON.stringify({ pass_ms: passMs }) + '\n');
+  }
 }
 
 async function main() {
@@ -68,6 +104,10 @@ async function main() {
   };
   let outputs;
   for (let i = 0; i < args.warmup; i++) outputs = await session.run(feeds);
+  if (args.serve) {
+    await serve(session, feeds, args);
+    return;
+  }
   const passMs = [];
   for (let i = 0; i < args.iters; i++) {
     const start = process.hrtime.bigint();
@@ -75,10 +115,7 @@ async function main() {
     passMs.push(Number(process.hrtime.bigint() - start) / 1e6);
   }
   const first = outputs[session.outputNames[0]];
-  if (args.output) {
-    const values = Float32Array.from(first.data, Number);
-    writeFileSync(args.output, Buffer.from(values.buffer));
-  }
+  if (args.output) writeOutput(session, outputs, args.output);
   console.log(JSON.stringify({
     ort_version: ort.env.versions.node,
     model: args.model,

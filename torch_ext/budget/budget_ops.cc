@@ -6,6 +6,7 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/linear.h>
 #include <ATen/ops/mm.h>
+#include <ATen/record_function.h>
 #include <torch/csrc/jit/ir/ir.h>
 #include <torch/csrc/jit/runtime/custom_operator.h>
 
@@ -68,6 +69,10 @@ torch::jit::RegisterOperators budget_operators({
     torch::jit::Operator(
         "memoplan::budget_linear(Tensor input, Tensor weight, Tensor? bias, int module) -> Tensor",
         [](torch::jit::Stack& stack) {
+          // As planning/op_record.h's MEMOPLAN_RECORD (budget/ uses nothing of planning/).
+          RECORD_USER_SCOPE_WITH_INPUTS(
+              "memoplan::budget_linear",
+              c10::ArrayRef<const c10::IValue>(&stack[stack.size() - 4], 4));
           const int64_t module = stack.back().toInt();
           c10::optional<at::Tensor> bias;
           if (!stack[stack.size() - 2].isNone()) bias = stack[stack.size() - 2].toTensor();

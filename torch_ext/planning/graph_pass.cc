@@ -21,6 +21,7 @@
 #include "budget_runtime.h"
 #include "memoplan/torch/budget.h"
 #include "memoplan/torch/plan.h"
+#include "op_record.h"
 #include "pass_runtime.h"
 #include "planning.h"
 #include "sharing_pass.h"
@@ -165,6 +166,7 @@ torch::jit::RegisterOperators memoplan_operators({
     torch::jit::Operator(
         "memoplan::EndPass(int module) -> ()",
         [](torch::jit::Stack& stack) {
+          MEMOPLAN_RECORD("memoplan::EndPass", stack, 1);
           const int64_t module = stack.back().toInt();
           torch::jit::drop(stack, 1);
           runtime_pass::end_pass(module);

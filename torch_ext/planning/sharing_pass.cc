@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "concat_in_place.h"
+#include "op_record.h"
 #include "pass_runtime.h"
 #include "sharing_pass.h"
 
@@ -268,6 +269,7 @@ torch::jit::RegisterOperators share_operators({
     torch::jit::Operator(
         "memoplan::cat(Tensor[] tensors, int dim) -> Tensor",
         [](torch::jit::Stack& stack) {
+          MEMOPLAN_RECORD("memoplan::cat", stack, 2);
           const int64_t dim = stack.back().toInt();
           const c10::List<at::Tensor> tensors = stack[stack.size() - 2].toTensorList();
           torch::jit::drop(stack, 2);

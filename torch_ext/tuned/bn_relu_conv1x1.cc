@@ -22,6 +22,7 @@
 #include "blas_bands.h"
 #include "memoplan/kernels/affine_relu.h"
 #include "planning/concat_in_place.h"
+#include "planning/op_record.h"
 #include "planning/planning.h"
 #include "sliced_conv.h"
 
@@ -320,6 +321,7 @@ torch::jit::RegisterOperators operators({
     torch::jit::Operator(
         "memoplan::bn_relu_conv1x1(Tensor input, " MEMOPLAN_BN_RELU_CONV_ARGS,
         [](torch::jit::Stack& stack) {
+          MEMOPLAN_RECORD("memoplan::bn_relu_conv1x1", stack, 15);
           const c10::IValue* args = &stack[stack.size() - 15];
           BnArgs bn;
           ConvArgs conv;
@@ -332,6 +334,7 @@ torch::jit::RegisterOperators operators({
     torch::jit::Operator(
         "memoplan::cat_bn_relu_conv1x1(Tensor[] tensors, int dim, " MEMOPLAN_BN_RELU_CONV_ARGS,
         [](torch::jit::Stack& stack) {
+          MEMOPLAN_RECORD("memoplan::cat_bn_relu_conv1x1", stack, 16);
           const c10::IValue* args = &stack[stack.size() - 16];
           BnArgs bn;
           ConvArgs conv;

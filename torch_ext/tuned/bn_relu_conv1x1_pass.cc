@@ -2,6 +2,7 @@
 // memoplan::bn_relu_conv1x1 / memoplan::cat_bn_relu_conv1x1 (the ops: bn_relu_conv1x1.cc), and
 // memoplan::cat_sizes for a fused concatenation's size checks.
 #include "bn_relu_conv1x1.h"
+#include "planning/op_record.h"
 
 #include <torch/csrc/jit/ir/ir.h>
 #include <torch/csrc/jit/runtime/custom_operator.h>
@@ -15,6 +16,7 @@ namespace {
 torch::jit::RegisterOperators cat_sizes_operator({torch::jit::Operator(
     "memoplan::cat_sizes(Tensor[] tensors, int dim) -> int[]",
     [](torch::jit::Stack& stack) {
+      MEMOPLAN_RECORD("memoplan::cat_sizes", stack, 2);
       const c10::List<at::Tensor> tensors = stack[stack.size() - 2].toTensorList();
       const int64_t dim = stack.back().toInt();
       torch::jit::drop(stack, 2);

@@ -23,6 +23,7 @@
 #include "blas_bands.h"
 #include "blocked/onednn.h"
 #include "budget/budget_runtime.h"
+#include "planning/op_record.h"
 #include "planning/planning.h"
 #include "sliced_conv.h"
 
@@ -244,6 +245,7 @@ torch::jit::RegisterOperators budget_operators({
         "memoplan::budget_conv2d(Tensor input, Tensor weight, Tensor? bias, int[] stride, "
         "int[] padding, int[] dilation, int groups, int module) -> Tensor",
         [](torch::jit::Stack& stack) {
+          MEMOPLAN_RECORD("memoplan::budget_conv2d", stack, 8);
           const ConvArgs a = conv_args(&stack[stack.size() - 8]);
           const int64_t module = stack.back().toInt();
           torch::jit::drop(stack, 8);
@@ -256,6 +258,7 @@ torch::jit::RegisterOperators budget_operators({
         "memoplan::budget_conv2d_min(Tensor input, Tensor weight, Tensor? bias, int[] stride, "
         "int[] padding, int[] dilation, int groups, int module) -> Tensor",
         [](torch::jit::Stack& stack) {
+          MEMOPLAN_RECORD("memoplan::budget_conv2d_min", stack, 8);
           const ConvArgs a = conv_args(&stack[stack.size() - 8]);
           const int64_t module = stack.back().toInt();
           torch::jit::drop(stack, 8);

@@ -22,6 +22,7 @@
 
 #include "blocked/onednn.h"
 #include "bn_relu_conv1x1.h"
+#include "planning/op_record.h"
 #include "planning/planning.h"
 #include "sliced_conv.h"
 
@@ -240,6 +241,7 @@ torch::jit::RegisterOperators sliced_operators({
         "memoplan::conv2d_sliced(Tensor input, Tensor weight, Tensor? bias, int[] stride, "
         "int[] padding, int[] dilation, int groups) -> Tensor",
         [](torch::jit::Stack& stack) {
+          MEMOPLAN_RECORD("memoplan::conv2d_sliced", stack, 7);
           const ConvArgs a = conv_args(&stack[stack.size() - 7]);
           torch::jit::drop(stack, 7);
           stack.emplace_back(conv2d_sliced(a));
@@ -249,6 +251,7 @@ torch::jit::RegisterOperators sliced_operators({
         "memoplan::max_pool2d_sliced(Tensor self, int[] kernel_size, int[] stride, "
         "int[] padding, int[] dilation, bool ceil_mode) -> Tensor",
         [](torch::jit::Stack& stack) {
+          MEMOPLAN_RECORD("memoplan::max_pool2d_sliced", stack, 6);
           c10::IValue* args = &stack[stack.size() - 6];
           const at::Tensor self = args[0].toTensor();
           const std::vector<int64_t> kernel = args[1].toIntVector();

@@ -17,6 +17,7 @@
 #include "conv_weights.h"
 #include "layout_plan.h"
 #include "memoplan/kernels/gemm.h"
+#include "planning/op_record.h"
 #include "tuned_support.h"
 
 namespace memoplan::torch_ext {
@@ -258,6 +259,7 @@ torch::jit::RegisterOperators conv_operators({
         "Tensor? bn_bias, Tensor? bn_mean, Tensor? bn_var, bool bn_training, float bn_momentum, "
         "float bn_eps, bool has_bn, bool weight_is_attribute) -> Tensor",
         [](torch::jit::Stack& stack) {
+          MEMOPLAN_RECORD("memoplan::conv2d", stack, 19);
           constexpr size_t kArgs = 19;
           const c10::IValue* args = &stack[stack.size() - kArgs];
           ConvArgs a;
@@ -275,6 +277,7 @@ torch::jit::RegisterOperators conv_operators({
     torch::jit::Operator(
         "memoplan::layout(Tensor(a) self, int graph, int conversion) -> Tensor(a)",
         [](torch::jit::Stack& stack) {
+          MEMOPLAN_RECORD("memoplan::layout", stack, 3);
           const int64_t conversion = stack.back().toInt();
           const int64_t graph = stack[stack.size() - 2].toInt();
           at::Tensor x = stack[stack.size() - 3].toTensor();

@@ -20,6 +20,7 @@
 
 #include "memoplan/kernels/attention.h"
 #include "memoplan/kernels/gemm.h"
+#include "planning/op_record.h"
 #include "tuned_support.h"
 
 namespace memoplan::torch_ext {
@@ -182,6 +183,7 @@ torch::jit::RegisterOperators encoder_operators({
         "Tensor norm_bias_2, Tensor ffn_weight_1, Tensor ffn_bias_1, Tensor ffn_weight_2, "
         "Tensor ffn_bias_2, Tensor? mask, int? mask_type, int handle) -> Tensor",
         [](torch::jit::Stack& stack) {
+          MEMOPLAN_RECORD("memoplan::encoder_layer", stack, 21);
           const c10::IValue* v = &stack[stack.size() - 21];
           LayerArgs a{v[0].toTensor(),  v[1].toInt(),     v[2].toInt(),     v[3].toTensor(),
                       v[4].toTensor(),  v[5].toTensor(),  v[6].toTensor(),  v[7].toBool(),

@@ -16,6 +16,7 @@
 #include <tuple>
 
 #include "memoplan/kernels/gemm.h"
+#include "planning/op_record.h"
 #include "tuned_support.h"
 
 namespace memoplan::torch_ext {
@@ -161,6 +162,7 @@ torch::jit::RegisterOperators matmul_operators({
     torch::jit::Operator(
         "memoplan::bmm(Tensor self, Tensor mat2) -> Tensor",
         [](torch::jit::Stack& stack) {
+          MEMOPLAN_RECORD("memoplan::bmm", stack, 2);
           const at::Tensor b = stack.back().toTensor();
           const at::Tensor a = stack[stack.size() - 2].toTensor();
           torch::jit::drop(stack, 2);
@@ -170,6 +172,7 @@ torch::jit::RegisterOperators matmul_operators({
     torch::jit::Operator(
         "memoplan::baddbmm(Tensor self, Tensor batch1, Tensor batch2) -> Tensor",
         [](torch::jit::Stack& stack) {
+          MEMOPLAN_RECORD("memoplan::baddbmm", stack, 3);
           const at::Tensor b = stack.back().toTensor();
           const at::Tensor a = stack[stack.size() - 2].toTensor();
           const at::Tensor addend = stack[stack.size() - 3].toTensor();
@@ -180,6 +183,7 @@ torch::jit::RegisterOperators matmul_operators({
     torch::jit::Operator(
         "memoplan::matmul(Tensor self, Tensor other, int site, bool other_is_weight) -> Tensor",
         [](torch::jit::Stack& stack) {
+          MEMOPLAN_RECORD("memoplan::matmul", stack, 4);
           const bool weight = stack.back().toBool();
           const int64_t site = stack[stack.size() - 2].toInt();
           const at::Tensor b = stack[stack.size() - 3].toTensor();
@@ -191,6 +195,7 @@ torch::jit::RegisterOperators matmul_operators({
     torch::jit::Operator(
         "memoplan::addmm(Tensor self, Tensor mat1, Tensor mat2, int site) -> Tensor",
         [](torch::jit::Stack& stack) {
+          MEMOPLAN_RECORD("memoplan::addmm", stack, 4);
           const int64_t site = stack.back().toInt();
           const at::Tensor w = stack[stack.size() - 2].toTensor();
           const at::Tensor x = stack[stack.size() - 3].toTensor();

@@ -26,6 +26,7 @@
 #include "layout_plan.h"
 #include "memoplan/kernels/gemm.h"
 #include "memoplan/kernels/tune.h"
+#include "planning/op_record.h"
 #include "planning/planning.h"
 #include "tuned_support.h"
 
@@ -296,6 +297,7 @@ torch::jit::RegisterOperators tuned_operators({
         "memoplan::linear(Tensor input, Tensor weight, Tensor? bias, int handle, int activation)"
         " -> Tensor",
         [](torch::jit::Stack& stack) {
+          MEMOPLAN_RECORD("memoplan::linear", stack, 5);
           const int64_t activation = stack.back().toInt();
           const int64_t handle = stack[stack.size() - 2].toInt();
           c10::optional<at::Tensor> bias;

@@ -7,6 +7,7 @@
 // cases the pass must leave alone or convert: an in-place op whose input is read afterwards, a
 // batch norm in training mode, a use outside the region.
 #include <ATen/Parallel.h>
+#include <ATen/record_function.h>
 #include <gtest/gtest.h>
 #include <torch/script.h>
 
@@ -307,6 +308,56 @@ TEST(BlockedLayout, EveryRegionLayoutMatchesStock) {
     check_blocks(torch::randn({1, 3, 32, 32}).contiguous(at::MemoryFormat::ChannelsLast), 1);
     layouts::force_layout(layouts::kLayouts, was);
   }
+}
+
+// What a RecordFunction observer (torch.profiler) sees of a tuned model: each of memoplan's
+// operators as a user scope of its name, its arguments when asked (the convolution's input
+// first). Observed, the plan still serves every tensor: the planner's shadow stack watches
+// function scopes only.
+struct Seen {
+  std::string name;
+  std::vector<int64_t> first_sizes;
+};
+std::vector<Seen>& seen() {
+  static std::vector<Seen> s;
+  return s;
+}
+std::unique_ptr<at::ObserverContext> on_user_scope(const at::RecordFunction& fn) {
+  Seen s{fn.name(), {}};
+  const auto inputs = fn.inputs();
+  if (!inputs.empty() && inputs[0].isTensor()) s.first_sizes = inputs[0].toTensor().sizes().vec();
+  seen().push_back(std::move(s));
+  return nullptr;
+}
+
+TEST(BlockedLayout, TheProfilerSeesMemoplansOps) {
+  BlockedLayoutGuard on(true);
+  const at::Tensor x = torch::randn({1, 3, 32, 32});
+  torch::jit::Module planned = blocks();
+  c10::InferenceMode guard;
+  plan(planned, {x}, tuned());
+  for (int pass = 0; pass < 2; ++pass) planned.forward({x});
+  if (!blocked_layout_here()) GTEST_SKIP() << "no blocked layout on this CPU";
+  seen().clear();
+  const at::CallbackHandle handle =
+      at::addThreadLocalCallback(at::RecordFunctionCallback(&on_user_scope)
+                                     .needsInputs(true)
+                                     .scopes({at::RecordScope::USER_SCOPE}));
+  const PlanStats before = plan_stats();
+  planned.forward({x});
+  const PlanStats d = plan_stats() - before;
+  at::removeCallback(handle);
+  int convolutions = 0;
+  bool stem = false;
+  for (const Seen& s : seen()) {
+    if (s.name != "memoplan::bconv") continue;
+    ++convolutions;
+    stem = stem || s.first_sizes == x.sizes().vec();
+  }
+  EXPECT_EQ(convolutions, 13);
+  EXPECT_TRUE(stem) << "the stem convolution's input was not among the arguments seen";
+  EXPECT_GT(d.planned_hits, 0u);
+  EXPECT_EQ(d.fallback_not_planned + d.fallback_overlap, 0u) << to_string(plan_stats());
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include "blocked.h"
 #include "blocked_tensor.h"
 #include "onednn.h"
+#include "planning/op_record.h"
 #include "tuned/layout_plan.h"
 
 namespace memoplan::torch_ext::blocked {
@@ -84,6 +85,7 @@ torch::jit::RegisterOperators blocked_operators({
         "bool has_bn, int graph, int[] post_kinds, float[] post_alpha, float[] post_beta, "
         "Tensor? residual, int node, int residual_conversion) -> Tensor",
         [](torch::jit::Stack& stack) {
+          MEMOPLAN_RECORD("memoplan::bconv", stack, 23);
           constexpr size_t kArgs = 23;
           const c10::IValue* args = &stack[stack.size() - kArgs];
           ConvArgs a;
@@ -102,6 +104,7 @@ torch::jit::RegisterOperators blocked_operators({
     torch::jit::Operator(
         "memoplan::beltwise(Tensor input, int[] kinds, float[] alpha, float[] beta) -> Tensor",
         [](torch::jit::Stack& stack) {
+          MEMOPLAN_RECORD("memoplan::beltwise", stack, 4);
           const std::vector<PostOp> chain =
               post_ops(stack[stack.size() - 3], stack[stack.size() - 2], stack.back());
           const at::Tensor x = stack[stack.size() - 4].toTensor();
@@ -113,6 +116,7 @@ torch::jit::RegisterOperators blocked_operators({
         "memoplan::bpool(Tensor input, bool avg, int[] kernel, int[] stride, int[] padding, "
         "int[] dilation, bool ceil_mode, bool count_include_pad) -> Tensor",
         [](torch::jit::Stack& stack) {
+          MEMOPLAN_RECORD("memoplan::bpool", stack, 8);
           const c10::IValue* args = &stack[stack.size() - 8];
           PoolArgs a{args[1].toBool(),      args[2].toIntVector(), args[3].toIntVector(),
                      args[4].toIntVector(), args[5].toIntVector(), args[6].toBool(),
@@ -125,6 +129,7 @@ torch::jit::RegisterOperators blocked_operators({
     torch::jit::Operator(
         "memoplan::badaptive_avg_pool(Tensor input, int[] output_size) -> Tensor",
         [](torch::jit::Stack& stack) {
+          MEMOPLAN_RECORD("memoplan::badaptive_avg_pool", stack, 2);
           const std::vector<int64_t> size = stack.back().toIntVector();
           const at::Tensor x = stack[stack.size() - 2].toTensor();
           torch::jit::drop(stack, 2);
@@ -135,6 +140,7 @@ torch::jit::RegisterOperators blocked_operators({
         "memoplan::bbinary(Tensor a, Tensor b, int kind, int[] post_kinds, float[] post_alpha, "
         "float[] post_beta, int graph, int conversion) -> Tensor",
         [](torch::jit::Stack& stack) {
+          MEMOPLAN_RECORD("memoplan::bbinary", stack, 8);
           // Operand i is conversion `conversion` + i, to the result's edge.
           const c10::IValue* args = &stack[stack.size() - 8];
           const auto kind = static_cast<onednn::BinaryKind>(args[2].toInt());
@@ -151,6 +157,7 @@ torch::jit::RegisterOperators blocked_operators({
     torch::jit::Operator(
         "memoplan::blayout(Tensor(a) self, int graph, int conversion) -> Tensor(a)",
         [](torch::jit::Stack& stack) {
+          MEMOPLAN_RECORD("memoplan::blayout", stack, 3);
           const int64_t conversion = stack.back().toInt();
           const int64_t graph = stack[stack.size() - 2].toInt();
           const at::Tensor x = stack[stack.size() - 3].toTensor();
@@ -162,6 +169,7 @@ torch::jit::RegisterOperators blocked_operators({
     torch::jit::Operator(
         "memoplan::blayout_back_(Tensor(a!) self, Tensor values) -> Tensor(a!)",
         [](torch::jit::Stack& stack) {
+          MEMOPLAN_RECORD("memoplan::blayout_back_", stack, 2);
           const at::Tensor values = stack.back().toTensor();
           at::Tensor target = stack[stack.size() - 2].toTensor();
           torch::jit::drop(stack, 2);
