@@ -39,9 +39,9 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from run_matrix import ROOT, machine_info  # noqa: E402
+from run_matrix import ROOT  # noqa: E402
 from run_ort_compare import (ORT_SCRIPT, ensure_onnx, ensure_ort, first_tensor,  # noqa: E402
-                             make_input, manifest_entry, relative_difference)
+                             make_input, manifest_entry, relative_difference, write_meta)
 
 DEFAULT_MODELS = "resnet18,resnet50,mobilenet_v2,mobilenet_v3_large,efficientnet_b0,bert_encoder"
 PAUSE_S = 0.05
@@ -174,11 +174,7 @@ def measure(args, out):
     ort_dir = ensure_ort()
     entries = {m: manifest_entry(m) for m in models}
     onnx = {m: ensure_onnx(m)[0] for m in models}
-    meta = dict(machine_info(), command=shlex.join([sys.executable] + sys.argv),
-                started=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                torch=torch.__version__, settings=vars(args))
-    os.makedirs(os.path.join(out, "raw"), exist_ok=True)
-    json.dump(meta, open(os.path.join(out, "meta.json"), "w"), indent=1)
+    write_meta(out, args, torch.__version__)
     with tempfile.TemporaryDirectory(prefix="ort_bursts_") as scratch:
         for m in models:
             for b in batches:

@@ -236,6 +236,15 @@ def run_memoplan(entry, shape, threads, args, extra_env=None):
     return record
 
 
+def write_meta(out, args, torch_version):
+    """OUT/meta.json (the command, the machine, the settings) and OUT/raw/."""
+    meta = dict(machine_info(), command=shlex.join([sys.executable] + sys.argv),
+                started=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                torch=torch_version, settings=vars(args))
+    os.makedirs(os.path.join(out, "raw"), exist_ok=True)
+    json.dump(meta, open(os.path.join(out, "meta.json"), "w"), indent=1)
+
+
 def measure(args, out):
     models = args.models.split(",")
     batches = [int(b) for b in args.batches.split(",")]
@@ -250,11 +259,7 @@ def measure(args, out):
         onnx[m], onnx_info = ensure_onnx(m)
         print(f"{m}: {onnx[m]} (opset {onnx_info['opset']}; module vs .pt "
               f"{onnx_info['module_vs_pt_relative_difference']:.2g})", flush=True)
-    meta = dict(machine_info(), command=shlex.join([sys.executable] + sys.argv),
-                started=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                torch=torch.__version__, settings=vars(args))
-    os.makedirs(os.path.join(out, "raw"), exist_ok=True)
-    json.dump(meta, open(os.path.join(out, "meta.json"), "w"), indent=1)
+    write_meta(out, args, torch.__version__)
     with tempfile.TemporaryDirectory(prefix="ort_compare_") as scratch:
         inputs = {(m, b): make_input(entries[m], b, scratch) for m in models for b in batches}
         cells = [(m, b, t) for m in models for b in batches for t in threads]
