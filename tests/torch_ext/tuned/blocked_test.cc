@@ -324,8 +324,12 @@ std::vector<Seen>& seen() {
 }
 std::unique_ptr<at::ObserverContext> on_user_scope(const at::RecordFunction& fn) {
   Seen s{fn.name(), {}};
+#ifdef NDEBUG
+  // Without NDEBUG (the sanitizer builds) inputs() checks a flag that Debian's libtorch, built
+  // with NDEBUG, never sets.
   const auto inputs = fn.inputs();
   if (!inputs.empty() && inputs[0].isTensor()) s.first_sizes = inputs[0].toTensor().sizes().vec();
+#endif
   seen().push_back(std::move(s));
   return nullptr;
 }
@@ -355,7 +359,11 @@ TEST(BlockedLayout, TheProfilerSeesMemoplansOps) {
     stem = stem || s.first_sizes == x.sizes().vec();
   }
   EXPECT_EQ(convolutions, 13);
+#ifdef NDEBUG
   EXPECT_TRUE(stem) << "the stem convolution's input was not among the arguments seen";
+#else
+  (void)stem;
+#endif
   EXPECT_GT(d.planned_hits, 0u);
   EXPECT_EQ(d.fallback_not_planned + d.fallback_overlap, 0u) << to_string(plan_stats());
 }
