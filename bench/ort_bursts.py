@@ -41,7 +41,8 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from run_matrix import ROOT  # noqa: E402
 from run_ort_compare import (ORT_SCRIPT, ensure_onnx, ensure_ort, first_tensor,  # noqa: E402
-                             make_input, manifest_entry, relative_difference, write_meta)
+                             fmt_range, make_input, manifest_entry, relative_difference,
+                             write_meta)
 
 DEFAULT_MODELS = "resnet18,resnet50,mobilenet_v2,mobilenet_v3_large,efficientnet_b0,bert_encoder"
 PAUSE_S = 0.05
@@ -211,7 +212,7 @@ def report(out):
         f"- per cell {s['pairs']} pairs of bursts (ORT first in even pairs, 50 ms apart), a "
         f"burst one untimed and {s['burst']} timed passes, its median its time; both processes "
         f"live and warm ({s['warmup']} passes) throughout (bench/ort_bursts.py's docstring)",
-        "- ms: median of the bursts' medians [min-max]; ratio: memoplan / ORT per pair, median "
+        "- ms: median of the bursts' medians [min–max]; ratio: memoplan / ORT per pair, median "
         "[quartiles] (min-max); below 1: memoplan faster",
         "",
         "| model | batch | threads | ORT ms | memoplan tuned ms | tuned / ORT | ORT accuracy | "
@@ -226,11 +227,10 @@ def report(out):
         med = statistics.median(ratios)
         medians.append((med, r))
         q1, q3 = quartiles(ratios)
-        fmt = lambda v: f"{statistics.median(v):.2f} [{min(v):.2f}-{max(v):.2f}]"  # noqa: E731
         tuned = r["tuned_max_relative_difference"]
         lines.append(
-            f"| {r['model']} | {r['batch']} | {r['threads']} | {fmt(r['ort_ms'])} | "
-            f"{fmt(r['memoplan_ms'])} | {med:.3f} [{q1:.3f}-{q3:.3f}] ({min(ratios):.3f}-"
+            f"| {r['model']} | {r['batch']} | {r['threads']} | {fmt_range(r['ort_ms'], '%.2f')} | "
+            f"{fmt_range(r['memoplan_ms'], '%.2f')} | {med:.3f} [{q1:.3f}-{q3:.3f}] ({min(ratios):.3f}-"
             f"{max(ratios):.3f}) | {r['ort_max_relative_difference']:.2g} | {tuned:.2g} "
             f"({'within' if tuned <= 1e-5 else 'OVER'} 1e-5) |")
     if medians:
