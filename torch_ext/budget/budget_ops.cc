@@ -69,7 +69,7 @@ torch::jit::RegisterOperators budget_operators({
     torch::jit::Operator(
         "memoplan::budget_linear(Tensor input, Tensor weight, Tensor? bias, int module) -> Tensor",
         [](torch::jit::Stack& stack) {
-          // As planning/op_record.h's MEMOPLAN_RECORD (budget/ uses nothing of planning/).
+          // As planning/op_record.h's recorded_operator (budget/ uses nothing of planning/).
           RECORD_USER_SCOPE_WITH_INPUTS(
               "memoplan::budget_linear",
               c10::ArrayRef<const c10::IValue>(&stack[stack.size() - 4], 4));

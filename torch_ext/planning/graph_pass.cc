@@ -163,10 +163,9 @@ torch::jit::RegisterOperators memoplan_operators({
                          c10::AliasAnalysisKind::CONSERVATIVE),
     torch::jit::Operator("memoplan::AllocateTensor(...) -> ()", allocate_tensor_op,
                          c10::AliasAnalysisKind::CONSERVATIVE),
-    torch::jit::Operator(
+    recorded_operator(
         "memoplan::EndPass(int module) -> ()",
         [](torch::jit::Stack& stack) {
-          MEMOPLAN_RECORD("memoplan::EndPass", stack, 1);
           const int64_t module = stack.back().toInt();
           torch::jit::drop(stack, 1);
           runtime_pass::end_pass(module);

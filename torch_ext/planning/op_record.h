@@ -7,8 +7,16 @@
 // user scopes it costs RecordFunction's check for one (no allocation, the arguments untouched).
 #pragma once
 
-#include <ATen/record_function.h>
+#include <ATen/core/stack.h>
+#include <torch/csrc/jit/runtime/operator.h>
 
-#define MEMOPLAN_RECORD(name, stack, n) \
-  RECORD_USER_SCOPE_WITH_INPUTS(        \
-      name, c10::ArrayRef<const c10::IValue>(&(stack)[(stack).size() - (n)], (n)))
+#include <string>
+
+namespace memoplan::torch_ext {
+
+// torch::jit::Operator(schema, op, alias) whose calls are recorded as above; the scope's name and
+// the count of arguments it shows come from the schema.
+torch::jit::Operator recorded_operator(const std::string& schema, void (*op)(torch::jit::Stack&),
+                                       c10::AliasAnalysisKind alias);
+
+}  // namespace memoplan::torch_ext

@@ -266,10 +266,9 @@ namespace {
 torch::jit::RegisterOperators share_operators({
     torch::jit::Operator("memoplan::ShareInputs(...) -> ()", share_inputs_op,
                          c10::AliasAnalysisKind::CONSERVATIVE),
-    torch::jit::Operator(
+    recorded_operator(
         "memoplan::cat(Tensor[] tensors, int dim) -> Tensor",
         [](torch::jit::Stack& stack) {
-          MEMOPLAN_RECORD("memoplan::cat", stack, 2);
           const int64_t dim = stack.back().toInt();
           const c10::List<at::Tensor> tensors = stack[stack.size() - 2].toTensorList();
           torch::jit::drop(stack, 2);

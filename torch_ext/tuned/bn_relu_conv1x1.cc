@@ -318,10 +318,9 @@ void take_rest(const c10::IValue* args, BnArgs& bn, ConvArgs& conv) {
   "int[] stride, int[] padding, int[] dilation, int groups) -> Tensor"
 
 torch::jit::RegisterOperators operators({
-    torch::jit::Operator(
+    recorded_operator(
         "memoplan::bn_relu_conv1x1(Tensor input, " MEMOPLAN_BN_RELU_CONV_ARGS,
         [](torch::jit::Stack& stack) {
-          MEMOPLAN_RECORD("memoplan::bn_relu_conv1x1", stack, 15);
           const c10::IValue* args = &stack[stack.size() - 15];
           BnArgs bn;
           ConvArgs conv;
@@ -331,10 +330,9 @@ torch::jit::RegisterOperators operators({
           stack.emplace_back(bn_relu_conv1x1(bn, conv));
         },
         c10::AliasAnalysisKind::FROM_SCHEMA),
-    torch::jit::Operator(
+    recorded_operator(
         "memoplan::cat_bn_relu_conv1x1(Tensor[] tensors, int dim, " MEMOPLAN_BN_RELU_CONV_ARGS,
         [](torch::jit::Stack& stack) {
-          MEMOPLAN_RECORD("memoplan::cat_bn_relu_conv1x1", stack, 16);
           const c10::IValue* args = &stack[stack.size() - 16];
           BnArgs bn;
           ConvArgs conv;

@@ -13,10 +13,9 @@ namespace memoplan::torch_ext {
 namespace {
 
 // The sizes aten::cat's output would have, without making it.
-torch::jit::RegisterOperators cat_sizes_operator({torch::jit::Operator(
+torch::jit::RegisterOperators cat_sizes_operator({recorded_operator(
     "memoplan::cat_sizes(Tensor[] tensors, int dim) -> int[]",
     [](torch::jit::Stack& stack) {
-      MEMOPLAN_RECORD("memoplan::cat_sizes", stack, 2);
       const c10::List<at::Tensor> tensors = stack[stack.size() - 2].toTensorList();
       const int64_t dim = stack.back().toInt();
       torch::jit::drop(stack, 2);

@@ -241,11 +241,10 @@ at::Tensor budget_conv2d(const ConvArgs& a, int64_t module, bool memory_min) {
 }
 
 torch::jit::RegisterOperators budget_operators({
-    torch::jit::Operator(
+    recorded_operator(
         "memoplan::budget_conv2d(Tensor input, Tensor weight, Tensor? bias, int[] stride, "
         "int[] padding, int[] dilation, int groups, int module) -> Tensor",
         [](torch::jit::Stack& stack) {
-          MEMOPLAN_RECORD("memoplan::budget_conv2d", stack, 8);
           const ConvArgs a = conv_args(&stack[stack.size() - 8]);
           const int64_t module = stack.back().toInt();
           torch::jit::drop(stack, 8);
@@ -254,11 +253,10 @@ torch::jit::RegisterOperators budget_operators({
         c10::AliasAnalysisKind::FROM_SCHEMA),
     // The same under memory = "min" (replace_sliced_ops): what the budget does not slice runs in
     // memory min's parts.
-    torch::jit::Operator(
+    recorded_operator(
         "memoplan::budget_conv2d_min(Tensor input, Tensor weight, Tensor? bias, int[] stride, "
         "int[] padding, int[] dilation, int groups, int module) -> Tensor",
         [](torch::jit::Stack& stack) {
-          MEMOPLAN_RECORD("memoplan::budget_conv2d_min", stack, 8);
           const ConvArgs a = conv_args(&stack[stack.size() - 8]);
           const int64_t module = stack.back().toInt();
           torch::jit::drop(stack, 8);

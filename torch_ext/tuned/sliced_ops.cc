@@ -237,21 +237,19 @@ const c10::Symbol kBudgetConv = c10::Symbol::fromQualString("memoplan::budget_co
 const c10::Symbol kBudgetConvMin = c10::Symbol::fromQualString("memoplan::budget_conv2d_min");
 
 torch::jit::RegisterOperators sliced_operators({
-    torch::jit::Operator(
+    recorded_operator(
         "memoplan::conv2d_sliced(Tensor input, Tensor weight, Tensor? bias, int[] stride, "
         "int[] padding, int[] dilation, int groups) -> Tensor",
         [](torch::jit::Stack& stack) {
-          MEMOPLAN_RECORD("memoplan::conv2d_sliced", stack, 7);
           const ConvArgs a = conv_args(&stack[stack.size() - 7]);
           torch::jit::drop(stack, 7);
           stack.emplace_back(conv2d_sliced(a));
         },
         c10::AliasAnalysisKind::FROM_SCHEMA),
-    torch::jit::Operator(
+    recorded_operator(
         "memoplan::max_pool2d_sliced(Tensor self, int[] kernel_size, int[] stride, "
         "int[] padding, int[] dilation, bool ceil_mode) -> Tensor",
         [](torch::jit::Stack& stack) {
-          MEMOPLAN_RECORD("memoplan::max_pool2d_sliced", stack, 6);
           c10::IValue* args = &stack[stack.size() - 6];
           const at::Tensor self = args[0].toTensor();
           const std::vector<int64_t> kernel = args[1].toIntVector();

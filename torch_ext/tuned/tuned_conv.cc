@@ -253,13 +253,12 @@ at::Tensor conv2d(const at::Tensor& x, ConvArgs& a, int64_t graph, int64_t node)
 }
 
 torch::jit::RegisterOperators conv_operators({
-    torch::jit::Operator(
+    recorded_operator(
         "memoplan::conv2d(Tensor input, Tensor weight, Tensor? bias, int[] stride, int[] padding, "
         "int[] dilation, int groups, int graph, int node, int site, Tensor? bn_weight, "
         "Tensor? bn_bias, Tensor? bn_mean, Tensor? bn_var, bool bn_training, float bn_momentum, "
         "float bn_eps, bool has_bn, bool weight_is_attribute) -> Tensor",
         [](torch::jit::Stack& stack) {
-          MEMOPLAN_RECORD("memoplan::conv2d", stack, 19);
           constexpr size_t kArgs = 19;
           const c10::IValue* args = &stack[stack.size() - kArgs];
           ConvArgs a;
@@ -274,10 +273,9 @@ torch::jit::RegisterOperators conv_operators({
         c10::AliasAnalysisKind::FROM_SCHEMA),
     // Converts an activation to the layout the plan chose for `conversion`'s edge (the default
     // for a use that needs it); a no-op for tensors already in it and for anything not 4-d.
-    torch::jit::Operator(
+    recorded_operator(
         "memoplan::layout(Tensor(a) self, int graph, int conversion) -> Tensor(a)",
         [](torch::jit::Stack& stack) {
-          MEMOPLAN_RECORD("memoplan::layout", stack, 3);
           const int64_t conversion = stack.back().toInt();
           const int64_t graph = stack[stack.size() - 2].toInt();
           at::Tensor x = stack[stack.size() - 3].toTensor();

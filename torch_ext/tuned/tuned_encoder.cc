@@ -176,14 +176,13 @@ const c10::Symbol kAtenLayer = c10::Symbol::fromQualString("aten::_transformer_e
 const c10::Symbol kLayer = c10::Symbol::fromQualString("memoplan::encoder_layer");
 
 torch::jit::RegisterOperators encoder_operators({
-    torch::jit::Operator(
+    recorded_operator(
         "memoplan::encoder_layer(Tensor src, int embed_dim, int num_heads, Tensor qkv_weight, "
         "Tensor qkv_bias, Tensor proj_weight, Tensor proj_bias, bool use_gelu, bool norm_first, "
         "float eps, Tensor norm_weight_1, Tensor norm_bias_1, Tensor norm_weight_2, "
         "Tensor norm_bias_2, Tensor ffn_weight_1, Tensor ffn_bias_1, Tensor ffn_weight_2, "
         "Tensor ffn_bias_2, Tensor? mask, int? mask_type, int handle) -> Tensor",
         [](torch::jit::Stack& stack) {
-          MEMOPLAN_RECORD("memoplan::encoder_layer", stack, 21);
           const c10::IValue* v = &stack[stack.size() - 21];
           LayerArgs a{v[0].toTensor(),  v[1].toInt(),     v[2].toInt(),     v[3].toTensor(),
                       v[4].toTensor(),  v[5].toTensor(),  v[6].toTensor(),  v[7].toBool(),

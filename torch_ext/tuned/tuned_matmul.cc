@@ -159,20 +159,18 @@ at::Tensor addmm(const at::Tensor& bias, const at::Tensor& x, const at::Tensor& 
 }
 
 torch::jit::RegisterOperators matmul_operators({
-    torch::jit::Operator(
+    recorded_operator(
         "memoplan::bmm(Tensor self, Tensor mat2) -> Tensor",
         [](torch::jit::Stack& stack) {
-          MEMOPLAN_RECORD("memoplan::bmm", stack, 2);
           const at::Tensor b = stack.back().toTensor();
           const at::Tensor a = stack[stack.size() - 2].toTensor();
           torch::jit::drop(stack, 2);
           stack.emplace_back(batched(a, b));
         },
         c10::AliasAnalysisKind::FROM_SCHEMA),
-    torch::jit::Operator(
+    recorded_operator(
         "memoplan::baddbmm(Tensor self, Tensor batch1, Tensor batch2) -> Tensor",
         [](torch::jit::Stack& stack) {
-          MEMOPLAN_RECORD("memoplan::baddbmm", stack, 3);
           const at::Tensor b = stack.back().toTensor();
           const at::Tensor a = stack[stack.size() - 2].toTensor();
           const at::Tensor addend = stack[stack.size() - 3].toTensor();
@@ -180,10 +178,9 @@ torch::jit::RegisterOperators matmul_operators({
           stack.emplace_back(batched(a, b, addend));
         },
         c10::AliasAnalysisKind::FROM_SCHEMA),
-    torch::jit::Operator(
+    recorded_operator(
         "memoplan::matmul(Tensor self, Tensor other, int site, bool other_is_weight) -> Tensor",
         [](torch::jit::Stack& stack) {
-          MEMOPLAN_RECORD("memoplan::matmul", stack, 4);
           const bool weight = stack.back().toBool();
           const int64_t site = stack[stack.size() - 2].toInt();
           const at::Tensor b = stack[stack.size() - 3].toTensor();
@@ -192,10 +189,9 @@ torch::jit::RegisterOperators matmul_operators({
           stack.emplace_back(matmul(a, b, site, weight));
         },
         c10::AliasAnalysisKind::FROM_SCHEMA),
-    torch::jit::Operator(
+    recorded_operator(
         "memoplan::addmm(Tensor self, Tensor mat1, Tensor mat2, int site) -> Tensor",
         [](torch::jit::Stack& stack) {
-          MEMOPLAN_RECORD("memoplan::addmm", stack, 4);
           const int64_t site = stack.back().toInt();
           const at::Tensor w = stack[stack.size() - 2].toTensor();
           const at::Tensor x = stack[stack.size() - 3].toTensor();

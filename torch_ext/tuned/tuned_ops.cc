@@ -293,11 +293,10 @@ at::Tensor tuned::linear(const at::Tensor& x, const at::Tensor& w,
 namespace {
 
 torch::jit::RegisterOperators tuned_operators({
-    torch::jit::Operator(
+    recorded_operator(
         "memoplan::linear(Tensor input, Tensor weight, Tensor? bias, int handle, int activation)"
         " -> Tensor",
         [](torch::jit::Stack& stack) {
-          MEMOPLAN_RECORD("memoplan::linear", stack, 5);
           const int64_t activation = stack.back().toInt();
           const int64_t handle = stack[stack.size() - 2].toInt();
           c10::optional<at::Tensor> bias;

@@ -78,14 +78,13 @@ Format conversion_target(int64_t graph, int64_t conversion, const at::Tensor& x)
 }
 
 torch::jit::RegisterOperators blocked_operators({
-    torch::jit::Operator(
+    recorded_operator(
         "memoplan::bconv(Tensor input, Tensor weight, Tensor? bias, int[] stride, int[] padding, "
         "int[] dilation, int groups, int site, Tensor? bn_weight, Tensor? bn_bias, "
         "Tensor? bn_mean, Tensor? bn_var, bool bn_training, float bn_momentum, float bn_eps, "
         "bool has_bn, int graph, int[] post_kinds, float[] post_alpha, float[] post_beta, "
         "Tensor? residual, int node, int residual_conversion) -> Tensor",
         [](torch::jit::Stack& stack) {
-          MEMOPLAN_RECORD("memoplan::bconv", stack, 23);
           constexpr size_t kArgs = 23;
           const c10::IValue* args = &stack[stack.size() - kArgs];
           ConvArgs a;
@@ -101,10 +100,9 @@ torch::jit::RegisterOperators blocked_operators({
           stack.emplace_back(planned_conv(x, a, graph, node, residual_conversion));
         },
         c10::AliasAnalysisKind::FROM_SCHEMA),
-    torch::jit::Operator(
+    recorded_operator(
         "memoplan::beltwise(Tensor input, int[] kinds, float[] alpha, float[] beta) -> Tensor",
         [](torch::jit::Stack& stack) {
-          MEMOPLAN_RECORD("memoplan::beltwise", stack, 4);
           const std::vector<PostOp> chain =
               post_ops(stack[stack.size() - 3], stack[stack.size() - 2], stack.back());
           const at::Tensor x = stack[stack.size() - 4].toTensor();
@@ -112,11 +110,10 @@ torch::jit::RegisterOperators blocked_operators({
           stack.emplace_back(eltwise(x, chain));
         },
         c10::AliasAnalysisKind::FROM_SCHEMA),
-    torch::jit::Operator(
+    recorded_operator(
         "memoplan::bpool(Tensor input, bool avg, int[] kernel, int[] stride, int[] padding, "
         "int[] dilation, bool ceil_mode, bool count_include_pad) -> Tensor",
         [](torch::jit::Stack& stack) {
-          MEMOPLAN_RECORD("memoplan::bpool", stack, 8);
           const c10::IValue* args = &stack[stack.size() - 8];
           PoolArgs a{args[1].toBool(),      args[2].toIntVector(), args[3].toIntVector(),
                      args[4].toIntVector(), args[5].toIntVector(), args[6].toBool(),
@@ -126,21 +123,19 @@ torch::jit::RegisterOperators blocked_operators({
           stack.emplace_back(pool(x, a));
         },
         c10::AliasAnalysisKind::FROM_SCHEMA),
-    torch::jit::Operator(
+    recorded_operator(
         "memoplan::badaptive_avg_pool(Tensor input, int[] output_size) -> Tensor",
         [](torch::jit::Stack& stack) {
-          MEMOPLAN_RECORD("memoplan::badaptive_avg_pool", stack, 2);
           const std::vector<int64_t> size = stack.back().toIntVector();
           const at::Tensor x = stack[stack.size() - 2].toTensor();
           torch::jit::drop(stack, 2);
           stack.emplace_back(adaptive_avg_pool(x, size));
         },
         c10::AliasAnalysisKind::FROM_SCHEMA),
-    torch::jit::Operator(
+    recorded_operator(
         "memoplan::bbinary(Tensor a, Tensor b, int kind, int[] post_kinds, float[] post_alpha, "
         "float[] post_beta, int graph, int conversion) -> Tensor",
         [](torch::jit::Stack& stack) {
-          MEMOPLAN_RECORD("memoplan::bbinary", stack, 8);
           // Operand i is conversion `conversion` + i, to the result's edge.
           const c10::IValue* args = &stack[stack.size() - 8];
           const auto kind = static_cast<onednn::BinaryKind>(args[2].toInt());
@@ -154,10 +149,9 @@ torch::jit::RegisterOperators blocked_operators({
         c10::AliasAnalysisKind::FROM_SCHEMA),
     // Converts to the layout the plan chose for `conversion`'s edge (NCHW for a use outside the
     // region); the input itself where it has that layout.
-    torch::jit::Operator(
+    recorded_operator(
         "memoplan::blayout(Tensor(a) self, int graph, int conversion) -> Tensor(a)",
         [](torch::jit::Stack& stack) {
-          MEMOPLAN_RECORD("memoplan::blayout", stack, 3);
           const int64_t conversion = stack.back().toInt();
           const int64_t graph = stack[stack.size() - 2].toInt();
           const at::Tensor x = stack[stack.size() - 3].toTensor();
@@ -166,10 +160,9 @@ torch::jit::RegisterOperators blocked_operators({
         },
         c10::AliasAnalysisKind::FROM_SCHEMA),
     // After an op outside the region wrote into the converted copy of an activation.
-    torch::jit::Operator(
+    recorded_operator(
         "memoplan::blayout_back_(Tensor(a!) self, Tensor values) -> Tensor(a!)",
         [](torch::jit::Stack& stack) {
-          MEMOPLAN_RECORD("memoplan::blayout_back_", stack, 2);
           const at::Tensor values = stack.back().toTensor();
           at::Tensor target = stack[stack.size() - 2].toTensor();
           torch::jit::drop(stack, 2);
