@@ -11,6 +11,10 @@
 #include <gtest/gtest.h>
 #include <torch/script.h>
 
+#include <atomic>
+#include <thread>
+#include <vector>
+
 #include "blocked/blocked.h"
 #include "blocked/onednn.h"
 #include "layout_plan.h"
@@ -153,6 +157,37 @@ TEST(BlockedLayout, TorchvisionBlocksMatchStock) {
   // splits serial anyway (torch_ext/CMakeLists.txt).
   check_blocks(torch::randn({2, 3, 48, 48}), 2);
 #endif
+}
+
+// Inference threads on one planned module run the same primitives at once: each call that finds
+// a primitive's bound arguments taken binds its own (onednn_common.h, BoundArgs), and every
+// thread's outputs stay the stock ones.
+TEST(BlockedLayout, ConcurrentThreadsShareThePrimitives) {
+  BlockedLayoutGuard on(true);
+  at::set_num_threads(1);
+  torch::jit::Module reference = blocks(), planned = blocks();
+  c10::InferenceMode outer;
+  const at::Tensor x = torch::randn({1, 3, 40, 40});
+  const c10::IValue expected = reference.forward({x});
+  plan(planned, {x}, tuned());
+  planned.forward({x});
+  std::atomic<int> bad{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      at::set_num_threads(1);
+      c10::InferenceMode guard;
+      for (int pass = 0; pass < 15; ++pass) {
+        const auto got = planned.forward({x}).toTuple()->elements();
+        const auto want = expected.toTuple()->elements();
+        for (size_t i = 0; i < got.size(); ++i) {
+          if (relative_difference(got[i].toTensor(), want[i].toTensor()) > 1e-5) ++bad;
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(bad.load(), 0);
 }
 
 // ResNet's two 3x3 convolutions (batch norm and ReLU; batch norm, residual and ReLU in the

@@ -40,19 +40,21 @@ class Simple final : public Primitive {
         dst_(std::move(dst)),
         scratchpad_(std::move(scratchpad)),
         out_(out),
-        src1_arg_(src1_arg) {}
+        src1_arg_(src1_arg) {
+    std::vector<std::pair<int, memory::desc>> args = {{DNNL_ARG_SRC, src_}, {DNNL_ARG_DST, dst_}};
+    if (src1_arg_ != 0) args.emplace_back(src1_arg_, src1_);
+    if (scratchpad_.get_size() > 0) args.emplace_back(DNNL_ARG_SCRATCHPAD, scratchpad_);
+    args_ = std::make_unique<const BoundArgs>(std::move(args));
+  }
   Shape output() const override { return out_; }
   size_t scratchpad_bytes() const override { return scratchpad_.get_size(); }
   void run(const float* input, const float* input1, float* output,
            void* scratchpad) const override {
-    std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, bind(src_, input)},
-                                            {DNNL_ARG_DST, bind(dst_, output)}};
-    if (src1_arg_ != 0) args.emplace(src1_arg_, bind(src1_, input1));
-    if (scratchpad_.get_size() > 0) {
-      args.emplace(DNNL_ARG_SCRATCHPAD, bind(scratchpad_, scratchpad));
-    }
-    primitive_.execute(stream(), args);
-    stream().wait();
+    const void* data[] = {input, output, src1_arg_ != 0 ? input1 : scratchpad, scratchpad};
+    args_->run(data, [&](const std::unordered_map<int, memory>& args) {
+      primitive_.execute(stream(), args);
+      stream().wait();
+    });
   }
 
  private:
@@ -60,6 +62,7 @@ class Simple final : public Primitive {
   memory::desc src_, src1_, dst_, scratchpad_;
   Shape out_;
   int src1_arg_ = 0;
+  std::unique_ptr<const BoundArgs> args_;
 };
 
 // A chain of primitives on one tensor: the first writes the output, the rest update it in place.

@@ -17,6 +17,7 @@
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -129,6 +130,45 @@ inline memory::desc desc(Shape s, Format f) {
 inline memory bind(const memory::desc& d, const void* data) {
   return memory(d, engine(), const_cast<void*>(data));
 }
+
+// A primitive's arguments, their memory objects made once and pointed anew at each call's data:
+// making one (dnnl_memory_create) costs an aligned allocation, a small one and their frees, five
+// or six times a convolution, which at a small layer is more than the layer's kernel. The call
+// that finds the set free takes it; one that finds it taken (a second inference thread on the
+// same primitive at that moment) binds memory objects of its own.
+class BoundArgs {
+ public:
+  explicit BoundArgs(std::vector<std::pair<int, memory::desc>> descs) : descs_(std::move(descs)) {
+    for (const auto& [arg, d] : descs_) {
+      memories_.emplace_back(d, engine(), nullptr);
+      args_.emplace(arg, memories_.back());
+    }
+  }
+  // Runs fn(args) with argument i (in the order given at construction) pointed at data[i].
+  template <typename Fn>
+  void run(const void* const* data, const Fn& fn) const {
+    if (!busy_.exchange(true, std::memory_order_acquire)) {
+      struct Release {
+        std::atomic<bool>& busy;
+        ~Release() { busy.store(false, std::memory_order_release); }
+      } release{busy_};
+      for (size_t i = 0; i < memories_.size(); ++i)
+        memories_[i].set_data_handle(const_cast<void*>(data[i]));
+      fn(args_);
+      return;
+    }
+    std::unordered_map<int, memory> args;
+    for (size_t i = 0; i < descs_.size(); ++i)
+      args.emplace(descs_[i].first, bind(descs_[i].second, data[i]));
+    fn(args);
+  }
+
+ private:
+  std::vector<std::pair<int, memory::desc>> descs_;
+  std::vector<memory> memories_;  // handles: set_data_handle changes the objects args_ shares
+  std::unordered_map<int, memory> args_;
+  mutable std::atomic<bool> busy_{false};
+};
 
 // Post-ops: the eltwise steps (hardsigmoid is two), the residual a binary add.
 inline void append_eltwise(dnnl::post_ops& ops, algorithm alg, float alpha, float beta) {

@@ -44,6 +44,16 @@ class ConvImpl final : public Conv {
 #endif
     primitive_ = dnnl::convolution_forward(pd_);
     residual_slot_ = residual_slot(s.post);
+    std::vector<std::pair<int, memory::desc>> args = {{DNNL_ARG_SRC, pd_.src_desc()},
+                                                      {DNNL_ARG_WEIGHTS, pd_.weights_desc()},
+                                                      {DNNL_ARG_BIAS, pd_.bias_desc()},
+                                                      {DNNL_ARG_DST, pd_.dst_desc()},
+                                                      {DNNL_ARG_SCRATCHPAD, pd_.scratchpad_desc()}};
+    if (residual_slot_ >= 0) {
+      args.emplace_back(DNNL_ARG_ATTR_MULTIPLE_POST_OP(residual_slot_) | DNNL_ARG_SRC_1,
+                        pd_.dst_desc());
+    }
+    args_ = std::make_unique<const BoundArgs>(std::move(args));
   }
 
   Shape output() const override { return out_; }
@@ -61,19 +71,12 @@ class ConvImpl final : public Conv {
   }
   void run(const float* input, const void* packed_weights, const float* bias, const float* residual,
            float* output, void* scratchpad) const override {
-    std::unordered_map<int, memory> args = {
-        {DNNL_ARG_SRC, bind(pd_.src_desc(), input)},
-        {DNNL_ARG_WEIGHTS, bind(pd_.weights_desc(), packed_weights)},
-        {DNNL_ARG_BIAS, bind(pd_.bias_desc(), bias)},
-        {DNNL_ARG_DST, bind(pd_.dst_desc(), output)},
-        {DNNL_ARG_SCRATCHPAD, bind(pd_.scratchpad_desc(), scratchpad)}};
-    if (residual_slot_ >= 0) {
-      args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(residual_slot_) | DNNL_ARG_SRC_1,
-                   bind(pd_.dst_desc(), residual));
-    }
+    const void* data[] = {input, packed_weights, bias, output, scratchpad, residual};
     threads_.run([&] {
-      primitive_.execute(stream(), args);
-      stream().wait();
+      args_->run(data, [&](const std::unordered_map<int, memory>& args) {
+        primitive_.execute(stream(), args);
+        stream().wait();
+      });
     });
   }
 
@@ -86,6 +89,7 @@ class ConvImpl final : public Conv {
   dnnl::convolution_forward::primitive_desc pd_;
   dnnl::convolution_forward primitive_;
   int residual_slot_ = -1;
+  std::unique_ptr<const BoundArgs> args_;
 };
 
 }  // namespace
