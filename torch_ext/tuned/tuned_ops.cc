@@ -37,7 +37,8 @@ using kernels::Activation;
 
 const c10::Symbol kLinear = c10::Symbol::fromQualString("memoplan::linear");
 
-std::atomic<uint64_t> tuned_calls{0}, stock_calls{0}, shapes_tuned{0}, weights_packed{0};
+std::atomic<uint64_t> tuned_calls{0}, stock_calls{0}, shapes_tuned{0}, weights_packed{0},
+    residuals_in_place{0};
 std::atomic<KernelChoice> forced_choice{KernelChoice::kMeasure};
 
 // What one shape measured: aten vs memoplan's best configuration, milliseconds per call.
@@ -196,6 +197,7 @@ bool packable(const at::Tensor& w) {
 
 KernelChoice choice() { return forced_choice.load(); }
 void count(bool tuned) { ++(tuned ? tuned_calls : stock_calls); }
+void count_in_place() { ++residuals_in_place; }
 
 kernels::GemmConfig best_config(int64_t m, int64_t k, int64_t n, Activation activation, bool bias,
                                 bool prepacked) {
@@ -393,7 +395,8 @@ const bool registered = (register_kernels("tuned", &replace_hot_ops), true);
 void set_kernel_choice(KernelChoice choice) { forced_choice.store(choice); }
 
 KernelStats kernel_stats() {
-  return {tuned_calls.load(), stock_calls.load(), shapes_tuned.load(), weights_packed.load()};
+  return {tuned_calls.load(), stock_calls.load(), shapes_tuned.load(), weights_packed.load(),
+          residuals_in_place.load()};
 }
 
 std::string kernel_report() {

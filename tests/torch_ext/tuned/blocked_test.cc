@@ -159,6 +159,53 @@ TEST(BlockedLayout, TorchvisionBlocksMatchStock) {
 #endif
 }
 
+// A residual that dies at its convolution is written over in place (oneDNN's sum): the output
+// takes its bytes. One read later (an output) is not, nor the caller's input; at two threads the
+// thread count is measured on a copy of it (the sum is not idempotent).
+TEST(BlockedLayout, ADyingResidualIsWrittenOverInPlace) {
+  BlockedLayoutGuard on(true);
+  torch::manual_seed(5);
+  torch::jit::Module m("Residuals");
+  for (const char* name : {"a", "b", "c", "d", "e"}) add_conv(m, name, 32, 32, 3);
+  m.define(R"(
+    def forward(self, x):
+        h = torch.relu(torch.conv2d(x, self.a, None, [1, 1], [1, 1]))
+        t = torch.relu(torch.conv2d(h, self.b, None, [1, 1], [1, 1]))
+        y = torch.relu(torch.conv2d(t, self.c, None, [1, 1], [1, 1]) + h)
+        v = torch.relu(torch.conv2d(y, self.d, None, [1, 1], [1, 1]) + t)
+        w = torch.relu(torch.conv2d(v, self.e, None, [1, 1], [1, 1]) + y) + x
+        return w, y
+  )");
+  m.eval();
+  torch::jit::Module reference = m.clone();
+  // oneDNN's convolutions throughout: memoplan's Winograd (no sum) could win a 3x3 on timing.
+  struct Restore {
+    WinogradChoice was;
+    ~Restore() { set_winograd(was); }
+  } restore{set_winograd(WinogradChoice::kNever)};
+  for (int threads : {1, 2}) {
+#if defined(__SANITIZE_THREAD__)
+    if (threads > 1) break;  // aten's OpenMP regions in the reference pass: see above
+#endif
+    at::set_num_threads(threads);
+    torch::jit::Module planned = m.clone();
+    c10::InferenceMode guard;
+    const at::Tensor x = torch::randn({1, 32, 20, 20}), kept = x.clone();
+    const c10::IValue expected = reference.forward({x});
+    plan(planned, {x}, tuned());
+    if (!blocked_layout_here()) GTEST_SKIP() << "no blocked layout on this CPU";
+    const KernelStats before = kernel_stats();
+    for (int pass = 0; pass < 3; ++pass) {
+      expect_close(planned.forward({x}), expected, std::to_string(threads) + " threads");
+    }
+    EXPECT_TRUE(torch::equal(x, kept)) << "the caller's input was written over";
+    // h and t die at their residual additions; y is read after (an output), and x stays with
+    // aten's addition outside the region.
+    EXPECT_EQ(kernel_stats().residuals_in_place - before.residuals_in_place, 3u * 2);
+  }
+  at::set_num_threads(1);
+}
+
 // Inference threads on one planned module run the same primitives at once: each call that finds
 // a primitive's bound arguments taken binds its own (onednn_common.h, BoundArgs), and every
 // thread's outputs stay the stock ones.

@@ -104,6 +104,14 @@ std::map<int64_t, PackedSite>& sites() {
 struct Packed {
   at::Tensor weights, bias;
 };
+
+// Whether `residual` (converted from `operand`, or `operand` itself) is seen by nobody else: the
+// interpreter moved its last use into this call, no other tensor shares its storage. Then the
+// convolution may write its output over it.
+bool sole_owner(const at::Tensor& residual, const at::Tensor& operand) {
+  const size_t ours = residual.is_same(operand) ? 2 : 1;
+  return residual.use_count() == ours && residual.storage().use_count() == 1;
+}
 Packed packed_for(int64_t site, const conv::Weights& w,
                   const std::shared_ptr<const onednn::Conv>& primitive) {
   std::lock_guard<std::mutex> lock(sites_mutex);
@@ -164,26 +172,40 @@ at::Tensor conv(const at::Tensor& x_in, const ConvArgs& a) {
     }
     return convert(y, a.output);
   }
+  at::Tensor residual;
+  bool in_place = false;
+  if (a.residual) {
+    residual = convert(*a.residual, a.output);
+    const Shape r = shape_of(residual), o = primitive->output();
+    TORCH_CHECK(r.n == o.n && r.c == o.c && r.h == o.h && r.w == o.w,
+                "memoplan::bconv: residual of sizes ", a.residual->sizes(),
+                " does not match the convolution's output");
+    if (sole_owner(residual, *a.residual) && residual.scalar_type() == at::kFloat) {
+      // Written over: oneDNN's sum adds it as it stores, where the binary addition reads it as a
+      // second stream. Not over memoplan's Winograd, which has no sum.
+      ConvArgs summing = a;
+      for (PostOp& op : summing.post) {
+        if (op.kind == onednn::kResidualAdd) op.kind = onednn::kResidualSum;
+      }
+      if (primitive->implementation().rfind("memoplan:", 0) != 0) {
+        if (auto p = primitive_for(spec_of(x, summing, format_of(x), a.output))) {
+          primitive = std::move(p);
+          in_place = true;
+        }
+      }
+    }
+  }
   const conv::Geometry geometry{a.stride, a.padding, a.dilation, a.groups};
   const auto prepared = conv::weights(a.site, a.weight, a.bias,
                                       a.batch_norm ? &*a.batch_norm : nullptr, geometry, false);
   const Packed packed = packed_for(a.site, *prepared, primitive);
-  const Shape out_shape = primitive->output();
-  at::Tensor out = new_tensor(out_shape, a.output, x.options());
-  at::Tensor residual;
-  if (a.residual) {
-    residual = convert(*a.residual, a.output);
-    const Shape r = shape_of(residual);
-    TORCH_CHECK(
-        r.n == out_shape.n && r.c == out_shape.c && r.h == out_shape.h && r.w == out_shape.w,
-        "memoplan::bconv: residual of sizes ", a.residual->sizes(),
-        " does not match the convolution's output");
-  }
+  at::Tensor out = in_place ? residual : new_tensor(primitive->output(), a.output, x.options());
   at::Tensor scratch = scratchpad(primitive->scratchpad_bytes(), x.options());
   primitive->run(x.data_ptr<float>(), packed.weights.data_ptr(), packed.bias.data_ptr<float>(),
-                 residual.defined() ? residual.data_ptr<float>() : nullptr, out.data_ptr<float>(),
-                 data_or_null(scratch));
+                 residual.defined() && !in_place ? residual.data_ptr<float>() : nullptr,
+                 out.data_ptr<float>(), data_or_null(scratch));
   tuned::count(true);
+  if (in_place) tuned::count_in_place();
   return out;
 }
 

@@ -36,9 +36,12 @@ enum class Eltwise : int {
   kTanh = 8,
 };
 constexpr int kResidualAdd = 100;  // a post-op kind: + the residual operand, same shape
+// A post-op kind: + what the output held before the call (the residual, written over in place:
+// oneDNN's sum). Not idempotent: a call adds once more.
+constexpr int kResidualSum = 101;
 
 struct PostOp {
-  int kind = 0;  // an Eltwise, or kResidualAdd
+  int kind = 0;  // an Eltwise, kResidualAdd or kResidualSum
   float alpha = 0.f, beta = 0.f;
 };
 

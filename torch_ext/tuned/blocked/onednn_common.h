@@ -60,6 +60,10 @@ inline dnnl::stream& stream() {
 // it must be idempotent: every primitive here reads its inputs and writes a separate output.
 class ThreadChoice {
  public:
+  // Whether run() has chosen (a run that is not idempotent must be made so until then).
+  bool measured() const {
+    return threads() <= 1 || choice_.load(std::memory_order_relaxed) != kUnmeasured;
+  }
   template <typename Run>
   void run(const Run& once) const {
     const int n = static_cast<int>(threads());
@@ -214,6 +218,8 @@ inline dnnl::primitive_attr attributes(const std::vector<PostOp>& post,
   for (const PostOp& op : post) {
     if (op.kind == kResidualAdd) {
       ops.append_binary(algorithm::binary_add, *residual);
+    } else if (op.kind == kResidualSum) {
+      ops.append_sum(1.f);
     } else {
       for (const EltwiseStep& s : steps(op)) append_eltwise(ops, s.alg, s.alpha, s.beta);
     }

@@ -14,6 +14,7 @@ struct KernelStats {
   uint64_t stock_calls = 0;   // calls where aten's op was measured faster, or could not be replaced
   uint64_t shapes_tuned = 0;  // distinct (M, K, N, activation, bias, threads) measured
   uint64_t weights_packed = 0;
+  uint64_t residuals_in_place = 0;  // convolutions that wrote over their dying residual operand
 };
 KernelStats kernel_stats();
 
