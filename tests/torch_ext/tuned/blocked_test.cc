@@ -238,8 +238,9 @@ TEST(BlockedLayout, ConcurrentThreadsShareThePrimitives) {
 }
 
 // ResNet's two 3x3 convolutions (batch norm and ReLU; batch norm, residual and ReLU in the
-// epilogue) on memoplan's Winograd F(2x2, 3x3) instead of oneDNN's direct kernels: the same
-// results at odd and even sizes, one and two threads; measured, it reports both times.
+// epilogue) on memoplan's Winograd F(2x2, 3x3), then on oneDNN's Winograd, instead of oneDNN's
+// direct kernels: the same results at odd and even sizes, one and two threads; measured, it
+// reports the times.
 TEST(BlockedLayout, WinogradConvolutionsMatchStock) {
   BlockedLayoutGuard on(true);
   const WinogradChoice was = set_winograd(WinogradChoice::kAlways);
@@ -253,6 +254,13 @@ TEST(BlockedLayout, WinogradConvolutionsMatchStock) {
 #if !defined(__SANITIZE_THREAD__)
   check_blocks(torch::randn({2, 3, 48, 48}), 2);
 #endif
+  // oneDNN's Winograd (AVX-512 only), residual additions included, then all three measured.
+  set_winograd(WinogradChoice::kOneDnn);
+  check_blocks(torch::randn({1, 3, 36, 36}), 1);
+#if !defined(__SANITIZE_THREAD__)
+  check_blocks(torch::randn({2, 3, 44, 44}), 2);
+#endif
+  const bool onednn_ran = kernel_report().find("wino_2x3") != std::string::npos;
   set_winograd(WinogradChoice::kMeasure);
   check_blocks(torch::randn({1, 3, 40, 40}), 1);
   set_winograd(was);
@@ -260,6 +268,9 @@ TEST(BlockedLayout, WinogradConvolutionsMatchStock) {
   EXPECT_NE(kernel_report().find("conv3x3 1x32x11x11 -> 32 threads 1: "), std::string::npos)
       << kernel_report();
   EXPECT_NE(kernel_report().find("oneDNN direct"), std::string::npos) << kernel_report();
+  if (onednn_ran) {  // then measured too
+    EXPECT_NE(kernel_report().find("oneDNN winograd "), std::string::npos) << kernel_report();
+  }
 }
 
 // The training branch (stochastic depth, batch norms updating their statistics) runs on aten

@@ -62,6 +62,9 @@ struct ConvSpec {
   int64_t stride[2] = {1, 1}, padding[2] = {0, 0}, dilation[2] = {1, 1};
   Format input = Format::kBlocked, output = Format::kBlocked;  // a residual is in `output`'s
   std::vector<PostOp> post;
+  // oneDNN's Winograd algorithm (its F(2, 3) kernels for small batches) in place of its direct
+  // one: conv() throws where it has none for the shape, layouts and epilogue.
+  bool winograd = false;
 };
 
 // Sizes of a result: what the caller allocates (padded_channels for blocked ones).

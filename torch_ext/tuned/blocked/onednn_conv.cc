@@ -35,14 +35,15 @@ class ConvImpl final : public Conv {
     const memory::dims dilation = {s.dilation[0] - 1, s.dilation[1] - 1};
     const memory::dims padding = {s.padding[0], s.padding[1]};
     const dnnl::primitive_attr attr = attributes(s.post, &dst);
+    const algorithm algo =
+        s.winograd ? algorithm::convolution_winograd : algorithm::convolution_direct;
 #if DNNL_VERSION_MAJOR >= 3
-    pd_ = dnnl::convolution_forward::primitive_desc(
-        engine(), prop_kind::forward_inference, algorithm::convolution_direct, src, weights_any,
-        bias, dst, strides, dilation, padding, padding, attr);
+    pd_ = dnnl::convolution_forward::primitive_desc(engine(), prop_kind::forward_inference, algo,
+                                                    src, weights_any, bias, dst, strides, dilation,
+                                                    padding, padding, attr);
 #else
-    const dnnl::convolution_forward::desc d(prop_kind::forward_inference,
-                                            algorithm::convolution_direct, src, weights_any, bias,
-                                            dst, strides, dilation, padding, padding);
+    const dnnl::convolution_forward::desc d(prop_kind::forward_inference, algo, src, weights_any,
+                                            bias, dst, strides, dilation, padding, padding);
     pd_ = dnnl::convolution_forward::primitive_desc(d, attr, engine());
 #endif
     primitive_ = dnnl::convolution_forward(pd_);
@@ -129,7 +130,8 @@ std::shared_ptr<const Conv> conv(const ConvSpec& s) {
              s.dilation[1],
              static_cast<int64_t>(s.input),
              static_cast<int64_t>(s.output),
-             threads()};
+             threads(),
+             s.winograd ? 1 : 0};
   append(key, s.post);
   return cached<Conv>("convolution", std::move(key), [&] { return std::make_shared<ConvImpl>(s); });
 }

@@ -54,11 +54,12 @@ class WinogradConv final : public onednn::Conv {
   std::vector<wino::PostOp> post_;
 };
 
-// set_winograd(); MEMOPLAN_WINOGRAD=0 / =1 at start.
+// set_winograd(); MEMOPLAN_WINOGRAD=0 / =1 / =onednn at start.
 std::atomic<WinogradChoice>& mode() {
   static std::atomic<WinogradChoice> m{[] {
     const char* v = std::getenv("MEMOPLAN_WINOGRAD");
     if (!v) return WinogradChoice::kMeasure;
+    if (std::string(v) == "onednn") return WinogradChoice::kOneDnn;
     return std::string(v) == "0" ? WinogradChoice::kNever : WinogradChoice::kAlways;
   }()};
   return m;
@@ -80,11 +81,23 @@ bool winograd_post(const onednn::ConvSpec& s, std::vector<wino::PostOp>* out) {
   return true;
 }
 
-bool applies(const onednn::ConvSpec& s) {
+// A 3x3 stride-1 convolution, blocked to blocked: where a Winograd algorithm may run.
+bool winograd_shape(const onednn::ConvSpec& s) {
   return s.kh == 3 && s.kw == 3 && s.stride[0] == 1 && s.stride[1] == 1 && s.padding[0] == 1 &&
          s.padding[1] == 1 && s.dilation[0] == 1 && s.dilation[1] == 1 && s.groups == 1 &&
-         s.input == onednn::Format::kBlocked && s.output == onednn::Format::kBlocked &&
-         wino::available(onednn::block_size());
+         s.input == onednn::Format::kBlocked && s.output == onednn::Format::kBlocked;
+}
+
+// oneDNN's Winograd for the spec, or null where it has none (or only its reference loop).
+std::shared_ptr<const onednn::Conv> onednn_winograd(const onednn::ConvSpec& s) {
+  onednn::ConvSpec w = s;
+  w.winograd = true;
+  try {
+    std::shared_ptr<const onednn::Conv> c = onednn::conv(w);
+    return c->implementation().find("wino") != std::string::npos ? c : nullptr;
+  } catch (const std::exception&) {
+    return nullptr;
+  }
 }
 
 // Milliseconds of the fastest of three interleaved runs of each (a, b), on random operands.
@@ -124,7 +137,8 @@ std::pair<double, double> measure(const onednn::Conv& a, const onednn::Conv& b,
 
 struct Choice {
   std::shared_ptr<const onednn::Conv> conv;
-  double winograd_ms = 0, direct_ms = 0;  // 0: not measured (MEMOPLAN_WINOGRAD=1)
+  // Milliseconds measured (0: not a candidate, or not measured: MEMOPLAN_WINOGRAD=1).
+  double winograd_ms = 0, onednn_winograd_ms = 0, direct_ms = 0;
 };
 std::mutex choices_mutex;
 std::map<std::vector<int64_t>, Choice>& choices() {
@@ -136,9 +150,8 @@ std::map<std::vector<int64_t>, Choice>& choices() {
 
 std::shared_ptr<const onednn::Conv> best_conv(const onednn::ConvSpec& s) {
   std::shared_ptr<const onednn::Conv> direct = onednn::conv(s);
-  std::vector<wino::PostOp> post;
   const WinogradChoice setting = mode().load();
-  if (setting == WinogradChoice::kNever || !applies(s) || !winograd_post(s, &post)) return direct;
+  if (setting == WinogradChoice::kNever || !winograd_shape(s)) return direct;
   std::vector<int64_t> key = {
       s.n, s.c, s.h, s.w, s.out_channels, at::get_num_threads(), static_cast<int64_t>(setting)};
   for (const onednn::PostOp& op : s.post) {
@@ -148,11 +161,28 @@ std::shared_ptr<const onednn::Conv> best_conv(const onednn::ConvSpec& s) {
   }
   std::lock_guard<std::mutex> lock(choices_mutex);
   if (auto it = choices().find(key); it != choices().end()) return it->second.conv;
-  auto winograd = std::make_shared<const WinogradConv>(s, std::move(post));
-  Choice choice{winograd};
-  if (setting == WinogradChoice::kMeasure) {
-    std::tie(choice.winograd_ms, choice.direct_ms) = measure(*winograd, *direct, s);
-    if (choice.direct_ms <= choice.winograd_ms) choice.conv = direct;
+  std::shared_ptr<const onednn::Conv> ours;
+  std::vector<wino::PostOp> post;
+  if (wino::available(onednn::block_size()) && winograd_post(s, &post)) {
+    ours = std::make_shared<const WinogradConv>(s, std::move(post));
+  }
+  Choice choice{direct};
+  if (setting == WinogradChoice::kAlways) {
+    if (ours) choice.conv = ours;
+  } else if (setting == WinogradChoice::kOneDnn) {
+    if (auto theirs = onednn_winograd(s)) choice.conv = theirs;
+  } else {
+    // oneDNN's direct kernels against its Winograd, then the faster against memoplan's.
+    if (auto theirs = onednn_winograd(s)) {
+      std::tie(choice.onednn_winograd_ms, choice.direct_ms) = measure(*theirs, *direct, s);
+      if (choice.onednn_winograd_ms < choice.direct_ms) choice.conv = theirs;
+    }
+    if (ours) {
+      double best_ms = 0;
+      std::tie(choice.winograd_ms, best_ms) = measure(*ours, *choice.conv, s);
+      if (choice.conv == direct) choice.direct_ms = best_ms;
+      if (choice.winograd_ms < best_ms) choice.conv = ours;
+    }
   }
   return choices().emplace(key, choice).first->second.conv;
 }
@@ -163,10 +193,15 @@ std::string winograd_report() {
   for (const auto& [key, choice] : choices()) {
     out << "conv3x3 " << key[0] << "x" << key[1] << "x" << key[2] << "x" << key[3] << " -> "
         << key[4] << " threads " << key[5] << ": " << choice.conv->implementation();
-    if (choice.winograd_ms > 0) {
-      out << " (winograd " << choice.winograd_ms << " ms, oneDNN direct " << choice.direct_ms
-          << " ms)";
+    const char* sep = " (";
+    for (const auto& [name, ms] : {std::pair<const char*, double>{"winograd", choice.winograd_ms},
+                                   {"oneDNN winograd", choice.onednn_winograd_ms},
+                                   {"oneDNN direct", choice.direct_ms}}) {
+      if (ms <= 0) continue;
+      out << sep << name << " " << ms << " ms";
+      sep = ", ";
     }
+    if (sep[0] == ',') out << ")";
     out << "\n";
   }
   return out.str();

@@ -1,10 +1,10 @@
-// The blocked convolution's two implementations behind one onednn::Conv: oneDNN's direct kernels
-// and memoplan's Winograd F(2x2, 3x3) (kernels/winograd.h, for 3x3 stride-1 padding-1
-// convolutions whose epilogue it has: bias, ReLU / leaky ReLU / clip, a residual addition).
-// Where both apply, each is measured on the shape (synthetic operands, three interleaved runs,
-// once per shape and thread count) and the faster one is returned; set_winograd() (kernels.h) or
-// MEMOPLAN_WINOGRAD=0 / =1 keep oneDNN's / take Winograd wherever it applies. ATen's threads
-// only; for tuned/.
+// The blocked convolution's implementations behind one onednn::Conv: oneDNN's direct kernels,
+// oneDNN's Winograd (its F(2, 3) kernels, for small batches) and memoplan's Winograd F(2x2, 3x3)
+// (kernels/winograd.h, for 3x3 stride-1 padding-1 convolutions whose epilogue it has: bias, ReLU /
+// leaky ReLU / clip, a residual addition). Where more than one applies, each is measured on the
+// shape (synthetic operands, three interleaved runs, once per shape and thread count) and the
+// fastest is returned; set_winograd() (kernels.h) or MEMOPLAN_WINOGRAD=0 / =1 keep oneDNN's direct
+// kernels / take memoplan's Winograd wherever it applies. ATen's threads only; for tuned/.
 #pragma once
 
 #include <memory>
@@ -15,7 +15,7 @@
 namespace memoplan::torch_ext::blocked {
 
 std::shared_ptr<const onednn::Conv> best_conv(const onednn::ConvSpec& spec);
-// One line per measured shape: both times and the choice (for kernel_report()).
+// One line per measured shape: the times and the choice (for kernel_report()).
 std::string winograd_report();
 
 }  // namespace memoplan::torch_ext::blocked

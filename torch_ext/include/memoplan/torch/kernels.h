@@ -27,11 +27,13 @@ void set_kernel_choice(KernelChoice choice);
 // MEMOPLAN_BLOCKED_LAYOUT is not 0; off, convolutions take the NCHW / NHWC layout plan. Returns
 // whether it was on.
 bool set_blocked_layout(bool enabled);
-// memoplan's Winograd F(2x2, 3x3) for the blocked layout's 3x3 stride-1 convolutions
-// (docs/KERNELS.md): kMeasure (the default) times it against oneDNN's direct kernels once per
-// shape and thread count and keeps the faster; kAlways takes it wherever it applies, kNever
-// never. MEMOPLAN_WINOGRAD=1 / =0 set kAlways / kNever at start. Returns the previous setting.
-enum class WinogradChoice { kMeasure, kAlways, kNever };
+// Winograd for the blocked layout's 3x3 stride-1 convolutions (docs/KERNELS.md): memoplan's
+// F(2x2, 3x3) and oneDNN's own (its F(2, 3) kernels, AVX-512 only). kMeasure (the default) times
+// them against oneDNN's direct kernels once per shape and thread count and keeps the fastest;
+// kAlways takes memoplan's wherever it applies, kOneDnn oneDNN's wherever it has one, kNever
+// neither. MEMOPLAN_WINOGRAD=1 / =onednn / =0 set kAlways / kOneDnn / kNever at start. Returns
+// the previous setting.
+enum class WinogradChoice { kMeasure, kAlways, kNever, kOneDnn };
 WinogradChoice set_winograd(WinogradChoice choice);
 // One line per tuned shape: its measurements (stock vs best memoplan configuration).
 std::string kernel_report();
