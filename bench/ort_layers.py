@@ -13,7 +13,9 @@ bursts sees nearly the same machine), each with its profiler on for every timed 
     once with apt-get download in the root scripts/debian13.sh makes; kept under
     ~/.cache/memoplan/ort-headers).
   - memoplan: torch.ops.memoplan.plan(kernels="tuned") as ort_bursts.py's memoplan side, under
-    torch.profiler (record_shapes): memoplan's operators are profiler scopes of their own.
+    torch.profiler: memoplan's operators are profiler scopes of their own. Their operands' shapes
+    come from one pass before the bursts: recorded during the timed passes they would keep each
+    operand alive, and a convolution then cannot write over its dying residual.
 Per layer the median over all timed passes of each side. Layers are matched by kind and by the
 shapes of their first two operands (a convolution's input and weight, both logical N x C x H x W
 and O x I x kh x kw), in order among equals; what has no counterpart is listed too (ORT's
@@ -72,9 +74,29 @@ def parse_args():
     return p.parse_args()
 
 
+def top_level(events, scope):
+    """Per `scope` event, the memoplan operators directly inside it, in order."""
+    events = sorted(events, key=lambda e: e.time_range.start)
+    passes = [e for e in events if e.name == scope]
+    ops = [e for e in events if e.name.startswith("memoplan::")]
+    out, i = [], 0
+    for p in passes:
+        top, end = [], -1
+        while i < len(ops) and ops[i].time_range.start < p.time_range.start:
+            i += 1
+        while i < len(ops) and ops[i].time_range.start <= p.time_range.end:
+            e = ops[i]
+            i += 1
+            if e.time_range.start >= end:  # not inside the previous one
+                top.append(e)
+                end = e.time_range.end
+        out.append(top)
+    return out
+
+
 def memoplan_side(args):
-    """ort_bursts.py's memoplan side, profiled; at the end writes each timed pass's top-level
-    memoplan operators (name, operand shapes, ms) to --layers-out."""
+    """ort_bursts.py's memoplan side, profiled; at the end writes each pass's top-level memoplan
+    operators (name, operand shapes, ms) to --layers-out."""
     import numpy
     import torch
     from torch.profiler import ProfilerActivity, profile, record_function
@@ -85,40 +107,36 @@ def memoplan_side(args):
     x = torch.from_numpy(numpy.fromfile(args.input, dtype=dtype).reshape(shape))
     model = torch.jit.load(args.model).eval()
     torch.ops.memoplan.plan(model._c, [x], kernels="tuned")
+    scope = "memoplan_layers_pass"
     with torch.inference_mode():
         for _ in range(args.warmup):
             model(x)
-        print(json.dumps({"ready": True}), flush=True)
+        # The operands' shapes from one pass of their own: recording them makes the profiler hold
+        # the operands, which keeps a convolution from writing over its dying residual (its
+        # reference count tells), so the timed passes record none.
         with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+            with record_function(scope):
+                model(x)
+        shapes = [[list(s) for s in (e.input_shapes or []) if s][:2]
+                  for e in top_level(prof.events(), scope)[0]]
+        print(json.dumps({"ready": True}), flush=True)
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
             for line in sys.stdin:
                 n = int(line.strip() or 0)
                 if n <= 0:
                     break
                 ms = []
-                with record_function("memoplan_layers_pass"):
+                with record_function(scope):
                     model(x)  # untimed, as ort_bursts.py's sides
                 for _ in range(n):
-                    with record_function("memoplan_layers_pass"):
+                    with record_function(scope):
                         start = time.perf_counter()
                         model(x)
                         ms.append((time.perf_counter() - start) * 1e3)
                 print(json.dumps({"pass_ms": ms}), flush=True)
-    events = sorted(prof.events(), key=lambda e: e.time_range.start)
-    passes = [e for e in events if e.name == "memoplan_layers_pass"]
-    ops = [e for e in events if e.name.startswith("memoplan::")]
-    layers, i = [], 0
-    for p in passes:
-        top, end = [], -1
-        while i < len(ops) and ops[i].time_range.start < p.time_range.start:
-            i += 1
-        while i < len(ops) and ops[i].time_range.start <= p.time_range.end:
-            e = ops[i]
-            i += 1
-            if e.time_range.start >= end:  # not inside the previous one
-                shapes = [list(s) for s in (e.input_shapes or []) if s][:2]
-                top.append([e.name, shapes, (e.time_range.end - e.time_range.start) / 1e3])
-                end = e.time_range.end
-        layers.append(top)
+    layers = [[[e.name, shapes[j] if j < len(shapes) else [],
+                (e.time_range.end - e.time_range.start) / 1e3] for j, e in enumerate(top)]
+              for top in top_level(prof.events(), scope)]
     json.dump(layers, open(args.layers_out, "w"))
 
 
