@@ -48,30 +48,36 @@ DEFAULT_MODELS = "resnet18,resnet50,mobilenet_v2,mobilenet_v3_large,efficientnet
 PAUSE_S = 0.05
 
 
-def parse_args():
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--models", default=DEFAULT_MODELS)
-    p.add_argument("--batches", default="1,2")
+def paired_arguments(description, name, models, batches, pairs, warmup):
+    """The options of a paired benchmark (this one, ort_layers.py), and its memoplan side's."""
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--models", default=models)
+    p.add_argument("--batches", default=batches)
     p.add_argument("--threads", default="1,2", help="intra-op threads of the one inference thread")
-    p.add_argument("--pairs", type=int, default=12, help="bursts of each side per cell")
+    p.add_argument("--pairs", type=int, default=pairs, help="bursts of each side per cell")
     p.add_argument("--burst", type=int, default=5, help="timed passes per burst")
-    p.add_argument("--warmup", type=int, default=3, help="untimed passes per process first")
+    p.add_argument("--warmup", type=int, default=warmup, help="untimed passes per process first")
     p.add_argument("--lib", default=os.path.join(ROOT, "build", "torch_ext",
                                                  "libmemoplan_torch.so"))
-    p.add_argument("--out", help="results directory (default bench/results/ort_bursts_<stamp>)")
+    p.add_argument("--out", help=f"results directory (default bench/results/{name}_<stamp>)")
     p.add_argument("--report-only", metavar="DIR", help="only rewrite DIR/report.md from DIR/raw")
-    # The memoplan side (started by this script).
+    # The memoplan side (started by the script).
     p.add_argument("--memoplan-side", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--model", help=argparse.SUPPRESS)
     p.add_argument("--input", help=argparse.SUPPRESS)
     p.add_argument("--shape", help=argparse.SUPPRESS)
     p.add_argument("--dtype", help=argparse.SUPPRESS)
-    return p.parse_args()
+    return p
 
 
-def memoplan_side(args):
-    """Plans the model with the tuned kernels, answers one line of JSON when ready, then serves
-    bursts as run_ort.mjs --serve does."""
+def parse_args():
+    return paired_arguments(__doc__.split("\n")[0], "ort_bursts", DEFAULT_MODELS, "1,2", 12,
+                            3).parse_args()
+
+
+def tuned_model(args):
+    """A memoplan side's input and its model planned with the tuned kernels (--threads intra-op
+    threads, --lib loaded)."""
     import numpy
     import torch
     torch.set_num_threads(int(args.threads))
@@ -80,8 +86,16 @@ def memoplan_side(args):
     dtype = numpy.int64 if args.dtype == "int64" else numpy.float32
     x = torch.from_numpy(numpy.fromfile(args.input, dtype=dtype).reshape(shape))
     tuned = torch.jit.load(args.model).eval()
-    stock = torch.jit.load(args.model).eval()
     torch.ops.memoplan.plan(tuned._c, [x], kernels="tuned")
+    return x, tuned
+
+
+def memoplan_side(args):
+    """Plans the model with the tuned kernels, answers one line of JSON when ready, then serves
+    bursts as run_ort.mjs --serve does."""
+    import torch
+    x, tuned = tuned_model(args)
+    stock = torch.jit.load(args.model).eval()
     with torch.inference_mode():
         for _ in range(args.warmup):
             out = tuned(x)
@@ -131,6 +145,21 @@ class Side:
             self.process.wait(timeout=60)
 
 
+def take_turns(ort, mp, args, record):
+    """--pairs pairs of --burst bursts, ORT first in even pairs, PAUSE_S apart; each burst's
+    median appended to record["ort_ms"] / record["memoplan_ms"]. Returns who went first."""
+    order = []
+    for pair in range(args.pairs):
+        sides = [("ort", ort), ("memoplan", mp)]
+        if pair % 2:
+            sides.reverse()
+        for name, side in sides:
+            time.sleep(PAUSE_S)
+            record[name + "_ms"].append(side.burst(args.burst))
+        order.append(sides[0][0])
+    return order
+
+
 def measure_cell(args, ort_dir, onnx, entry, cell_input, threads):
     import numpy
     path, shape, reference = cell_input
@@ -145,18 +174,11 @@ def measure_cell(args, ort_dir, onnx, entry, cell_input, threads):
     try:
         ready = mp.read()
         ort.burst(1)  # ORT's load and warm-up; writes its output
-        record = {"ort_ms": [], "memoplan_ms": [], "order": [],
+        record = {"ort_ms": [], "memoplan_ms": [],
                   "tuned_max_relative_difference": ready["max_relative_difference"],
                   "ort_max_relative_difference": relative_difference(
                       numpy.fromfile(output, dtype=numpy.float32), reference)}
-        for pair in range(args.pairs):
-            sides = [("ort", ort), ("memoplan", mp)]
-            if pair % 2:
-                sides.reverse()
-            for name, side in sides:
-                time.sleep(PAUSE_S)
-                record[name + "_ms"].append(side.burst(args.burst))
-            record["order"].append(sides[0][0])
+        record["order"] = take_turns(ort, mp, args, record)
         return record
     finally:
         ort.close()
@@ -244,18 +266,23 @@ def report(out):
     print("\n".join(lines))
 
 
-def main():
-    args = parse_args()
+def run(args, side, measure_into, report_on, name):
+    """A paired benchmark's main: the memoplan side it starts, --report-only, or a measurement
+    into --out (default bench/results/<name>_<UTC stamp>) and its report."""
     if args.memoplan_side:
-        memoplan_side(args)
+        side(args)
         return
     if args.report_only:
-        report(args.report_only)
+        report_on(args.report_only)
         return
     out = args.out or os.path.join(ROOT, "bench", "results",
-                                   "ort_bursts_" + time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()))
-    measure(args, out)
-    report(out)
+                                   name + "_" + time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()))
+    measure_into(args, out)
+    report_on(out)
+
+
+def main():
+    run(parse_args(), memoplan_side, measure, report, "ort_bursts")
 
 
 if __name__ == "__main__":

@@ -37,7 +37,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ort_bursts import PAUSE_S, Side  # noqa: E402
+from ort_bursts import Side, paired_arguments, run, take_turns, tuned_model  # noqa: E402
 from run_matrix import ROOT  # noqa: E402
 from run_ort_compare import (CACHE, ensure_onnx, ensure_ort, make_input,  # noqa: E402
                              manifest_entry, write_meta)
@@ -54,22 +54,7 @@ MEMOPLAN_KINDS = {"memoplan::bconv": "conv", "memoplan::bpool": "pool",
 
 
 def parse_args():
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--models", default="resnet18,resnet50")
-    p.add_argument("--batches", default="1")
-    p.add_argument("--threads", default="1,2", help="intra-op threads of the one inference thread")
-    p.add_argument("--pairs", type=int, default=10, help="bursts of each side per cell")
-    p.add_argument("--burst", type=int, default=5, help="timed passes per burst")
-    p.add_argument("--warmup", type=int, default=5, help="untimed passes per process first")
-    p.add_argument("--lib", default=os.path.join(ROOT, "build", "torch_ext",
-                                                 "libmemoplan_torch.so"))
-    p.add_argument("--out", help="results directory (default bench/results/ort_layers_<stamp>)")
-    p.add_argument("--report-only", metavar="DIR", help="only rewrite DIR/report.md from DIR/raw")
-    p.add_argument("--memoplan-side", action="store_true", help=argparse.SUPPRESS)
-    p.add_argument("--model", help=argparse.SUPPRESS)
-    p.add_argument("--input", help=argparse.SUPPRESS)
-    p.add_argument("--shape", help=argparse.SUPPRESS)
-    p.add_argument("--dtype", help=argparse.SUPPRESS)
+    p = paired_arguments(__doc__.split("\n")[0], "ort_layers", "resnet18,resnet50", "1", 10, 5)
     p.add_argument("--layers-out", help=argparse.SUPPRESS)
     return p.parse_args()
 
@@ -97,16 +82,9 @@ def top_level(events, scope):
 def memoplan_side(args):
     """ort_bursts.py's memoplan side, profiled; at the end writes each pass's top-level memoplan
     operators (name, operand shapes, ms) to --layers-out."""
-    import numpy
     import torch
     from torch.profiler import ProfilerActivity, profile, record_function
-    torch.set_num_threads(int(args.threads))
-    torch.ops.load_library(args.lib)
-    shape = [int(d) for d in args.shape.split("x")]
-    dtype = numpy.int64 if args.dtype == "int64" else numpy.float32
-    x = torch.from_numpy(numpy.fromfile(args.input, dtype=dtype).reshape(shape))
-    model = torch.jit.load(args.model).eval()
-    torch.ops.memoplan.plan(model._c, [x], kernels="tuned")
+    x, model = tuned_model(args)
     scope = "memoplan_layers_pass"
     with torch.inference_mode():
         for _ in range(args.warmup):
@@ -225,13 +203,7 @@ def measure_cell(args, profiler, onnx, entry, cell_input, threads, scratch):
     try:
         ort.read()
         mp.read()
-        for pair in range(args.pairs):
-            sides = [("ort", ort), ("memoplan", mp)]
-            if pair % 2:
-                sides.reverse()
-            for name, side in sides:
-                time.sleep(PAUSE_S)
-                record[name + "_ms"].append(side.burst(args.burst))
+        take_turns(ort, mp, args, record)
     finally:
         ort.process.stdin.write("0\n")
         ort.process.stdin.close()
@@ -285,17 +257,8 @@ def report(out):
     print("\n".join(lines))
 
 
-def main():
-    args = parse_args()
-    if args.memoplan_side:
-        memoplan_side(args)
-        return
-    if args.report_only:
-        report(args.report_only)
-        return
+def measure(args, out):
     import torch
-    out = args.out or os.path.join(ROOT, "bench", "results",
-                                   "ort_layers_" + time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()))
     if not os.path.exists(args.lib):
         sys.exit(f"ort_layers: {args.lib} is missing (cmake --build build)")
     profiler = ensure_profiler()
@@ -312,8 +275,7 @@ def main():
                     json.dump(record, open(os.path.join(out, "raw", f"{m}_b{b}_t{t}.json"), "w"),
                               indent=1)
                     print(f"{m} b{b} t{t}: measured", flush=True)
-    report(out)
 
 
 if __name__ == "__main__":
-    main()
+    run(parse_args(), memoplan_side, measure, report, "ort_layers")
