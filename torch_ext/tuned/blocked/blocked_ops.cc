@@ -180,18 +180,17 @@ at::Tensor conv(const at::Tensor& x_in, const ConvArgs& a) {
     TORCH_CHECK(r.n == o.n && r.c == o.c && r.h == o.h && r.w == o.w,
                 "memoplan::bconv: residual of sizes ", a.residual->sizes(),
                 " does not match the convolution's output");
-    if (sole_owner(residual, *a.residual) && residual.scalar_type() == at::kFloat) {
-      // Written over: oneDNN's sum adds it as it stores, where the binary addition reads it as a
-      // second stream. Not over memoplan's Winograd, which has no sum.
-      ConvArgs summing = a;
+    // Written over: oneDNN's sum adds it as it stores, where the binary addition reads it as a
+    // second stream. Not over memoplan's Winograd, which has no sum.
+    if (sole_owner(residual, *a.residual) &&
+        primitive->implementation().rfind("memoplan:", 0) != 0) {
+      onednn::ConvSpec summing = spec_of(x, a, format_of(x), a.output);
       for (PostOp& op : summing.post) {
         if (op.kind == onednn::kResidualAdd) op.kind = onednn::kResidualSum;
       }
-      if (primitive->implementation().rfind("memoplan:", 0) != 0) {
-        if (auto p = primitive_for(spec_of(x, summing, format_of(x), a.output))) {
-          primitive = std::move(p);
-          in_place = true;
-        }
+      if (auto p = primitive_for(summing)) {
+        primitive = std::move(p);
+        in_place = true;
       }
     }
   }
