@@ -1,6 +1,7 @@
 // memoplan::encoder_layer: aten::_transformer_encoder_layer_fwd (the fused layer that
-// nn.TransformerEncoderLayer runs in inference) computed with memoplan's GEMM: the QKV, output
-// and feed-forward projections on packed weights with bias, activation and residual fused into
+// nn.TransformerEncoderLayer runs in inference) computed with memoplan's GEMM or oneDNN's matmul
+// (tuned::project, the faster per shape): the QKV, output and feed-forward projections on packed
+// weights with bias, activation and residual fused into
 // the GEMM's epilogue, the attention per head on strided views of the QKV buffer (no transposes
 // copied; kernels/attention.h: the scores in a per-thread buffer, the softmax vectorized), aten's
 // layer norm. aten's layer computes the same sums with OpenBLAS. Each input shape is measured
@@ -68,19 +69,11 @@ bool supported(const LayerArgs& a) {
   return a.qkv_weight.size(0) == 3 * a.embed_dim && a.qkv_weight.size(1) == a.embed_dim;
 }
 
-MatrixView view(const at::Tensor& t2d) {
-  return {t2d.data_ptr<float>(), t2d.size(0), t2d.size(1), t2d.stride(0), t2d.stride(1)};
-}
-
-// out (rows x N, row stride ldc) = x W^T + bias (+ out, with accumulate), then the activation.
+// out (rows x N, row stride ldc) = x W^T + bias (+ out, with accumulate), then the activation:
+// memoplan's GEMM or oneDNN's matmul, whichever measured faster for the shape (tuned::project).
 void project(const at::Tensor& x2d, const at::Tensor& w, const at::Tensor& bias, int64_t site,
              float* out, int64_t ldc, Activation activation, bool accumulate) {
-  const kernels::GemmConfig config =
-      tuned::best_config(x2d.size(0), x2d.size(1), w.size(0), activation, true, true);
-  const auto packed = tuned::packed_weight(site, w, config.kernel.nr);
-  kernels::Epilogue epilogue{bias.data_ptr<float>(), activation};
-  epilogue.accumulate = accumulate;
-  kernels::gemm(view(x2d), packed->panels, out, ldc, epilogue, config, tuned::intra_op_parallel());
+  tuned::project(x2d, w, bias.data_ptr<float>(), site, out, ldc, activation, accumulate);
 }
 
 at::Tensor memoplan_layer(const LayerArgs& a) {

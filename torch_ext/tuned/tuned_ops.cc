@@ -1,9 +1,10 @@
-// memoplan::linear: aten::linear (plus a fused relu/gelu) on memoplan's GEMM, with the weight
-// packed once in the micro-kernel's panel layout. Each distinct shape (M, K, N, activation, bias,
-// intra-op threads) is measured the first time it runs (during plan()'s warm-up passes): every
-// candidate configuration of the GEMM (torch_ext/kernels: micro-kernel, blocking, loop order) and
-// aten's own op on the real input; the faster one serves that shape from then on, so replacing
-// never makes an op slower than it measured. A weight changed in place (version counter) is
+// memoplan::linear: aten::linear (plus a fused relu/gelu) on memoplan's GEMM or oneDNN's matmul
+// (tuned::project, projection.cc), with the weight packed once in the layout the faster of the two
+// reads. Each distinct shape (M, K, N, activation, bias, intra-op threads) is measured the first
+// time it runs (during plan()'s warm-up passes): every candidate configuration of the GEMM
+// (torch_ext/kernels: micro-kernel, blocking, loop order), oneDNN's primitive, and aten's own op
+// on the real input; the fastest serves that shape from then on, so replacing never makes an op
+// slower than it measured. A weight changed in place (version counter) is
 // repacked; inference tensors (no version counter), other dtypes and autograd use aten's op.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -41,10 +42,9 @@ std::atomic<uint64_t> tuned_calls{0}, stock_calls{0}, shapes_tuned{0}, weights_p
     residuals_in_place{0};
 std::atomic<KernelChoice> forced_choice{KernelChoice::kMeasure};
 
-// What one shape measured: aten vs memoplan's best configuration, milliseconds per call.
+// What one shape measured: aten vs memoplan's side (tuned::project), milliseconds per call.
 struct ShapeChoice {
   bool use_stock = true;
-  kernels::GemmConfig config;
   double stock_ms = 0, tuned_ms = 0;
 };
 using ShapeKey = std::tuple<int64_t, int64_t, int64_t, int, bool, int>;  // M K N act bias threads
@@ -59,7 +59,8 @@ using tuned::PackedWeight;
 // One place that packs a weight: its packings, per panel width.
 struct LinearSite {
   std::mutex mutex;
-  std::map<int, std::shared_ptr<const PackedWeight>> packed;  // by nr
+  std::map<int, std::shared_ptr<const PackedWeight>> packed;       // by nr
+  std::vector<std::shared_ptr<const tuned::OneDnnWeight>> onednn;  // one per packing layout
 };
 std::mutex sites_mutex;
 std::vector<std::unique_ptr<LinearSite>>& sites() {
@@ -99,32 +100,22 @@ namespace {
 
 using tuned::intra_op_parallel;
 
-// Measures a new shape: the GEMM's candidates on random data of the shape (tuned::best_config;
-// dense GEMM time does not depend on the values), then the best of them and aten's op on the real
-// operands.
+// Measures a new shape: memoplan's side (tuned::project: its GEMM or oneDNN's matmul, measured
+// there on first use) against aten's op, on the real operands into a scratch output.
 ShapeChoice measure(const at::Tensor& x2d, const at::Tensor& w, const c10::optional<at::Tensor>& b,
-                    Activation activation) {
+                    Activation activation, int64_t handle) {
   ShapeChoice choice;
-  choice.config =
-      tuned::best_config(x2d.size(0), x2d.size(1), w.size(0), activation, b.has_value(), true);
-  const kernels::ParallelFor parallel = intra_op_parallel();
-  const kernels::PackedB packed(
-      kernels::MatrixView{w.data_ptr<float>(), w.size(0), w.size(1), w.stride(0), w.stride(1)}
-          .transposed(),
-      choice.config.kernel.nr);
   at::Tensor out = at::empty({x2d.size(0), w.size(0)}, x2d.options());
-  const kernels::MatrixView a{x2d.data_ptr<float>(), x2d.size(0), x2d.size(1), x2d.stride(0),
-                              x2d.stride(1)};
-  const kernels::Epilogue epilogue{b ? b->data_ptr<float>() : nullptr, activation};
+  const float* bias = b ? b->data_ptr<float>() : nullptr;
   const tuned::Timing timing = tuned::time_both(
       [&] {
-        kernels::gemm(a, packed, out.data_ptr<float>(), w.size(0), epilogue, choice.config,
-                      parallel);
+        tuned::project(x2d, w, bias, handle, out.data_ptr<float>(), w.size(0), activation, false);
       },
       [&] { stock(x2d, w, b, activation); }, 5);
   choice.tuned_ms = timing.memoplan_ms;
   choice.stock_ms = timing.aten_ms;
   choice.use_stock = choice.stock_ms < choice.tuned_ms;
+  if (choice.use_stock) tuned::forget_packings(handle);  // aten's op reads the weight as it is
   return choice;
 }
 
@@ -150,6 +141,39 @@ std::shared_ptr<const PackedWeight> packed_weight(int64_t handle, const at::Tens
     ++weights_packed;
   }
   return slot;
+}
+
+std::shared_ptr<const OneDnnWeight> onednn_weight(
+    int64_t handle, const at::Tensor& w, const std::shared_ptr<const onednn::Matmul>& matmul,
+    int64_t given_version) {
+  LinearSite& s = site(handle);
+  const int64_t version = given_version >= 0 ? given_version : w._version();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  auto slot = std::find_if(s.onednn.begin(), s.onednn.end(),
+                           [&](const auto& p) { return p->packer->same_packing(*matmul); });
+  if (slot != s.onednn.end() && (*slot)->source == w.data_ptr() && (*slot)->version == version) {
+    return *slot;
+  }
+  auto fresh = std::make_shared<OneDnnWeight>();
+  fresh->packer = matmul;
+  fresh->bytes = at::empty({static_cast<int64_t>(matmul->packed_weights_bytes())}, at::kByte);
+  matmul->pack_weights(w.data_ptr<float>(), w.stride(0), w.stride(1), fresh->bytes.data_ptr());
+  fresh->source = w.data_ptr();
+  fresh->version = version;
+  ++weights_packed;
+  if (slot != s.onednn.end()) {
+    *slot = fresh;
+  } else {
+    s.onednn.push_back(fresh);
+  }
+  return fresh;
+}
+
+void forget_packings(int64_t handle) {
+  LinearSite& s = site(handle);
+  std::lock_guard<std::mutex> lock(s.mutex);
+  s.packed.clear();
+  s.onednn.clear();
 }
 
 double fastest_ms(const std::function<void()>& call, int rounds) {
@@ -264,13 +288,12 @@ at::Tensor tuned::linear(const at::Tensor& x, const at::Tensor& w,
   }
   if (forced_choice.load() == KernelChoice::kAlwaysMemoplan) {
     choice.use_stock = false;
-    choice.config = kernels::default_config();
   } else {
     std::unique_lock<std::mutex> lock(shapes_mutex);
     auto it = shapes().find(key);
     if (it == shapes().end()) {
       lock.unlock();  // measuring takes a while; another thread may measure too, harmlessly
-      ShapeChoice measured = measure(x2d, w, b, activation);
+      ShapeChoice measured = measure(x2d, w, b, activation, handle);
       lock.lock();
       it = shapes().emplace(key, measured).first;
     }
@@ -280,14 +303,11 @@ at::Tensor tuned::linear(const at::Tensor& x, const at::Tensor& w,
     ++stock_calls;
     return stock(x, w, b, activation);
   }
-  const auto packed = tuned::packed_weight(handle, w, choice.config.kernel.nr);
   std::vector<int64_t> sizes = x.sizes().vec();
   sizes.back() = w.size(0);
   at::Tensor out = at::empty(sizes, x.options().memory_format(at::MemoryFormat::Contiguous));
-  const kernels::MatrixView a{x2d.data_ptr<float>(), x2d.size(0), x2d.size(1), x2d.stride(0), 1};
-  kernels::gemm(a, packed->panels, out.data_ptr<float>(), w.size(0),
-                {b ? b->data_ptr<float>() : nullptr, activation}, choice.config,
-                intra_op_parallel());
+  tuned::project(x2d, w, b ? b->data_ptr<float>() : nullptr, handle, out.data_ptr<float>(),
+                 w.size(0), activation, false);
   ++tuned_calls;
   return out;
 }
@@ -406,11 +426,11 @@ std::string kernel_report() {
     const auto& [m, k, n, act, bias, threads] = key;
     out << "linear " << m << "x" << k << "x" << n << " " << to_string(static_cast<Activation>(act))
         << (bias ? " +bias" : "") << " threads " << threads << ": aten " << choice.stock_ms
-        << " ms, memoplan " << choice.tuned_ms << " ms (" << choice.config.to_string() << ") -> "
+        << " ms, memoplan " << choice.tuned_ms << " ms -> "
         << (choice.use_stock ? "aten" : "memoplan") << "\n";
   }
-  out << encoder_report() << matmul_report() << layouts::layout_report() << blocked::report()
-      << blocked::winograd_report();
+  out << tuned::projection_report() << encoder_report() << matmul_report()
+      << layouts::layout_report() << blocked::report() << blocked::winograd_report();
   return out.str();
 }
 

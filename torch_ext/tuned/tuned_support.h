@@ -12,11 +12,24 @@
 #include "memoplan/kernels/gemm.h"
 #include "tuned_ops.h"
 
+namespace memoplan::torch_ext::onednn {
+class Matmul;
+}
+
 namespace memoplan::torch_ext::tuned {
 
 // A weight packed in the micro-kernel's panels, and the tensor state it was packed from.
 struct PackedWeight {
   kernels::PackedB panels;
+  const void* source = nullptr;
+  int64_t version = -1;
+};
+
+// A weight packed in the layout a oneDNN matmul reads (`packer` packed it; any matmul whose
+// same_packing agrees reads it), and the tensor state it was packed from.
+struct OneDnnWeight {
+  std::shared_ptr<const onednn::Matmul> packer;
+  at::Tensor bytes;
   const void* source = nullptr;
   int64_t version = -1;
 };
@@ -29,6 +42,22 @@ int64_t new_site();
 // generation number instead and may be inference tensors.
 std::shared_ptr<const PackedWeight> packed_weight(int64_t site, const at::Tensor& weight, int nr,
                                                   int64_t version = -1);
+
+// The packing of `weight` (N x K) for `matmul` at `site`, as packed_weight keeps its own.
+std::shared_ptr<const OneDnnWeight> onednn_weight(
+    int64_t site, const at::Tensor& weight, const std::shared_ptr<const onednn::Matmul>& matmul,
+    int64_t version = -1);
+// Drops every packing kept at `site` (a shape that measured aten's op faster packs nothing).
+void forget_packings(int64_t site);
+
+// out (M x N, row stride ldc) = x2d W^T + bias (+ what out holds, with accumulate), then the
+// activation: x2d (M x K, column stride 1), W (N x K) packed at `site`. On memoplan's GEMM or on
+// oneDNN's matmul, whichever measured faster for this shape and epilogue (on its first use, on
+// random data of the shape: tuned/projection.cc); bias may be null.
+void project(const at::Tensor& x2d, const at::Tensor& w, const float* bias, int64_t site,
+             float* out, int64_t ldc, kernels::Activation activation, bool accumulate,
+             int64_t version = -1);
+std::string projection_report();  // one line per measured product shape
 
 // The fastest GEMM configuration measured for this shape (measured on first use, then cached).
 kernels::GemmConfig best_config(int64_t m, int64_t k, int64_t n, kernels::Activation activation,

@@ -1,13 +1,16 @@
 // plan() with kernels "tuned": aten::linear (with a relu or gelu after it) runs as
 // memoplan::linear on memoplan's GEMM, within 1e-5 of aten's results, planned like any other op;
 // weights changed in place are repacked; autograd and unknown settings fall back or are refused.
+// The same products on oneDNN's matmul (tuned::project's other side), its strides and epilogue.
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 #include <torch/script.h>
 
+#include <cstdlib>
 #include <thread>
 #include <vector>
 
+#include "blocked/onednn.h"
 #include "memoplan/torch/kernels.h"
 #include "memoplan/torch/plan.h"
 #include "tuned_test_support.h"
@@ -220,6 +223,99 @@ TEST(TunedKernels, EncoderLayerWithAMaskGoesToAten) {
   EXPECT_TRUE(torch::equal(planned.forward({x, mask, padding_mask}).toTensor(),
                            reference.forward({x, mask, padding_mask}).toTensor()));
   EXPECT_EQ(kernel_stats().stock_calls - before.stock_calls, 1u);
+}
+
+// MEMOPLAN_GEMM (tuned::project's side for new shapes) until the end of the scope.
+struct GemmSideGuard {
+  explicit GemmSideGuard(const char* side) { setenv("MEMOPLAN_GEMM", side, 1); }
+  ~GemmSideGuard() { unsetenv("MEMOPLAN_GEMM"); }
+  GemmSideGuard(const GemmSideGuard&) = delete;
+  GemmSideGuard& operator=(const GemmSideGuard&) = delete;
+};
+
+TEST(TunedKernels, OneDnnMatmulHonoursStridesBiasAndPostOps) {
+  if (onednn::block_size() == 0) GTEST_SKIP() << "no oneDNN kernels for this CPU";
+  torch::manual_seed(3);
+  const int64_t m = 5, k = 40, n = 24, lda = 48, ldc = 30;
+  const at::Tensor a = torch::randn({m, lda});
+  const at::Tensor w = (torch::randn({k, n}) * 0.2).t();  // N x K with strides (1, N)
+  const at::Tensor bias = torch::randn({n});
+  const at::Tensor before = torch::randn({m, ldc});
+  const onednn::PostOp sum{onednn::kResidualSum};
+  const onednn::PostOp relu{static_cast<int>(onednn::Eltwise::kRelu)};
+  const onednn::PostOp gelu{static_cast<int>(onednn::Eltwise::kGelu)};
+  for (int threads : {1, 2}) {
+    at::set_num_threads(threads);
+    for (const auto& post : std::vector<std::vector<onednn::PostOp>>{{}, {relu}, {sum, gelu}}) {
+      const auto matmul = onednn::matmul({m, k, n, lda, ldc, true, post});
+      at::Tensor packed =
+          at::empty({static_cast<int64_t>(matmul->packed_weights_bytes())}, at::kByte);
+      matmul->pack_weights(w.data_ptr<float>(), w.stride(0), w.stride(1), packed.data_ptr());
+      at::Tensor scratch =
+          at::empty({static_cast<int64_t>(matmul->scratchpad_bytes()) + 1}, at::kByte);
+      at::Tensor out = before.clone();
+      // The first call at two threads also measures its thread choice: several runs, one sum.
+      matmul->run(a.data_ptr<float>(), packed.data_ptr(), bias.data_ptr<float>(),
+                  out.data_ptr<float>(), scratch.data_ptr());
+      at::Tensor want = at::linear(a.slice(1, 0, k), w, bias);
+      if (post.size() == 1) want = at::relu(want);
+      if (post.size() == 2) want = at::gelu(want + before.slice(1, 0, n));
+      EXPECT_LT(relative_difference(out.slice(1, 0, n), want), 1e-5)
+          << "threads " << threads << " post-ops " << post.size() << " "
+          << matmul->implementation();
+      EXPECT_TRUE(torch::equal(out.slice(1, n, ldc), before.slice(1, n, ldc)));  // past N
+    }
+  }
+  at::set_num_threads(1);
+}
+
+TEST(TunedKernels, LinearsAndEncoderLayersOnOneDnnMatchAten) {
+  ChoiceGuard always(KernelChoice::kAlwaysMemoplan);
+  GemmSideGuard side("onednn");
+  for (int threads : {1, 2}) {
+    at::set_num_threads(threads);
+    {
+      torch::jit::Module reference = mlp(), planned = mlp();
+      c10::InferenceMode guard;
+      const at::Tensor x = torch::randn({21, 80}).slice(1, 0, 64);  // rows 80 floats apart
+      const at::Tensor expected = reference.forward({x}).toTensor();
+      plan(planned, {x}, tuned());
+      const KernelStats before = kernel_stats();
+      for (int pass = 0; pass < 3; ++pass) {
+        EXPECT_LT(relative_difference(planned.forward({x}).toTensor(), expected), 1e-5)
+            << "threads " << threads;
+      }
+      EXPECT_EQ(kernel_stats().tuned_calls - before.tuned_calls, 9u);
+    }
+    for (bool norm_first : {false, true}) {
+      torch::jit::Module reference = encoder(true, norm_first), planned = encoder(true, norm_first);
+      c10::InferenceMode guard;
+      const at::Tensor x = torch::randn({2, 10, 64});
+      const at::Tensor expected = reference.forward({x}).toTensor();
+      plan(planned, {x}, tuned());
+      for (int pass = 0; pass < 3; ++pass) {
+        EXPECT_LT(relative_difference(planned.forward({x}).toTensor(), expected), 1e-5)
+            << "threads " << threads << " norm_first " << norm_first;
+      }
+    }
+  }
+  at::set_num_threads(1);
+}
+
+TEST(TunedKernels, MeasuringReportsTheSideOfEveryProduct) {
+  GemmSideGuard side("onednn");  // measured against aten, the product on oneDNN's side
+  torch::jit::Module reference = mlp(), planned = mlp();
+  c10::InferenceMode guard;
+  const at::Tensor x = torch::randn({13, 64});
+  plan(planned, {x}, tuned());
+  const std::string report = kernel_report();
+  const char* side_taken = onednn::block_size() > 0 ? "-> oneDNN" : "-> memoplan";
+  EXPECT_NE(report.find(std::string("product 13x64x96 relu +bias threads 1: memoplan")),
+            std::string::npos)
+      << report;
+  EXPECT_NE(report.find(side_taken), std::string::npos) << report;
+  EXPECT_LT(relative_difference(planned.forward({x}).toTensor(), reference.forward({x}).toTensor()),
+            1e-5);
 }
 
 TEST(TunedKernels, UnknownKernelsSettingIsRefused) {

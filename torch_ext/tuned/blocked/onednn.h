@@ -128,6 +128,33 @@ std::shared_ptr<const SlicedConv> sliced_conv(const SlicedConvSpec& spec);
 // The numbers that define a spec, for keys (sliced_conv's cache adds the thread count).
 std::vector<int64_t> spec_key(const SlicedConvSpec& spec);
 
+// A matrix product with a constant right operand (a linear layer): out (M x N, row stride ldc) =
+// a (M x K, row stride lda) x W^T + bias, then the post-ops (activations; kResidualSum adds what
+// out held), W (N x K, as aten::linear takes it) packed once in the layout oneDNN's matmul reads
+// (its brgemm kernels on AVX-512 and AVX2).
+struct MatmulSpec {
+  int64_t m = 0, k = 0, n = 0, lda = 0, ldc = 0;
+  bool bias = false;
+  std::vector<PostOp> post;
+};
+class Matmul {
+ public:
+  virtual ~Matmul() = default;
+  virtual size_t scratchpad_bytes() const = 0;
+  virtual size_t packed_weights_bytes() const = 0;
+  virtual std::string implementation() const = 0;
+  // Whether `other` packs its weights the same way (the packing can then be shared).
+  virtual bool same_packing(const Matmul& other) const = 0;
+  // w: N x K floats, element (n, k) at w[n * stride_n + k * stride_k].
+  virtual void pack_weights(const float* w, int64_t stride_n, int64_t stride_k,
+                            void* packed) const = 0;
+  // bias: N floats, read only with spec.bias.
+  virtual void run(const float* a, const void* packed_weights, const float* bias, float* out,
+                   void* scratchpad) const = 0;
+};
+// Throws std::runtime_error (oneDNN's message) for a product oneDNN does not take.
+std::shared_ptr<const Matmul> matmul(const MatmulSpec& spec);
+
 enum class PoolKind { kMax, kAvgIncludePadding, kAvgExcludePadding };
 struct PoolSpec {
   int64_t n = 0, c = 0, h = 0, w = 0;

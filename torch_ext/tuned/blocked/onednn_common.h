@@ -115,6 +115,23 @@ class ThreadChoice {
   mutable std::atomic<int> choice_{kUnmeasured};
 };
 
+// Runs `once` on `threads`' choice. A run that adds to its output (a sum post-op) is not
+// idempotent: while the choice is measured (several runs), each run starts from what `output`'s
+// `bytes` held before the first.
+template <typename Run>
+void run_on(const ThreadChoice& threads, bool sums, void* output, size_t bytes, const Run& once) {
+  if (!sums || threads.measured()) {
+    threads.run(once);
+    return;
+  }
+  auto* out = static_cast<unsigned char*>(output);
+  const std::vector<unsigned char> before(out, out + bytes);
+  threads.run([&] {
+    std::copy(before.begin(), before.end(), out);
+    once();
+  });
+}
+
 inline tag format_tag(Format f) {
   switch (f) {
     case Format::kNchw:

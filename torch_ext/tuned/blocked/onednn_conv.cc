@@ -2,7 +2,6 @@
 // (bias, activations, a residual addition), weights packed in the layout it reads, cached per shape
 // and thread count.
 #include <algorithm>
-#include <cstring>
 #include <unordered_map>
 #include <vector>
 
@@ -84,18 +83,7 @@ class ConvImpl final : public Conv {
         stream().wait();
       });
     };
-    if (sums_ && !threads_.measured()) {  // each measured run adds to the output: restored first
-      const size_t bytes = pd_.dst_desc().get_size();
-      std::vector<unsigned char> before(
-          static_cast<const unsigned char*>(static_cast<void*>(output)),
-          static_cast<const unsigned char*>(static_cast<void*>(output)) + bytes);
-      threads_.run([&] {
-        std::memcpy(output, before.data(), bytes);
-        execute();
-      });
-      return;
-    }
-    threads_.run(execute);
+    run_on(threads_, sums_, output, pd_.dst_desc().get_size(), execute);
   }
 
  private:

@@ -1,0 +1,93 @@
+// The matrix product with packed weights (onednn.h's Matmul): oneDNN's matmul primitive, its
+// weights in the layout it picks ("any": its brgemm kernels' blocked panels), the epilogue as
+// post-ops, cached per shape, strides, epilogue and thread count.
+#include <unordered_map>
+#include <vector>
+
+#include "onednn_common.h"
+
+namespace memoplan::torch_ext::onednn {
+namespace {
+
+using namespace detail;  // NOLINT(google-build-using-namespace): this file's whole vocabulary
+
+class MatmulImpl final : public Matmul {
+ public:
+  explicit MatmulImpl(const MatmulSpec& s) : spec_(s) {
+    if (s.m <= 0 || s.k <= 0 || s.n <= 0 || s.lda < s.k || s.ldc < s.n) {
+      throw std::invalid_argument("memoplan: matmul with empty or overlapping rows");
+    }
+    const memory::desc src({s.m, s.k}, dt::f32, memory::dims{s.lda, 1});
+    const memory::desc dst({s.m, s.n}, dt::f32, memory::dims{s.ldc, 1});
+    const memory::desc weights_any({s.k, s.n}, dt::f32, tag::any);
+    const memory::desc bias({1, s.n}, dt::f32, tag::ab);
+    const dnnl::primitive_attr attr = attributes(s.post, nullptr);
+#if DNNL_VERSION_MAJOR >= 3
+    pd_ = s.bias ? dnnl::matmul::primitive_desc(engine(), src, weights_any, bias, dst, attr)
+                 : dnnl::matmul::primitive_desc(engine(), src, weights_any, dst, attr);
+#else
+    const dnnl::matmul::desc d = s.bias ? dnnl::matmul::desc(src, weights_any, bias, dst)
+                                        : dnnl::matmul::desc(src, weights_any, dst);
+    pd_ = dnnl::matmul::primitive_desc(d, attr, engine());
+#endif
+    // Its reference loop (no JIT kernel for this ISA or these strides) is no candidate.
+    if (implementation().rfind("ref", 0) == 0) {
+      throw std::runtime_error("memoplan: oneDNN has only its reference matmul (" +
+                               implementation() + ") here");
+    }
+    primitive_ = dnnl::matmul(pd_);
+    sums_ = std::any_of(s.post.begin(), s.post.end(),
+                        [](const PostOp& op) { return op.kind == kResidualSum; });
+    // Only the arguments the primitive reads: one bound to no data fails its execution.
+    std::vector<std::pair<int, memory::desc>> args = {{DNNL_ARG_SRC, pd_.src_desc()},
+                                                      {DNNL_ARG_WEIGHTS, pd_.weights_desc()},
+                                                      {DNNL_ARG_DST, pd_.dst_desc()}};
+    if (s.bias) args.emplace_back(DNNL_ARG_BIAS, bias);
+    if (scratchpad_bytes() > 0) args.emplace_back(DNNL_ARG_SCRATCHPAD, pd_.scratchpad_desc());
+    args_ = std::make_unique<const BoundArgs>(std::move(args));
+  }
+
+  size_t scratchpad_bytes() const override { return pd_.scratchpad_desc().get_size(); }
+  size_t packed_weights_bytes() const override { return pd_.weights_desc().get_size(); }
+  std::string implementation() const override { return pd_.impl_info_str(); }
+  bool same_packing(const Matmul& other) const override {
+    const auto* o = dynamic_cast<const MatmulImpl*>(&other);
+    return o != nullptr && o->pd_.weights_desc() == pd_.weights_desc();
+  }
+  void pack_weights(const float* w, int64_t stride_n, int64_t stride_k,
+                    void* packed) const override {
+    // W^T, K x N, read through W's strides.
+    const memory::desc user({spec_.k, spec_.n}, dt::f32, memory::dims{stride_k, stride_n});
+    memory from = bind(user, w), to = bind(pd_.weights_desc(), packed);
+    dnnl::reorder(from, to).execute(stream(), from, to);
+    stream().wait();
+  }
+  void run(const float* a, const void* packed_weights, const float* bias, float* out,
+           void* scratchpad) const override {
+    const void* data[] = {a, packed_weights, out, spec_.bias ? bias : scratchpad, scratchpad};
+    run_on(threads_, sums_, out, pd_.dst_desc().get_size(), [&] {
+      args_->run(data, [&](const std::unordered_map<int, memory>& args) {
+        primitive_.execute(stream(), args);
+        stream().wait();
+      });
+    });
+  }
+
+ private:
+  ThreadChoice threads_;
+  MatmulSpec spec_;
+  dnnl::matmul::primitive_desc pd_;
+  dnnl::matmul primitive_;
+  bool sums_ = false;  // kResidualSum: the output is read too
+  std::unique_ptr<const BoundArgs> args_;
+};
+
+}  // namespace
+
+std::shared_ptr<const Matmul> matmul(const MatmulSpec& s) {
+  Key key = {s.m, s.k, s.n, s.lda, s.ldc, s.bias ? 1 : 0, threads()};
+  append(key, s.post);
+  return cached<Matmul>("matmul", std::move(key), [&] { return std::make_shared<MatmulImpl>(s); });
+}
+
+}  // namespace memoplan::torch_ext::onednn

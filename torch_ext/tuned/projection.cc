@@ -1,0 +1,181 @@
+// tuned::project: a product with a packed weight (a linear layer, an encoder layer's projections)
+// on memoplan's GEMM or on oneDNN's matmul (its brgemm kernels: on the AVX-512 Xeon 1.2-1.5x
+// memoplan's GEMM on BERT's shapes), whichever measured faster for the shape and epilogue. Each
+// new shape is measured once, on its first call (during plan()'s warm-up): memoplan's best
+// configuration (best_config) and oneDNN's primitive, each with its weight packed for the
+// measurement only, interleaved on the call's own operands into a scratch output. The winner's
+// packing is then kept at the weight's site; the loser's is never made. MEMOPLAN_GEMM=memoplan or
+// =onednn skips the measurement (oneDNN where it takes the shape); set_kernel_choice's
+// kAlwaysMemoplan runs memoplan's GEMM with its default configuration (oneDNN's with
+// MEMOPLAN_GEMM=onednn), as everywhere.
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <tuple>
+
+#include "blocked/onednn.h"
+#include "memoplan/kernels/gemm.h"
+#include "tuned_support.h"
+
+namespace memoplan::torch_ext::tuned {
+namespace {
+
+using kernels::Activation;
+
+// M, K, N, lda, ldc, activation, bias, accumulate, intra-op threads.
+using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int, bool, bool, int>;
+struct Choice {
+  bool onednn = false;
+  kernels::GemmConfig config;                    // memoplan's side
+  std::shared_ptr<const onednn::Matmul> matmul;  // oneDNN's side, where it takes the shape
+  double memoplan_ms = 0, onednn_ms = 0;         // 0: not measured
+  std::string note;                              // why oneDNN is not a candidate, if it is not
+};
+std::mutex choices_mutex;
+std::map<Key, Choice>& choices() {
+  static auto* table = new std::map<Key, Choice>();  // never destroyed: read at exit by reports
+  return *table;
+}
+
+// MEMOPLAN_GEMM: read at each new shape (a test may set it).
+enum class Forced { kMeasure, kMemoplan, kOneDnn };
+Forced forced() {
+  const char* v = std::getenv("MEMOPLAN_GEMM");
+  const std::string s = v != nullptr ? v : "";
+  if (s == "memoplan") return Forced::kMemoplan;
+  if (s == "onednn") return Forced::kOneDnn;
+  return Forced::kMeasure;
+}
+
+onednn::MatmulSpec spec_of(const Key& key) {
+  const auto& [m, k, n, lda, ldc, activation, bias, accumulate, threads] = key;
+  onednn::MatmulSpec spec{m, k, n, lda, ldc, bias, {}};
+  if (accumulate) spec.post.push_back({onednn::kResidualSum});  // added before the activation
+  if (activation == static_cast<int>(Activation::kRelu)) {
+    spec.post.push_back({static_cast<int>(onednn::Eltwise::kRelu)});
+  } else if (activation == static_cast<int>(Activation::kGelu)) {
+    spec.post.push_back({static_cast<int>(onednn::Eltwise::kGelu)});
+  }
+  return spec;
+}
+
+kernels::MatrixView weight_transposed(const at::Tensor& w) {
+  return kernels::MatrixView{w.data_ptr<float>(), w.size(0), w.size(1), w.stride(0), w.stride(1)}
+      .transposed();
+}
+
+kernels::MatrixView rows(const at::Tensor& x2d) {
+  return {x2d.data_ptr<float>(), x2d.size(0), x2d.size(1), x2d.stride(0), 1};
+}
+
+void run_onednn(const onednn::Matmul& matmul, const at::Tensor& x2d, const void* packed,
+                const float* bias, float* out) {
+  const auto bytes = static_cast<int64_t>(matmul.scratchpad_bytes());
+  const at::Tensor scratch = bytes > 0 ? at::empty({bytes}, x2d.options().dtype(at::kByte))
+                                       : at::Tensor();  // planned like any temporary
+  matmul.run(x2d.data_ptr<float>(), packed, bias, out,
+             scratch.defined() ? scratch.data_ptr() : nullptr);
+}
+
+// The choice for a new shape. Under a forced kernel choice (tests: kAlwaysMemoplan) nothing is
+// measured: memoplan's GEMM with its default configuration, or oneDNN's with MEMOPLAN_GEMM=onednn.
+Choice measure(const Key& key, const at::Tensor& x2d, const at::Tensor& w, const float* bias) {
+  const auto& [m, k, n, lda, ldc, activation, has_bias, accumulate, threads] = key;
+  Choice c;
+  const auto act = static_cast<Activation>(activation);
+  const Forced f = forced();
+  const bool measuring = choice() == KernelChoice::kMeasure;
+  c.config = measuring && f != Forced::kOneDnn ? best_config(m, k, n, act, has_bias, true)
+                                               : kernels::default_config();
+  if (!measuring && f != Forced::kOneDnn) return c;
+  if (onednn::block_size() == 0) {
+    c.note = "no oneDNN kernels for this CPU";
+    return c;
+  }
+  try {
+    c.matmul = onednn::matmul(spec_of(key));
+  } catch (const std::exception& e) {
+    c.note = e.what();
+    return c;
+  }
+  if (!measuring || f != Forced::kMeasure) {
+    c.onednn = f == Forced::kOneDnn;
+    c.note = "MEMOPLAN_GEMM";
+    return c;
+  }
+  // Both packings for the measurement only; a zeroed scratch output (accumulate adds to it).
+  const kernels::PackedB panels(weight_transposed(w), c.config.kernel.nr);
+  const at::Tensor packed =
+      at::empty({static_cast<int64_t>(c.matmul->packed_weights_bytes())}, at::kByte);
+  c.matmul->pack_weights(w.data_ptr<float>(), w.stride(0), w.stride(1), packed.data_ptr());
+  const at::Tensor scratch_out = at::zeros({m, ldc}, x2d.options());
+  float* out = scratch_out.data_ptr<float>();
+  kernels::Epilogue epilogue{bias, act};
+  epilogue.accumulate = accumulate;
+  const Timing t = time_both(
+      [&] { kernels::gemm(rows(x2d), panels, out, ldc, epilogue, c.config, intra_op_parallel()); },
+      [&] { run_onednn(*c.matmul, x2d, packed.data_ptr(), bias, out); }, 5);
+  c.memoplan_ms = t.memoplan_ms;
+  c.onednn_ms = t.aten_ms;
+  c.onednn = c.onednn_ms < c.memoplan_ms;
+  return c;
+}
+
+}  // namespace
+
+void project(const at::Tensor& x2d, const at::Tensor& w, const float* bias, int64_t site,
+             float* out, int64_t ldc, Activation activation, bool accumulate, int64_t version) {
+  const Key key{x2d.size(0),     x2d.size(1), w.size(0),
+                x2d.stride(0),   ldc,         static_cast<int>(activation),
+                bias != nullptr, accumulate,  at::get_num_threads()};
+  Choice c;
+  if (choice() != KernelChoice::kMeasure) {  // forced (tests): nothing measured, nothing cached
+    c = measure(key, x2d, w, bias);
+  } else {
+    std::unique_lock<std::mutex> lock(choices_mutex);
+    auto it = choices().find(key);
+    if (it == choices().end()) {
+      lock.unlock();  // measuring takes a while; another thread may measure too, harmlessly
+      Choice measured = measure(key, x2d, w, bias);
+      lock.lock();
+      it = choices().emplace(key, std::move(measured)).first;
+    }
+    c = it->second;
+  }
+  if (c.onednn) {
+    const auto packed = onednn_weight(site, w, c.matmul, version);
+    run_onednn(*c.matmul, x2d, packed->bytes.data_ptr(), bias, out);
+    return;
+  }
+  const auto packed = packed_weight(site, w, c.config.kernel.nr, version);
+  kernels::Epilogue epilogue{bias, activation};
+  epilogue.accumulate = accumulate;
+  kernels::gemm(rows(x2d), packed->panels, out, ldc, epilogue, c.config, intra_op_parallel());
+}
+
+std::string projection_report() {
+  std::ostringstream out;
+  std::lock_guard<std::mutex> lock(choices_mutex);
+  for (const auto& [key, c] : choices()) {
+    const auto& [m, k, n, lda, ldc, activation, bias, accumulate, threads] = key;
+    out << "product " << m << "x" << k << "x" << n << " "
+        << to_string(static_cast<Activation>(activation)) << (bias ? " +bias" : "")
+        << (accumulate ? " +out" : "") << " threads " << threads << ": memoplan " << c.memoplan_ms
+        << " ms (" << c.config.to_string() << "), oneDNN ";
+    if (c.matmul) {
+      out << c.onednn_ms << " ms (" << c.matmul->implementation() << ")";
+    } else {
+      out << "none";
+    }
+    if (!c.note.empty()) out << " [" << c.note << "]";
+    out << " -> " << (c.onednn ? "oneDNN" : "memoplan") << "\n";
+  }
+  return out.str();
+}
+
+}  // namespace memoplan::torch_ext::tuned
