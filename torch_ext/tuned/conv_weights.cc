@@ -34,18 +34,27 @@ std::map<int64_t, Site>& sites() {
   return *table;
 }
 
+// scale = gamma / sqrt(var + eps), per output channel.
+at::Tensor scale_of(const BatchNorm& bn) {
+  at::Tensor scale = at::rsqrt(bn.var + bn.eps);
+  return bn.weight.defined() ? scale * bn.weight : scale;
+}
+
+at::Tensor fold(const at::Tensor& weight, const at::Tensor& scale) {
+  return (weight * scale.view({-1, 1, 1, 1})).contiguous();
+}
+
 std::shared_ptr<const Weights> prepare(const at::Tensor& weight,
                                        const c10::optional<at::Tensor>& bias, const BatchNorm* bn,
-                                       const Geometry& g, bool aten_packing) {
+                                       const Geometry& g, Keep keep) {
   runtime_pass::OffPlan off_plan;
   at::NoGradGuard no_grad;
   static std::atomic<int64_t> generations{0};
   auto w = std::make_shared<Weights>();
   w->generation = ++generations;
   if (bn) {
-    at::Tensor scale = at::rsqrt(bn->var + bn->eps);
-    if (bn->weight.defined()) scale = scale * bn->weight;
-    w->weight = (weight * scale.view({-1, 1, 1, 1})).contiguous();
+    const at::Tensor scale = scale_of(*bn);
+    if (keep != Keep::kPackingsOnly) w->weight = fold(weight, scale);
     at::Tensor b = bias ? (*bias - bn->mean) * scale : -bn->mean * scale;
     if (bn->bias.defined()) b = b + bn->bias;
     w->bias = b.contiguous();
@@ -53,7 +62,7 @@ std::shared_ptr<const Weights> prepare(const at::Tensor& weight,
     w->weight = weight.contiguous();
     if (bias) w->bias = bias->contiguous();
   }
-  if (aten_packing) {
+  if (keep == Keep::kAtenPacking) {
     w->onednn_weight = at::mkldnn_reorder_conv2d_weight(w->weight.to_mkldnn(), g.padding, g.stride,
                                                         g.dilation, g.groups);
   }
@@ -82,7 +91,7 @@ Call read_call(const c10::IValue* args, size_t bn) {
 
 std::shared_ptr<const Weights> weights(int64_t site, const at::Tensor& weight,
                                        const c10::optional<at::Tensor>& bias, const BatchNorm* bn,
-                                       const Geometry& geometry, bool aten_packing) {
+                                       const Geometry& geometry, Keep keep) {
   std::vector<Source> sources = {source_of(weight), source_of(bias ? *bias : at::Tensor())};
   if (bn) {
     for (const at::Tensor* t : {&bn->weight, &bn->bias, &bn->mean, &bn->var}) {
@@ -95,12 +104,20 @@ std::shared_ptr<const Weights> weights(int64_t site, const at::Tensor& weight,
     if (it != sites().end() && it->second.sources == sources) return it->second.weights;
   }
   // Prepared outside the lock (other sites go on); two threads may prepare one site, harmlessly.
-  std::shared_ptr<const Weights> fresh = prepare(weight, bias, bn, geometry, aten_packing);
+  std::shared_ptr<const Weights> fresh = prepare(weight, bias, bn, geometry, keep);
   std::lock_guard<std::mutex> lock(mutex);
   Site& s = sites()[site];
   s.sources = std::move(sources);
   s.weights = fresh;
   return fresh;
+}
+
+at::Tensor folded_weight(const Weights& prepared, const at::Tensor& weight,
+                         const BatchNorm* batch_norm) {
+  if (prepared.weight.defined()) return prepared.weight;
+  runtime_pass::OffPlan off_plan;  // a packing's source, dropped once packed
+  at::NoGradGuard no_grad;
+  return batch_norm ? fold(weight, scale_of(*batch_norm)) : weight.contiguous();
 }
 
 }  // namespace memoplan::torch_ext::conv

@@ -29,6 +29,7 @@ struct Geometry {
 
 struct Weights {
   at::Tensor weight;               // folded when there is a batch norm, else the convolution's own
+                                   // (undefined for Keep::kPackingsOnly with a batch norm)
   c10::optional<at::Tensor> bias;  // likewise
   at::Tensor onednn_weight;        // `weight` in oneDNN's blocked layout for this geometry (aten's
                                    // packing: undefined for the blocked path, which packs its own)
@@ -50,11 +51,20 @@ struct Call {
 // 1-6; at `bn` the batch norm's weight, bias, mean, var, training, momentum, eps, has_bn).
 Call read_call(const c10::IValue* args, size_t bn);
 
-// The weights of `site` for these sources, refreshed when any of them changed since;
-// `aten_packing`: also make onednn_weight for aten's mkldnn_convolution.
+// What a site keeps besides its folded bias. kAtenPacking: the folded weight and onednn_weight for
+// aten's mkldnn_convolution. kFolded: the folded weight. kPackingsOnly: no folded copy of a weight
+// with a batch norm (the caller keeps packings of its own and folds anew with folded_weight when
+// it needs a new one: resnet50's folded copy is another 98 MB beside the packings).
+enum class Keep { kAtenPacking, kFolded, kPackingsOnly };
+
+// The weights of `site` for these sources, refreshed when any of them changed since.
 std::shared_ptr<const Weights> weights(int64_t site, const at::Tensor& weight,
                                        const c10::optional<at::Tensor>& bias,
                                        const BatchNorm* batch_norm, const Geometry& geometry,
-                                       bool aten_packing = true);
+                                       Keep keep = Keep::kAtenPacking);
+// `prepared`'s weight (dense, batch norm folded): its own where kept, else folded anew from the
+// sources it was prepared from (`weight`, `batch_norm`), the same values.
+at::Tensor folded_weight(const Weights& prepared, const at::Tensor& weight,
+                         const BatchNorm* batch_norm);
 
 }  // namespace memoplan::torch_ext::conv

@@ -112,7 +112,7 @@ bool sole_owner(const at::Tensor& residual, const at::Tensor& operand) {
   const size_t ours = residual.is_same(operand) ? 2 : 1;
   return residual.use_count() == ours && residual.storage().use_count() == 1;
 }
-Packed packed_for(int64_t site, const conv::Weights& w,
+Packed packed_for(int64_t site, const conv::Weights& w, const ConvArgs& a,
                   const std::shared_ptr<const onednn::Conv>& primitive) {
   std::lock_guard<std::mutex> lock(sites_mutex);
   PackedSite& s = sites()[site];
@@ -120,7 +120,7 @@ Packed packed_for(int64_t site, const conv::Weights& w,
   at::Tensor bias = w.bias ? *w.bias : at::Tensor();
   runtime_pass::OffPlan off_plan;  // they outlive the pass
   if (!bias.defined()) {
-    if (!s.zero_bias.defined()) s.zero_bias = at::zeros({w.weight.size(0)}, at::kFloat);
+    if (!s.zero_bias.defined()) s.zero_bias = at::zeros({a.weight.size(0)}, at::kFloat);
     bias = s.zero_bias;
   }
   for (const auto& [made_for, packed] : s.packings) {
@@ -128,7 +128,9 @@ Packed packed_for(int64_t site, const conv::Weights& w,
   }
   at::Tensor packed = at::empty({static_cast<int64_t>(primitive->packed_weights_bytes())},
                                 at::TensorOptions().dtype(at::kByte));
-  primitive->pack_weights(w.weight.data_ptr<float>(), packed.data_ptr());
+  const at::Tensor folded =
+      conv::folded_weight(w, a.weight, a.batch_norm ? &*a.batch_norm : nullptr);
+  primitive->pack_weights(folded.data_ptr<float>(), packed.data_ptr());
   s.packings.emplace_back(primitive, packed);
   return {packed, bias};
 }
@@ -195,9 +197,10 @@ at::Tensor conv(const at::Tensor& x_in, const ConvArgs& a) {
     }
   }
   const conv::Geometry geometry{a.stride, a.padding, a.dilation, a.groups};
-  const auto prepared = conv::weights(a.site, a.weight, a.bias,
-                                      a.batch_norm ? &*a.batch_norm : nullptr, geometry, false);
-  const Packed packed = packed_for(a.site, *prepared, primitive);
+  const auto prepared =
+      conv::weights(a.site, a.weight, a.bias, a.batch_norm ? &*a.batch_norm : nullptr, geometry,
+                    conv::Keep::kPackingsOnly);
+  const Packed packed = packed_for(a.site, *prepared, a, primitive);
   at::Tensor out = in_place ? residual : new_tensor(primitive->output(), a.output, x.options());
   at::Tensor scratch = scratchpad(primitive->scratchpad_bytes(), x.options());
   primitive->run(x.data_ptr<float>(), packed.weights.data_ptr(), packed.bias.data_ptr<float>(),
@@ -214,9 +217,12 @@ layouts::ConvCosts measure(const at::Tensor& x_in, const ConvArgs& a) {
   const at::Tensor x = dense(x_in, "bconv");
   if (x.numel() == 0) return costs;  // nothing to weigh: every pair free
   const conv::Geometry geometry{a.stride, a.padding, a.dilation, a.groups};
-  const auto prepared = conv::weights(a.site, a.weight, a.bias,
-                                      a.batch_norm ? &*a.batch_norm : nullptr, geometry, false);
+  const auto prepared =
+      conv::weights(a.site, a.weight, a.bias, a.batch_norm ? &*a.batch_norm : nullptr, geometry,
+                    conv::Keep::kPackingsOnly);
   runtime_pass::OffPlan off_plan;  // synthetic operands, not the pass's tensors
+  const at::Tensor folded =
+      conv::folded_weight(*prepared, a.weight, a.batch_norm ? &*a.batch_norm : nullptr);
   const at::Tensor bias =
       prepared->bias ? *prepared->bias : at::zeros({a.weight.size(0)}, at::kFloat);
   std::ostringstream summary;
@@ -245,7 +251,7 @@ layouts::ConvCosts measure(const at::Tensor& x_in, const ConvArgs& a) {
       c.primitive = primitive;
       // Packed here, not at the site: the site keeps the packings the passes use.
       c.packed = at::empty({static_cast<int64_t>(primitive->packed_weights_bytes())}, at::kByte);
-      primitive->pack_weights(prepared->weight.data_ptr<float>(), c.packed.data_ptr());
+      primitive->pack_weights(folded.data_ptr<float>(), c.packed.data_ptr());
       out_shape = primitive->output();
       c.y = new_tensor(out_shape, static_cast<Format>(out), x.options());
       if (a.residual)
