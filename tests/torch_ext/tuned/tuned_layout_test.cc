@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <torch/script.h>
 
+#include "conv_weights.h"
 #include "memoplan/torch/kernels.h"
 #include "memoplan/torch/plan.h"
 #include "tuned_test_support.h"
@@ -136,6 +137,28 @@ TEST(TunedLayouts, ChangedWeightsAreFoldedAgainAndTrainingModeRunsStock) {
 // The same graph in oneDNN's blocked layout (blocked/): every convolution of the cnn takes it,
 // batch norm and activations fused; results within 1e-5 whatever the input's layout, and what
 // leaves the region (outputs, the view) is NCHW again.
+// A site that keeps packings only holds no folded copy of a weight with a batch norm; folding anew
+// gives the kept copy's values bit for bit, and the folded bias either way.
+TEST(TunedLayouts, AFoldedWeightNotKeptIsFoldedAgainExactly) {
+  torch::manual_seed(4);
+  const at::Tensor weight = torch::randn({8, 4, 3, 3});
+  const c10::optional<at::Tensor> bias = torch::randn({8});
+  const conv::BatchNorm bn{torch::rand({8}) + 0.5, torch::randn({8}), torch::randn({8}),
+                           torch::rand({8}) + 0.1, 1e-5};
+  const conv::Geometry g{{1, 1}, {1, 1}, {1, 1}, 1};
+  const int64_t kept_site = 1 << 20, packings_site = kept_site + 1;  // sites no graph uses
+  const auto kept = conv::weights(kept_site, weight, bias, &bn, g, conv::Keep::kFolded);
+  const auto lean = conv::weights(packings_site, weight, bias, &bn, g, conv::Keep::kPackingsOnly);
+  ASSERT_TRUE(kept->weight.defined());
+  EXPECT_FALSE(lean->weight.defined());
+  EXPECT_TRUE(torch::equal(conv::folded_weight(*lean, weight, &bn), kept->weight));
+  EXPECT_TRUE(torch::equal(*lean->bias, *kept->bias));
+  // Without a batch norm the weight is the convolution's own, kept either way (no copy).
+  const auto plain =
+      conv::weights(packings_site + 1, weight, bias, nullptr, g, conv::Keep::kPackingsOnly);
+  EXPECT_TRUE(plain->weight.is_same(weight));
+}
+
 TEST(TunedLayouts, BlockedLayoutMatchesStock) {
   BlockedLayoutGuard blocked(true);
   at::set_num_threads(1);
