@@ -1,0 +1,58 @@
+"""Resident memory of one process that loads a model, plans it (tuned or stock kernels) and runs a
+few passes: VmRSS / VmHWM from /proc/self/status after each step. One process per run, so the
+numbers are that configuration's own.
+
+    /usr/bin/python3 bench/tuned_rss.py models/resnet50.pt --kernels tuned
+    /usr/bin/python3 bench/tuned_rss.py models/resnet50.pt --kernels stock
+    /usr/bin/python3 bench/tuned_rss.py models/resnet50.pt --kernels tuned --plan-with-grad
+
+--plan-with-grad plans with autograd on (as a script that forgets torch.no_grad would) and serves
+under inference_mode: the tuned kernels then measure and pack in the served passes.
+"""
+import argparse
+import json
+
+import torch
+
+
+def memory_kb():
+    fields = {}
+    with open("/proc/self/status") as status:
+        for line in status:
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                fields[key] = int(value.split()[0])
+    return fields
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("model")
+    parser.add_argument("--kernels", choices=["stock", "tuned"], default="tuned")
+    parser.add_argument("--shape", default="1x3x224x224", help="float input, NxCxHxW")
+    parser.add_argument("--passes", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--lib", default="build/torch_ext/libmemoplan_torch.so")
+    parser.add_argument("--plan-with-grad", action="store_true")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    torch.ops.load_library(args.lib)
+    model = torch.jit.load(args.model).eval()
+    x = torch.randn([int(d) for d in args.shape.split("x")])
+    steps = {"loaded": memory_kb()}
+    if args.plan_with_grad:
+        torch.ops.memoplan.plan(model._c, [x], kernels=args.kernels)
+        steps["planned"] = memory_kb()
+    with torch.inference_mode():
+        if not args.plan_with_grad:
+            torch.ops.memoplan.plan(model._c, [x], kernels=args.kernels)
+            steps["planned"] = memory_kb()
+        for _ in range(args.passes):
+            model(x)
+    steps["after %d passes" % args.passes] = memory_kb()
+    print(json.dumps({"model": args.model, "kernels": args.kernels,
+                      "plan_with_grad": args.plan_with_grad, "kb": steps}))
+
+
+if __name__ == "__main__":
+    main()
