@@ -191,6 +191,27 @@ class BoundArgs {
   mutable std::atomic<bool> busy_{false};
 };
 
+// Converts `from_data` in layout `from` into `to_data` in layout `to` (a weight packing).
+inline void reorder_into(const memory::desc& from, const void* from_data, const memory::desc& to,
+                         void* to_data) {
+  memory src = bind(from, from_data), dst = bind(to, to_data);
+  dnnl::reorder(src, dst).execute(stream(), src, dst);
+  stream().wait();
+}
+
+// One call of a primitive with weights: its arguments pointed at `data` (BoundArgs), on `threads`'
+// choice, the output (`bytes` at `output`) restored between measured runs where it `sums`.
+inline void execute(const dnnl::primitive& primitive, const BoundArgs& args,
+                    const void* const* data, const ThreadChoice& threads, bool sums, void* output,
+                    size_t bytes) {
+  run_on(threads, sums, output, bytes, [&] {
+    args.run(data, [&](const std::unordered_map<int, memory>& bound) {
+      primitive.execute(stream(), bound);
+      stream().wait();
+    });
+  });
+}
+
 // Post-ops: the eltwise steps (hardsigmoid is two), the residual a binary add.
 inline void append_eltwise(dnnl::post_ops& ops, algorithm alg, float alpha, float beta) {
 #if DNNL_VERSION_MAJOR >= 3

@@ -2,7 +2,6 @@
 // (bias, activations, a residual addition), weights packed in the layout it reads, cached per shape
 // and thread count.
 #include <algorithm>
-#include <unordered_map>
 #include <vector>
 
 #include "onednn_common.h"
@@ -70,20 +69,12 @@ class ConvImpl final : public Conv {
     return o != nullptr && o->pd_.weights_desc() == pd_.weights_desc();
   }
   void pack_weights(const float* weight, void* packed) const override {
-    memory from = bind(user_weights_, weight), to = bind(pd_.weights_desc(), packed);
-    dnnl::reorder(from, to).execute(stream(), from, to);
-    stream().wait();
+    reorder_into(user_weights_, weight, pd_.weights_desc(), packed);
   }
   void run(const float* input, const void* packed_weights, const float* bias, const float* residual,
            float* output, void* scratchpad) const override {
     const void* data[] = {input, packed_weights, bias, output, scratchpad, residual};
-    auto execute = [&] {
-      args_->run(data, [&](const std::unordered_map<int, memory>& args) {
-        primitive_.execute(stream(), args);
-        stream().wait();
-      });
-    };
-    run_on(threads_, sums_, output, pd_.dst_desc().get_size(), execute);
+    execute(primitive_, *args_, data, threads_, sums_, output, pd_.dst_desc().get_size());
   }
 
  private:

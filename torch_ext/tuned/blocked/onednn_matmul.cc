@@ -1,7 +1,6 @@
 // The matrix product with packed weights (onednn.h's Matmul): oneDNN's matmul primitive, its
 // weights in the layout it picks ("any": its brgemm kernels' blocked panels), the epilogue as
 // post-ops, cached per shape, strides, epilogue and thread count.
-#include <unordered_map>
 #include <vector>
 
 #include "onednn_common.h"
@@ -58,19 +57,12 @@ class MatmulImpl final : public Matmul {
                     void* packed) const override {
     // W^T, K x N, read through W's strides.
     const memory::desc user({spec_.k, spec_.n}, dt::f32, memory::dims{stride_k, stride_n});
-    memory from = bind(user, w), to = bind(pd_.weights_desc(), packed);
-    dnnl::reorder(from, to).execute(stream(), from, to);
-    stream().wait();
+    reorder_into(user, w, pd_.weights_desc(), packed);
   }
   void run(const float* a, const void* packed_weights, const float* bias, float* out,
            void* scratchpad) const override {
     const void* data[] = {a, packed_weights, out, spec_.bias ? bias : scratchpad, scratchpad};
-    run_on(threads_, sums_, out, pd_.dst_desc().get_size(), [&] {
-      args_->run(data, [&](const std::unordered_map<int, memory>& args) {
-        primitive_.execute(stream(), args);
-        stream().wait();
-      });
-    });
+    execute(primitive_, *args_, data, threads_, sums_, out, pd_.dst_desc().get_size());
   }
 
  private:
