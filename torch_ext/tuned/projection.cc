@@ -20,6 +20,7 @@
 
 #include "blocked/onednn.h"
 #include "memoplan/kernels/gemm.h"
+#include "planning/planning.h"
 #include "tuned_support.h"
 
 namespace memoplan::torch_ext::tuned {
@@ -108,7 +109,9 @@ Choice measure(const Key& key, const at::Tensor& x2d, const at::Tensor& w, const
     c.note = "MEMOPLAN_GEMM";
     return c;
   }
-  // Both packings for the measurement only; a zeroed scratch output (accumulate adds to it).
+  // Both packings for the measurement only; a zeroed scratch output (accumulate adds to it). None
+  // of it is the pass's: a profiled pass (a new shape's) must not count it.
+  runtime_pass::Unrecorded beside_the_pass;
   const kernels::PackedB panels(weight_transposed(w), c.config.kernel.nr);
   const at::Tensor packed =
       at::empty({static_cast<int64_t>(c.matmul->packed_weights_bytes())}, at::kByte);

@@ -105,6 +105,7 @@ using tuned::intra_op_parallel;
 ShapeChoice measure(const at::Tensor& x2d, const at::Tensor& w, const c10::optional<at::Tensor>& b,
                     Activation activation, int64_t handle) {
   ShapeChoice choice;
+  runtime_pass::Unrecorded beside_the_pass;  // a scratch output and aten's results, once
   at::Tensor out = at::empty({x2d.size(0), w.size(0)}, x2d.options());
   const float* bias = b ? b->data_ptr<float>() : nullptr;
   const tuned::Timing timing = tuned::time_both(
@@ -156,6 +157,7 @@ std::shared_ptr<const OneDnnWeight> onednn_weight(
   }
   auto fresh = std::make_shared<OneDnnWeight>();
   fresh->packer = matmul;
+  runtime_pass::OffPlan off_plan;  // it outlives the pass
   fresh->bytes = at::empty({static_cast<int64_t>(matmul->packed_weights_bytes())}, at::kByte);
   matmul->pack_weights(w.data_ptr<float>(), w.stride(0), w.stride(1), fresh->bytes.data_ptr());
   fresh->source = w.data_ptr();
