@@ -136,9 +136,10 @@ void project(const at::Tensor& x2d, const at::Tensor& w, const float* bias, int6
   const Key key{x2d.size(0),     x2d.size(1), w.size(0),
                 x2d.stride(0),   ldc,         static_cast<int>(activation),
                 bias != nullptr, accumulate,  at::get_num_threads()};
-  Choice c;
-  if (choice() != KernelChoice::kMeasure) {  // forced (tests): nothing measured, nothing cached
-    c = measure(key, x2d, w, bias);
+  Choice forced;  // under a forced kernel choice (tests): nothing measured, nothing cached
+  const Choice* chosen = &forced;
+  if (choice() != KernelChoice::kMeasure) {
+    forced = measure(key, x2d, w, bias);
   } else {
     std::unique_lock<std::mutex> lock(choices_mutex);
     auto it = choices().find(key);
@@ -148,8 +149,9 @@ void project(const at::Tensor& x2d, const at::Tensor& w, const float* bias, int6
       lock.lock();
       it = choices().emplace(key, std::move(measured)).first;
     }
-    c = it->second;
+    chosen = &it->second;  // entries are never erased or changed: read without the lock
   }
+  const Choice& c = *chosen;
   if (c.onednn) {
     const auto packed = onednn_weight(site, w, c.matmul, version);
     run_onednn(*c.matmul, x2d, packed->bytes.data_ptr(), bias, out);

@@ -1,12 +1,12 @@
 // memoplan::encoder_layer: aten::_transformer_encoder_layer_fwd (the fused layer that
 // nn.TransformerEncoderLayer runs in inference) computed with memoplan's GEMM or oneDNN's matmul
 // (tuned::project, the faster per shape): the QKV, output and feed-forward projections on packed
-// weights with bias, activation and residual fused into
-// the GEMM's epilogue, the attention per head on strided views of the QKV buffer (no transposes
-// copied; kernels/attention.h: the scores in a per-thread buffer, the softmax vectorized), aten's
-// layer norm. aten's layer computes the same sums with OpenBLAS. Each input shape is measured
-// both ways on first use (during plan()'s warm-up, caches flushed before each timed call) and run
-// by the faster; masks, nested tensors and anything but float CPU tensors go to aten.
+// weights with bias, activation and residual fused into the GEMM's epilogue, the attention per head
+// on strided views of the QKV buffer (no transposes copied; kernels/attention.h: the scores in a
+// per-thread buffer, the softmax vectorized), aten's layer norm. aten's layer computes the same
+// sums with OpenBLAS. Each input shape is measured both ways on first use (during plan()'s warm-up,
+// caches flushed before each timed call) and run by the faster; masks, nested tensors and anything
+// but float CPU tensors go to aten.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <torch/csrc/jit/ir/ir.h>
@@ -69,13 +69,6 @@ bool supported(const LayerArgs& a) {
   return a.qkv_weight.size(0) == 3 * a.embed_dim && a.qkv_weight.size(1) == a.embed_dim;
 }
 
-// out (rows x N, row stride ldc) = x W^T + bias (+ out, with accumulate), then the activation:
-// memoplan's GEMM or oneDNN's matmul, whichever measured faster for the shape (tuned::project).
-void project(const at::Tensor& x2d, const at::Tensor& w, const at::Tensor& bias, int64_t site,
-             float* out, int64_t ldc, Activation activation, bool accumulate) {
-  tuned::project(x2d, w, bias.data_ptr<float>(), site, out, ldc, activation, accumulate);
-}
-
 at::Tensor memoplan_layer(const LayerArgs& a) {
   const int64_t batch = a.src.size(0), tokens = a.src.size(1), e = a.embed_dim;
   const int64_t heads = a.num_heads, d = e / heads, rows = batch * tokens;
@@ -88,8 +81,8 @@ at::Tensor memoplan_layer(const LayerArgs& a) {
   // h*d, e + h*d and 2e + h*d, read in place with row stride 3e.
   const at::Tensor x = a.norm_first ? norm(src, a.norm_weight_1, a.norm_bias_1) : src;
   at::Tensor qkv = at::empty({rows, 3 * e}, src.options());
-  project(x, a.qkv_weight, a.qkv_bias, a.handle, qkv.data_ptr<float>(), 3 * e, Activation::kNone,
-          false);
+  tuned::project(x, a.qkv_weight, a.qkv_bias.data_ptr<float>(), a.handle, qkv.data_ptr<float>(),
+                 3 * e, Activation::kNone, false);
   // Attention per (batch, head) on the intra-op threads: q k^T, the scaled softmax and the product
   // with v in one task, the scores in that thread's buffer (kernels/attention.h).
   const float* q_base = qkv.data_ptr<float>();
@@ -109,18 +102,19 @@ at::Tensor memoplan_layer(const LayerArgs& a) {
   });
   // Residual fused: attended = src + context Wproj^T + b.
   at::Tensor attended = src.clone();
-  project(context, a.proj_weight, a.proj_bias, a.handle + 1, attended.data_ptr<float>(), e,
-          Activation::kNone, true);
+  tuned::project(context, a.proj_weight, a.proj_bias.data_ptr<float>(), a.handle + 1,
+                 attended.data_ptr<float>(), e, Activation::kNone, true);
   if (!a.norm_first) attended = norm(attended, a.norm_weight_1, a.norm_bias_1);
   // Feed-forward, residual fused again.
   const at::Tensor ffn_in =
       a.norm_first ? norm(attended, a.norm_weight_2, a.norm_bias_2) : attended;
   at::Tensor hidden = at::empty({rows, a.ffn_weight_1.size(0)}, src.options());
-  project(ffn_in, a.ffn_weight_1, a.ffn_bias_1, a.handle + 2, hidden.data_ptr<float>(),
-          hidden.size(1), a.use_gelu ? Activation::kGelu : Activation::kRelu, false);
+  tuned::project(ffn_in, a.ffn_weight_1, a.ffn_bias_1.data_ptr<float>(), a.handle + 2,
+                 hidden.data_ptr<float>(), hidden.size(1),
+                 a.use_gelu ? Activation::kGelu : Activation::kRelu, false);
   at::Tensor out = attended.clone();
-  project(hidden, a.ffn_weight_2, a.ffn_bias_2, a.handle + 3, out.data_ptr<float>(), e,
-          Activation::kNone, true);
+  tuned::project(hidden, a.ffn_weight_2, a.ffn_bias_2.data_ptr<float>(), a.handle + 3,
+                 out.data_ptr<float>(), e, Activation::kNone, true);
   if (!a.norm_first) out = norm(out, a.norm_weight_2, a.norm_bias_2);
   return out.view({batch, tokens, e});
 }

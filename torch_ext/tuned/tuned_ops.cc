@@ -4,8 +4,8 @@
 // time it runs (during plan()'s warm-up passes): every candidate configuration of the GEMM
 // (torch_ext/kernels: micro-kernel, blocking, loop order), oneDNN's primitive, and aten's own op
 // on the real input; the fastest serves that shape from then on, so replacing never makes an op
-// slower than it measured. A weight changed in place (version counter) is
-// repacked; inference tensors (no version counter), other dtypes and autograd use aten's op.
+// slower than it measured. A weight changed in place (version counter) is repacked; inference
+// tensors (no version counter), other dtypes and autograd use aten's op.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <ATen/record_function.h>

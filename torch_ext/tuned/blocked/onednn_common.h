@@ -115,23 +115,6 @@ class ThreadChoice {
   mutable std::atomic<int> choice_{kUnmeasured};
 };
 
-// Runs `once` on `threads`' choice. A run that adds to its output (a sum post-op) is not
-// idempotent: while the choice is measured (several runs), each run starts from what `output`'s
-// `bytes` held before the first.
-template <typename Run>
-void run_on(const ThreadChoice& threads, bool sums, void* output, size_t bytes, const Run& once) {
-  if (!sums || threads.measured()) {
-    threads.run(once);
-    return;
-  }
-  auto* out = static_cast<unsigned char*>(output);
-  const std::vector<unsigned char> before(out, out + bytes);
-  threads.run([&] {
-    std::copy(before.begin(), before.end(), out);
-    once();
-  });
-}
-
 inline tag format_tag(Format f) {
   switch (f) {
     case Format::kNchw:
@@ -199,16 +182,28 @@ inline void reorder_into(const memory::desc& from, const void* from_data, const 
   stream().wait();
 }
 
-// One call of a primitive with weights: its arguments pointed at `data` (BoundArgs), on `threads`'
-// choice, the output (`bytes` at `output`) restored between measured runs where it `sums`.
+// One call of a primitive with weights: its arguments pointed at `data` (BoundArgs, in the order
+// they were bound), on `threads`' choice. A call that adds to its output (`sums`: a sum post-op)
+// is not idempotent: while the choice is measured (several runs), each run starts from what
+// `output`'s `bytes` held before the first.
 inline void execute(const dnnl::primitive& primitive, const BoundArgs& args,
                     const void* const* data, const ThreadChoice& threads, bool sums, void* output,
                     size_t bytes) {
-  run_on(threads, sums, output, bytes, [&] {
+  auto once = [&] {
     args.run(data, [&](const std::unordered_map<int, memory>& bound) {
       primitive.execute(stream(), bound);
       stream().wait();
     });
+  };
+  if (!sums || threads.measured()) {
+    threads.run(once);
+    return;
+  }
+  auto* out = static_cast<unsigned char*>(output);
+  const std::vector<unsigned char> before(out, out + bytes);
+  threads.run([&] {
+    std::copy(before.begin(), before.end(), out);
+    once();
   });
 }
 

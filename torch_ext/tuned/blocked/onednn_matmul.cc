@@ -61,6 +61,7 @@ class MatmulImpl final : public Matmul {
   }
   void run(const float* a, const void* packed_weights, const float* bias, float* out,
            void* scratchpad) const override {
+    // In args_'s order: source, weights, destination, then the bias and the scratchpad where bound.
     const void* data[] = {a, packed_weights, out, spec_.bias ? bias : scratchpad, scratchpad};
     execute(primitive_, *args_, data, threads_, sums_, out, pd_.dst_desc().get_size());
   }
