@@ -174,11 +174,25 @@ class BoundArgs {
   mutable std::atomic<bool> busy_{false};
 };
 
+// Held while a primitive is made, whatever its kind. oneDNN hands a second thread that makes the
+// same primitive the first one's from its own cache, in step with it through a future inside the
+// library, which ThreadSanitizer cannot see (a race reported where there is none); and the second
+// thread's JIT work would be wasted anyway. Recursive: a make may need another primitive.
+inline std::recursive_mutex& making() {
+  static std::recursive_mutex mutex;
+  return mutex;
+}
+
 // Converts `from_data` in layout `from` into `to_data` in layout `to` (a weight packing).
 inline void reorder_into(const memory::desc& from, const void* from_data, const memory::desc& to,
                          void* to_data) {
   memory src = bind(from, from_data), dst = bind(to, to_data);
-  dnnl::reorder(src, dst).execute(stream(), src, dst);
+  dnnl::reorder reorder;
+  {
+    std::lock_guard<std::recursive_mutex> one_maker(making());
+    reorder = dnnl::reorder(src, dst);
+  }
+  reorder.execute(stream(), src, dst);
   stream().wait();
 }
 
@@ -271,19 +285,24 @@ inline int residual_slot(const std::vector<PostOp>& post) {
   return -1;
 }
 
-// The cache: every primitive by the numbers that define it.
+// The cache: every primitive by the numbers that define it. Made once: a thread that finds the
+// key missing makes it under making(), after looking again (another may have made it meanwhile).
 using Key = std::vector<int64_t>;
 template <typename T, typename Make>
 std::shared_ptr<const T> cached(const char* kind, Key key, Make make) {
   static std::mutex mutex;
   static auto* table = new std::map<std::pair<std::string, Key>, std::shared_ptr<const T>>();
   auto k = std::make_pair(std::string(kind), std::move(key));
-  {
+  std::shared_ptr<const T> made;  // null where the kind has none for this key: kept so too
+  auto find = [&] {
     std::lock_guard<std::mutex> lock(mutex);
     const auto it = table->find(k);
-    if (it != table->end()) return it->second;
-  }
-  std::shared_ptr<const T> made;
+    if (it != table->end()) made = it->second;
+    return it != table->end();
+  };
+  if (find()) return made;
+  std::lock_guard<std::recursive_mutex> one_maker(making());
+  if (find()) return made;
   try {
     made = make();
   } catch (const dnnl::error& e) {
