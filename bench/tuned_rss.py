@@ -5,6 +5,7 @@ numbers are that configuration's own.
     /usr/bin/python3 bench/tuned_rss.py models/resnet50.pt --kernels tuned
     /usr/bin/python3 bench/tuned_rss.py models/resnet50.pt --kernels stock
     /usr/bin/python3 bench/tuned_rss.py models/resnet50.pt --kernels tuned --plan-with-grad
+    /usr/bin/python3 bench/tuned_rss.py models/bert_encoder.pt --shape 1x128 --token-ids 30522
 
 --plan-with-grad plans with autograd on (as a script that forgets torch.no_grad would) and serves
 under inference_mode: the tuned kernels then measure and pack in the served passes.
@@ -29,7 +30,10 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("model")
     parser.add_argument("--kernels", choices=["stock", "tuned"], default="tuned")
-    parser.add_argument("--shape", default="1x3x224x224", help="float input, NxCxHxW")
+    parser.add_argument("--shape", default="1x3x224x224", help="the input's sizes, NxCxHxW")
+    parser.add_argument("--token-ids", type=int, metavar="HIGH",
+                        help="an int64 input of token ids below HIGH (models/manifest.json's "
+                             "input_high), not a float one")
     parser.add_argument("--passes", type=int, default=5)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--lib", default="build/torch_ext/libmemoplan_torch.so")
@@ -38,7 +42,8 @@ def main():
     torch.set_num_threads(args.threads)
     torch.ops.load_library(args.lib)
     model = torch.jit.load(args.model).eval()
-    x = torch.randn([int(d) for d in args.shape.split("x")])
+    sizes = [int(d) for d in args.shape.split("x")]
+    x = torch.randint(0, args.token_ids, sizes) if args.token_ids else torch.randn(sizes)
     steps = {"loaded": memory_kb()}
     if args.plan_with_grad:
         torch.ops.memoplan.plan(model._c, [x], kernels=args.kernels)
