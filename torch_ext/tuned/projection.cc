@@ -136,10 +136,10 @@ void project(const at::Tensor& x2d, const at::Tensor& w, const float* bias, int6
   const Key key{x2d.size(0),     x2d.size(1), w.size(0),
                 x2d.stride(0),   ldc,         static_cast<int>(activation),
                 bias != nullptr, accumulate,  at::get_num_threads()};
-  Choice forced;  // under a forced kernel choice (tests): nothing measured, nothing cached
-  const Choice* chosen = &forced;
+  Choice uncached;  // under a forced kernel choice (tests): nothing measured, nothing cached
+  const Choice* chosen = &uncached;
   if (choice() != KernelChoice::kMeasure) {
-    forced = measure(key, x2d, w, bias);
+    uncached = measure(key, x2d, w, bias);
   } else {
     std::unique_lock<std::mutex> lock(choices_mutex);
     auto it = choices().find(key);

@@ -293,16 +293,17 @@ std::shared_ptr<const T> cached(const char* kind, Key key, Make make) {
   static std::mutex mutex;
   static auto* table = new std::map<std::pair<std::string, Key>, std::shared_ptr<const T>>();
   auto k = std::make_pair(std::string(kind), std::move(key));
-  std::shared_ptr<const T> made;  // null where the kind has none for this key: kept so too
-  auto find = [&] {
+  // The entry for k, or null; entries are never erased or changed (a null primitive, where the
+  // kind has none for this key, is kept too).
+  auto find = [&]() -> const std::shared_ptr<const T>* {
     std::lock_guard<std::mutex> lock(mutex);
     const auto it = table->find(k);
-    if (it != table->end()) made = it->second;
-    return it != table->end();
+    return it == table->end() ? nullptr : &it->second;
   };
-  if (find()) return made;
+  if (const auto* found = find()) return *found;
   std::lock_guard<std::recursive_mutex> one_maker(making());
-  if (find()) return made;
+  if (const auto* found = find()) return *found;
+  std::shared_ptr<const T> made;
   try {
     made = make();
   } catch (const dnnl::error& e) {
