@@ -53,9 +53,11 @@ Result<CompiledPlan> compile_plan(const Trace& trace, const std::vector<int64_t>
     const bool planned = a.size > 0 && !a.escapes;
     out.tensors.push_back({a.size, a.size, plan->offsets[row], planned});
     (planned ? out.planned_tensors : out.escaping_tensors) += 1;
+    if (planned) out.planned_bytes += a.size;
     if (!shares.empty() && shares[row]) {
       out.tensors.back().shares = true;
       ++out.shared_tensors;
+      out.shared_bytes += a.size;
     }
   }
   out.detail = std::make_shared<const PlanDetail>(PlanDetail{trace, std::move(*plan)});

@@ -31,6 +31,8 @@ struct CompiledPlan {
   uint64_t lower_bound_bytes = 0;         // with the sharing the plan took (memory "min")
   uint64_t offset_lower_bound_bytes = 0;  // without any
   uint64_t shared_tensors = 0;            // planned over live tensors they share bytes with
+  uint64_t shared_bytes = 0;              // their bytes
+  uint64_t planned_bytes = 0;             // every planned tensor's bytes
   // What a pass checks before it lays a tensor over live ones (sharing.h), by visit: visit v's
   // are share_checks[check_begin[v] .. check_begin[v + 1]); both empty when nothing shares.
   std::vector<ShareCheck> share_checks;

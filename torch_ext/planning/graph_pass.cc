@@ -15,10 +15,14 @@
 #include <algorithm>
 #include <array>
 #include <charconv>
+#include <mutex>
 #include <stdexcept>
+#include <unordered_map>
 
 #include "budget_api.h"
 #include "budget_runtime.h"
+#include "canonical_forms.h"
+#include "coverage.h"
 #include "memoplan/torch/budget.h"
 #include "memoplan/torch/plan.h"
 #include "op_record.h"
@@ -307,6 +311,9 @@ int64_t rewrite_forward(torch::jit::Module& module, const PlanOptions& options) 
   // autocast is left to it), done before the marks go in: a mark is a side effect, so a node or a
   // branch the cleanup would have removed stays with its mark (gpt_decoder: 3.8 MiB of graphs).
   torch::jit::preoptimizeGraph(graph, /*disable_autocast=*/true);
+  // Before every rewrite, whatever the options: traced, scripted and frozen graphs in the forms the
+  // rewrites match (aten::_convolution as aten::conv2d, ...), the same bits.
+  canonicalize(graph);
   // Before the allocation marks: a replacement op's output is planned like any other tensor.
   if (KernelRewrite rewrite = registered_kernels(options.kernels)) rewrite(*graph);
   // Before the marks too: budget_linear's output is planned like aten::linear's.
@@ -334,6 +341,39 @@ int64_t rewrite_forward(torch::jit::Module& module, const PlanOptions& options) 
   return id;
 }
 
+// The coverage each module's latest plan() measured, for torch.ops.memoplan.coverage.
+std::mutex coverage_mutex;
+std::unordered_map<int64_t, Coverage>& coverages() {
+  static auto* table = new std::unordered_map<int64_t, Coverage>();  // never destroyed
+  return *table;
+}
+void remember_coverage(int64_t id, const Coverage& coverage) {
+  std::lock_guard<std::mutex> lock(coverage_mutex);
+  coverages()[id] = coverage;
+}
+
+// Python: torch.ops.memoplan.coverage(module) -> {"flops", "tuned_flops",
+// "tuned_flops_fraction", "left: OP (REASON)": FLOPs}; empty before a tuned plan() measured it.
+void coverage_op(torch::jit::Stack& stack) {
+  const c10::IValue module_value = stack.back();
+  torch::jit::drop(stack, 1);
+  TORCH_CHECK(module_value.isObject(), "memoplan.coverage: expected a TorchScript module, got ",
+              module_value.tagKind());
+  const int64_t id = module_id(torch::jit::Module(module_value.toObject()));
+  c10::Dict<std::string, double> out;
+  std::lock_guard<std::mutex> lock(coverage_mutex);
+  if (const auto it = coverages().find(id); it != coverages().end()) {
+    const Coverage& c = it->second;
+    out.insert("flops", c.flops);
+    out.insert("tuned_flops", c.tuned_flops);
+    out.insert("tuned_flops_fraction", c.tuned_flops_fraction());
+    for (const Coverage::Left& l : c.left) {
+      out.insert_or_assign("left: " + l.op + " (" + l.reason + ")", l.flops);
+    }
+  }
+  stack.emplace_back(out);
+}
+
 // Python: torch.ops.load_library("libmemoplan_torch.so"), then
 // torch.ops.memoplan.plan(scripted_module, [inputs...]) and torch.ops.memoplan.stats().
 void plan_op(torch::jit::Stack& stack);
@@ -352,6 +392,8 @@ torch::jit::RegisterOperators memoplan_python_operators({
         "int warmup_passes=3, bool plan_new_keys=True, str kernels=\"stock\", "
         "str memory=\"offset\", int budget=0) -> Dict(str, int)",
         plan_op, c10::AliasAnalysisKind::CONSERVATIVE),
+    torch::jit::Operator("memoplan::coverage(Any module) -> Dict(str, float)", coverage_op,
+                         c10::AliasAnalysisKind::CONSERVATIVE),
     torch::jit::Operator("memoplan::stats() -> str", stats_op,
                          c10::AliasAnalysisKind::CONSERVATIVE),
     torch::jit::Operator("memoplan::forget_plans(Any module) -> ()", forget_plans_op,
@@ -401,6 +443,11 @@ PlanSummary plan(torch::jit::Module& module, const std::vector<c10::IValue>& inp
     planned = runtime_pass::has_plan(id, key, &summary);
   }
   if (planned) {
+    // The tuned kernels' coverage: one more pass, on the plan, watched (coverage.h).
+    if (options.kernels != "stock") {
+      summary.coverage = measure_coverage([&] { module.forward(inputs); });
+      remember_coverage(id, summary.coverage);
+    }
     drop_optimized_graph_cache(
         torch::jit::toGraphFunction(module.get_method("forward").function()));
     release_free_memory();
@@ -471,6 +518,12 @@ void plan_op(torch::jit::Stack& stack) {
   out.insert("planned_tensors", static_cast<int64_t>(summary.planned_tensors));
   out.insert("escaping_tensors", static_cast<int64_t>(summary.escaping_tensors));
   out.insert("visits", static_cast<int64_t>(summary.visits));
+  out.insert("planned_bytes", static_cast<int64_t>(summary.planned_bytes));
+  out.insert("coalesced_bytes", static_cast<int64_t>(summary.coalesced_bytes));
+  if (summary.coverage.measured) {
+    out.insert("flops", static_cast<int64_t>(summary.coverage.flops));
+    out.insert("tuned_flops", static_cast<int64_t>(summary.coverage.tuned_flops));
+  }
   if (const std::optional<BudgetSummary> budget = budget_summary(module)) {
     for (const auto& entry : budget_dict(*budget)) out.insert(entry.key(), entry.value());
   }

@@ -458,6 +458,8 @@ bool has_plan(int64_t module, const std::string& key, PlanSummary* summary) {
     summary->lower_bound_bytes = p.lower_bound_bytes;
     summary->offset_lower_bound_bytes = p.offset_lower_bound_bytes;
     summary->shared_tensors = p.shared_tensors;
+    summary->coalesced_bytes = p.shared_bytes;
+    summary->planned_bytes = p.planned_bytes;
     summary->planned_tensors = p.planned_tensors;
     summary->escaping_tensors = p.escaping_tensors;
     summary->visits = p.visits.size() - 1;

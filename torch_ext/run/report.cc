@@ -31,6 +31,14 @@ double round_to(double v, int digits) {
 
 uint64_t fallbacks(const RunReport& r) { return r.fallback_not_planned + r.fallback_overlap; }
 
+// As memoplan/torch/plan.h computes them (no torch headers here).
+double tuned_flops_fraction(const RunReport& r) {
+  return r.flops > 0 ? r.tuned_flops / r.flops : 1.0;
+}
+double coalesced_bytes_fraction(const RunReport& r) {
+  return r.planned_bytes > 0 ? static_cast<double>(r.coalesced_bytes) / r.planned_bytes : 0.0;
+}
+
 std::string ratio(double a, double b) { return b > 0 ? fmt::format("{:.3f}x", a / b) : "-"; }
 
 }  // namespace
@@ -77,6 +85,8 @@ std::string format_text(const RunReport& r) {
         "  memory min: {} tensors share bytes; offset lower bound {} ({} B): slab {} of it\n",
         r.shared_tensors, format_bytes(r.offset_lower_bound_bytes), r.offset_lower_bound_bytes,
         ratio(r.slab_bytes, r.offset_lower_bound_bytes));
+    s += fmt::format("  memory min: {:.1f}% of the planned bytes coalesced (over live tensors)\n",
+                     100.0 * coalesced_bytes_fraction(r));
     s += fmt::format(
         "  memory min: {:.1f} convolutions and {:.1f} max poolings in parts per planned pass; {} "
         "convolution shapes run whole (their parts differed from aten's bytes)\n",
@@ -136,6 +146,15 @@ std::string format_text(const RunReport& r) {
                      format_bytes(r.tuned_slab_bytes), r.tuned_slab_bytes,
                      format_bytes(r.tuned_lower_bound_bytes), r.tuned_lower_bound_bytes,
                      format_bytes(r.tuned_offset_lower_bound_bytes));
+    s += fmt::format(
+        "  tuned coverage: {:.1f}% of {:.3g} GFLOP per pass (convolutions and products) on "
+        "memoplan's kernels{}\n",
+        100.0 * tuned_flops_fraction(r), r.flops / 1e9,
+        r.left_on_aten.empty() ? "" : "; left on aten:");
+    for (const RunReport::LeftOp& l : r.left_on_aten) {
+      s += fmt::format("    {} x{}: {:.1f}% ({})\n", l.op, l.calls,
+                       r.flops > 0 ? 100.0 * l.flops / r.flops : 0.0, l.reason);
+    }
     for (size_t start = 0; start < r.kernel_report.size();) {
       const size_t end = r.kernel_report.find('\n', start);
       s += "    " + r.kernel_report.substr(start, end - start) + "\n";
@@ -188,6 +207,7 @@ std::string format_json(const RunReport& r) {
     j["sliced_convolutions_per_pass"] = per_pass(r.sliced_convolutions, r.planned_passes);
     j["sliced_poolings_per_pass"] = per_pass(r.sliced_poolings, r.planned_passes);
     j["convolution_shapes_whole"] = r.convolution_shapes_whole;
+    j["coalesced_bytes_fraction"] = round_to(coalesced_bytes_fraction(r), 4);
   }
   j["planned_tensors"] = r.planned_tensors;
   j["escaping_tensors"] = r.escaping_tensors;
@@ -251,6 +271,16 @@ std::string format_json(const RunReport& r) {
     j["tuned_slab_bytes"] = r.tuned_slab_bytes;
     j["tuned_lower_bound_bytes"] = r.tuned_lower_bound_bytes;
     j["tuned_offset_lower_bound_bytes"] = r.tuned_offset_lower_bound_bytes;
+    j["tuned_flops_fraction"] = round_to(tuned_flops_fraction(r), 4);
+    j["flops_per_pass"] = r.flops;
+    nlohmann::json left = nlohmann::json::array();
+    for (const RunReport::LeftOp& l : r.left_on_aten) {
+      left.push_back({{"op", l.op},
+                      {"reason", l.reason},
+                      {"calls", l.calls},
+                      {"flops_fraction", round_to(r.flops > 0 ? l.flops / r.flops : 0.0, 4)}});
+    }
+    j["left_on_aten"] = left;
     std::vector<std::string> shapes;  // per GEMM shape: aten vs memoplan, as measured in plan()
     for (size_t start = 0; start < r.kernel_report.size();) {
       const size_t end = std::min(r.kernel_report.find('\n', start), r.kernel_report.size());

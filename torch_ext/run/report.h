@@ -27,6 +27,15 @@ struct RunReport {
   std::string kernel_report;  // per shape: aten vs memoplan, measured during plan()
   // The tuned copy's plan: its slab and both bounds (with and without sharing).
   uint64_t tuned_slab_bytes = 0, tuned_lower_bound_bytes = 0, tuned_offset_lower_bound_bytes = 0;
+  // The tuned copy's coverage (PlanSummary::coverage): convolution and product FLOPs of a pass,
+  // those on memoplan's kernels, and each op kind left on aten with its reason.
+  double flops = 0, tuned_flops = 0;
+  struct LeftOp {
+    std::string op, reason;
+    uint64_t calls = 0;
+    double flops = 0;
+  };
+  std::vector<LeftOp> left_on_aten;
 
   // The plan (PlanSummary) and the time it took.
   uint64_t slab_bytes = 0, lower_bound_bytes = 0;
@@ -34,6 +43,8 @@ struct RunReport {
   // live ones they share bytes with; lower_bound_bytes is then the bound with sharing.
   std::string memory = "offset";
   uint64_t offset_lower_bound_bytes = 0, shared_tensors = 0;
+  // Planned bytes, and those laid over live tensors they share bytes with (memory min).
+  uint64_t planned_bytes = 0, coalesced_bytes = 0;
   // --memory min: convolutions and max poolings computed in parts in the timed planned passes,
   // and convolution shapes whose parts were checked and did not give aten's bytes (they run whole).
   uint64_t sliced_convolutions = 0, sliced_poolings = 0, convolution_shapes_whole = 0;

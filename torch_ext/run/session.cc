@@ -301,6 +301,8 @@ RunReport run_session(const RunOptions& options) {
   report.lower_bound_bytes = summary.lower_bound_bytes;
   report.offset_lower_bound_bytes = summary.offset_lower_bound_bytes;
   report.shared_tensors = summary.shared_tensors;
+  report.planned_bytes = summary.planned_bytes;
+  report.coalesced_bytes = summary.coalesced_bytes;
   report.memory = options.memory;
   report.planned_tensors = summary.planned_tensors;
   report.escaping_tensors = summary.escaping_tensors;
@@ -321,6 +323,11 @@ RunReport run_session(const RunOptions& options) {
       report.tuned_slab_bytes = tuned_summary.slab_bytes;
       report.tuned_lower_bound_bytes = tuned_summary.lower_bound_bytes;
       report.tuned_offset_lower_bound_bytes = tuned_summary.offset_lower_bound_bytes;
+      report.flops = tuned_summary.coverage.flops;
+      report.tuned_flops = tuned_summary.coverage.tuned_flops;
+      for (const torch_ext::Coverage::Left& l : tuned_summary.coverage.left) {
+        report.left_on_aten.push_back({l.op, l.reason, l.calls, l.flops});
+      }
     } catch (const std::exception& e) {
       throw std::runtime_error("planning " + options.model +
                                " with tuned kernels failed: " + one_line(e));

@@ -60,6 +60,8 @@ bool reads_metadata_only(const Node* node) {
 bool is_attribute(const Value* value) {
   const Node* node = value->node();
   if (node->kind() == c10::prim::GetAttr || value->mustBeNone()) return true;
+  // A frozen module's weights (torch.jit.freeze): tensors held by the graph itself.
+  if (node->kind() == c10::prim::Constant && value->type()->cast<c10::TensorType>()) return true;
   if (node->kind() != c10::prim::If) return false;
   const size_t index = value->offset();
   for (const Block* branch : node->blocks()) {

@@ -22,8 +22,9 @@ bool is_neutral(const torch::jit::Node* node);
 // A use that reads a tensor's metadata only (size, dim, numel, dtype, device, `is None`).
 bool reads_metadata_only(const torch::jit::Node* node);
 
-// A module attribute (or None): storage that lives as long as the module. Through an If
-// (nn.BatchNorm2d passes its statistics as `running_mean if ... else None`).
+// A module attribute, a tensor constant (a frozen module's weights) or None: storage that lives
+// as long as the module. Through an If (nn.BatchNorm2d passes its statistics as
+// `running_mean if ... else None`).
 bool is_attribute(const torch::jit::Value* value);
 
 // Whether `value` is (or can be made) defined before `point`: attribute reads and constants after

@@ -23,6 +23,18 @@ inline std::vector<int> thread_counts() {
 #endif
 }
 
+// What the CPU itself reports (cpuid, through the compiler's builtins), not what memoplan chose:
+// tests of the tuned path skip only on what the CPU lacks, so a regression that switched a path off
+// fails instead of skipping. The blocked layout (oneDNN) and both Winograds need AVX2 + FMA.
+inline bool cpu_has_avx2_fma() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+  return false;
+#endif
+}
+
 // Whether two contiguous tensors hold the same bytes (memory min's ops promise aten's bytes).
 inline bool same_bytes(const at::Tensor& a, const at::Tensor& b) {
   return a.sizes() == b.sizes() && a.is_contiguous() && b.is_contiguous() &&

@@ -51,6 +51,26 @@ struct PlanOptions {
   std::string weights_dir;
 };
 
+// How much of one planned pass runs on memoplan's kernels (kernels "tuned"): the pass's
+// convolution and matrix-product FLOPs (conv1d/2d/3d and transposed, linear, matmul, mm, bmm,
+// addmm, baddbmm, the transformer encoder layer), those that ran on memoplan's kernels or oneDNN
+// primitives, and every op kind left on aten with the reason. Measured by plan() on one extra
+// planned pass after planning (docs/TORCH_EXT.md, "Coverage").
+struct Coverage {
+  bool measured = false;  // false: kernels "stock", or plan() ran no pass (the key had a plan)
+  double flops = 0;
+  double tuned_flops = 0;
+  struct Left {
+    std::string op;      // e.g. aten::conv_transpose2d, or the memoplan op that chose aten
+    std::string reason;  // "unknown form", "not rewritten", "chose aten at run time"
+    uint64_t calls = 0;
+    double flops = 0;
+  };
+  std::vector<Left> left;  // by FLOPs, largest first
+  // 1 for a pass without such ops.
+  double tuned_flops_fraction() const { return flops > 0 ? tuned_flops / flops : 1.0; }
+};
+
 struct PlanSummary {
   std::string key;
   uint64_t slab_bytes = 0;
@@ -60,8 +80,16 @@ struct PlanSummary {
   uint64_t planned_tensors = 0;           // per pass
   uint64_t escaping_tensors = 0;          // alive at the pass end (outputs): never planned
   uint64_t visits = 0;                    // AllocateTensor nodes executed per pass
+  // Bytes of the planned tensors, and of those planned over a live tensor they share bytes with
+  // (memory "min": an elementwise op's output over its dying input, a concat's inputs inside it).
+  uint64_t planned_bytes = 0;
+  uint64_t coalesced_bytes = 0;
   std::string strategy;
   double planning_ms = 0;
+  Coverage coverage;
+  double coalesced_bytes_fraction() const {
+    return planned_bytes > 0 ? static_cast<double>(coalesced_bytes) / planned_bytes : 0.0;
+  }
 };
 
 // Rewrites module.forward (once; a module of an already rewritten type reuses its graph and

@@ -1,0 +1,162 @@
+// The canonical-forms pass (canonical_forms.h) on the graph forms torch.jit.trace makes: every
+// aten::_convolution that is one becomes conv1d/2d/3d or conv_transpose1d/2d/3d computing the same
+// bits; one whose flags are not constants stays; and a traced convolution net planned with the
+// tuned kernels gets memoplan's convolutions, as the scripted one does.
+#include <ATen/Parallel.h>
+#include <gtest/gtest.h>
+#include <torch/csrc/jit/api/function_impl.h>
+#include <torch/csrc/jit/ir/irparser.h>
+#include <torch/script.h>
+
+#include "canonical_forms.h"
+#include "memoplan/torch/kernels.h"
+#include "memoplan/torch/plan.h"
+#include "tuned_test_support.h"
+
+namespace memoplan::torch_ext {
+namespace {
+
+int count(const torch::jit::Graph& graph, const char* kind) {
+  int n = 0;
+  for (const torch::jit::Node* node : graph.nodes()) {
+    n += node->kind() == c10::Symbol::fromQualString(kind);
+  }
+  return n;
+}
+
+// What torch.jit.trace records for nn.Conv1d/2d/3d and nn.ConvTranspose2d: aten::_convolution
+// with every flag a constant (the cuDNN ones as a user's torch.backends left them).
+torch::jit::Module traced_convolutions() {
+  torch::manual_seed(5);
+  torch::jit::Module m("Traced");
+  m.register_parameter("w1", torch::randn({6, 4, 3}), false);
+  m.register_parameter("w2", torch::randn({8, 2, 3, 3}), false);  // groups 2
+  m.register_parameter("b2", torch::randn({8}), false);
+  m.register_parameter("w3", torch::randn({4, 8, 1, 3, 3}), false);
+  m.register_parameter("wt", torch::randn({8, 3, 4, 4}), false);
+  m.define(R"(
+    def forward(self, x):
+        a = torch._convolution(x, self.w2, self.b2, [2, 1], [1, 1], [1, 1], False, [0, 0], 2, False, True, True, True)
+        b = torch._convolution(a, self.wt, None, [2, 2], [1, 1], [1, 1], True, [1, 0], 1, True, False, True, True)
+        c = torch._convolution(a.unsqueeze(2), self.w3, None, [1, 1, 1], [0, 1, 1], [1, 1, 1], False, [0, 0, 0], 1, False, False, False, False)
+        d = torch._convolution(x.flatten(2)[:, :, :16], self.w1, None, [1], [0], [2], False, [0], 1, False, False, True, True)
+        return torch.relu(a), b, c, d
+  )");
+  m.eval();
+  return m;
+}
+
+std::shared_ptr<torch::jit::Graph> forward_graph(torch::jit::Module& m) {
+  return torch::jit::toGraphFunction(m.get_method("forward").function()).graph()->copy();
+}
+
+TEST(CanonicalForms, TracedConvolutionsBecomeTheirPublicOps) {
+  torch::jit::Module m = traced_convolutions();
+  std::shared_ptr<torch::jit::Graph> graph = forward_graph(m);
+  ASSERT_EQ(count(*graph, "aten::_convolution"), 4);
+  const CanonicalForms done = canonicalize(graph);
+  EXPECT_EQ(done.convolutions, 4);
+  EXPECT_EQ(done.left_as_is, 0);
+  EXPECT_EQ(count(*graph, "aten::_convolution"), 0);
+  EXPECT_EQ(count(*graph, "aten::conv2d"), 1);
+  EXPECT_EQ(count(*graph, "aten::conv_transpose2d"), 1);
+  EXPECT_EQ(count(*graph, "aten::conv3d"), 1);
+  EXPECT_EQ(count(*graph, "aten::conv1d"), 1);
+  graph->lint();
+}
+
+// A flag that is not a constant: the pass cannot tell the op, so it leaves it.
+TEST(CanonicalForms, AConvolutionWhoseFlagsAreNotConstantsStays) {
+  const std::string ir = R"IR(
+graph(%x : Tensor, %w : Tensor, %transposed : bool):
+  %none : NoneType = prim::Constant()
+  %one : int = prim::Constant[value=1]()
+  %zero : int = prim::Constant[value=0]()
+  %false : bool = prim::Constant[value=0]()
+  %ones : int[] = prim::ListConstruct(%one, %one)
+  %zeros : int[] = prim::ListConstruct(%zero, %zero)
+  %y : Tensor = aten::_convolution(%x, %w, %none, %ones, %zeros, %ones, %transposed, %zeros, %one, %false, %false, %false, %false)
+  return (%y))IR";
+  auto graph = std::make_shared<torch::jit::Graph>();
+  torch::jit::parseIR(ir, graph.get());
+  const CanonicalForms done = canonicalize(graph);
+  EXPECT_EQ(done.convolutions, 0);
+  EXPECT_EQ(done.left_as_is, 1);
+  EXPECT_EQ(count(*graph, "aten::_convolution"), 1);
+}
+
+void expect_same_bits(const c10::IValue& got, const c10::IValue& want) {
+  const auto g = got.toTuple()->elements();
+  const auto w = want.toTuple()->elements();
+  ASSERT_EQ(g.size(), w.size());
+  for (size_t i = 0; i < g.size(); ++i) {
+    EXPECT_TRUE(torch::equal(g[i].toTensor(), w[i].toTensor())) << "output " << i;
+  }
+}
+
+// plan() canonicalizes under every option set: the stock plan and memory min give the unplanned
+// bits.
+TEST(CanonicalForms, PlannedTracedConvolutionsGiveTheSameBits) {
+  at::set_num_threads(1);
+  c10::InferenceMode guard;
+  const at::Tensor x = torch::randn({2, 4, 9, 11});
+  for (const char* memory : {"offset", "min"}) {
+    torch::jit::Module reference = traced_convolutions();
+    torch::jit::Module planned = traced_convolutions();
+    const c10::IValue expected = reference.forward({x});
+    PlanOptions options;
+    options.memory = memory;
+    plan(planned, {x}, options);
+    for (int pass = 0; pass < 3; ++pass) expect_same_bits(planned.forward({x}), expected);
+  }
+}
+
+// A traced ResNet-style block (convolution, batch norm, in-place ReLU, in-place residual add, as
+// torch.jit.trace records nn.Conv2d, nn.BatchNorm2d and nn.ReLU(inplace=True)): with the tuned
+// kernels every FLOP of its convolutions runs on memoplan's kernels. Before the canonical forms
+// the convolutions stayed on aten (coverage 0).
+TEST(CanonicalForms, ATracedConvolutionNetGetsTheTunedKernels) {
+  torch::manual_seed(7);
+  torch::jit::Module m("TracedBlock");
+  m.register_parameter("w1", torch::randn({16, 3, 3, 3}) * 0.2, false);
+  m.register_parameter("w2", torch::randn({16, 16, 3, 3}) * 0.1, false);
+  for (const char* bn : {"bn1", "bn2"}) {
+    m.register_parameter(std::string(bn) + "_w", torch::rand({16}) + 0.5, false);
+    m.register_parameter(std::string(bn) + "_b", torch::randn({16}) * 0.1, false);
+    m.register_buffer(std::string(bn) + "_m", torch::randn({16}) * 0.1);
+    m.register_buffer(std::string(bn) + "_v", torch::rand({16}) + 0.5);
+  }
+  m.define(R"(
+    def forward(self, x):
+        y = torch._convolution(x, self.w1, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1, False, False, True, True)
+        y = torch.batch_norm(y, self.bn1_w, self.bn1_b, self.bn1_m, self.bn1_v, False, 0.1, 1e-5, True)
+        y = torch.relu_(y)
+        z = torch._convolution(y, self.w2, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1, False, False, True, True)
+        z = torch.batch_norm(z, self.bn2_w, self.bn2_b, self.bn2_m, self.bn2_v, False, 0.1, 1e-5, True)
+        z = torch.add_(z, y)
+        return torch.relu_(z)
+  )");
+  m.eval();
+  torch::jit::Module reference = m.clone();
+  at::set_num_threads(1);
+  c10::InferenceMode guard;
+  const at::Tensor x = torch::randn({1, 3, 24, 24});
+  const at::Tensor expected = reference.forward({x}).toTensor();
+  PlanOptions options;
+  options.kernels = "tuned";
+  const PlanSummary summary = plan(m, {x}, options);
+  ASSERT_TRUE(summary.coverage.measured);
+  EXPECT_GT(summary.coverage.flops, 0);
+  const at::Tensor got = m.forward({x}).toTensor();
+  EXPECT_LT(((got - expected).abs().max() / expected.abs().max()).item<double>(), 1e-5);
+  // Without AVX2 + FMA there is no blocked layout: the NCHW / NHWC plan runs aten's kernels.
+  if (!testing::cpu_has_avx2_fma()) GTEST_SKIP() << "no AVX2 + FMA on this CPU";
+  EXPECT_GE(summary.coverage.tuned_flops_fraction(), 0.999)
+      << "left on aten: "
+      << (summary.coverage.left.empty()
+              ? ""
+              : summary.coverage.left[0].op + " (" + summary.coverage.left[0].reason + ")");
+}
+
+}  // namespace
+}  // namespace memoplan::torch_ext

@@ -1,0 +1,140 @@
+"""Every graph form a user brings gets the tuned kernels and memory min (issue 49).
+
+For each model x form (bench/models/graph_forms.py: traced, scripted, frozen; saved and loaded):
+  - stock and memory "min" plans give the unplanned outputs bit for bit;
+  - the tuned plan's outputs are within 1e-5 of them, and its coverage (torch.ops.memoplan.coverage)
+    puts at least --min-coverage of the convolution and product FLOPs on memoplan's operators
+    (its kernels, or aten where an operator measured aten faster for this shape: a timing, which
+    a test does not judge; "unknown form" and "not rewritten" count against it);
+  - the traced and frozen forms plan the same memory-min slab.
+A form the canonicalization does not know (a transposed convolution) runs as before and the
+coverage names it. Usage: /usr/bin/python3 graph_forms.py LIBMEMOPLAN_TORCH [--models a,b]
+[--forms traced,scripted] [--size 128] [--min-coverage 0.9]. Exits 1 on any failure.
+"""
+import argparse
+import os
+import sys
+
+try:
+    import torch
+    import torchvision  # noqa: F401
+except ImportError as error:  # CTest's SKIP_RETURN_CODE
+    print(f"SKIP: {error}")
+    sys.exit(77)
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..",
+                                "bench", "models"))
+import graph_forms  # noqa: E402
+
+TOLERANCE = 1e-5
+
+
+def tensors(out):
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if isinstance(out, (tuple, list)):
+        return [t for o in out for t in tensors(o)]
+    if isinstance(out, dict):
+        return [t for k in sorted(out) for t in tensors(out[k])]
+    return []
+
+
+def same(a, b):
+    ta, tb = tensors(a), tensors(b)
+    return len(ta) == len(tb) and all(torch.equal(x, y) for x, y in zip(ta, tb))
+
+
+def difference(a, b):
+    ta, tb = tensors(a), tensors(b)
+    if len(ta) != len(tb):
+        return float("inf")
+    return max(((x - y).abs().max() / y.abs().max().clamp_min(1e-30)).item()
+               for x, y in zip(ta, tb))
+
+
+def planned(model, example, form, **options):
+    module = graph_forms.export(model, example, form)
+    with torch.inference_mode():
+        expected = module(example)
+        summary = torch.ops.memoplan.plan(module._c, [example], **options)
+        got = [module(example) for _ in range(2)]
+    return module, expected, summary, got
+
+
+def check(name, form, model, example, min_coverage):
+    failures = []
+    # Stock and memory min: the unplanned bits.
+    slabs = {}
+    for memory in ("offset", "min"):
+        _, expected, summary, got = planned(model, example, form, memory=memory)
+        if not all(same(g, expected) for g in got):
+            failures.append(f"memory {memory}: outputs differ from unplanned")
+        slabs[memory] = summary["slab_bytes"]
+    # Tuned: within tolerance, and its coverage.
+    module, expected, summary, got = planned(model, example, form, kernels="tuned")
+    worst = max(difference(g, expected) for g in got)
+    if worst > TOLERANCE:
+        failures.append(f"tuned: outputs {worst:.2e} from stock (tolerance {TOLERANCE})")
+    coverage = torch.ops.memoplan.coverage(module._c)
+    fraction = coverage.get("tuned_flops_fraction", 0.0)
+    left = {k[len("left: "):]: v / max(coverage.get("flops", 1.0), 1.0)
+            for k, v in coverage.items() if k.startswith("left: ")}
+    # What the rewrites took: on memoplan's kernels, or a memoplan op that measured aten faster
+    # for this shape (a timing, not a form: not for a test to judge).
+    measured = sum(v for k, v in left.items() if k.endswith("(chose aten at run time)"))
+    if fraction + measured < min_coverage:
+        failures.append(f"rewritten FLOPs {fraction + measured:.3f} < {min_coverage}")
+    print(f"{'ok  ' if not failures else 'FAIL'} {name} {form}: tuned coverage {fraction:.3f} of "
+          f"{coverage.get('flops', 0) / 1e9:.3f} GFLOP, worst difference {worst:.1e}, slab "
+          f"offset {slabs['offset']} B, min {slabs['min']} B"
+          + "".join(f"\n       left on aten: {k} {v:.3f}" for k, v in left.items())
+          + "".join(f"\n       {f}" for f in failures), flush=True)
+    return failures, slabs["min"], left
+
+
+def unknown_form():
+    """A transposed convolution (no tuned rewrite takes one): runs as before, and is named."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.ConvTranspose2d(8, 4, 4, 2, 1), torch.nn.ReLU()).eval()
+    x = torch.randn(1, 8, 16, 16)
+    module, expected, _, got = planned(model, x, "traced", kernels="tuned")
+    coverage = torch.ops.memoplan.coverage(module._c)
+    named = "left: aten::conv_transpose2d (unknown form)" in coverage
+    ok = all(same(g, expected) for g in got) and named and coverage["tuned_flops"] == 0
+    print(f"{'ok  ' if ok else 'FAIL'} traced ConvTranspose2d: outputs "
+          f"{'identical' if all(same(g, expected) for g in got) else 'DIFFER'}, coverage "
+          f"{dict(coverage)}", flush=True)
+    return 0 if ok else 1
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("library")
+    parser.add_argument("--models", default="resnet18,mobilenet_v2,transformer_encoder,gpt_decoder")
+    parser.add_argument("--forms", default="traced,scripted,frozen")
+    parser.add_argument("--size", type=int, default=128)
+    parser.add_argument("--min-coverage", type=float, default=0.9)
+    args = parser.parse_args()
+    torch.ops.load_library(args.library)
+    torch.set_num_threads(1)
+    failures = unknown_form()
+    for name in args.models.split(","):
+        min_slab = {}
+        for form in args.forms.split(","):
+            torch.manual_seed(0)
+            model, example = graph_forms.build(name, 1, args.size)
+            problems, min_slab[form], _ = check(name, form, model, example, args.min_coverage)
+            failures += len(problems) > 0
+        # Traced and frozen graphs hold the same program (module attributes as constants): the
+        # same slab. A scripted graph keeps branches on attributes (nn.ReLU6's `inplace`), which
+        # can make it plan differently (docs/TORCH_EXT.md, "Graph forms").
+        if "traced" in min_slab and "frozen" in min_slab and \
+                min_slab["traced"] != min_slab["frozen"]:
+            print(f"FAIL {name}: memory-min slab traced {min_slab['traced']} B, frozen "
+                  f"{min_slab['frozen']} B", flush=True)
+            failures += 1
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

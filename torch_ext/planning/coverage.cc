@@ -1,0 +1,259 @@
+// The coverage observer (coverage.h). A thread-local RecordFunction callback over aten's function
+// scopes and memoplan's user scopes (planning/op_record.h) keeps a stack of the scopes open on the
+// pass's thread. When a scope ends, its FLOPs (op_flops: a known convolution or product, from its
+// inputs' sizes) or, for any other op, the FLOPs of the known ops that ran inside it, go to its
+// parent; at the outermost level they are booked:
+//  - a memoplan operator: its own FLOPs, less the aten products that ran inside it (it chose aten
+//    at run time: measured slower, or a shape its kernels do not take), on memoplan. oneDNN's
+//    convolution through aten on a weight memoplan packed (aten::mkldnn_convolution) counts as
+//    memoplan's;
+//  - an aten op: on aten, "not rewritten" when it is a kind the tuned rewrites take (so these
+//    operands were not: a weight computed in the graph, a layout or dtype they do not handle),
+//    else "unknown form" (conv_transpose2d, conv3d, einsum, multi-head attention, ...).
+#include "coverage.h"
+
+#include <ATen/record_function.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace memoplan::torch_ext {
+namespace {
+
+bool named(const char* name, std::initializer_list<const char*> names) {
+  for (const char* n : names) {
+    if (std::strcmp(name, n) == 0) return true;
+  }
+  return false;
+}
+
+bool tensor_at(c10::ArrayRef<const c10::IValue> in, size_t i) {
+  return i < in.size() && in[i].isTensor() && in[i].toTensor().defined();
+}
+
+// A forward convolution: 2 * N * Cout * prod(output sizes) * (Cin / groups) * prod(kernel).
+// The input's sizes are its logical ones in every layout (a blocked activation's too).
+double conv_flops(const at::Tensor& x, const at::Tensor& w, const std::vector<int64_t>& stride,
+                  const std::vector<int64_t>& padding, const std::vector<int64_t>& dilation) {
+  const int64_t spatial = w.dim() - 2;
+  if (spatial < 1 || x.dim() < spatial + 1) return 0;
+  auto param = [](const std::vector<int64_t>& p, int64_t d, int64_t fallback) {
+    if (p.empty()) return fallback;
+    return p.size() == 1 ? p[0] : p[static_cast<size_t>(d)];
+  };
+  double outputs = x.dim() == spatial + 2 ? static_cast<double>(x.size(0)) : 1.0;
+  for (int64_t d = 0; d < spatial; ++d) {
+    const int64_t in = x.size(x.dim() - spatial + d);
+    const int64_t k = w.size(2 + d);
+    const int64_t o = (in + 2 * param(padding, d, 0) - param(dilation, d, 1) * (k - 1) - 1) /
+                          param(stride, d, 1) +
+                      1;
+    if (o <= 0) return 0;
+    outputs *= static_cast<double>(o);
+  }
+  return 2.0 * outputs * static_cast<double>(w.numel());  // w: Cout x (Cin / groups) x kernel
+}
+
+// Each input element of a transposed convolution meets (Cout / groups) * prod(kernel) weights.
+double transposed_flops(const at::Tensor& x, const at::Tensor& w) {
+  if (w.dim() < 3 || w.size(0) == 0) return 0;
+  return 2.0 * static_cast<double>(x.numel()) * static_cast<double>(w.numel() / w.size(0));
+}
+
+// a (..., M, K) times b (..., K, N), batches broadcast.
+double product_flops(const at::Tensor& a, const at::Tensor& b) {
+  if (a.dim() < 1 || b.dim() < 1) return 0;
+  const double k = static_cast<double>(a.size(-1));
+  const double m = a.dim() >= 2 ? static_cast<double>(a.size(-2)) : 1.0;
+  const double n = b.dim() >= 2 ? static_cast<double>(b.size(-1)) : 1.0;
+  if (k == 0 || m == 0 || n == 0) return 0;
+  const double batch =
+      std::max(static_cast<double>(a.numel()) / (m * k), static_cast<double>(b.numel()) / (k * n));
+  return 2.0 * batch * m * k * n;
+}
+
+// x (..., K) times weight (N, K)^T.
+double linear_flops(const at::Tensor& x, const at::Tensor& w) {
+  if (x.dim() < 1 || w.dim() != 2) return 0;
+  return 2.0 * static_cast<double>(x.numel()) * static_cast<double>(w.size(0));
+}
+
+// The encoder layer's (aten::_transformer_encoder_layer_fwd and memoplan::encoder_layer: src,
+// embed_dim, num_heads, qkv_weight, qkv_bias, proj_weight, proj_bias, use_gelu, norm_first, eps,
+// norm_weight_1, norm_bias_1, norm_weight_2, norm_bias_2, ffn_weight_1, ...): its four
+// projections and the attention's two batched products, batch first.
+double encoder_flops(c10::ArrayRef<const c10::IValue> in) {
+  if (!tensor_at(in, 0) || !tensor_at(in, 3) || !tensor_at(in, 14) || !in[1].isInt()) return 0;
+  const at::Tensor& src = in[0].toTensor();
+  const double e = static_cast<double>(in[1].toInt());
+  const double f = static_cast<double>(in[14].toTensor().size(0));
+  if (e <= 0 || src.dim() < 2) return 0;
+  const double tokens = static_cast<double>(src.numel()) / e;
+  const double sequence = static_cast<double>(src.size(-2));
+  return 2.0 * tokens * (4.0 * e * e + 2.0 * e * f) + 4.0 * tokens * sequence * e;
+}
+
+std::vector<int64_t> ints(c10::ArrayRef<const c10::IValue> in, size_t i) {
+  return i < in.size() && in[i].isIntList() ? in[i].toIntVector() : std::vector<int64_t>{};
+}
+
+// 0 for an op that is not a known convolution or product.
+double op_flops(const char* name, c10::ArrayRef<const c10::IValue> in) {
+  if (named(name, {"aten::conv1d", "aten::conv2d", "aten::conv3d", "memoplan::conv2d",
+                   "memoplan::bconv", "memoplan::conv2d_sliced", "memoplan::budget_conv2d",
+                   "memoplan::budget_conv2d_min"})) {
+    if (!tensor_at(in, 0) || !tensor_at(in, 1)) return 0;
+    return conv_flops(in[0].toTensor(), in[1].toTensor(), ints(in, 3), ints(in, 4), ints(in, 5));
+  }
+  if (named(name, {"aten::_convolution", "aten::convolution"})) {
+    if (!tensor_at(in, 0) || !tensor_at(in, 1) || in.size() < 7 || !in[6].isBool()) return 0;
+    if (in[6].toBool()) return transposed_flops(in[0].toTensor(), in[1].toTensor());
+    return conv_flops(in[0].toTensor(), in[1].toTensor(), ints(in, 3), ints(in, 4), ints(in, 5));
+  }
+  if (named(name, {"aten::mkldnn_convolution"})) {  // input, weight, bias, padding, stride, ...
+    if (!tensor_at(in, 0) || !tensor_at(in, 1)) return 0;
+    return conv_flops(in[0].toTensor(), in[1].toTensor(), ints(in, 4), ints(in, 3), ints(in, 5));
+  }
+  if (named(name, {"aten::conv_transpose1d", "aten::conv_transpose2d", "aten::conv_transpose3d"})) {
+    if (!tensor_at(in, 0) || !tensor_at(in, 1)) return 0;
+    return transposed_flops(in[0].toTensor(), in[1].toTensor());
+  }
+  // memoplan::bn_relu_conv1x1(input, batch norm's 8, conv's weight, ...) and
+  // cat_bn_relu_conv1x1(tensors, dim, the same): the 1x1 convolution over the input's channels.
+  if (named(name, {"memoplan::bn_relu_conv1x1"}) && tensor_at(in, 0) && tensor_at(in, 9)) {
+    const at::Tensor& x = in[0].toTensor();
+    return x.dim() == 4 ? 2.0 * x.size(0) * x.size(2) * x.size(3) * in[9].toTensor().numel() : 0;
+  }
+  if (named(name, {"memoplan::cat_bn_relu_conv1x1"}) && in.size() > 10 && in[0].isTensorList() &&
+      tensor_at(in, 10)) {
+    const auto list = in[0].toTensorList();
+    if (list.empty()) return 0;
+    const at::Tensor x = list.get(0);
+    return x.dim() == 4 ? 2.0 * x.size(0) * x.size(2) * x.size(3) * in[10].toTensor().numel() : 0;
+  }
+  if (named(name, {"aten::linear", "memoplan::linear", "memoplan::budget_linear"})) {
+    if (!tensor_at(in, 0) || !tensor_at(in, 1)) return 0;
+    return linear_flops(in[0].toTensor(), in[1].toTensor());
+  }
+  if (named(name, {"aten::matmul", "aten::mm", "aten::bmm", "memoplan::matmul", "memoplan::bmm"})) {
+    if (!tensor_at(in, 0) || !tensor_at(in, 1)) return 0;
+    return product_flops(in[0].toTensor(), in[1].toTensor());
+  }
+  if (named(name, {"aten::addmm", "aten::baddbmm", "memoplan::addmm", "memoplan::baddbmm"})) {
+    if (!tensor_at(in, 1) || !tensor_at(in, 2)) return 0;
+    return product_flops(in[1].toTensor(), in[2].toTensor());
+  }
+  if (named(name, {"aten::_transformer_encoder_layer_fwd", "memoplan::encoder_layer"})) {
+    return encoder_flops(in);
+  }
+  return 0;
+}
+
+// The aten ops a tuned rewrite takes when their operands suit it (tuned/: tuned_ops.cc,
+// tuned_matmul.cc, tuned_encoder.cc, layout_pass.cc, blocked/blocked_pass.cc).
+bool rewritten_kind(const char* name) {
+  return named(name, {"aten::conv2d", "aten::linear", "aten::matmul", "aten::bmm", "aten::addmm",
+                      "aten::baddbmm", "aten::_transformer_encoder_layer_fwd"});
+}
+
+struct Frame {
+  const void* key;             // the RecordFunction, to find at its end
+  double nested_aten = 0;      // known aten ops' FLOPs inside it
+  double nested_memoplan = 0;  // FLOPs inside it booked to memoplan (mkldnn on a packed weight)
+};
+
+struct Observer {
+  std::thread::id owner;
+  std::vector<Frame> frames;
+  Coverage coverage;
+  std::map<std::pair<std::string, std::string>, Coverage::Left> left;
+
+  void book_left(const std::string& op, const char* reason, double flops) {
+    Coverage::Left& l = left[{op, reason}];
+    l.op = op;
+    l.reason = reason;
+    ++l.calls;
+    l.flops += flops;
+  }
+
+  void end(const at::RecordFunction& fn) {
+    size_t i = frames.size();
+    while (i > 0 && frames[i - 1].key != &fn) --i;
+    if (i == 0) return;  // began before the observer
+    const Frame frame = frames[i - 1];
+    frames.resize(i - 1);
+    const char* name = fn.name();
+    const double own = op_flops(name, fn.inputs());
+    const bool memoplan_op = std::strncmp(name, "memoplan::", 10) == 0;
+    if (!frames.empty()) {  // inside another op: its parent books it
+      Frame& parent = frames.back();
+      if (own > 0 && std::strcmp(name, "aten::mkldnn_convolution") == 0) {
+        parent.nested_memoplan += own;
+      } else if (own > 0 && !memoplan_op) {
+        parent.nested_aten += own;
+      } else {
+        parent.nested_aten += frame.nested_aten;
+        parent.nested_memoplan += frame.nested_memoplan;
+      }
+      return;
+    }
+    if (memoplan_op) {
+      const double total = own > 0 ? own : frame.nested_aten + frame.nested_memoplan;
+      const double on_aten = std::min(frame.nested_aten, total);
+      coverage.flops += total;
+      coverage.tuned_flops += total - on_aten;
+      if (on_aten > 0) book_left(name, "chose aten at run time", on_aten);
+      return;
+    }
+    const double total = own > 0 ? own : frame.nested_aten + frame.nested_memoplan;
+    if (total <= 0) return;
+    coverage.flops += total;
+    book_left(name, own > 0 && rewritten_kind(name) ? "not rewritten" : "unknown form", total);
+  }
+};
+
+thread_local Observer* t_observer = nullptr;
+
+std::unique_ptr<at::ObserverContext> on_enter(const at::RecordFunction& fn) {
+  Observer* o = t_observer;
+  if (o != nullptr && std::this_thread::get_id() == o->owner) o->frames.push_back(Frame{&fn});
+  return nullptr;
+}
+
+void on_exit(const at::RecordFunction& fn, at::ObserverContext*) {
+  Observer* o = t_observer;
+  if (o != nullptr && std::this_thread::get_id() == o->owner) o->end(fn);
+}
+
+}  // namespace
+
+Coverage measure_coverage(const std::function<void()>& pass) {
+  Observer observer;
+  observer.owner = std::this_thread::get_id();
+  t_observer = &observer;
+  const at::CallbackHandle handle = at::addThreadLocalCallback(
+      at::RecordFunctionCallback(&on_enter, &on_exit)
+          .needsInputs(true)
+          .scopes({at::RecordScope::FUNCTION, at::RecordScope::USER_SCOPE}));
+  try {
+    pass();
+  } catch (...) {
+    at::removeCallback(handle);
+    t_observer = nullptr;
+    throw;
+  }
+  at::removeCallback(handle);
+  t_observer = nullptr;
+  Coverage& c = observer.coverage;
+  c.measured = true;
+  for (auto& [key, l] : observer.left) c.left.push_back(std::move(l));
+  std::sort(c.left.begin(), c.left.end(),
+            [](const Coverage::Left& a, const Coverage::Left& b) { return a.flops > b.flops; });
+  return c;
+}
+
+}  // namespace memoplan::torch_ext

@@ -1,0 +1,19 @@
+// How much of a planned pass runs on memoplan's kernels: one pass watched through RecordFunction,
+// its convolution and matrix-product FLOPs split between memoplan's operators (its kernels, its
+// oneDNN primitives, oneDNN on a weight it packed) and aten's, with the reason each aten op was
+// left there. plan() measures it for the tuned kernels (memoplan/torch/plan.h, Coverage).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+#include "memoplan/torch/plan.h"
+
+namespace memoplan::torch_ext {
+
+// Runs `pass` once on the calling thread with the observer on and returns what it saw. The ops
+// counted are those the interpreter calls (the outermost RecordFunction scopes); what runs inside
+// a memoplan operator tells where its FLOPs ran (an aten product inside it: on aten).
+Coverage measure_coverage(const std::function<void()>& pass);
+
+}  // namespace memoplan::torch_ext
