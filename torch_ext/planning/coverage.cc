@@ -1,8 +1,9 @@
 // The coverage observer (coverage.h). A thread-local RecordFunction callback over aten's function
 // scopes and memoplan's user scopes (planning/op_record.h) keeps a stack of the scopes open on the
-// pass's thread. When a scope ends, its FLOPs (op_flops: a known convolution or product, from its
-// inputs' sizes) or, for any other op, the FLOPs of the known ops that ran inside it, go to its
-// parent; at the outermost level they are booked:
+// pass's thread, each with its FLOPs read when it begins (at its end the inputs RecordFunction
+// holds are a view of a stack the op has consumed). When a scope ends, its FLOPs (op_flops: a known
+// convolution or product, from its inputs' sizes) or, for any other op, the FLOPs of the known ops
+// that ran inside it, go to its parent; at the outermost level they are booked:
 //  - a memoplan operator: its own FLOPs, less the aten products that ran inside it (it chose aten
 //    at run time: measured slower, or a shape its kernels do not take), on memoplan. oneDNN's
 //    convolution through aten on a weight memoplan packed (aten::mkldnn_convolution) counts as
@@ -161,7 +162,8 @@ bool rewritten_kind(const char* name) {
 }
 
 struct Frame {
-  const void* key;             // the RecordFunction, to find at its end
+  const void* key;  // the RecordFunction, to find at its end
+  double own = 0;   // op_flops, read when it begins: its inputs are a view of the caller's stack
   double nested_aten = 0;      // known aten ops' FLOPs inside it
   double nested_memoplan = 0;  // FLOPs inside it booked to memoplan (mkldnn on a packed weight)
 };
@@ -187,7 +189,7 @@ struct Observer {
     const Frame frame = frames[i - 1];
     frames.resize(i - 1);
     const char* name = fn.name();
-    const double own = op_flops(name, fn.inputs());
+    const double own = frame.own;
     const bool memoplan_op = std::strncmp(name, "memoplan::", 10) == 0;
     if (!frames.empty()) {  // inside another op: its parent books it
       Frame& parent = frames.back();
@@ -220,7 +222,9 @@ thread_local Observer* t_observer = nullptr;
 
 std::unique_ptr<at::ObserverContext> on_enter(const at::RecordFunction& fn) {
   Observer* o = t_observer;
-  if (o != nullptr && std::this_thread::get_id() == o->owner) o->frames.push_back(Frame{&fn});
+  if (o != nullptr && std::this_thread::get_id() == o->owner) {
+    o->frames.push_back(Frame{&fn, op_flops(fn.name(), fn.inputs())});
+  }
   return nullptr;
 }
 
