@@ -46,7 +46,8 @@ def row_text(r):
                      for l in r.get("left_on_aten", [])[:3])
     return (f"| {r['model']} | {r['form']} | {r['threads']} | {r['stock_ms']:.2f} | "
             f"{r['tuned_ms']:.2f} | {r['tuned_over_stock']:.3f} | {r['coverage']:.3f} | "
-            f"{r['difference']:.1e} | {r.get('min_slab_over_bound', float('nan')):.3f} | "
+            f"{r['difference']:.1e} | {r.get('min_slab_bytes', 0) / 2**20:.2f} MiB, "
+            f"{r.get('min_slab_over_bound', float('nan')):.3f} | "
             f"{r.get('min_identical', '')} | {left} |")
 
 
@@ -67,7 +68,7 @@ def main():
     os.makedirs(out, exist_ok=True)
     rows = []
     header = ("| model | form | threads | stock ms | tuned ms | tuned/stock | tuned FLOPs | "
-              "max rel. diff | min slab / offset bound | min bit-identical | left on aten |\n"
+              "max rel. diff | min slab, / offset bound | min bit-identical | left on aten |\n"
               "|---|---|---|---|---|---|---|---|---|---|---|")
     print(header, flush=True)
     for name in models:
@@ -98,7 +99,8 @@ def main():
                              difference=j["tuned_max_relative_difference"],
                              left_on_aten=j["left_on_aten"], kernel_shapes=j.get("kernel_shapes"))
                     if "error" not in minimum:
-                        r.update(min_slab_over_bound=minimum["slab_bytes"] /
+                        r.update(min_slab_bytes=minimum["slab_bytes"],
+                                 min_slab_over_bound=minimum["slab_bytes"] /
                                  minimum["offset_lower_bound_bytes"],
                                  min_identical=minimum["outputs_identical"],
                                  min_coalesced=minimum.get("coalesced_bytes_fraction"))
