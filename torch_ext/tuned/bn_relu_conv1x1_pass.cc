@@ -35,7 +35,9 @@ const c10::Symbol kFused = c10::Symbol::fromQualString("memoplan::bn_relu_conv1x
 const c10::Symbol kCatFused = c10::Symbol::fromQualString("memoplan::cat_bn_relu_conv1x1");
 const c10::Symbol kCatSizes = c10::Symbol::fromQualString("memoplan::cat_sizes");
 
-// Whether `value` is read after `node`: a later use, or a concatenation of a list read later.
+// Whether `value` is read after `node`: a later use, or a concatenation of a list read later
+// (scripted DenseNet appends to one list), or of tensors read later (traced DenseNet builds a new
+// list of every earlier layer's features for each layer: the list dies, its tensors live on).
 bool read_after(const torch::jit::Value* value, const torch::jit::Node* node) {
   for (const torch::jit::Use& use : value->uses()) {
     if (use.user != node && use.user->isAfter(node)) return true;
@@ -45,6 +47,14 @@ bool read_after(const torch::jit::Value* value, const torch::jit::Node* node) {
     const torch::jit::Value* list = producer->input(0);
     for (const torch::jit::Use& use : list->uses()) {
       if (use.user != producer && use.user->isAfter(producer)) return true;
+    }
+    const torch::jit::Node* made = list->node();
+    if (made->kind() == c10::prim::ListConstruct) {
+      for (const torch::jit::Value* element : made->inputs()) {
+        for (const torch::jit::Use& use : element->uses()) {
+          if (use.user != made && use.user->isAfter(producer)) return true;
+        }
+      }
     }
   }
   return false;

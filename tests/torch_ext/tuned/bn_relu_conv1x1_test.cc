@@ -230,5 +230,38 @@ TEST(BnReluConv1x1, FusesOnlyChainsWhoseInputIsReadAgain) {
   EXPECT_TRUE(same_bytes(want[0].toTensor(), got[0].toTensor()));
 }
 
+// Traced DenseNet: each dense layer concatenates a list of its own, made of every earlier layer's
+// features; the list dies at its concatenation, its tensors are read by the next layer's list.
+// That chain is fused, as scripted DenseNet's (one list, appended to) is; a transition's
+// concatenation, whose tensors die with it, is not.
+TEST(BnReluConv1x1, FusesATracedDenseLayerWhoseTensorsAreReadLater) {
+  const std::string ir =
+      "graph(%x : Tensor, %y : Tensor, %w : Tensor, %g : Tensor, %b : Tensor, %m : Tensor, "
+      "%v : Tensor, %w2 : Tensor):" +
+      std::string(kConstants) + R"IR(  %list : Tensor[] = prim::ListConstruct(%x, %y)
+  %c : Tensor = aten::cat(%list, %one)
+  %n : Tensor = aten::batch_norm(%c, %g, %b, %m, %v, %no, %momentum, %eps, %no)
+  %r : Tensor = aten::relu_(%n)
+  %out : Tensor = aten::conv2d(%r, %w, %none, %ones, %zeros, %ones, %one)
+  %later : Tensor[] = prim::ListConstruct(%x, %y, %out)
+  %c2 : Tensor = aten::cat(%later, %one)
+  %n2 : Tensor = aten::batch_norm(%c2, %w2, %w2, %w2, %w2, %no, %momentum, %eps, %no)
+  %r2 : Tensor = aten::relu_(%n2)
+  %out2 : Tensor = aten::conv2d(%r2, %w, %none, %ones, %zeros, %ones, %one)
+  return (%out2)
+)IR";
+  auto graph = std::make_shared<torch::jit::Graph>();
+  torch::jit::parseIR(ir, graph.get());
+  // The first chain only: the second concatenation's tensors are read by nothing after it.
+  EXPECT_EQ(fuse_bn_relu_conv1x1(*graph), 1);
+  int fused = 0, batch_norms = 0;
+  for (const torch::jit::Node* node : graph->nodes()) {
+    fused += node->kind().toQualString() == std::string("memoplan::cat_bn_relu_conv1x1");
+    batch_norms += node->kind() == c10::aten::batch_norm;
+  }
+  EXPECT_EQ(fused, 1);
+  EXPECT_EQ(batch_norms, 1);
+}
+
 }  // namespace
 }  // namespace memoplan::torch_ext
