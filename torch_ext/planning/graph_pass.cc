@@ -19,6 +19,7 @@
 #include <stdexcept>
 #include <unordered_map>
 
+#include "attribute_constants.h"
 #include "budget_api.h"
 #include "budget_runtime.h"
 #include "canonical_forms.h"
@@ -289,14 +290,40 @@ void drop_executors(torch::jit::GraphFunction& function) {
   (function.*member(ExecutorsTag{})).fill(c10::nullopt);
 }
 
+// The attributes each rewritten graph took as constants (attribute_constants.h), by module id.
+std::mutex folded_mutex;
+std::unordered_map<int64_t, std::vector<FoldedAttribute>>& folded_attributes() {
+  static auto* table = new std::unordered_map<int64_t, std::vector<FoldedAttribute>>();
+  return *table;  // never destroyed
+}
+
 int64_t rewrite_forward(torch::jit::Module& module, const PlanOptions& options) {
   torch::jit::Method method = module.get_method("forward");
   auto& function = torch::jit::toGraphFunction(method.function());
   std::shared_ptr<Graph> graph = function.graph();
-  if (const int64_t id = rewritten_id(*graph); id >= 0) return id;
+  if (const int64_t id = rewritten_id(*graph); id >= 0) {
+    // A module of a type already rewritten runs that graph: its settings must be the ones it took.
+    std::lock_guard<std::mutex> lock(folded_mutex);
+    const std::string differs = first_difference(module, folded_attributes()[id]);
+    if (!differs.empty()) {
+      throw std::runtime_error(
+          "memoplan: a module of this type was planned with another value of "
+          "its attribute '" +
+          differs +
+          "', which the planned graph holds "
+          "as a constant; load or script this module anew to plan it");
+    }
+    return id;
+  }
 
   const int64_t id = runtime_pass::register_module(options);
   torch::jit::Inline(*graph);
+  // Before the cleanup: the branches on the module's settings fold away with it.
+  {
+    std::vector<FoldedAttribute> folded = fold_attributes(module, *graph);
+    std::lock_guard<std::mutex> lock(folded_mutex);
+    folded_attributes()[id] = std::move(folded);
+  }
   // Inlining made every called method build and cache its optimized graph (mobilenet_v2: 10 MiB
   // of graphs no one runs: forward now holds them all). Dropped; rebuilt if a method is called.
   for (const torch::jit::Module& submodule : module.modules()) {

@@ -8,6 +8,7 @@
 #include <torch/csrc/jit/ir/irparser.h>
 #include <torch/script.h>
 
+#include "attribute_constants.h"
 #include "canonical_forms.h"
 #include "memoplan/torch/kernels.h"
 #include "memoplan/torch/plan.h"
@@ -156,6 +157,75 @@ TEST(CanonicalForms, ATracedConvolutionNetGetsTheTunedKernels) {
       << (summary.coverage.left.empty()
               ? ""
               : summary.coverage.left[0].op + " (" + summary.coverage.left[0].reason + ")");
+}
+
+// A scripted block whose settings are attributes (as torchvision's InvertedResidual and ReLU6):
+// an `if` on a bool that picks the in-place op, one on another that adds the residual.
+torch::jit::Module settings_module(bool inplace, bool residual) {
+  torch::manual_seed(9);
+  torch::jit::Module m("Settings");
+  m.register_parameter("w", torch::randn({8, 8, 3, 3}) * 0.1, false);
+  m.register_attribute("inplace", c10::BoolType::get(), inplace);
+  m.register_attribute("residual", c10::BoolType::get(), residual);
+  m.register_attribute("training", c10::BoolType::get(), false);
+  m.define(R"(
+    def forward(self, x):
+        y = torch.conv2d(x, self.w, None, [1, 1], [1, 1])
+        if self.inplace:
+            y = torch.hardtanh_(y, 0.0, 6.0)
+        else:
+            y = torch.hardtanh(y, 0.0, 6.0)
+        if self.training:
+            y = y * 2.0
+        if self.residual:
+            return x + y
+        return y
+  )");
+  m.eval();
+  return m;
+}
+
+int count_all(torch::jit::Block* block, c10::Symbol kind) {
+  int n = 0;
+  for (torch::jit::Node* node : block->nodes()) {
+    n += node->kind() == kind;
+    for (torch::jit::Block* inner : node->blocks()) n += count_all(inner, kind);
+  }
+  return n;
+}
+
+TEST(AttributeConstants, SettingsFoldAwayTrainingStays) {
+  torch::jit::Module m = settings_module(true, true);
+  auto graph = forward_graph(m);
+  const std::vector<FoldedAttribute> folded = fold_attributes(m, *graph);
+  ASSERT_EQ(folded.size(), 2u);  // inplace and residual, not training
+  EXPECT_EQ(count_all(graph->block(), c10::prim::GetAttr), 2);  // self.w and self.training
+  EXPECT_EQ(first_difference(m, folded), "");
+  EXPECT_EQ(first_difference(settings_module(true, false), folded), "residual");
+}
+
+// Planned, the settings are constants: the same bits as unplanned, the in-place branch's slab, and
+// a second module of the same type with other settings is refused rather than run on the first's.
+TEST(AttributeConstants, PlannedSettingsGiveTheSameBitsAndGuardTheType) {
+  at::set_num_threads(1);
+  c10::InferenceMode guard;
+  const at::Tensor x = torch::randn({1, 8, 12, 12});
+  for (const bool inplace : {true, false}) {
+    for (const bool residual : {true, false}) {
+      torch::jit::Module planned = settings_module(inplace, residual);
+      torch::jit::Module reference = settings_module(inplace, residual);
+      const at::Tensor expected = reference.forward({x}).toTensor();
+      plan(planned, {x});
+      for (int pass = 0; pass < 2; ++pass) {
+        EXPECT_TRUE(torch::equal(planned.forward({x}).toTensor(), expected));
+      }
+    }
+  }
+  torch::jit::Module first = settings_module(true, true);
+  plan(first, {x});
+  torch::jit::Module same_type = first.clone();
+  same_type.setattr("residual", false);
+  EXPECT_THROW(plan(same_type, {x}), std::runtime_error);
 }
 
 }  // namespace
