@@ -93,7 +93,11 @@ struct PlanSummary {
 };
 
 // Rewrites module.forward (once; a module of an already rewritten type reuses its graph and
-// plans) and runs it with `inputs` until the pass for their key is profiled and planned. Call it
+// plans, if it holds the same settings: below) and runs it with `inputs` until the pass for their
+// key is profiled and planned. The rewrite first brings the graph to canonical forms (a traced
+// aten::_convolution as aten::conv2d, ...) and takes the module's non-tensor settings (bools,
+// ints, floats, strings the graph reads and never sets; not `training`) as constants
+// (docs/TORCH_EXT.md, "Graph forms"). Call it
 // before serving: replacing forward while another thread runs it is not safe. Throws
 // std::runtime_error when the module has no forward graph or planning fails.
 PlanSummary plan(torch::jit::Module& module, const std::vector<c10::IValue>& inputs,
