@@ -55,7 +55,11 @@ def difference(a, b):
 def planned(model, example, form, **options):
     module = graph_forms.export(model, example, form)
     with torch.inference_mode():
-        expected = module(example)
+        # The executor's profiling passes first, then steady state: LibTorch 2.6 optimizes a frozen
+        # graph after its first pass into ops whose bits differ from that pass's (mobilenet_v2:
+        # 1e-15 on outputs of 2e-9), planned or not.
+        for _ in range(4):
+            expected = module(example)
         summary = torch.ops.memoplan.plan(module._c, [example], **options)
         got = [module(example) for _ in range(2)]
     return module, expected, summary, got
