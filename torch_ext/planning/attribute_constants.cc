@@ -5,7 +5,10 @@
 #include <torch/csrc/jit/ir/ir.h>
 
 #include <cstring>
+#include <mutex>
 #include <optional>
+#include <stdexcept>
+#include <unordered_map>
 
 namespace memoplan::torch_ext {
 namespace {
@@ -72,6 +75,13 @@ std::optional<std::string> folded_text(const c10::IValue& v) {
   return std::nullopt;
 }
 
+// The attributes each rewritten graph took as constants, by module id.
+std::mutex folded_mutex;
+std::unordered_map<int64_t, std::vector<FoldedAttribute>>& folded_attributes() {
+  static auto* table = new std::unordered_map<int64_t, std::vector<FoldedAttribute>>();
+  return *table;  // never destroyed
+}
+
 }  // namespace
 
 std::vector<FoldedAttribute> fold_attributes(const torch::jit::Module& module,
@@ -110,6 +120,24 @@ std::string first_difference(const torch::jit::Module& module,
     }
   }
   return "";
+}
+
+void keep_folded(int64_t id, std::vector<FoldedAttribute> folded) {
+  std::lock_guard<std::mutex> lock(folded_mutex);
+  folded_attributes()[id] = std::move(folded);
+}
+
+void refuse_other_settings(int64_t id, const torch::jit::Module& module) {
+  std::lock_guard<std::mutex> lock(folded_mutex);
+  const std::string differs = first_difference(module, folded_attributes()[id]);
+  if (!differs.empty()) {
+    throw std::runtime_error(
+        "memoplan: a module of this type was planned with another value of "
+        "its attribute '" +
+        differs +
+        "', which the planned graph holds as "
+        "a constant; load or script this module anew to plan it");
+  }
 }
 
 }  // namespace memoplan::torch_ext

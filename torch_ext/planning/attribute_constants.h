@@ -8,6 +8,7 @@
 // graph only if it holds the same values.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -31,5 +32,10 @@ std::vector<FoldedAttribute> fold_attributes(const torch::jit::Module& module,
 // message.
 std::string first_difference(const torch::jit::Module& module,
                              const std::vector<FoldedAttribute>& folded);
+
+// What module `id`'s graph took (plan()'s rewrite), and the check of a second module of its type:
+// throws std::runtime_error naming the first attribute whose value differs.
+void keep_folded(int64_t id, std::vector<FoldedAttribute> folded);
+void refuse_other_settings(int64_t id, const torch::jit::Module& module);
 
 }  // namespace memoplan::torch_ext

@@ -16,4 +16,8 @@ namespace memoplan::torch_ext {
 // a memoplan operator tells where its FLOPs ran (an aten product inside it: on aten).
 Coverage measure_coverage(const std::function<void()>& pass);
 
+// Keeps `coverage` as module `id`'s latest, for torch.ops.memoplan.coverage(module)
+// (coverage_api.cc: {"flops", "tuned_flops", "tuned_flops_fraction", "left: OP (REASON)"}).
+void remember_coverage(int64_t id, const Coverage& coverage);
+
 }  // namespace memoplan::torch_ext

@@ -17,7 +17,6 @@
 #include <charconv>
 #include <mutex>
 #include <stdexcept>
-#include <unordered_map>
 
 #include "attribute_constants.h"
 #include "budget_api.h"
@@ -290,40 +289,20 @@ void drop_executors(torch::jit::GraphFunction& function) {
   (function.*member(ExecutorsTag{})).fill(c10::nullopt);
 }
 
-// The attributes each rewritten graph took as constants (attribute_constants.h), by module id.
-std::mutex folded_mutex;
-std::unordered_map<int64_t, std::vector<FoldedAttribute>>& folded_attributes() {
-  static auto* table = new std::unordered_map<int64_t, std::vector<FoldedAttribute>>();
-  return *table;  // never destroyed
-}
-
 int64_t rewrite_forward(torch::jit::Module& module, const PlanOptions& options) {
   torch::jit::Method method = module.get_method("forward");
   auto& function = torch::jit::toGraphFunction(method.function());
   std::shared_ptr<Graph> graph = function.graph();
   if (const int64_t id = rewritten_id(*graph); id >= 0) {
     // A module of a type already rewritten runs that graph: its settings must be the ones it took.
-    std::lock_guard<std::mutex> lock(folded_mutex);
-    const std::string differs = first_difference(module, folded_attributes()[id]);
-    if (!differs.empty()) {
-      throw std::runtime_error(
-          "memoplan: a module of this type was planned with another value of "
-          "its attribute '" +
-          differs +
-          "', which the planned graph holds "
-          "as a constant; load or script this module anew to plan it");
-    }
+    refuse_other_settings(id, module);
     return id;
   }
 
   const int64_t id = runtime_pass::register_module(options);
   torch::jit::Inline(*graph);
   // Before the cleanup: the branches on the module's settings fold away with it.
-  {
-    std::vector<FoldedAttribute> folded = fold_attributes(module, *graph);
-    std::lock_guard<std::mutex> lock(folded_mutex);
-    folded_attributes()[id] = std::move(folded);
-  }
+  keep_folded(id, fold_attributes(module, *graph));
   // Inlining made every called method build and cache its optimized graph (mobilenet_v2: 10 MiB
   // of graphs no one runs: forward now holds them all). Dropped; rebuilt if a method is called.
   for (const torch::jit::Module& submodule : module.modules()) {
@@ -368,39 +347,6 @@ int64_t rewrite_forward(torch::jit::Module& module, const PlanOptions& options) 
   return id;
 }
 
-// The coverage each module's latest plan() measured, for torch.ops.memoplan.coverage.
-std::mutex coverage_mutex;
-std::unordered_map<int64_t, Coverage>& coverages() {
-  static auto* table = new std::unordered_map<int64_t, Coverage>();  // never destroyed
-  return *table;
-}
-void remember_coverage(int64_t id, const Coverage& coverage) {
-  std::lock_guard<std::mutex> lock(coverage_mutex);
-  coverages()[id] = coverage;
-}
-
-// Python: torch.ops.memoplan.coverage(module) -> {"flops", "tuned_flops",
-// "tuned_flops_fraction", "left: OP (REASON)": FLOPs}; empty before a tuned plan() measured it.
-void coverage_op(torch::jit::Stack& stack) {
-  const c10::IValue module_value = stack.back();
-  torch::jit::drop(stack, 1);
-  TORCH_CHECK(module_value.isObject(), "memoplan.coverage: expected a TorchScript module, got ",
-              module_value.tagKind());
-  const int64_t id = module_id(torch::jit::Module(module_value.toObject()));
-  c10::Dict<std::string, double> out;
-  std::lock_guard<std::mutex> lock(coverage_mutex);
-  if (const auto it = coverages().find(id); it != coverages().end()) {
-    const Coverage& c = it->second;
-    out.insert("flops", c.flops);
-    out.insert("tuned_flops", c.tuned_flops);
-    out.insert("tuned_flops_fraction", c.tuned_flops_fraction());
-    for (const Coverage::Left& l : c.left) {
-      out.insert_or_assign("left: " + l.op + " (" + l.reason + ")", l.flops);
-    }
-  }
-  stack.emplace_back(out);
-}
-
 // Python: torch.ops.load_library("libmemoplan_torch.so"), then
 // torch.ops.memoplan.plan(scripted_module, [inputs...]) and torch.ops.memoplan.stats().
 void plan_op(torch::jit::Stack& stack);
@@ -419,8 +365,6 @@ torch::jit::RegisterOperators memoplan_python_operators({
         "int warmup_passes=3, bool plan_new_keys=True, str kernels=\"stock\", "
         "str memory=\"offset\", int budget=0) -> Dict(str, int)",
         plan_op, c10::AliasAnalysisKind::CONSERVATIVE),
-    torch::jit::Operator("memoplan::coverage(Any module) -> Dict(str, float)", coverage_op,
-                         c10::AliasAnalysisKind::CONSERVATIVE),
     torch::jit::Operator("memoplan::stats() -> str", stats_op,
                          c10::AliasAnalysisKind::CONSERVATIVE),
     torch::jit::Operator("memoplan::forget_plans(Any module) -> ()", forget_plans_op,
