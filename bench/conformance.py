@@ -32,9 +32,12 @@ DEFAULT_MODELS = ("resnet18,resnet50,mobilenet_v2,mobilenet_v3_large,efficientne
                   "vit_b_16,fcn_resnet50,transformer_encoder,gpt_decoder")
 
 
-def memoplan_run(binary, model, *options):
-    command = [binary, model, "--json", "--quiet", "--no-rss", *options]
-    done = subprocess.run(command, capture_output=True, text=True)
+def memoplan_run(binary, model, *options, rss=False, timeout=None):
+    command = [binary, model, "--json", "--quiet", *options] + ([] if rss else ["--no-rss"])
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"error": f"over the {timeout} s limit"}
     if done.returncode != 0:
         return {"error": (done.stderr.strip() or done.stdout.strip()).splitlines()[-1][:300]}
     return json.loads(done.stdout)
@@ -49,7 +52,12 @@ def row_text(r):
             f"{r['tuned_ms']:.2f} | {r['tuned_over_stock']:.3f} | {r['coverage']:.3f} | "
             f"{r['difference']:.1e} | {r.get('min_slab_bytes', 0) / 2**20:.2f} MiB, "
             f"{r.get('min_slab_over_bound', float('nan')):.3f} | "
-            f"{r.get('min_identical', '')} | {left} |")
+            f"{r.get('min_identical', r.get('min_error', ''))} | {mib(r.get('rss_stock'))} | "
+            f"{mib(r.get('rss_tuned'))} | {left} |")
+
+
+def mib(n):
+    return f"{n / 2**20:.0f}" if n else ""
 
 
 def main():
@@ -60,6 +68,7 @@ def main():
     parser.add_argument("--iters", type=int, default=20)
     parser.add_argument("--size", type=int, default=224)
     parser.add_argument("--binary", default=os.path.join(HERE, "..", "build", "src", "memoplan-run"))
+    parser.add_argument("--timeout", type=int, default=1800, help="seconds per memoplan run")
     parser.add_argument("--out")
     args = parser.parse_args()
     models = {"default": DEFAULT_MODELS.split(","), "all": graph_forms.all_names()}.get(
@@ -69,9 +78,11 @@ def main():
     os.makedirs(out, exist_ok=True)
     rows = []
     header = ("| model | form | threads | stock ms | tuned ms | tuned/stock | tuned FLOPs | "
-              "max rel. diff | min slab, / offset bound | min bit-identical | left on aten |\n"
-              "|---|---|---|---|---|---|---|---|---|---|---|")
+              "max rel. diff | min slab, / offset bound | min bit-identical | peak RSS stock MiB | "
+              "peak RSS tuned MiB | left on aten |\n"
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     print(header, flush=True)
+    rows_file = open(os.path.join(out, "rows.jsonl"), "w")  # a row at a time: partial sweeps count
     for name in models:
         for form in args.forms.split(","):
             torch.manual_seed(0)
@@ -85,11 +96,15 @@ def main():
                      "error": "export: " + str(error).strip().splitlines()[0][:200]}
                 rows.append(r)
                 print(row_text(r), flush=True)
+                rows_file.write(json.dumps(r) + "\n")
                 continue
-            minimum = memoplan_run(args.binary, path, "--memory", "min", "--iters", "3")
-            for threads in map(int, args.threads.split(",")):
+            minimum = memoplan_run(args.binary, path, "--memory", "min", "--iters", "3",
+                                   timeout=args.timeout)
+            for i, threads in enumerate(map(int, args.threads.split(","))):
+                # Peak RSS (each copy in a process of its own) at the first thread count only.
                 j = memoplan_run(args.binary, path, "--kernels", "tuned", "--iters",
-                                 str(args.iters), "--intra-op", str(threads))
+                                 str(args.iters), "--intra-op", str(threads), rss=i == 0,
+                                 timeout=args.timeout)
                 r = {"model": name, "form": form, "threads": threads}
                 if "error" in j:
                     r["error"] = j["error"]
@@ -98,8 +113,13 @@ def main():
                              tuned_over_stock=j["tuned_ms"] / j["unplanned_ms"],
                              coverage=j["tuned_flops_fraction"], gflops=j["flops_per_pass"] / 1e9,
                              difference=j["tuned_max_relative_difference"],
-                             left_on_aten=j["left_on_aten"], kernel_shapes=j.get("kernel_shapes"))
-                    if "error" not in minimum:
+                             left_on_aten=j["left_on_aten"], kernel_shapes=j.get("kernel_shapes"),
+                             rss_stock=j.get("peak_rss_bytes_unplanned"),
+                             rss_planned=j.get("peak_rss_bytes_planned"),
+                             rss_tuned=j.get("peak_rss_bytes_tuned"))
+                    if "error" in minimum:
+                        r["min_error"] = minimum["error"]
+                    else:
                         # Against the offset plan's bound (the planned copy of the tuned run),
                         # as docs/TORCH_EXT.md's "What it saved" measures memory min.
                         r.update(min_slab_bytes=minimum["slab_bytes"],
@@ -108,10 +128,10 @@ def main():
                                  min_coalesced=minimum.get("coalesced_bytes_fraction"))
                 rows.append(r)
                 print(row_text(r), flush=True)
+                rows_file.write(json.dumps(r) + "\n")
+                rows_file.flush()
             os.remove(path)
-    with open(os.path.join(out, "rows.jsonl"), "w") as f:
-        for r in rows:
-            f.write(json.dumps(r) + "\n")
+    rows_file.close()
     with open(os.path.join(out, "table.md"), "w") as f:
         f.write(header + "\n" + "\n".join(row_text(r) for r in rows) + "\n")
     print(f"wrote {out}")

@@ -14,6 +14,7 @@
 #include "coverage.h"
 
 #include <ATen/record_function.h>
+#include <torch/csrc/jit/ir/ir.h>
 
 #include <algorithm>
 #include <cstring>
@@ -140,7 +141,8 @@ double op_flops(const char* name, c10::ArrayRef<const c10::IValue> in) {
     if (!tensor_at(in, 0) || !tensor_at(in, 1)) return 0;
     return linear_flops(in[0].toTensor(), in[1].toTensor());
   }
-  if (named(name, {"aten::matmul", "aten::mm", "aten::bmm", "memoplan::matmul", "memoplan::bmm"})) {
+  if (named(name, {"aten::matmul", "aten::mm", "aten::bmm", "memoplan::matmul", "memoplan::bmm",
+                   "memoplan::matmul_add"})) {
     if (!tensor_at(in, 0) || !tensor_at(in, 1)) return 0;
     return product_flops(in[0].toTensor(), in[1].toTensor());
   }
@@ -235,7 +237,20 @@ void on_exit(const at::RecordFunction& fn, at::ObserverContext*) {
 
 }  // namespace
 
-Coverage measure_coverage(const std::function<void()>& pass) {
+namespace {
+
+// Convolutions run as JIT-only operators, which call no RecordFunction: counted from the graph.
+void count_unobserved(const torch::jit::Block* block, std::map<std::string, uint64_t>& nodes) {
+  for (const torch::jit::Node* node : block->nodes()) {
+    for (const torch::jit::Block* inner : node->blocks()) count_unobserved(inner, nodes);
+    const char* kind = node->kind().toQualString();
+    if (named(kind, {"prim::mkldnn_convolution", "prim::MKLDNNConv2d"})) ++nodes[kind];
+  }
+}
+
+}  // namespace
+
+Coverage measure_coverage(const std::function<void()>& pass, const torch::jit::Graph& graph) {
   Observer observer;
   observer.owner = std::this_thread::get_id();
   t_observer = &observer;
@@ -255,6 +270,12 @@ Coverage measure_coverage(const std::function<void()>& pass) {
   Coverage& c = observer.coverage;
   c.measured = true;
   for (auto& [key, l] : observer.left) c.left.push_back(std::move(l));
+  std::map<std::string, uint64_t> unobserved;
+  count_unobserved(graph.block(), unobserved);
+  for (const auto& [kind, count] : unobserved) {
+    c.unobserved_nodes += count;
+    c.left.push_back({kind, "unknown form", count, 0.0});
+  }
   std::sort(c.left.begin(), c.left.end(),
             [](const Coverage::Left& a, const Coverage::Left& b) { return a.flops > b.flops; });
   return c;

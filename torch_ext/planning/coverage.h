@@ -9,12 +9,18 @@
 
 #include "memoplan/torch/plan.h"
 
+namespace torch::jit {
+struct Graph;
+}
+
 namespace memoplan::torch_ext {
 
 // Runs `pass` once on the calling thread with the observer on and returns what it saw. The ops
 // counted are those the interpreter calls (the outermost RecordFunction scopes); what runs inside
 // a memoplan operator tells where its FLOPs ran (an aten product inside it: on aten).
-Coverage measure_coverage(const std::function<void()>& pass);
+// `graph` (the planned forward's) is read for compute ops the observer cannot see
+// (Coverage::unobserved_nodes).
+Coverage measure_coverage(const std::function<void()>& pass, const torch::jit::Graph& graph);
 
 // Keeps `coverage` as module `id`'s latest, for torch.ops.memoplan.coverage(module)
 // (coverage_api.cc: {"flops", "tuned_flops", "tuned_flops_fraction", "left: OP (REASON)"}).

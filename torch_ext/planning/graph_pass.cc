@@ -416,7 +416,9 @@ PlanSummary plan(torch::jit::Module& module, const std::vector<c10::IValue>& inp
   if (planned) {
     // The tuned kernels' coverage: one more pass, on the plan, watched (coverage.h).
     if (options.kernels != "stock") {
-      summary.coverage = measure_coverage([&] { module.forward(inputs); });
+      summary.coverage = measure_coverage(
+          [&] { module.forward(inputs); },
+          *torch::jit::toGraphFunction(module.get_method("forward").function()).graph());
       remember_coverage(id, summary.coverage);
     }
     drop_optimized_graph_cache(

@@ -74,5 +74,19 @@ class Unrecorded {
   bool saved_;
 };
 
+// While one is alive (with an Unrecorded), the calling thread's allocations all go to the allocator
+// behind memoplan's, a warm-up pass's large blocks too (they get exact blocks of memoplan's own
+// otherwise): c10's default allocator reports each to a memory profiler (tuned/allocation_peak.h).
+class ToAllocatorBehind {
+ public:
+  ToAllocatorBehind();
+  ~ToAllocatorBehind();
+  ToAllocatorBehind(const ToAllocatorBehind&) = delete;
+  ToAllocatorBehind& operator=(const ToAllocatorBehind&) = delete;
+
+ private:
+  bool saved_warming_;
+};
+
 }  // namespace runtime_pass
 }  // namespace memoplan::torch_ext

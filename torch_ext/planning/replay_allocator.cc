@@ -10,6 +10,7 @@
 #include "memoplan/replay/serve.h"
 #include "memoplan/torch/allocator_base.h"
 #include "memoplan/torch/cpu_allocator_swap.h"
+#include "planning.h"
 #include "tagged_allocator.h"
 #include "thread_pass.h"
 
@@ -78,6 +79,12 @@ c10::DeleterFnPtr ReplayAllocator::next_raw_deleter = nullptr;
 TaggedAllocator* ReplayAllocator::tagged = nullptr;
 
 }  // namespace
+
+ToAllocatorBehind::ToAllocatorBehind() : saved_warming_(thread_pass().warming) {
+  thread_pass().warming = false;
+}
+
+ToAllocatorBehind::~ToAllocatorBehind() { thread_pass().warming = saved_warming_; }
 
 void install_replay_allocator() {
   static std::once_flag once;

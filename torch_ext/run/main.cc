@@ -123,7 +123,7 @@ int main(int argc, char** argv) {
   app.add_flag("--no-rss", no_rss,
                "Skip the peak-RSS probes (each copy's peak in a process of its own)");
   app.add_option("--rss-probe", options.rss_probe)
-      ->check(CLI::IsMember({"unplanned", "planned"}))
+      ->check(CLI::IsMember({"unplanned", "planned", "tuned"}))
       ->group("");  // internal: the probe process itself
   try {
     app.parse(argc, argv);
@@ -185,12 +185,19 @@ int main(int argc, char** argv) {
     }
     memoplan::run::RunReport report = memoplan::run::run_session(options);
     if (options.measure_rss) {
-      if (options.progress) fmt::print(stderr, "measuring peak RSS in two fresh processes\n");
+      const bool tuned = options.kernels == "tuned";
+      if (options.progress) {
+        fmt::print(stderr, "measuring peak RSS in {} fresh processes\n", tuned ? 3 : 2);
+      }
       report.peak_rss_bytes_unplanned =
           memoplan::run::measure_peak_rss(options, "unplanned", &report.rss_error);
       if (report.rss_error.empty()) {
         report.peak_rss_bytes_planned =
             memoplan::run::measure_peak_rss(options, "planned", &report.rss_error);
+      }
+      if (tuned && report.rss_error.empty()) {
+        report.peak_rss_bytes_tuned =
+            memoplan::run::measure_peak_rss(options, "tuned", &report.rss_error);
       }
     }
     if (options.json) {

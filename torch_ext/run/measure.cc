@@ -182,6 +182,7 @@ void measure(torch::jit::Module& unplanned, torch::jit::Module& planned, torch::
   report.sliced_convolutions = sliced.convolutions - sliced_before.convolutions;
   report.sliced_poolings = sliced.poolings - sliced_before.poolings;
   report.convolution_shapes_whole = sliced.whole_after_check;
+  report.convolution_shapes_saving_little = sliced.whole_saving_little;
   for (ThreadResult& r : results) {
     report.unplanned_ms.insert(report.unplanned_ms.end(), r.unplanned_ms.begin(),
                                r.unplanned_ms.end());

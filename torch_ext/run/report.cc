@@ -89,9 +89,11 @@ std::string format_text(const RunReport& r) {
                      100.0 * coalesced_bytes_fraction(r));
     s += fmt::format(
         "  memory min: {:.1f} convolutions and {:.1f} max poolings in parts per planned pass; {} "
-        "convolution shapes run whole (their parts differed from aten's bytes)\n",
+        "convolution shapes run whole (their parts differed from aten's bytes), {} (their parts "
+        "measured to save too little)\n",
         per_pass(r.sliced_convolutions, r.planned_passes),
-        per_pass(r.sliced_poolings, r.planned_passes), r.convolution_shapes_whole);
+        per_pass(r.sliced_poolings, r.planned_passes), r.convolution_shapes_whole,
+        r.convolution_shapes_saving_little);
   }
   s += fmt::format(
       "  planned tensors per pass {} (slab hits per pass {:.2f}), escaping {} (outputs)\n",
@@ -125,6 +127,11 @@ std::string format_text(const RunReport& r) {
                      "peak RSS, a process of its own", format_bytes(r.peak_rss_bytes_unplanned),
                      format_bytes(r.peak_rss_bytes_planned),
                      ratio(r.peak_rss_bytes_planned, r.peak_rss_bytes_unplanned));
+    if (r.peak_rss_bytes_tuned) {
+      s += fmt::format("  {:<36}{:>24}   tuned/unplanned {}\n", "peak RSS of the tuned copy",
+                       format_bytes(r.peak_rss_bytes_tuned),
+                       ratio(r.peak_rss_bytes_tuned, r.peak_rss_bytes_unplanned));
+    }
   } else if (!r.rss_error.empty()) {
     s += fmt::format("  peak RSS not measured: {}\n", r.rss_error);
   }
@@ -207,6 +214,7 @@ std::string format_json(const RunReport& r) {
     j["sliced_convolutions_per_pass"] = per_pass(r.sliced_convolutions, r.planned_passes);
     j["sliced_poolings_per_pass"] = per_pass(r.sliced_poolings, r.planned_passes);
     j["convolution_shapes_whole"] = r.convolution_shapes_whole;
+    j["convolution_shapes_saving_little"] = r.convolution_shapes_saving_little;
     j["coalesced_bytes_fraction"] = round_to(coalesced_bytes_fraction(r), 4);
   }
   j["planned_tensors"] = r.planned_tensors;
@@ -237,6 +245,10 @@ std::string format_json(const RunReport& r) {
       r.peak_rss_bytes_unplanned ? nlohmann::json(r.peak_rss_bytes_unplanned) : nlohmann::json();
   j["peak_rss_bytes_planned"] =
       r.peak_rss_bytes_planned ? nlohmann::json(r.peak_rss_bytes_planned) : nlohmann::json();
+  if (r.kernels == "tuned") {
+    j["peak_rss_bytes_tuned"] =
+        r.peak_rss_bytes_tuned ? nlohmann::json(r.peak_rss_bytes_tuned) : nlohmann::json();
+  }
   if (!r.rss_error.empty()) j["rss_error"] = r.rss_error;
   j["passes_compared"] = r.passes_compared;
   j["outputs_identical"] = r.passes_differing == 0;

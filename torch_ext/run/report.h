@@ -48,6 +48,7 @@ struct RunReport {
   // --memory min: convolutions and max poolings computed in parts in the timed planned passes,
   // and convolution shapes whose parts were checked and did not give aten's bytes (they run whole).
   uint64_t sliced_convolutions = 0, sliced_poolings = 0, convolution_shapes_whole = 0;
+  uint64_t convolution_shapes_saving_little = 0;
   uint64_t planned_tensors = 0, escaping_tensors = 0;  // per pass
   double planning_ms = 0;                              // the planner's strategy
   double plan_call_ms = 0;  // memoplan::torch_ext::plan(): warm-up passes, profiled pass, planning
@@ -69,6 +70,7 @@ struct RunReport {
   // warm-up and passes on the same threads, unplanned or planned (plan() included); 0 when not
   // measured (--no-rss) or the probe failed (rss_error says why).
   uint64_t peak_rss_bytes_unplanned = 0, peak_rss_bytes_planned = 0;
+  uint64_t peak_rss_bytes_tuned = 0;  // --kernels tuned only
   std::string rss_error;
 
   // The library whose malloc the process runs on (both copies; the plan serves the planned

@@ -20,6 +20,7 @@ uint64_t measure_peak_rss(const RunOptions& options, const std::string& which, s
                                    "--warmup",     std::to_string(options.warmup),
                                    "--strategy",   options.strategy,
                                    "--memory",     options.memory,
+                                   "--kernels",    options.kernels,
                                    "--seed",       std::to_string(options.seed),
                                    "--draw",       options.draw,
                                    "--rss-probe",  which,

@@ -396,10 +396,11 @@ void run_rss_probe(const RunOptions& options) {
   const InputSpec spec = input_spec(options, extra);
   const InputSource source = input_source(spec, options.seed);
   c10::InferenceMode inference;
-  if (options.rss_probe == "planned") {
+  if (options.rss_probe == "planned" || options.rss_probe == "tuned") {
     torch_ext::PlanOptions plan_options;
     plan_options.strategy = options.strategy;
     plan_options.memory = options.memory;
+    if (options.rss_probe == "tuned") plan_options.kernels = "tuned";
     torch_ext::plan(module, source(0), plan_options);
   }
   // The run's passes, with the run's inputs: each thread its warm-up, then the timed ones shared

@@ -12,6 +12,7 @@
 #include <ATen/ops/max_pool2d_with_indices.h>
 #include <ATen/ops/randn.h>
 #include <torch/csrc/jit/ir/ir.h>
+#include <torch/csrc/jit/passes/tensorexpr_fuser.h>
 #include <torch/csrc/jit/runtime/custom_operator.h>
 
 #include <algorithm>
@@ -20,6 +21,7 @@
 #include <optional>
 #include <vector>
 
+#include "allocation_peak.h"
 #include "blocked/onednn.h"
 #include "bn_relu_conv1x1.h"
 #include "planning/op_record.h"
@@ -37,7 +39,8 @@ constexpr int64_t kWorthBytes = 256 << 10;
 constexpr int64_t kConvParts = 8;
 constexpr int64_t kPoolSlices = 16;
 
-std::atomic<uint64_t> sliced_convolutions{0}, sliced_poolings{0}, whole_after_check{0};
+std::atomic<uint64_t> sliced_convolutions{0}, sliced_poolings{0}, whole_after_check{0},
+    whole_saving_little{0};
 
 bool no_autograd(const at::Tensor& t) { return !(at::GradMode::is_enabled() && t.requires_grad()); }
 
@@ -179,11 +182,37 @@ std::shared_ptr<const onednn::SlicedConv> checked_parts(const ConvArgs& a,
   });
 }
 
+namespace {
+
+// Whether the parts save what parts_for estimated: aten's whole call and the parts, their
+// temporaries measured on a probe (allocation_peak.h), once per shape and thread count. Kept where
+// they save at least kWorthBytes and leave at most half of aten's; the estimate stands where the
+// allocator reports nothing.
+bool parts_save(const ConvArgs& a, const onednn::SlicedConvSpec& s,
+                const onednn::SlicedConv& parts) {
+  std::vector<int64_t> key = onednn::spec_key(s);
+  key.push_back(at::get_num_threads());
+  static auto* checks = new CheckedOnce<bool>();
+  return checks->get(key, [&] {
+    at::Generator generator = probe_generator();
+    const at::Tensor probe = at::randn(a.input.sizes(), generator, a.input.options());
+    const auto whole = peak_temporaries([&] { return conv_whole(a, probe); });
+    const auto in_parts = peak_temporaries([&] { return conv_in_parts(a, probe, parts); });
+    if (whole && in_parts && (*whole - *in_parts < kWorthBytes || 2 * *in_parts > *whole)) {
+      ++whole_saving_little;
+      return false;
+    }
+    return true;
+  });
+}
+
+}  // namespace
+
 at::Tensor conv2d_sliced(const ConvArgs& a) {
   const std::optional<onednn::SlicedConvSpec> spec = parts_for(a);
   if (!spec) return conv_whole(a, a.input);
   const std::shared_ptr<const onednn::SlicedConv> conv = checked_parts(a, *spec);
-  if (!conv) return conv_whole(a, a.input);
+  if (!conv || !parts_save(a, *spec, *conv)) return conv_whole(a, a.input);
   ++sliced_convolutions;
   return conv_in_parts(a, a.input, *conv);
 }
@@ -263,6 +292,34 @@ torch::jit::RegisterOperators sliced_operators({
         c10::AliasAnalysisKind::FROM_SCHEMA),
 });
 
+}  // namespace
+}  // namespace memoplan::torch_ext
+
+namespace torch::jit {
+// torch._C._jit_can_fuse_on_cpu(): exported by libtorch_cpu (1.13 and 2.x), declared in a header
+// (codegen/fuser/interface.h) that Debian's libtorch-dev does not ship.
+TORCH_API bool canFuseOnCPU();
+}  // namespace torch::jit
+
+namespace memoplan::torch_ext {
+namespace {
+
+// Whether the profiling executor would hand this convolution to its TensorExpr fuser: LibTorch 2.x
+// fuses on the CPU by default, and takes a depthwise convolution whose weight and bias are graph
+// constants (a frozen module's), computing other bits than aten's. Such a convolution stays
+// aten::conv2d, so that the planned graph computes the unplanned one's bytes. A superset of the
+// fuser's own test (a 3x3 kernel, equal strides and paddings): a convolution it would not take
+// merely keeps aten's temporaries.
+bool fuser_takes(const torch::jit::Node* conv) {
+  if (!torch::jit::tensorExprFuserEnabled() || !torch::jit::canFuseOnCPU()) return false;
+  const auto weight = torch::jit::toIValue(conv->input(1));
+  const auto bias = torch::jit::toIValue(conv->input(2));
+  const auto groups = torch::jit::toIValue(conv->input(6));
+  if (!weight || !weight->isTensor() || !bias || !bias->isTensor() || !groups) return false;
+  const at::Tensor& w = weight->toTensor();
+  return w.dim() == 4 && w.size(1) == 1 && groups->isInt() && groups->toInt() == w.size(0);
+}
+
 void collect(torch::jit::Block* block, std::vector<torch::jit::Node*>& out) {
   for (torch::jit::Node* node : block->nodes()) {
     for (torch::jit::Block* inner : node->blocks()) collect(inner, out);
@@ -270,7 +327,8 @@ void collect(torch::jit::Block* block, std::vector<torch::jit::Node*>& out) {
                       node->matches(
                           "aten::conv2d(Tensor input, Tensor weight, Tensor? bias=None, "
                           "int[2] stride=1, int[2] padding=0, int[2] dilation=1, int groups=1) -> "
-                          "Tensor");
+                          "Tensor") &&
+                      !fuser_takes(node);
     const bool pool = node->kind() == c10::aten::max_pool2d &&
                       node->matches(
                           "aten::max_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], "
@@ -331,7 +389,8 @@ const bool registered = (register_memory_min_rewrite(&replace_sliced_ops), true)
 }  // namespace
 
 SlicedCounts sliced_counts() {
-  return {sliced_convolutions.load(), sliced_poolings.load(), whole_after_check.load()};
+  return {sliced_convolutions.load(), sliced_poolings.load(), whole_after_check.load(),
+          whole_saving_little.load()};
 }
 
 }  // namespace memoplan::torch_ext

@@ -25,7 +25,9 @@ namespace memoplan::torch_ext {
 // Replaces every aten::conv2d and aten::max_pool2d of the inlined forward by its sliced form
 // (memoplan::conv2d_sliced, memoplan::max_pool2d_sliced, same arguments). Each decides per call
 // whether parts are allowed and worth it (float, NCHW contiguous, no autograd, a dense or
-// depthwise convolution; at least 256 KiB of temporaries saved, at most half of aten's left);
+// depthwise convolution; at least 256 KiB of temporaries saved, at most half of aten's left:
+// estimated, then measured once per shape against aten's whole call, allocation_peak.h; a frozen
+// graph's depthwise convolution stays whole where LibTorch's TensorExpr fuser would compute it);
 // otherwise it is the aten op. A memoplan::budget_conv2d (a memory budget's) becomes
 // memoplan::budget_conv2d_min: what the budget does not slice runs as conv2d_sliced
 // (budget_conv.cc). Returns how many nodes it replaced.

@@ -4,7 +4,9 @@
 // on the packed weight; a product of two activations (attention's q k^T and p v) runs on memoplan's
 // GEMM with the right operand packed on every call, one GEMM per batch entry spread over the
 // intra-op threads. Like the linear, each batched shape is measured against aten's op on first
-// use (during plan()'s warm-up) and the faster one serves it.
+// use (during plan()'s warm-up) and the faster one serves it. A weight product whose only use adds
+// a weight vector (x @ w.t() + b, written out by hand or traced from old code) is that linear with
+// its bias: memoplan::matmul_add, the bias added in the GEMM's epilogue.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <torch/csrc/jit/ir/ir.h>
@@ -148,6 +150,17 @@ at::Tensor matmul(const at::Tensor& a, const at::Tensor& b, int64_t site, bool b
   return at::matmul(a, b);
 }
 
+// aten::add(aten::matmul(a, b), bias) with b a weight matrix: the linear a b + bias when bias is
+// the vector of b's columns (checked here: the graph knows no shapes); else both ops as written.
+at::Tensor matmul_add(const at::Tensor& a, const at::Tensor& b, const at::Tensor& bias,
+                      int64_t site) {
+  if (b.dim() == 2 && a.dim() >= 2 && bias.dim() == 1 && bias.size(0) == b.size(1) &&
+      bias.scalar_type() == a.scalar_type() && b.scalar_type() == a.scalar_type()) {
+    return tuned::linear(a, b.t(), bias, site, Activation::kNone);
+  }
+  return at::add(matmul(a, b, site, true), bias);
+}
+
 // aten::addmm(bias, x, w) with beta = alpha = 1 (checked when the graph is rewritten): x w + bias,
 // a linear with the weight w^T when bias is a vector.
 at::Tensor addmm(const at::Tensor& bias, const at::Tensor& x, const at::Tensor& w, int64_t site) {
@@ -190,6 +203,17 @@ torch::jit::RegisterOperators matmul_operators({
         },
         c10::AliasAnalysisKind::FROM_SCHEMA),
     recorded_operator(
+        "memoplan::matmul_add(Tensor self, Tensor other, Tensor bias, int site) -> Tensor",
+        [](torch::jit::Stack& stack) {
+          const int64_t site = stack.back().toInt();
+          const at::Tensor bias = stack[stack.size() - 2].toTensor();
+          const at::Tensor b = stack[stack.size() - 3].toTensor();
+          const at::Tensor a = stack[stack.size() - 4].toTensor();
+          torch::jit::drop(stack, 4);
+          stack.emplace_back(matmul_add(a, b, bias, site));
+        },
+        c10::AliasAnalysisKind::FROM_SCHEMA),
+    recorded_operator(
         "memoplan::addmm(Tensor self, Tensor mat1, Tensor mat2, int site) -> Tensor",
         [](torch::jit::Stack& stack) {
           const int64_t site = stack.back().toInt();
@@ -205,11 +229,12 @@ torch::jit::RegisterOperators matmul_operators({
 using torch::jit::Node;
 using torch::jit::Value;
 
-// A module attribute (parameter or buffer), directly or through a transpose: what keeps its
-// storage from pass to pass and is worth packing once.
+// A module attribute (parameter or buffer) or a frozen module's tensor constant, directly or
+// through a transpose: what keeps its storage from pass to pass and is worth packing once.
 bool is_weight(const Value* value) {
   const Node* node = value->node();
   if (node->kind() == c10::prim::GetAttr) return true;
+  if (node->kind() == c10::prim::Constant && value->type()->cast<c10::TensorType>()) return true;
   if (node->kind() == c10::aten::t || node->kind() == c10::aten::transpose ||
       node->kind() == c10::aten::permute) {
     return is_weight(node->input(0));
@@ -232,6 +257,20 @@ void replace(torch::jit::Graph& graph, Node* node, const char* kind,
   node->output()->replaceAllUsesWith(tuned->output());
 }
 
+// The aten::add(product, bias, 1) or add(bias, product, 1) that is the only use of a weight
+// product, with a weight for bias; else nullptr.
+Node* bias_add(Node* matmul) {
+  if (!is_weight(matmul->input(1)) || matmul->output()->uses().size() != 1) return nullptr;
+  Node* add = matmul->output()->uses()[0].user;
+  if (add->kind() != c10::aten::add || add->inputs().size() != 3 || !is_one(add->input(2)) ||
+      add->owningBlock() != matmul->owningBlock()) {
+    return nullptr;
+  }
+  Value* bias = add->input(0) == matmul->output() ? add->input(1) : add->input(0);
+  if (bias == matmul->output() || !is_weight(bias)) return nullptr;
+  return add;
+}
+
 void replace_in_block(torch::jit::Graph& graph, torch::jit::Block* block, int& replaced) {
   std::vector<Node*> found;
   for (Node* node : block->nodes()) {
@@ -245,9 +284,15 @@ void replace_in_block(torch::jit::Graph& graph, torch::jit::Block* block, int& r
     if (bmm || matmul || addmm || baddbmm) found.push_back(node);
   }
   for (Node* node : found) {
+    Node* add = node->kind() == c10::aten::matmul ? bias_add(node) : nullptr;
     {
-      torch::jit::WithInsertPoint point(node);
-      if (node->kind() == c10::aten::bmm) {
+      // At the add, when there is one: the bias may be read between the product and the add.
+      torch::jit::WithInsertPoint point(add ? add : node);
+      if (add) {
+        Value* bias = add->input(0) == node->output() ? add->input(1) : add->input(0);
+        Value* site = graph.insertConstant(tuned::new_site());
+        replace(graph, add, "memoplan::matmul_add", {node->input(0), node->input(1), bias, site});
+      } else if (node->kind() == c10::aten::bmm) {
         replace(graph, node, "memoplan::bmm", {node->input(0), node->input(1)});
       } else if (node->kind() == c10::aten::baddbmm) {
         replace(graph, node, "memoplan::baddbmm", {node->input(0), node->input(1), node->input(2)});
@@ -261,7 +306,8 @@ void replace_in_block(torch::jit::Graph& graph, torch::jit::Block* block, int& r
                 {node->input(0), node->input(1), node->input(2), site});
       }
     }
-    node->destroy();  // after the insertion point moved off it
+    if (add) add->destroy();  // after the insertion point moved off it
+    node->destroy();
     ++replaced;
   }
 }

@@ -4,6 +4,7 @@
 // The same products on oneDNN's matmul (tuned::project's other side), its strides and epilogue.
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
+#include <torch/csrc/jit/api/function_impl.h>
 #include <torch/script.h>
 
 #include <cstdlib>
@@ -315,6 +316,55 @@ TEST(TunedKernels, MeasuringReportsTheSideOfEveryProduct) {
   EXPECT_NE(report.find(side_taken), std::string::npos) << report;
   EXPECT_LT(relative_difference(planned.forward({x}).toTensor(), reference.forward({x}).toTensor()),
             1e-5);
+}
+
+// Linears written out as products: x @ w.t() + b (traced from old code, or by hand), b + h @ w
+// (GPT-2's Conv1D keeps w as [in, out]), and a product plus something that is not its bias vector.
+torch::jit::Module written_out_linears() {
+  torch::manual_seed(0);
+  torch::jit::Module m("WrittenOut");
+  m.register_parameter("w1", torch::randn({96, 64}) * 0.1, false);
+  m.register_parameter("b1", torch::randn({96}), false);
+  m.register_parameter("w2", torch::randn({96, 80}) * 0.1, false);
+  m.register_parameter("b2", torch::randn({80}), false);
+  m.register_parameter("w3", torch::randn({64, 80}) * 0.1, false);
+  m.register_parameter("s", torch::randn({1}), false);
+  m.define(R"(
+    def forward(self, x):
+        h = torch.matmul(x, self.w1.t()) + self.b1
+        h = self.b2 + torch.matmul(h, self.w2)
+        y = torch.matmul(h, self.w3.t()) + self.s
+        return y + x
+  )");
+  m.eval();
+  return m;
+}
+
+TEST(TunedKernels, AProductPlusItsBiasRunsAsOneLinear) {
+  for (KernelChoice choice : {KernelChoice::kAlwaysMemoplan, KernelChoice::kMeasure}) {
+    ChoiceGuard forced(choice);
+    torch::jit::Module reference = written_out_linears(), planned = written_out_linears();
+    c10::InferenceMode guard;
+    const at::Tensor x = torch::randn({2, 7, 64});
+    const at::Tensor expected = reference.forward({x}).toTensor();
+    plan(planned, {x}, tuned());
+    int fused = 0, products = 0, adds = 0;
+    for (const torch::jit::Node* node :
+         torch::jit::toGraphFunction(planned.get_method("forward").function()).graph()->nodes()) {
+      const std::string kind = node->kind().toQualString();
+      fused += kind == "memoplan::matmul_add";
+      products += kind == "memoplan::matmul";
+      adds += kind == "aten::add";
+    }
+    // The third product's addend is a one-element weight, not its bias vector: the fused op
+    // checks the shapes when it runs, so the rewrite takes it too, and it runs as written.
+    EXPECT_EQ(fused, 3);
+    EXPECT_EQ(products, 0);
+    EXPECT_EQ(adds, 1);  // y + x
+    for (int pass = 0; pass < 3; ++pass) {
+      EXPECT_LT(relative_difference(planned.forward({x}).toTensor(), expected), 1e-5);
+    }
+  }
 }
 
 TEST(TunedKernels, UnknownKernelsSettingIsRefused) {

@@ -67,8 +67,14 @@ struct Coverage {
     double flops = 0;
   };
   std::vector<Left> left;  // by FLOPs, largest first
-  // 1 for a pass without such ops.
-  double tuned_flops_fraction() const { return flops > 0 ? tuned_flops / flops : 1.0; }
+  // Nodes of compute ops that RecordFunction does not see, so FLOPs unknown (JIT-only operators:
+  // optimize_for_inference's prim::mkldnn_convolution); each is also in `left`, "unknown form".
+  uint64_t unobserved_nodes = 0;
+  // 1 for a pass without such ops; 0 when unobserved compute ran beside (its share unknown).
+  double tuned_flops_fraction() const {
+    if (unobserved_nodes > 0) return 0.0;
+    return flops > 0 ? tuned_flops / flops : 1.0;
+  }
 };
 
 struct PlanSummary {
