@@ -73,7 +73,7 @@ def main():
     args = parser.parse_args()
     models = {"default": DEFAULT_MODELS.split(","), "all": graph_forms.all_names()}.get(
         args.models) or args.models.split(",")
-    stamp = datetime.datetime.utcnow().strftime("%Y%m%dT%H%M%SZ")
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     out = args.out or os.path.join(HERE, "results", f"conformance_{stamp}")
     os.makedirs(out, exist_ok=True)
     rows = []

@@ -83,6 +83,18 @@ double relative(const c10::IValue& a, const c10::IValue& b) {
     }
     return worst;
   }
+  if (a.isGenericDict()) {  // segmentation models return {"out": ..., "aux": ...}
+    const c10::Dict<c10::IValue, c10::IValue> da = a.toGenericDict(), db = b.toGenericDict();
+    if (da.size() != db.size()) return -1;
+    double worst = 0;
+    for (auto ia = da.begin(), ib = db.begin(); ia != da.end(); ++ia, ++ib) {
+      if (!(ia->key() == ib->key())) return -1;
+      const double r = relative(ia->value(), ib->value());
+      if (r < 0) return -1;
+      worst = std::max(worst, r);
+    }
+    return worst;
+  }
   return difference(a, b, "").empty() ? 0 : -1;
 }
 

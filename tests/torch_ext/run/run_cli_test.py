@@ -104,6 +104,12 @@ def check_tiny(memoplan, models):
     report = check_report(out, code, err)
     check(report["intra_op"] == 2 and report["warm_passes"] == 1, f"--intra-op: {out}")
     check(report["passes_compared"] == 3, f"passes: {out}")
+    # The tuned copy's distance from stock over the same outputs, dicts included (segmentation
+    # models return {"out": ...}): a number, not -1 ("structures differ").
+    code, out, err = run(memoplan, model, "--input", "3x7", "--dtype", "int64", "--json",
+                         "--iters", "3", "--kernels", "tuned", "--no-rss")
+    report = check_report(out, code, err)
+    check(0 <= report["tuned_max_relative_difference"] <= 1e-5, f"tuned difference: {out}")
     return 0
 
 
