@@ -8,6 +8,7 @@ Usage: python3 bench/conformance_table.py OUT_DIR [OUT_DIR ...] > table.md
 """
 import json
 import os
+import re
 import sys
 
 
@@ -19,6 +20,26 @@ def load(dirs):
     return rows
 
 
+def layout(row):
+    """The layout plan's activation layouts and its modelled time, from the kernel report."""
+    for line in row.get("kernel_shapes") or []:
+        m = re.search(r"of (\d+) activations (.*?); modelled .* -> ([\d.]+) ms", line)
+        if m:
+            return m.group(2), float(m.group(3))
+    return None
+
+
+def same_plan(by_form):
+    """Traced against scripted: the same layouts chosen, or the modelled times' ratio."""
+    a, b = (layout(by_form[f]) if f in by_form and "error" not in by_form[f] else None
+            for f in ("traced", "scripted"))
+    if not a or not b:
+        return "-"
+    if a[0] == b[0]:
+        return "same layouts"
+    return f"{a[0]} / {b[0]} (modelled {a[1] / b[1]:.2f}x)"
+
+
 def main():
     rows = load(sys.argv[1:])
     models = []
@@ -27,14 +48,14 @@ def main():
             models.append(r["model"])
     print("| model | tuned/stock traced, scripted, frozen | tuned FLOPs (lowest) | max rel. diff | "
           "min slab / offset bound traced, scripted, frozen | min bit-identical | "
-          "peak RSS stock / tuned MiB | flags |")
-    print("|---|---|---|---|---|---|---|---|")
+          "peak RSS stock / tuned MiB | tuned plan traced vs scripted | flags |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for m in models:
         by_form = {r["form"]: r for r in rows if r["model"] == m}
         ok = [r for r in by_form.values() if "error" not in r]
         flags = [f"{f}: {r['error'][:80]}" for f, r in by_form.items() if "error" in r]
         if not ok:
-            print(f"| {m} | | | | | | | {'; '.join(flags)} |")
+            print(f"| {m} | | | | | | | | {'; '.join(flags)} |")
             continue
         ratio = ", ".join(f"{by_form[f]['tuned_over_stock']:.2f}" if f in by_form and
                           "error" not in by_form[f] else "-" for f in ("traced", "scripted", "frozen"))
@@ -58,7 +79,7 @@ def main():
             flags.append("memory min: " + "; ".join(str(r.get("min_error", r.get("min_identical")))
                                                     for r in ok if r.get("min_identical") is not True))
         print(f"| {m} | {ratio} | {coverage:.3f} | {diff:.1e} | {slab} | {identical} | {rss} | "
-              f"{'; '.join(flags)} |")
+              f"{same_plan(by_form)} | {'; '.join(flags)} |")
 
 
 if __name__ == "__main__":

@@ -8,8 +8,9 @@ For each model x form (bench/models/graph_forms.py: traced, scripted, frozen; sa
     a test does not judge; "unknown form" and "not rewritten" count against it);
   - memory min's slab is no larger than the offset plan's;
   - the traced and scripted forms plan the same memory-min slab (each form's is printed).
-A form the canonicalization does not know (a transposed convolution) runs as before and the
-coverage names it. Usage: /usr/bin/python3 graph_forms.py LIBMEMOPLAN_TORCH [--models a,b]
+A form the canonicalization does not know (a transposed convolution, optimize_for_inference's
+MKLDNN convolutions) runs as before and the coverage names it; a traced model with a scripted
+submodule (prim::CallMethod) is inlined and planned like any other. Usage: /usr/bin/python3 graph_forms.py LIBMEMOPLAN_TORCH [--models a,b]
 [--forms traced,scripted] [--size 128] [--min-coverage 0.9]. Exits 1 on any failure.
 """
 import argparse
@@ -150,6 +151,37 @@ def optimized_for_inference():
     return failures
 
 
+def traced_with_a_scripted_part(size):
+    """A traced model with a scripted submodule (its call stays prim::CallMethod in the trace):
+    plan() inlines it, so memory min gives the bits and the tuned kernels take it all."""
+    import torchvision
+    torch.manual_seed(0)
+    model = torchvision.models.resnet18(weights=None).eval()
+    model.layer2 = torch.jit.script(model.layer2)
+    x = torch.randn(1, 3, size, size)
+    failures = 0
+    for options in ({"memory": "min"}, {"kernels": "tuned"}):
+        with torch.no_grad():
+            module = torch.jit.trace(model, x)
+        calls = "prim::CallMethod" in str(module.graph)
+        with torch.inference_mode():
+            for _ in range(4):
+                expected = module(x)
+            torch.ops.memoplan.plan(module._c, [x], **options)
+            got = [module(x) for _ in range(2)]
+        if "kernels" in options:
+            fraction = torch.ops.memoplan.coverage(module._c).get("tuned_flops_fraction", 0.0)
+            ok = max(difference(g, expected) for g in got) <= TOLERANCE and fraction >= 0.9
+            what = f"tuned coverage {fraction:.3f}"
+        else:
+            ok = all(same(g, expected) for g in got)
+            what = "outputs " + ("identical" if ok else "DIFFER")
+        print(f"{'ok  ' if ok else 'FAIL'} traced resnet18 with a scripted layer2 (CallMethod: "
+              f"{calls}) {options}: {what}", flush=True)
+        failures += not ok
+    return failures
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("library")
@@ -160,7 +192,7 @@ def main():
     args = parser.parse_args()
     torch.ops.load_library(args.library)
     torch.set_num_threads(1)
-    failures = unknown_form() + optimized_for_inference()
+    failures = unknown_form() + optimized_for_inference() + traced_with_a_scripted_part(64)
     for name in args.models.split(","):
         min_slab = {}
         for form in args.forms.split(","):
