@@ -84,6 +84,41 @@ bool in_loop(const Node* node) {
 // concat's; in bands, its first tensor is a band, smaller, which no claim matches.
 const c10::Symbol kCatBnReluConv1x1 = c10::Symbol::fromQualString("memoplan::cat_bn_relu_conv1x1");
 
+// Module state: an attribute read, None, or either through an Optional refinement or an if
+// (`running_mean if not self.training ... else None`).
+bool module_state(const Value* v) {
+  const Node* node = v->node();
+  if (node->kind() == c10::prim::GetAttr || v->mustBeNone()) return true;
+  if (node->kind() == c10::prim::unchecked_cast) return module_state(node->input(0));
+  if (node->kind() != c10::prim::If) return false;
+  for (const torch::jit::Block* branch : node->blocks()) {
+    if (!module_state(branch->outputs()[v->offset()])) return false;
+  }
+  return true;
+}
+
+// An op that writes module state only: BatchNorm's `num_batches_tracked.add_(1)` and, in
+// training, batch_norm's running statistics (inputs 3 and 4, as instance_norm's). The alias
+// analysis counts such a write against every tensor held in a list (a list's elements may alias
+// anything), but a concat's input that the plan lays inside the output is a tensor of the pass,
+// never module state.
+bool writes_module_state_only(const Node* node) {
+  if (node->kind() == c10::aten::batch_norm || node->kind() == c10::aten::instance_norm) {
+    return node->inputs().size() > 4 && module_state(node->input(3)) &&
+           module_state(node->input(4));
+  }
+  const c10::FunctionSchema* schema = node->maybeSchema();
+  if (!schema) return false;
+  bool writes = false;
+  for (size_t i = 0; i < schema->arguments().size() && i < node->inputs().size(); ++i) {
+    const c10::AliasInfo* alias = schema->arguments()[i].alias_info();
+    if (!alias || !alias->isWrite()) continue;
+    if (!module_state(node->input(i))) return false;
+    writes = true;
+  }
+  return writes;
+}
+
 // A concat whose inputs and output nothing writes after it: its inputs may lie inside its output.
 // Not in a loop (its later iterations come before it in graph order); in an if's branch it may be
 // (DenseNet's layers: `if self.memory_efficient ...`), the other branch counted as after it.
@@ -105,7 +140,7 @@ std::vector<Node*> concats_to_share(const std::shared_ptr<Graph>& graph) {
     bool written = false;
     for (++it; it != order.end() && !written; ++it) {
       if (!mutates_list_only((*it)->kind()) && (*it)->blocks().empty()) {
-        written = aliases.writesToAlias(*it, values);
+        written = !writes_module_state_only(*it) && aliases.writesToAlias(*it, values);
       }
     }
     if (!written) out.push_back(cat);

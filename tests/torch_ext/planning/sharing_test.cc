@@ -106,6 +106,48 @@ TEST(MemoryMin, SharesBytesBelowTheOffsetBoundWithIdenticalOutputs) {
   EXPECT_LT(summary.slab_bytes, plain.slab_bytes);
 }
 
+// A scripted nn.BatchNorm2d after a concat split in two, as in torchvision's ShuffleNetV2: its
+// training branch counts batches in place and batch_norm, given `self.training`, may update the
+// running statistics. The alias analysis counts both against the chunks' list (a list's elements
+// may alias anything); both write module state only, never the concat's inputs, which lie in its
+// output as in a trace (scripted shufflenet_v2_x1_0 planned 747,520 B against the trace's 688,128).
+TEST(MemoryMin, ConcatsShareBeforeABatchNormThatMayTrain) {
+  auto make = [] {
+    torch::manual_seed(0);
+    torch::jit::Module m("ScriptedBatchNorm");
+    m.register_parameter("w1", torch::randn({8, 3, 1, 1}), false);
+    m.register_parameter("w2", torch::randn({8, 3, 1, 1}), false);
+    m.register_parameter("g", torch::randn({8}), false);
+    m.register_parameter("b", torch::randn({8}), false);
+    m.register_buffer("mean", torch::randn({8}));
+    m.register_buffer("var", torch::rand({8}) + 0.5);
+    m.register_buffer("tracked", torch::zeros({}, torch::kLong));
+    m.register_attribute("training", c10::BoolType::get(), true);  // as nn.Module's
+    m.define(R"(
+      def forward(self, x):
+          a = torch.relu(torch.conv2d(x, self.w1))
+          b = torch.sigmoid(torch.conv2d(x, self.w2))
+          c = torch.cat([a, b], 1)
+          p, q = c.chunk(2, 1)
+          if self.training:
+              self.tracked.add_(1)
+          d = torch.batch_norm(q, self.g, self.b, self.mean, self.var, self.training, 0.1, 1e-5,
+                               False)
+          return torch.adaptive_avg_pool2d(torch.relu(d), [1, 1]) + torch.adaptive_avg_pool2d(p, [1, 1])
+    )");
+    m.eval();
+    return m;
+  };
+  at::set_num_threads(1);
+  c10::InferenceMode guard;
+  torch::jit::Module reference = make(), planned = make();
+  const at::Tensor x = torch::randn({1, 3, 32, 32});
+  const PlanSummary summary = plan(planned, {x}, memory_min());
+  EXPECT_GE(summary.shared_tensors, 2u);  // the concat's inputs
+  EXPECT_LT(summary.lower_bound_bytes, summary.offset_lower_bound_bytes);
+  expect_replayed_identically(planned, reference, x, summary);
+}
+
 // Batch 2: a concat's inputs are no longer stretches of its output (they interleave per image),
 // so only the elementwise ops may share, and here the concats set the peak: the plan is the one
 // without sharing (memory "min" is never worse than "offset"); outputs stay identical.
