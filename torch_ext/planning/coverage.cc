@@ -99,6 +99,18 @@ double encoder_flops(c10::ArrayRef<const c10::IValue> in) {
   return 2.0 * tokens * (4.0 * e * e + 2.0 * e * f) + 4.0 * tokens * sequence * e;
 }
 
+// _native_multi_head_attention(query, key, value, embed_dim, ...): the QKV and output projections
+// and, per head, q k^T and p v (self-attention).
+double attention_flops(c10::ArrayRef<const c10::IValue> in) {
+  if (!tensor_at(in, 0) || in.size() < 4 || !in[3].isInt()) return 0;
+  const at::Tensor& x = in[0].toTensor();
+  const double e = static_cast<double>(in[3].toInt());
+  if (e <= 0 || x.dim() < 2) return 0;
+  const double tokens = static_cast<double>(x.numel()) / e;
+  const double sequence = static_cast<double>(x.size(-2));
+  return 2.0 * tokens * 4.0 * e * e + 4.0 * tokens * sequence * e;
+}
+
 std::vector<int64_t> ints(c10::ArrayRef<const c10::IValue> in, size_t i) {
   return i < in.size() && in[i].isIntList() ? in[i].toIntVector() : std::vector<int64_t>{};
 }
@@ -153,6 +165,9 @@ double op_flops(const char* name, c10::ArrayRef<const c10::IValue> in) {
   if (named(name, {"aten::_transformer_encoder_layer_fwd", "memoplan::encoder_layer"})) {
     return encoder_flops(in);
   }
+  if (named(name, {"aten::_native_multi_head_attention", "memoplan::attention"})) {
+    return attention_flops(in);
+  }
   return 0;
 }
 
@@ -160,7 +175,8 @@ double op_flops(const char* name, c10::ArrayRef<const c10::IValue> in) {
 // tuned_matmul.cc, tuned_encoder.cc, layout_pass.cc, blocked/blocked_pass.cc).
 bool rewritten_kind(const char* name) {
   return named(name, {"aten::conv2d", "aten::linear", "aten::matmul", "aten::bmm", "aten::addmm",
-                      "aten::baddbmm", "aten::_transformer_encoder_layer_fwd"});
+                      "aten::baddbmm", "aten::_transformer_encoder_layer_fwd",
+                      "aten::_native_multi_head_attention"});
 }
 
 struct Frame {

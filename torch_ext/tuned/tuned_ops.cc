@@ -402,7 +402,7 @@ void replace_in_block(torch::jit::Graph& graph, torch::jit::Block* block, int& r
 int replace_hot_ops(torch::jit::Graph& graph) {
   int replaced = 0;
   replace_in_block(graph, graph.block(), replaced);
-  replaced += replace_encoder_layers(graph) + replace_matmul_ops(graph);
+  replaced += replace_encoder_layers(graph) + replace_attention(graph) + replace_matmul_ops(graph);
   // The blocked layout's regions first; what they leave (convolutions on computed weights) goes
   // to the NCHW / NHWC layout plan.
   replaced += blocked::replace_regions(graph);
@@ -431,7 +431,7 @@ std::string kernel_report() {
         << " ms, memoplan " << choice.tuned_ms << " ms -> "
         << (choice.use_stock ? "aten" : "memoplan") << "\n";
   }
-  out << tuned::projection_report() << encoder_report() << matmul_report()
+  out << tuned::projection_report() << encoder_report() << attention_report() << matmul_report()
       << layouts::layout_report() << blocked::report() << blocked::winograd_report();
   return out.str();
 }

@@ -367,6 +367,52 @@ TEST(TunedKernels, AProductPlusItsBiasRunsAsOneLinear) {
   }
 }
 
+// nn.MultiheadAttention's inference fast path (torchvision's ViT): self-attention, no mask, no
+// weights asked for.
+torch::jit::Module self_attention() {
+  torch::manual_seed(0);
+  torch::jit::Module m("SelfAttention");
+  m.register_parameter("w", torch::randn({192, 64}) * 0.1, false);
+  m.register_parameter("b", torch::randn({192}), false);
+  m.register_parameter("pw", torch::randn({64, 64}) * 0.1, false);
+  m.register_parameter("pb", torch::randn({64}), false);
+  m.define(R"(
+    def forward(self, x):
+        y, w = torch._native_multi_head_attention(x, x, x, 64, 4, self.w, self.b, self.pw,
+                                                  self.pb, None, False)
+        return y + x
+  )");
+  m.eval();
+  return m;
+}
+
+TEST(TunedKernels, MultiHeadAttentionRunsOnMemoplanWithinTolerance) {
+  for (KernelChoice choice : {KernelChoice::kAlwaysMemoplan, KernelChoice::kMeasure}) {
+    ChoiceGuard forced(choice);
+    torch::jit::Module reference = self_attention(), planned = self_attention();
+    c10::InferenceMode guard;
+    const at::Tensor x = torch::randn({2, 17, 64});
+    const at::Tensor expected = reference.forward({x}).toTensor();
+    const KernelStats before = kernel_stats();
+    plan(planned, {x}, tuned());
+    int attention = 0;
+    for (const torch::jit::Node* node :
+         torch::jit::toGraphFunction(planned.get_method("forward").function()).graph()->nodes()) {
+      attention += node->kind().toQualString() == std::string("memoplan::attention");
+    }
+    EXPECT_EQ(attention, 1);
+    for (int pass = 0; pass < 3; ++pass) {
+      EXPECT_LT(relative_difference(planned.forward({x}).toTensor(), expected), 1e-5);
+    }
+    if (choice == KernelChoice::kAlwaysMemoplan) {
+      EXPECT_GE(kernel_stats().tuned_calls - before.tuned_calls, 3u);
+    } else {
+      EXPECT_NE(kernel_report().find("attention 2x17x64 heads 4"), std::string::npos)
+          << kernel_report();
+    }
+  }
+}
+
 TEST(TunedKernels, UnknownKernelsSettingIsRefused) {
   c10::InferenceMode guard;
   torch::jit::Module planned = mlp();

@@ -1,0 +1,216 @@
+// memoplan::attention: aten::_native_multi_head_attention (what nn.MultiheadAttention runs in
+// inference on its fast path: self-attention, batch first; torchvision's ViT) computed as the
+// encoder layer computes its attention (tuned_encoder.cc): the QKV and output projections on
+// packed weights with the bias in the GEMM's epilogue (tuned::project: memoplan's GEMM or
+// oneDNN's matmul, the faster per shape), each head's attention on strided views of the QKV buffer
+// (kernels/attention.h). Each input shape is measured against aten's op on first use (during
+// plan()'s warm-up) and run by the faster. A mask, attention weights asked for, distinct query /
+// key / value, or anything but float CPU tensors go to aten.
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <torch/csrc/jit/ir/ir.h>
+#include <torch/csrc/jit/runtime/custom_operator.h>
+
+#include <cmath>
+#include <map>
+#include <mutex>
+#include <string>
+#include <tuple>
+
+#include "memoplan/kernels/attention.h"
+#include "memoplan/kernels/gemm.h"
+#include "planning/op_record.h"
+#include "tuned_support.h"
+
+namespace memoplan::torch_ext {
+namespace {
+
+using kernels::Activation;
+using kernels::MatrixView;
+
+// The 13 arguments of aten::_native_multi_head_attention, then memoplan's handle.
+struct AttentionArgs {
+  at::Tensor query, key, value;
+  int64_t embed_dim, num_heads;
+  at::Tensor qkv_weight, qkv_bias, proj_weight, proj_bias;
+  c10::optional<at::Tensor> mask;
+  bool need_weights, average_weights;
+  c10::optional<int64_t> mask_type;
+  int64_t handle;  // two weight sites: qkv, proj
+};
+
+std::tuple<at::Tensor, at::Tensor> aten_attention(const AttentionArgs& a) {
+  return at::_native_multi_head_attention(a.query, a.key, a.value, a.embed_dim, a.num_heads,
+                                          a.qkv_weight, a.qkv_bias, a.proj_weight, a.proj_bias,
+                                          a.mask, a.need_weights, a.average_weights, a.mask_type);
+}
+
+bool same_tensor(const at::Tensor& a, const at::Tensor& b) {
+  return a.is_same(b) || (a.data_ptr() == b.data_ptr() && a.sizes() == b.sizes() &&
+                          a.strides() == b.strides() && a.dtype() == b.dtype());
+}
+
+bool supported(const AttentionArgs& a) {
+  const at::Tensor& x = a.query;
+  if (x.is_nested() || x.scalar_type() != at::kFloat || !x.device().is_cpu() || x.dim() != 3 ||
+      x.size(2) != a.embed_dim || x.numel() == 0 || a.mask.has_value() || a.need_weights ||
+      a.num_heads <= 0 || a.embed_dim % a.num_heads != 0 || !same_tensor(x, a.key) ||
+      !same_tensor(x, a.value)) {
+    return false;
+  }
+  if (at::GradMode::is_enabled() && x.requires_grad()) return false;
+  if (!tuned::packable(a.qkv_weight) || !tuned::packable(a.proj_weight)) return false;
+  for (const at::Tensor* b : {&a.qkv_bias, &a.proj_bias}) {
+    if (!b->defined() || b->scalar_type() != at::kFloat || b->dim() != 1 || !b->is_contiguous()) {
+      return false;
+    }
+  }
+  return a.qkv_weight.size(0) == 3 * a.embed_dim && a.qkv_weight.size(1) == a.embed_dim &&
+         a.proj_weight.size(0) == a.embed_dim && a.proj_weight.size(1) == a.embed_dim;
+}
+
+at::Tensor memoplan_attention(const AttentionArgs& a) {
+  const int64_t batch = a.query.size(0), tokens = a.query.size(1), e = a.embed_dim;
+  const int64_t heads = a.num_heads, d = e / heads, rows = batch * tokens;
+  const at::Tensor x = a.query.contiguous().view({rows, e});
+  // qkv = x Wqkv^T + b, laid out [rows, 3e]: q, k, v of head h are the column blocks h*d,
+  // e + h*d and 2e + h*d, read in place with row stride 3e.
+  at::Tensor qkv = at::empty({rows, 3 * e}, x.options());
+  tuned::project(x, a.qkv_weight, a.qkv_bias.data_ptr<float>(), a.handle, qkv.data_ptr<float>(),
+                 3 * e, Activation::kNone, false);
+  const float* q_base = qkv.data_ptr<float>();
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  const kernels::GemmConfig config = kernels::default_config();
+  at::Tensor context = at::empty({rows, e}, x.options());
+  float* context_base = context.data_ptr<float>();
+  at::parallel_for(0, batch * heads, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t bh = begin; bh < end; ++bh) {
+      const int64_t b = bh / heads, h = bh % heads;
+      const float* rows_b = q_base + b * tokens * 3 * e;
+      kernels::attention_head(MatrixView{rows_b + h * d, tokens, d, 3 * e, 1},
+                              MatrixView{rows_b + e + h * d, tokens, d, 3 * e, 1},
+                              MatrixView{rows_b + 2 * e + h * d, tokens, d, 3 * e, 1}, scale,
+                              context_base + b * tokens * e + h * d, e, config);
+    }
+  });
+  qkv.reset();  // its bytes free before the output's: one buffer fewer at the peak
+  at::Tensor out = at::empty({rows, e}, x.options());
+  tuned::project(context, a.proj_weight, a.proj_bias.data_ptr<float>(), a.handle + 1,
+                 out.data_ptr<float>(), e, Activation::kNone, false);
+  return out.view({batch, tokens, e});
+}
+
+// Per shape: memoplan's attention or aten's, measured once.
+using AttentionKey = std::tuple<int64_t, int64_t, int64_t, int64_t, int>;
+struct AttentionChoice {
+  bool use_memoplan = false;
+  double memoplan_ms = 0, aten_ms = 0;
+};
+std::mutex choices_mutex;
+std::map<AttentionKey, AttentionChoice>& choices() {
+  static auto* table = new std::map<AttentionKey, AttentionChoice>();  // never destroyed
+  return *table;
+}
+
+bool use_memoplan(const AttentionArgs& a) {
+  const KernelChoice forced = tuned::choice();
+  if (forced != KernelChoice::kMeasure) return forced == KernelChoice::kAlwaysMemoplan;
+  const AttentionKey key{a.query.size(0), a.query.size(1), a.embed_dim, a.num_heads,
+                         at::get_num_threads()};
+  {
+    std::lock_guard<std::mutex> lock(choices_mutex);
+    if (auto it = choices().find(key); it != choices().end()) return it->second.use_memoplan;
+  }
+  // Cold caches, as the layers of a pass see their weights.
+  const tuned::Timing t = tuned::time_both([&] { memoplan_attention(a); },
+                                           [&] { aten_attention(a); }, 3, tuned::Caches::kCold);
+  std::lock_guard<std::mutex> lock(choices_mutex);
+  return choices()
+      .emplace(key, AttentionChoice{t.memoplan_ms < t.aten_ms, t.memoplan_ms, t.aten_ms})
+      .first->second.use_memoplan;
+}
+
+std::tuple<at::Tensor, at::Tensor> attention(const AttentionArgs& a) {
+  if (!supported(a) || !use_memoplan(a)) {
+    tuned::count(false);
+    return aten_attention(a);
+  }
+  tuned::count(true);
+  return {memoplan_attention(a), at::Tensor()};  // aten's second output without weights
+}
+
+const c10::Symbol kAtenAttention =
+    c10::Symbol::fromQualString("aten::_native_multi_head_attention");
+const c10::Symbol kAttention = c10::Symbol::fromQualString("memoplan::attention");
+
+torch::jit::RegisterOperators attention_operators({
+    recorded_operator(
+        "memoplan::attention(Tensor query, Tensor key, Tensor value, int embed_dim, "
+        "int num_head, Tensor qkv_weight, Tensor qkv_bias, Tensor proj_weight, Tensor proj_bias, "
+        "Tensor? mask, bool need_weights, bool average_attn_weights, int? mask_type, "
+        "int handle) -> (Tensor, Tensor)",
+        [](torch::jit::Stack& stack) {
+          const c10::IValue* v = &stack[stack.size() - 14];
+          AttentionArgs a{v[0].toTensor(), v[1].toTensor(), v[2].toTensor(), v[3].toInt(),
+                          v[4].toInt(),    v[5].toTensor(), v[6].toTensor(), v[7].toTensor(),
+                          v[8].toTensor(), c10::nullopt,    v[10].toBool(),  v[11].toBool(),
+                          c10::nullopt,    v[13].toInt()};
+          if (!v[9].isNone()) a.mask = v[9].toTensor();
+          if (!v[12].isNone()) a.mask_type = v[12].toInt();
+          auto [out, weights] = attention(a);
+          torch::jit::drop(stack, 14);
+          stack.emplace_back(std::move(out));
+          stack.emplace_back(std::move(weights));
+        },
+        c10::AliasAnalysisKind::FROM_SCHEMA),
+});
+
+void replace_in_block(torch::jit::Graph& graph, torch::jit::Block* block, int& replaced) {
+  std::vector<torch::jit::Node*> found;
+  for (torch::jit::Node* node : block->nodes()) {
+    for (torch::jit::Block* inner : node->blocks()) replace_in_block(graph, inner, replaced);
+    if (node->kind() == kAtenAttention && node->inputs().size() == 13 &&
+        node->outputs().size() == 2) {
+      found.push_back(node);
+    }
+  }
+  for (torch::jit::Node* node : found) {
+    torch::jit::WithInsertPoint point(node);
+    const int64_t first_site = tuned::new_site();
+    tuned::new_site();  // consecutive: proj
+    std::vector<torch::jit::Value*> inputs(node->inputs().begin(), node->inputs().end());
+    inputs.push_back(graph.insertConstant(first_site));
+    torch::jit::Node* made = graph.create(kAttention, inputs, 2);
+    for (size_t i = 0; i < 2; ++i) {
+      made->output(i)->setType(node->output(i)->type());
+      node->output(i)->replaceAllUsesWith(made->output(i));
+    }
+    graph.insertNode(made);
+    node->destroy();
+    ++replaced;
+  }
+}
+
+}  // namespace
+
+std::string attention_report() {
+  std::string out;
+  std::lock_guard<std::mutex> lock(choices_mutex);
+  for (const auto& [key, c] : choices()) {
+    const auto& [batch, tokens, e, heads, threads] = key;
+    out += "attention " + std::to_string(batch) + "x" + std::to_string(tokens) + "x" +
+           std::to_string(e) + " heads " + std::to_string(heads) + " threads " +
+           std::to_string(threads) + ": aten " + std::to_string(c.aten_ms) + " ms, memoplan " +
+           std::to_string(c.memoplan_ms) + " ms -> " + (c.use_memoplan ? "memoplan" : "aten") +
+           "\n";
+  }
+  return out;
+}
+
+int replace_attention(torch::jit::Graph& graph) {
+  int replaced = 0;
+  replace_in_block(graph, graph.block(), replaced);
+  return replaced;
+}
+
+}  // namespace memoplan::torch_ext
