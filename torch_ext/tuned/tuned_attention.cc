@@ -3,7 +3,7 @@
 // encoder layer computes its attention (tuned_encoder.cc): the QKV and output projections on
 // packed weights with the bias in the GEMM's epilogue (tuned::project: memoplan's GEMM or
 // oneDNN's matmul, the faster per shape), each head's attention on strided views of the QKV buffer
-// (kernels/attention.h). Each input shape is measured against aten's op on first use (during
+// (tuned::attend). Each input shape is measured against aten's op on first use (during
 // plan()'s warm-up) and run by the faster. A mask, attention weights asked for, distinct query /
 // key / value, or anything but float CPU tensors go to aten.
 #include <ATen/ATen.h>
@@ -11,14 +11,11 @@
 #include <torch/csrc/jit/ir/ir.h>
 #include <torch/csrc/jit/runtime/custom_operator.h>
 
-#include <cmath>
 #include <map>
 #include <mutex>
 #include <string>
 #include <tuple>
 
-#include "memoplan/kernels/attention.h"
-#include "memoplan/kernels/gemm.h"
 #include "planning/op_record.h"
 #include "tuned_support.h"
 
@@ -26,7 +23,6 @@ namespace memoplan::torch_ext {
 namespace {
 
 using kernels::Activation;
-using kernels::MatrixView;
 
 // The 13 arguments of aten::_native_multi_head_attention, then memoplan's handle.
 struct AttentionArgs {
@@ -71,28 +67,15 @@ bool supported(const AttentionArgs& a) {
 
 at::Tensor memoplan_attention(const AttentionArgs& a) {
   const int64_t batch = a.query.size(0), tokens = a.query.size(1), e = a.embed_dim;
-  const int64_t heads = a.num_heads, d = e / heads, rows = batch * tokens;
+  const int64_t heads = a.num_heads, rows = batch * tokens;
   const at::Tensor x = a.query.contiguous().view({rows, e});
   // qkv = x Wqkv^T + b, laid out [rows, 3e]: q, k, v of head h are the column blocks h*d,
   // e + h*d and 2e + h*d, read in place with row stride 3e.
   at::Tensor qkv = at::empty({rows, 3 * e}, x.options());
   tuned::project(x, a.qkv_weight, a.qkv_bias.data_ptr<float>(), a.handle, qkv.data_ptr<float>(),
                  3 * e, Activation::kNone, false);
-  const float* q_base = qkv.data_ptr<float>();
-  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-  const kernels::GemmConfig config = kernels::default_config();
   at::Tensor context = at::empty({rows, e}, x.options());
-  float* context_base = context.data_ptr<float>();
-  at::parallel_for(0, batch * heads, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t bh = begin; bh < end; ++bh) {
-      const int64_t b = bh / heads, h = bh % heads;
-      const float* rows_b = q_base + b * tokens * 3 * e;
-      kernels::attention_head(MatrixView{rows_b + h * d, tokens, d, 3 * e, 1},
-                              MatrixView{rows_b + e + h * d, tokens, d, 3 * e, 1},
-                              MatrixView{rows_b + 2 * e + h * d, tokens, d, 3 * e, 1}, scale,
-                              context_base + b * tokens * e + h * d, e, config);
-    }
-  });
+  tuned::attend(qkv, batch, tokens, e, heads, context);
   qkv.reset();  // its bytes free before the output's: one buffer fewer at the peak
   at::Tensor out = at::empty({rows, e}, x.options());
   tuned::project(context, a.proj_weight, a.proj_bias.data_ptr<float>(), a.handle + 1,

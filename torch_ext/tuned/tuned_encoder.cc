@@ -71,7 +71,7 @@ bool supported(const LayerArgs& a) {
 
 at::Tensor memoplan_layer(const LayerArgs& a) {
   const int64_t batch = a.src.size(0), tokens = a.src.size(1), e = a.embed_dim;
-  const int64_t heads = a.num_heads, d = e / heads, rows = batch * tokens;
+  const int64_t heads = a.num_heads, rows = batch * tokens;
   const at::Tensor src = a.src.contiguous().view({rows, e});
   const std::vector<int64_t> norm_shape{e};
   auto norm = [&](const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
@@ -83,23 +83,8 @@ at::Tensor memoplan_layer(const LayerArgs& a) {
   at::Tensor qkv = at::empty({rows, 3 * e}, src.options());
   tuned::project(x, a.qkv_weight, a.qkv_bias.data_ptr<float>(), a.handle, qkv.data_ptr<float>(),
                  3 * e, Activation::kNone, false);
-  // Attention per (batch, head) on the intra-op threads: q k^T, the scaled softmax and the product
-  // with v in one task, the scores in that thread's buffer (kernels/attention.h).
-  const float* q_base = qkv.data_ptr<float>();
-  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-  const kernels::GemmConfig attention = kernels::default_config();
   at::Tensor context = at::empty({rows, e}, src.options());
-  float* context_base = context.data_ptr<float>();
-  at::parallel_for(0, batch * heads, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t bh = begin; bh < end; ++bh) {
-      const int64_t b = bh / heads, h = bh % heads;
-      const float* rows_b = q_base + b * tokens * 3 * e;
-      kernels::attention_head(MatrixView{rows_b + h * d, tokens, d, 3 * e, 1},
-                              MatrixView{rows_b + e + h * d, tokens, d, 3 * e, 1},
-                              MatrixView{rows_b + 2 * e + h * d, tokens, d, 3 * e, 1}, scale,
-                              context_base + b * tokens * e + h * d, e, attention);
-    }
-  });
+  tuned::attend(qkv, batch, tokens, e, heads, context);
   // Residual fused: attended = src + context Wproj^T + b.
   at::Tensor attended = src.clone();
   tuned::project(context, a.proj_weight, a.proj_bias.data_ptr<float>(), a.handle + 1,
@@ -208,6 +193,31 @@ void replace_in_block(torch::jit::Graph& graph, torch::jit::Block* block, int& r
 }
 
 }  // namespace
+
+namespace tuned {
+
+// q k^T, the scaled softmax and the product with v in one task per (batch, head), the scores in
+// that thread's buffer (kernels/attention.h).
+void attend(const at::Tensor& qkv, int64_t batch, int64_t tokens, int64_t e, int64_t heads,
+            at::Tensor& context) {
+  const int64_t d = e / heads;
+  const float* q_base = qkv.data_ptr<float>();
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  const kernels::GemmConfig config = kernels::default_config();
+  float* context_base = context.data_ptr<float>();
+  at::parallel_for(0, batch * heads, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t bh = begin; bh < end; ++bh) {
+      const int64_t b = bh / heads, h = bh % heads;
+      const float* rows_b = q_base + b * tokens * 3 * e;
+      kernels::attention_head(MatrixView{rows_b + h * d, tokens, d, 3 * e, 1},
+                              MatrixView{rows_b + e + h * d, tokens, d, 3 * e, 1},
+                              MatrixView{rows_b + 2 * e + h * d, tokens, d, 3 * e, 1}, scale,
+                              context_base + b * tokens * e + h * d, e, config);
+    }
+  });
+}
+
+}  // namespace tuned
 
 std::string encoder_report() {
   std::string out;

@@ -59,6 +59,13 @@ void project(const at::Tensor& x2d, const at::Tensor& w, const float* bias, int6
              int64_t version = -1);
 std::string projection_report();  // one line per measured product shape
 
+// Self-attention's middle: for each (batch, head) on the intra-op threads, softmax(q k^T / sqrt(d))
+// v into `context` ([batch * tokens, e], contiguous), q, k and v read in place from `qkv`
+// ([batch * tokens, 3e]: head h's columns h*d, e + h*d, 2e + h*d). tuned_encoder.cc; the encoder
+// layer's and memoplan::attention's.
+void attend(const at::Tensor& qkv, int64_t batch, int64_t tokens, int64_t e, int64_t heads,
+            at::Tensor& context);
+
 // The fastest GEMM configuration measured for this shape (measured on first use, then cached).
 kernels::GemmConfig best_config(int64_t m, int64_t k, int64_t n, kernels::Activation activation,
                                 bool bias, bool prepacked);

@@ -54,8 +54,8 @@ def difference(a, b):
                for x, y in zip(ta, tb))
 
 
-def planned(model, example, form, **options):
-    module = graph_forms.export(model, example, form)
+def plan_module(module, example, **options):
+    """(unplanned outputs in steady state, plan()'s summary, two planned passes' outputs)."""
     with torch.inference_mode():
         # The executor's profiling passes first, then steady state: LibTorch 2.6 optimizes a frozen
         # graph after its first pass into ops whose bits differ from that pass's (mobilenet_v2:
@@ -64,7 +64,12 @@ def planned(model, example, form, **options):
             expected = module(example)
         summary = torch.ops.memoplan.plan(module._c, [example], **options)
         got = [module(example) for _ in range(2)]
-    return module, expected, summary, got
+    return expected, summary, got
+
+
+def planned(model, example, form, **options):
+    module = graph_forms.export(model, example, form)
+    return (module, *plan_module(module, example, **options))
 
 
 def check(name, form, model, example, min_coverage):
@@ -131,11 +136,7 @@ def optimized_for_inference():
     for options in ({"memory": "offset"}, {"memory": "min"}, {"kernels": "tuned"}):
         module = torch.jit.optimize_for_inference(torch.jit.script(model))
         mkldnn = "prim::mkldnn_convolution" in str(module.graph)
-        with torch.inference_mode():
-            for _ in range(4):
-                expected = module(x)
-            torch.ops.memoplan.plan(module._c, [x], **options)
-            got = [module(x) for _ in range(2)]
+        expected, _, got = plan_module(module, x, **options)
         if "kernels" in options:
             coverage = dict(torch.ops.memoplan.coverage(module._c))
             named = "left: prim::mkldnn_convolution (unknown form)" in coverage
@@ -164,11 +165,7 @@ def traced_with_a_scripted_part(size):
         with torch.no_grad():
             module = torch.jit.trace(model, x)
         calls = "prim::CallMethod" in str(module.graph)
-        with torch.inference_mode():
-            for _ in range(4):
-                expected = module(x)
-            torch.ops.memoplan.plan(module._c, [x], **options)
-            got = [module(x) for _ in range(2)]
+        expected, _, got = plan_module(module, x, **options)
         if "kernels" in options:
             fraction = torch.ops.memoplan.coverage(module._c).get("tuned_flops_fraction", 0.0)
             ok = max(difference(g, expected) for g in got) <= TOLERANCE and fraction >= 0.9
