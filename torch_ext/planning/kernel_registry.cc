@@ -1,7 +1,8 @@
-// The kernel rewrites PlanOptions::kernels selects by name (planning.h).
+// The kernel rewrites PlanOptions::kernels and ::memory select (planning.h), and the options'
+// names.
 #include <mutex>
-#include <utility>
-#include <vector>
+#include <optional>
+#include <string_view>
 
 #include "planning.h"
 
@@ -10,7 +11,7 @@ namespace {
 
 struct Registry {
   std::mutex mutex;
-  std::vector<std::pair<std::string, KernelRewrite>> rewrites;
+  KernelRewrite tuned = nullptr;
   KernelRewrite memory_min = nullptr;
 };
 Registry& registry() {
@@ -20,33 +21,31 @@ Registry& registry() {
 
 }  // namespace
 
-void register_kernels(const std::string& name, KernelRewrite rewrite) {
-  Registry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mutex);
-  for (auto& [existing, fn] : r.rewrites) {
-    if (existing == name) {
-      fn = rewrite;
-      return;
-    }
-  }
-  r.rewrites.emplace_back(name, rewrite);
+const char* name(Kernels kernels) { return kernels == Kernels::kTuned ? "tuned" : "stock"; }
+const char* name(Memory memory) { return memory == Memory::kMin ? "min" : "offset"; }
+
+std::optional<Kernels> parse_kernels(std::string_view text) {
+  if (text == "stock") return Kernels::kStock;
+  if (text == "tuned") return Kernels::kTuned;
+  return std::nullopt;
 }
 
-KernelRewrite registered_kernels(const std::string& name) {
-  Registry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mutex);
-  for (const auto& [existing, fn] : r.rewrites) {
-    if (existing == name) return fn;
-  }
-  return nullptr;
+std::optional<Memory> parse_memory(std::string_view text) {
+  if (text == "offset") return Memory::kOffset;
+  if (text == "min") return Memory::kMin;
+  return std::nullopt;
 }
 
-std::string kernel_names() {
+void register_kernels(Kernels kernels, KernelRewrite rewrite) {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
-  std::string names = "stock";
-  for (const auto& entry : r.rewrites) names += " or " + entry.first;
-  return names;
+  if (kernels == Kernels::kTuned) r.tuned = rewrite;
+}
+
+KernelRewrite registered_kernels(Kernels kernels) {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  return kernels == Kernels::kTuned ? r.tuned : nullptr;
 }
 
 void register_memory_min_rewrite(KernelRewrite rewrite) {

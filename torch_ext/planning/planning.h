@@ -13,6 +13,8 @@
 
 #include <string>
 
+#include "memoplan/torch/plan.h"  // Kernels
+
 namespace torch::jit {
 struct Graph;
 }
@@ -23,14 +25,12 @@ namespace memoplan::torch_ext {
 // allocation marks go in (a replacement's outputs are planned like any other tensor). Returns how
 // many ops it replaced.
 using KernelRewrite = int (*)(torch::jit::Graph& graph);
-// Makes `rewrite` what PlanOptions::kernels == name selects ("stock" selects none). Called at load
-// time by the library that provides the kernels.
-void register_kernels(const std::string& name, KernelRewrite rewrite);
-// The rewrite registered as `name`; nullptr when none is.
-KernelRewrite registered_kernels(const std::string& name);
-// The registered names, "stock" first, for messages.
-std::string kernel_names();
-// The rewrite PlanOptions::memory == "min" runs where the kernel rewrite does: ops replaced by
+// Makes `rewrite` what PlanOptions::kernels == `kernels` selects (Kernels::kStock selects none).
+// Called at load time by the library that provides the kernels.
+void register_kernels(Kernels kernels, KernelRewrite rewrite);
+// The rewrite registered for `kernels`; nullptr when none is (and for Kernels::kStock).
+KernelRewrite registered_kernels(Kernels kernels);
+// The rewrite PlanOptions::memory == Memory::kMin runs where the kernel rewrite does: ops replaced by
 // forms whose temporaries are smaller (torch_ext/tuned/sliced_ops.h registers it at load time).
 void register_memory_min_rewrite(KernelRewrite rewrite);
 KernelRewrite memory_min_rewrite();  // nullptr when none is registered

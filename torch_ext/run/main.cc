@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 
 #include "budget_text.h"
 #include "input_spec.h"
@@ -18,6 +19,9 @@
 #include "session.h"
 
 namespace {
+
+using memoplan::torch_ext::Kernels;
+using memoplan::torch_ext::Memory;
 
 constexpr int kExitFailed = 1;
 constexpr int kExitBadInput = 2;
@@ -102,13 +106,15 @@ int main(int argc, char** argv) {
                  "claims), for memoplan plan");
   app.add_option("--kernels", options.kernels,
                  "stock, or tuned: also time a copy on memoplan's tuned kernels (docs/KERNELS.md)")
-      ->check(CLI::IsMember({"stock", "tuned"}));
+      ->transform(CLI::CheckedTransformer(
+          std::map<std::string, Kernels>{{"stock", Kernels::kStock}, {"tuned", Kernels::kTuned}}));
   app.add_option("--memory", options.memory,
                  "offset: every planned tensor gets bytes of its own; min: an elementwise op's "
                  "output takes its dying input's bytes, a concat's inputs lie in its output, "
                  "and convolutions and max poolings run in parts where that shrinks their "
                  "temporaries (docs/TORCH_EXT.md, \"Sharing bytes\")")
-      ->check(CLI::IsMember({"offset", "min"}));
+      ->transform(CLI::CheckedTransformer(
+          std::map<std::string, Memory>{{"offset", Memory::kOffset}, {"min", Memory::kMin}}));
   app.add_option("--budget", options.budget,
                  "Also time a copy under this memory budget for weights + activations: 64MiB, "
                  "1.5GiB, or 25% (of the weights plus the slab) (docs/BUDGET.md)");
@@ -141,7 +147,7 @@ int main(int argc, char** argv) {
     return fail(kExitBadInput, "--budget '" + options.budget +
                                    "': expected bytes (64MiB, 1.5GiB, 100000) or a share (25%)");
   }
-  if (!options.budget.empty() && (options.threads != 1 || options.kernels != "stock")) {
+  if (!options.budget.empty() && (options.threads != 1 || options.kernels != Kernels::kStock)) {
     return fail(kExitBadInput,
                 "--budget runs one inference thread on stock kernels (--threads 1, --kernels "
                 "stock): a budget holds for one pass at a time");
@@ -185,7 +191,7 @@ int main(int argc, char** argv) {
     }
     memoplan::run::RunReport report = memoplan::run::run_session(options);
     if (options.measure_rss) {
-      const bool tuned = options.kernels == "tuned";
+      const bool tuned = options.kernels == Kernels::kTuned;
       if (options.progress) {
         fmt::print(stderr, "measuring peak RSS in {} fresh processes\n", tuned ? 3 : 2);
       }

@@ -80,7 +80,7 @@ std::string format_text(const RunReport& r) {
   s += fmt::format("  slab {} ({} B), lower bound {} ({} B): {} of the bound\n",
                    format_bytes(r.slab_bytes), r.slab_bytes, format_bytes(r.lower_bound_bytes),
                    r.lower_bound_bytes, ratio(r.slab_bytes, r.lower_bound_bytes));
-  if (r.memory == "min") {
+  if (r.memory == Memory::kMin) {
     s += fmt::format(
         "  memory min: {} tensors share bytes; offset lower bound {} ({} B): slab {} of it\n",
         r.shared_tensors, format_bytes(r.offset_lower_bound_bytes), r.offset_lower_bound_bytes,
@@ -141,7 +141,7 @@ std::string format_text(const RunReport& r) {
     s += fmt::format("  outputs DIFFER in {} of {} passes (first: {})\n", r.passes_differing,
                      r.passes_compared, r.first_difference);
   }
-  if (r.kernels == "tuned") {
+  if (r.kernels == Kernels::kTuned) {
     const double t_med = median(r.tuned_ms);
     s += fmt::format(
         "  tuned kernels: median {:.3f} ms, p99 {:.3f} ms: tuned/stock {}, tuned/planned {}; "
@@ -208,9 +208,9 @@ std::string format_json(const RunReport& r) {
   j["slab_bytes"] = r.slab_bytes;
   j["lower_bound_bytes"] = r.lower_bound_bytes;
   j["offset_lower_bound_bytes"] = r.offset_lower_bound_bytes;
-  j["memory"] = r.memory;
+  j["memory"] = name(r.memory);
   j["shared_tensors"] = r.shared_tensors;
-  if (r.memory == "min") {
+  if (r.memory == Memory::kMin) {
     j["sliced_convolutions_per_pass"] = per_pass(r.sliced_convolutions, r.planned_passes);
     j["sliced_poolings_per_pass"] = per_pass(r.sliced_poolings, r.planned_passes);
     j["convolution_shapes_whole"] = r.convolution_shapes_whole;
@@ -245,7 +245,7 @@ std::string format_json(const RunReport& r) {
       r.peak_rss_bytes_unplanned ? nlohmann::json(r.peak_rss_bytes_unplanned) : nlohmann::json();
   j["peak_rss_bytes_planned"] =
       r.peak_rss_bytes_planned ? nlohmann::json(r.peak_rss_bytes_planned) : nlohmann::json();
-  if (r.kernels == "tuned") {
+  if (r.kernels == Kernels::kTuned) {
     j["peak_rss_bytes_tuned"] =
         r.peak_rss_bytes_tuned ? nlohmann::json(r.peak_rss_bytes_tuned) : nlohmann::json();
   }
@@ -273,8 +273,8 @@ std::string format_json(const RunReport& r) {
     j["budget_replan_ms"] = round_to(r.budget_replan_ms, 4);
     j["weight_file"] = r.weight_file;
   }
-  j["kernels"] = r.kernels;
-  if (r.kernels == "tuned") {
+  j["kernels"] = name(r.kernels);
+  if (r.kernels == Kernels::kTuned) {
     j["stock_ms"] = round_to(median(r.unplanned_ms), 4);
     j["tuned_ms"] = round_to(median(r.tuned_ms), 4);
     j["tuned_p99_ms"] = round_to(percentile(r.tuned_ms, 99), 4);

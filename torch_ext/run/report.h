@@ -6,7 +6,12 @@
 #include <string>
 #include <vector>
 
+#include "memoplan/torch/plan.h"  // Kernels, Memory
+
 namespace memoplan::run {
+
+using torch_ext::Kernels;
+using torch_ext::Memory;
 
 struct RunReport {
   std::string model;     // the file as given
@@ -21,7 +26,7 @@ struct RunReport {
   std::vector<double> unplanned_ms, planned_ms;  // per timed pass, all threads
   // --kernels tuned: the third copy's passes, and how far its outputs are from the unplanned
   // (stock) ones: max |tuned - stock| / max |stock| over all passes (-1: they differ in kind).
-  std::string kernels = "stock";
+  Kernels kernels = Kernels::kStock;
   std::vector<double> tuned_ms;
   double tuned_max_relative_difference = 0;
   std::string kernel_report;  // per shape: aten vs memoplan, measured during plan()
@@ -41,7 +46,7 @@ struct RunReport {
   uint64_t slab_bytes = 0, lower_bound_bytes = 0;
   // --memory min: the bound without sharing (today's offset bound) and the tensors laid over
   // live ones they share bytes with; lower_bound_bytes is then the bound with sharing.
-  std::string memory = "offset";
+  Memory memory = Memory::kOffset;
   uint64_t offset_lower_bound_bytes = 0, shared_tensors = 0;
   // Planned bytes, and those laid over live tensors they share bytes with (memory min).
   uint64_t planned_bytes = 0, coalesced_bytes = 0;

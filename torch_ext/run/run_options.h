@@ -3,7 +3,12 @@
 
 #include <string>
 
+#include "memoplan/torch/plan.h"  // Kernels, Memory
+
 namespace memoplan::run {
+
+using torch_ext::Kernels;
+using torch_ext::Memory;
 
 struct RunOptions {
   std::string model;             // a TorchScript file (resolved: never empty here)
@@ -22,9 +27,9 @@ struct RunOptions {
   std::string strategy = "greedy_by_size";
   // "tuned": a third copy, planned with memoplan's tuned kernels (docs/KERNELS.md), timed in the
   // same iterations.
-  std::string kernels = "stock";
+  Kernels kernels = Kernels::kStock;
   // "min": the planned copies share bytes where ops allow (torch_ext::PlanOptions::memory).
-  std::string memory = "offset";
+  Memory memory = Memory::kOffset;
   // "64MiB", "1.5GiB", bytes, or "25%" (of the weights plus the planned copy's slab): a fourth
   // copy runs under that memory budget; empty: none.
   std::string budget;

@@ -254,7 +254,7 @@ RunReport run_session(const RunOptions& options) {
   torch::jit::ExtraFilesMap extra{{"input_shape", ""}, {"input_dtype", ""}, {"input_high", ""}};
   Clock::time_point start = Clock::now();
   std::optional<Progress> progress;
-  const bool tuned_kernels = options.kernels == "tuned";
+  const bool tuned_kernels = options.kernels == Kernels::kTuned;
   progress.emplace("loading " + options.model + (tuned_kernels ? " three times" : " twice"), 0,
                    options.progress);
   torch::jit::Module unplanned = load(options.model, &extra);
@@ -317,7 +317,7 @@ RunReport run_session(const RunOptions& options) {
   if (tuned) {
     progress.emplace("planning with tuned kernels (measuring each GEMM shape)", 0,
                      options.progress);
-    plan_options.kernels = "tuned";
+    plan_options.kernels = Kernels::kTuned;
     try {
       const torch_ext::PlanSummary tuned_summary = torch_ext::plan(*tuned, inputs, plan_options);
       report.tuned_slab_bytes = tuned_summary.slab_bytes;
@@ -400,7 +400,7 @@ void run_rss_probe(const RunOptions& options) {
     torch_ext::PlanOptions plan_options;
     plan_options.strategy = options.strategy;
     plan_options.memory = options.memory;
-    if (options.rss_probe == "tuned") plan_options.kernels = "tuned";
+    if (options.rss_probe == "tuned") plan_options.kernels = Kernels::kTuned;
     torch_ext::plan(module, source(0), plan_options);
   }
   // The run's passes, with the run's inputs: each thread its warm-up, then the timed ones shared

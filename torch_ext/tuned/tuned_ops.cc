@@ -411,7 +411,7 @@ int replace_hot_ops(torch::jit::Graph& graph) {
 
 namespace {
 // The planning runtime runs this rewrite for PlanOptions::kernels == "tuned".
-const bool registered = (register_kernels("tuned", &replace_hot_ops), true);
+const bool registered = (register_kernels(Kernels::kTuned, &replace_hot_ops), true);
 }  // namespace
 
 void set_kernel_choice(KernelChoice choice) { forced_choice.store(choice); }

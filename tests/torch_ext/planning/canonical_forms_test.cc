@@ -101,7 +101,7 @@ TEST(CanonicalForms, PlannedTracedConvolutionsGiveTheSameBits) {
   at::set_num_threads(1);
   c10::InferenceMode guard;
   const at::Tensor x = torch::randn({2, 4, 9, 11});
-  for (const char* memory : {"offset", "min"}) {
+  for (const Memory memory : {Memory::kOffset, Memory::kMin}) {
     torch::jit::Module reference = traced_convolutions();
     torch::jit::Module planned = traced_convolutions();
     const c10::IValue expected = reference.forward({x});
@@ -144,7 +144,7 @@ TEST(CanonicalForms, ATracedConvolutionNetGetsTheTunedKernels) {
   const at::Tensor x = torch::randn({1, 3, 24, 24});
   const at::Tensor expected = reference.forward({x}).toTensor();
   PlanOptions options;
-  options.kernels = "tuned";
+  options.kernels = Kernels::kTuned;
   const PlanSummary summary = plan(m, {x}, options);
   ASSERT_TRUE(summary.coverage.measured);
   EXPECT_GT(summary.coverage.flops, 0);

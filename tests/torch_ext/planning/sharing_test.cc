@@ -55,7 +55,7 @@ at::Tensor run(torch::jit::Module& m, const at::Tensor& x) { return m.forward({x
 
 PlanOptions memory_min() {
   PlanOptions options;
-  options.memory = "min";
+  options.memory = Memory::kMin;
   return options;
 }
 

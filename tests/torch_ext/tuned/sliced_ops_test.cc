@@ -144,7 +144,7 @@ TEST(SlicedOps, MemoryMinGoesBelowTheOffsetBoundWithAtensBytes) {
       const at::Tensor x = torch::randn({batch, 3, 192, 192});
       const PlanSummary whole = plan(offset, {x});
       PlanOptions options;
-      options.memory = "min";
+      options.memory = Memory::kMin;
       const SlicedCounts before = sliced_counts();
       const PlanSummary summary = plan(planned, {x}, options);
       const at::Tensor expected = reference.forward({x}).toTensor();

@@ -413,12 +413,17 @@ TEST(TunedKernels, MultiHeadAttentionRunsOnMemoplanWithinTolerance) {
   }
 }
 
-TEST(TunedKernels, UnknownKernelsSettingIsRefused) {
-  c10::InferenceMode guard;
-  torch::jit::Module planned = mlp();
-  PlanOptions o;
-  o.kernels = "fastest";
-  EXPECT_THROW(plan(planned, {torch::randn({2, 64})}, o), std::runtime_error);
+// The options' names as the CLI and Python give them: each known name, and nothing else.
+TEST(TunedKernels, OnlyTheOptionsNamesAreRead) {
+  EXPECT_EQ(parse_kernels("tuned"), Kernels::kTuned);
+  EXPECT_EQ(parse_kernels("stock"), Kernels::kStock);
+  EXPECT_EQ(parse_memory("min"), Memory::kMin);
+  EXPECT_EQ(parse_memory("offset"), Memory::kOffset);
+  EXPECT_FALSE(parse_kernels("fastest"));
+  EXPECT_FALSE(parse_kernels("Tuned"));
+  EXPECT_FALSE(parse_memory("minimal"));
+  EXPECT_STREQ(name(Kernels::kTuned), "tuned");
+  EXPECT_STREQ(name(Memory::kMin), "min");
 }
 
 }  // namespace

@@ -67,7 +67,7 @@ struct BlockedLayoutGuard {
 
 inline PlanOptions tuned() {
   PlanOptions o;
-  o.kernels = "tuned";
+  o.kernels = Kernels::kTuned;
   return o;
 }
 

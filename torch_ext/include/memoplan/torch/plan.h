@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "memoplan/planner/plan.h"
@@ -23,6 +24,28 @@ struct IValue;
 
 namespace memoplan::torch_ext {
 
+// Which kernels run a planned module (PlanOptions::kernels).
+enum class Kernels {
+  kStock,  // aten's ops as they are
+  // aten::linear (and a relu/gelu after it), the products, attention and the convolutions on
+  // memoplan's kernels and oneDNN primitives where each shape measured faster than aten's op
+  // during the warm-up passes (docs/KERNELS.md)
+  kTuned,
+};
+// How planned tensors may share bytes (PlanOptions::memory).
+enum class Memory {
+  kOffset,  // every tensor gets bytes of its own (the plan's floor is the offset lower bound)
+  // an elementwise op's output may take the bytes of an input that dies in it, a concat's inputs
+  // may lie inside its output (batch 1), convolutions and max poolings run in parts where that
+  // shrinks their temporaries: the plan can go below that bound (docs/TORCH_EXT.md)
+  kMin,
+};
+// "stock", "tuned"; "offset", "min": the names the CLI, Python and the reports use.
+const char* name(Kernels kernels);
+const char* name(Memory memory);
+std::optional<Kernels> parse_kernels(std::string_view text);  // nullopt: not a name above
+std::optional<Memory> parse_memory(std::string_view text);
+
 struct PlanOptions {
   std::string strategy = "greedy_by_size";  // any planner strategy (memoplan plan --list)
   // Passes a new input key runs unplanned before its profiled pass: TorchScript's profiling
@@ -31,16 +54,9 @@ struct PlanOptions {
   // A key plan() was not called with is profiled and planned on first use (after warm-up);
   // false: such keys run unplanned.
   bool plan_new_keys = true;
-  // "stock": aten's ops as they are; "tuned": aten::linear (and a relu/gelu after it) replaced by
-  // memoplan::linear, memoplan's GEMM with the weight packed once, each shape measured against
-  // aten's op during the warm-up passes and run by whichever was faster (docs/KERNELS.md). Only
-  // the first plan() of a module decides.
-  std::string kernels = "stock";
-  // "offset": every tensor gets bytes of its own (the plan's floor is the offset lower bound).
-  // "min": an elementwise op's output may take the bytes of an input that dies in it, and a
-  // concat's inputs may lie inside its output (batch 1), so the plan can go below that bound
-  // (docs/TORCH_EXT.md, "Sharing bytes"). Only the first plan() of a module decides.
-  std::string memory = "offset";
+  // Only the first plan() of a module decides both.
+  Kernels kernels = Kernels::kStock;
+  Memory memory = Memory::kOffset;
   // A memory budget for weights and activations together (0: none; memoplan/torch/budget.h,
   // docs/BUDGET.md): the weights move into a file-backed mapping in `weights_dir` (empty:
   // $MEMOPLAN_WEIGHTS_DIR, else ~/.cache/memoplan/weights) and are loaded, dropped and sliced so
