@@ -30,8 +30,8 @@ using KernelRewrite = int (*)(torch::jit::Graph& graph);
 void register_kernels(Kernels kernels, KernelRewrite rewrite);
 // The rewrite registered for `kernels`; nullptr when none is (and for Kernels::kStock).
 KernelRewrite registered_kernels(Kernels kernels);
-// The rewrite PlanOptions::memory == Memory::kMin runs where the kernel rewrite does: ops replaced by
-// forms whose temporaries are smaller (torch_ext/tuned/sliced_ops.h registers it at load time).
+// The rewrite PlanOptions::memory == Memory::kMin runs where the kernel rewrite does: ops replaced
+// by forms whose temporaries are smaller (torch_ext/tuned/sliced_ops.h registers it at load time).
 void register_memory_min_rewrite(KernelRewrite rewrite);
 KernelRewrite memory_min_rewrite();  // nullptr when none is registered
 
