@@ -1,4 +1,4 @@
-// memoplan's GEMM (torch_ext/kernels) against OpenBLAS's cblas_sgemm on the shapes of the hot ops
+// memoplan's GEMM (kernels/) against OpenBLAS's cblas_sgemm on the shapes of the hot ops
 // of the transformer models, one thread: GFLOP/s of each (counter "GFLOPS").
 //
 //   build-bench/bench/kernels_bench --benchmark_counters_tabular=true

@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "blas_bands.h"
-#include "blocked/onednn.h"
 #include "budget/budget_runtime.h"
+#include "memoplan/onednn/onednn.h"
 #include "planning/op_record.h"
 #include "planning/planning.h"
 #include "sliced_conv.h"

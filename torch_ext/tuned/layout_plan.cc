@@ -1,5 +1,5 @@
 // The layout plan's state per (graph, input key): the convolutions' measurements and the
-// conversions' sizes from the first pass, then FluidML's plan over them (tuned/layout/).
+// conversions' sizes from the first pass, then FluidML's plan over them (layout/).
 #include "layout_plan.h"
 
 #include <algorithm>

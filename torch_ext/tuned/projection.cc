@@ -18,8 +18,8 @@
 #include <string>
 #include <tuple>
 
-#include "blocked/onednn.h"
 #include "memoplan/kernels/gemm.h"
+#include "memoplan/onednn/onednn.h"
 #include "planning/planning.h"
 #include "tuned_support.h"
 

@@ -14,7 +14,7 @@
 #include <optional>
 #include <vector>
 
-#include "blocked/onednn.h"
+#include "memoplan/onednn/onednn.h"
 #include "planning/planning.h"  // runtime_pass::Unrecorded
 
 namespace memoplan::torch_ext {

@@ -1,6 +1,7 @@
 // memoplan::conv2d_sliced and memoplan::max_pool2d_sliced (sliced_ops.h): a convolution in bands
-// of output rows or slices of output channels through oneDNN (blocked/onednn.h's SlicedConv), max
-// pooling by aten on slices of images and channels; each part written to its place in the output.
+// of output rows or slices of output channels through oneDNN (memoplan/onednn/onednn.h's
+// SlicedConv), max pooling by aten on slices of images and channels; each part written to its place
+// in the output.
 #include "sliced_ops.h"
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -22,8 +23,8 @@
 #include <vector>
 
 #include "allocation_peak.h"
-#include "blocked/onednn.h"
 #include "bn_relu_conv1x1.h"
+#include "memoplan/onednn/onednn.h"
 #include "planning/op_record.h"
 #include "planning/planning.h"
 #include "sliced_conv.h"

@@ -2,7 +2,7 @@
 // (tuned::project, projection.cc), with the weight packed once in the layout the faster of the two
 // reads. Each distinct shape (M, K, N, activation, bias, intra-op threads) is measured the first
 // time it runs (during plan()'s warm-up passes): every candidate configuration of the GEMM
-// (torch_ext/kernels: micro-kernel, blocking, loop order), oneDNN's primitive, and aten's own op
+// (kernels/: micro-kernel, blocking, loop order), oneDNN's primitive, and aten's own op
 // on the real input; the fastest serves that shape from then on, so replacing never makes an op
 // slower than it measured. A weight changed in place (version counter) is repacked; inference
 // tensors (no version counter), other dtypes and autograd use aten's op.

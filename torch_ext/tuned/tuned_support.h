@@ -12,7 +12,7 @@
 #include "memoplan/kernels/gemm.h"
 #include "tuned_ops.h"
 
-namespace memoplan::torch_ext::onednn {
+namespace memoplan::onednn {
 class Matmul;
 }
 

@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "blocked/blocked.h"
-#include "blocked/onednn.h"
 #include "blocked_test_support.h"
 #include "layout_plan.h"
+#include "memoplan/onednn/onednn.h"
 #include "memoplan/torch/kernels.h"
 #include "memoplan/torch/plan.h"
 #include "tuned_test_support.h"

@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "blocked/onednn.h"
+#include "memoplan/onednn/onednn.h"
 #include "memoplan/torch/kernels.h"
 #include "memoplan/torch/plan.h"
 #include "tuned_test_support.h"

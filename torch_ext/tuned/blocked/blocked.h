@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "onednn.h"
+#include "memoplan/onednn/onednn.h"
 #include "tuned/conv_weights.h"
 #include "tuned/layout_plan.h"
 

@@ -8,7 +8,7 @@
 #include <initializer_list>
 #include <string>
 
-#include "onednn.h"
+#include "memoplan/onednn/onednn.h"
 
 namespace memoplan::torch_ext::blocked {
 

@@ -9,7 +9,7 @@
 
 #include "blocked.h"
 #include "blocked_tensor.h"
-#include "onednn.h"
+#include "memoplan/onednn/onednn.h"
 #include "planning/op_record.h"
 #include "tuned/layout_plan.h"
 

@@ -18,7 +18,7 @@
 
 #include "blocked.h"
 #include "blocked_tensor.h"
-#include "onednn.h"
+#include "memoplan/onednn/onednn.h"
 #include "planning/planning.h"
 #include "tuned/conv_weights.h"
 #include "tuned/layout_plan.h"

@@ -9,7 +9,7 @@
 #include <cstring>
 
 #include "blocked.h"
-#include "onednn.h"
+#include "memoplan/onednn/onednn.h"
 
 namespace memoplan::torch_ext::blocked {
 namespace {

@@ -7,7 +7,7 @@
 
 #include <cstddef>
 
-#include "onednn.h"
+#include "memoplan/onednn/onednn.h"
 
 namespace memoplan::torch_ext::blocked {
 

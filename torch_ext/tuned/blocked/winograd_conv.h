@@ -10,7 +10,7 @@
 #include <memory>
 #include <string>
 
-#include "onednn.h"
+#include "memoplan/onednn/onednn.h"
 
 namespace memoplan::torch_ext::blocked {
 

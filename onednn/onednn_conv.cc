@@ -6,7 +6,7 @@
 
 #include "onednn_common.h"
 
-namespace memoplan::torch_ext::onednn {
+namespace memoplan::onednn {
 namespace {
 
 using namespace detail;  // NOLINT(google-build-using-namespace): this file's whole vocabulary
@@ -115,4 +115,4 @@ std::shared_ptr<const Conv> conv(const ConvSpec& s) {
   return cached<Conv>("convolution", std::move(key), [&] { return std::make_shared<ConvImpl>(s); });
 }
 
-}  // namespace memoplan::torch_ext::onednn
+}  // namespace memoplan::onednn

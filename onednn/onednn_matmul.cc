@@ -5,7 +5,7 @@
 
 #include "onednn_common.h"
 
-namespace memoplan::torch_ext::onednn {
+namespace memoplan::onednn {
 namespace {
 
 using namespace detail;  // NOLINT(google-build-using-namespace): this file's whole vocabulary
@@ -83,4 +83,4 @@ std::shared_ptr<const Matmul> matmul(const MatmulSpec& s) {
   return cached<Matmul>("matmul", std::move(key), [&] { return std::make_shared<MatmulImpl>(s); });
 }
 
-}  // namespace memoplan::torch_ext::onednn
+}  // namespace memoplan::onednn

@@ -7,7 +7,7 @@
 
 #include "onednn_common.h"
 
-namespace memoplan::torch_ext::onednn {
+namespace memoplan::onednn {
 namespace {
 
 using namespace detail;  // NOLINT(google-build-using-namespace): this file's whole vocabulary
@@ -236,4 +236,4 @@ std::shared_ptr<const SlicedConv> sliced_conv(const SlicedConvSpec& s) {
                             [&] { return std::make_shared<SlicedConvImpl>(s); });
 }
 
-}  // namespace memoplan::torch_ext::onednn
+}  // namespace memoplan::onednn

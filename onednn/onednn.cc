@@ -8,7 +8,7 @@
 
 #include "onednn_common.h"
 
-namespace memoplan::torch_ext::onednn {
+namespace memoplan::onednn {
 namespace {
 
 using namespace detail;  // NOLINT(google-build-using-namespace): this file's whole vocabulary
@@ -227,4 +227,4 @@ std::string describe() {
   return out.str();
 }
 
-}  // namespace memoplan::torch_ext::onednn
+}  // namespace memoplan::onednn

@@ -21,9 +21,9 @@
 #include <utility>
 #include <vector>
 
-#include "onednn.h"
+#include "memoplan/onednn/onednn.h"
 
-namespace memoplan::torch_ext::onednn::detail {
+namespace memoplan::onednn::detail {
 
 using dnnl::algorithm;
 using dnnl::memory;
@@ -322,4 +322,4 @@ inline void append(Key& key, const std::vector<PostOp>& post) {
   }
 }
 
-}  // namespace memoplan::torch_ext::onednn::detail
+}  // namespace memoplan::onednn::detail

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-namespace memoplan::torch_ext::onednn {
+namespace memoplan::onednn {
 
 // The channel block of this CPU's blocked layout: 16 with AVX-512, 8 with AVX2, 0 where oneDNN's
 // blocked kernels would not beat aten (no AVX2): the graph pass then leaves convolutions alone.
@@ -191,4 +191,4 @@ std::shared_ptr<const Primitive> reorder(Shape shape, Format from, Format to);
 // A one-line description of the oneDNN in use (version, ISA, block), for reports.
 std::string describe();
 
-}  // namespace memoplan::torch_ext::onednn
+}  // namespace memoplan::onednn
