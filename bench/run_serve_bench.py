@@ -14,7 +14,7 @@ by one each round (A B C D, B C D A, ...); the tables give medians with [min..ma
 measurement: a warm-up wrk run (not recorded: every worker plans, or the shim detects its pass,
 before the measured run), the measured wrk run with binary KServe requests, /metrics, VmRSS and
 VmHWM, SIGTERM, and the shim's exit statistics from the server's stderr.
-Note: the server sets glibc's M_MMAP_THRESHOLD to 256 KiB (torch_ext/serve/main.cc) unless
+Note: the server sets glibc's M_MMAP_THRESHOLD to 256 KiB (apps/serve/main.cc) unless
 MALLOC_MMAP_THRESHOLD_ is set, so "unplanned" mmaps and unmaps every large tensor of each pass.
 Writes OUT_DIR/serve_bench_<stamp>.csv (raw rows after '# ' lines: machine, exact command) and
 serve_bench_<stamp>.md (tables, printed too). Needs Debian's python3-torch: run /usr/bin/python3.
@@ -33,7 +33,7 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "tests", "torch_ext", "serve"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "apps", "serve"))
 from serve_client import Server, TestFailure, binary_body, metrics  # noqa: E402
 
 import torch  # noqa: E402
@@ -276,7 +276,7 @@ def parse_args():
     # Relative paths: from the current directory when they exist there, else the repository's.
     resolve = lambda x: x if os.path.isabs(x) or os.path.exists(x) else os.path.join(ROOT, x)
     args.build_dir, args.model = resolve(args.build_dir), resolve(args.model)
-    args.binary = os.path.join(args.build_dir, "torch_ext", "serve", "memoplan-serve")
+    args.binary = os.path.join(args.build_dir, "apps", "serve", "memoplan-serve")
     args.connections = [int(c) for c in args.connections.split(",")]
     args.configs = args.configs.split(",")
     for k in args.configs:

@@ -11,7 +11,7 @@ Each cell starts a fresh server (--workers 2, --grpc-port 0; batching: --max-bat
 --max-queue-delay-us 2000), runs a 3 s warm-up with the same load (every worker plans its batch
 sizes) and then the measured run: HTTP `wrk -t2 -cC -dS --latency` posting a binary KServe request
 (1x3x224x224 FP32, 602 KB), or gRPC C client threads, each with its own channel, calling ModelInfer
-with raw_input_contents back to back (stubs generated from torch_ext/serve/proto/kserve_v2.proto).
+with raw_input_contents back to back (stubs generated from apps/serve/proto/kserve_v2.proto).
 VmRSS is read every 0.25 s during the measured run: first, last and largest. Cells run round by
 round, rotated by one each round. Writes bench/results/serve_load_<stamp>/{rows.csv,report.md}.
 Needs Debian's python3-torch, python3-grpcio, protoc and grpc_python_plugin, wrk.
@@ -29,7 +29,7 @@ import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "tests", "torch_ext", "serve"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "apps", "serve"))
 from serve_client import Server, binary_body, metrics  # noqa: E402
 import grpc_test  # noqa: E402
 
@@ -37,7 +37,7 @@ import torch  # noqa: E402
 
 UNIT_MS = {"us": 0.001, "ms": 1.0, "s": 1000.0, "m": 60000.0, "h": 3600000.0}
 # no-plan-keep: --no-plan with TCMALLOC_AGGRESSIVE_DECOMMIT=0, tcmalloc keeping freed spans (the
-# server asks tcmalloc to return them at once, to keep its RSS flat: torch_ext/serve/main.cc).
+# server asks tcmalloc to return them at once, to keep its RSS flat: apps/serve/main.cc).
 CELLS = [(protocol, plan, batching) for protocol in ("http", "grpc")
          for plan in ("planned", "no-plan", "no-plan-keep") for batching in ("off", "on")]
 
@@ -181,7 +181,7 @@ def render(rows, cells):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--binary", default=os.path.join(ROOT, "build/torch_ext/serve/memoplan-serve"))
+    p.add_argument("--binary", default=os.path.join(ROOT, "build/apps/serve/memoplan-serve"))
     p.add_argument("--model", default=os.path.join(ROOT, "models/resnet18.pt"))
     p.add_argument("--seconds", type=int, default=10)
     p.add_argument("--rounds", type=int, default=2)

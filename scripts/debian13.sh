@@ -297,7 +297,7 @@ test_packages() {
   # shellcheck disable=SC2016  # expands in the root
   in_src sh -c 'mkdir -p build-debian13/smoke &&
     { [ -f build-debian13/smoke/tiny.pt ] ||
-      /usr/bin/python3 tests/torch_ext/run/make_tiny_model.py build-debian13/smoke/tiny.pt; } &&
+      /usr/bin/python3 tests/apps/run/make_tiny_model.py build-debian13/smoke/tiny.pt; } &&
     { [ -f build-debian13/smoke/resnet18.pt ] ||
       /usr/bin/python3 bench/models/make_zoo.py --only resnet18 --out build-debian13/smoke >/dev/null; }'
   # The build root's mounts go; from here on ROOT is the throwaway root.

@@ -2,7 +2,7 @@
 """Writes the fuzz targets' seed corpora under tests/fuzz/corpus/ (committed; re-run only to
 change them on purpose). Seeds are small real inputs: the committed model traces (whole and cut
 to a few rows, as JSON and CSV), plans the memoplan CLI makes of them, MEMOPLAN_CONF strings from
-the docs, KServe v2 bodies as tests/torch_ext/serve sends them, and replay scripts shaped like a network.
+the docs, KServe v2 bodies as tests/apps/serve sends them, and replay scripts shaped like a network.
 
 Usage: tests/fuzz/make_corpus.py [PATH/TO/memoplan]   (default build/src/memoplan)
 """

@@ -111,7 +111,7 @@ void TaggedAllocator::release(void* p) {
     if (RecordTable* table = live_table(owner.owner)) table->remove(owner.record, thread_number());
     // The pages go back at once: a profiled pass's memory is then its live blocks, never more
     // (keeping freed slots' pages saved a profiled resnet18 pass 20 ms but added up to 64 MiB to
-    // the process's peak RSS; docs/TORCH_EXT.md).
+    // the process's peak RSS; CHANGELOG.md, 2026-11-25).
     region_.give_back(p);
     return;
   }

@@ -1,4 +1,4 @@
-// Dynamic batching (torch_ext/serve/batcher.h) with a fake forward on a real WorkerPool: requests
+// Dynamic batching (apps/serve/batcher.h) with a fake forward on a real WorkerPool: requests
 // stack into one call while the worker is busy, outputs split back by rows, a batch that fails
 // runs again request by request, outputs not per row run alone, the preferred size and the delay,
 // and 503 when too many wait.

@@ -6,7 +6,7 @@ each model's outputs over HTTP and gRPC equal to a direct LibTorch forward; the 
 with every model's state and reason; unload (the model answers 404, the other still serves) and
 load again; per-model metrics; the error paths of the repository calls.
 
-    /usr/bin/python3 tests/torch_ext/serve/repository_test.py build/torch_ext/serve/memoplan-serve
+    /usr/bin/python3 tests/apps/serve/repository_test.py build/apps/serve/memoplan-serve
 """
 import json
 import os

@@ -3,7 +3,7 @@ curl, infer results bit-identical to a direct LibTorch forward (JSON and binary 
 error path with its status and JSON body, /metrics, a deterministic 503 from a full queue, and
 graceful shutdown on SIGTERM with requests in flight.
 
-    /usr/bin/python3 tests/torch_ext/serve/serve_test.py build/torch_ext/serve/memoplan-serve
+    /usr/bin/python3 tests/apps/serve/serve_test.py build/apps/serve/memoplan-serve
 """
 import json
 import os

@@ -1,6 +1,6 @@
 """A short bounded concurrent load on memoplan-serve: no errors, and flat memory.
 
-    /usr/bin/python3 tests/torch_ext/serve/load_test.py build/torch_ext/serve/memoplan-serve [SECONDS]
+    /usr/bin/python3 tests/apps/serve/load_test.py build/apps/serve/memoplan-serve [SECONDS]
 
 tiny_cnn with 2 workers, 8 keep-alive connections posting the same JSON infer request (wrk,
 Debian's, when installed, else Python threads with http.client), twice: 60 KB requests

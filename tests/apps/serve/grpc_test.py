@@ -1,5 +1,5 @@
 """End-to-end test of memoplan-serve's KServe v2 gRPC protocol (--grpc-port) with a real gRPC
-client: Debian's python3-grpcio, with stubs generated here from torch_ext/serve/proto/kserve_v2.proto
+client: Debian's python3-grpcio, with stubs generated here from apps/serve/proto/kserve_v2.proto
 by protoc and grpc_python_plugin (protobuf-compiler-grpc), not the server's own code. Health,
 readiness and metadata; infer with typed contents and with raw_input_contents, inputs by
 forward's argument name and by Triton's position (INPUT__0), outputs asked for as OUTPUT__0,
@@ -8,7 +8,7 @@ once; every error path with the protocol's status code (unknown model and versio
 shapes, datatypes and contents, malformed protobuf, a message over the size limit), the server
 serving on after each; /metrics counting the calls by code.
 
-    /usr/bin/python3 tests/torch_ext/serve/grpc_test.py build/torch_ext/serve/memoplan-serve
+    /usr/bin/python3 tests/apps/serve/grpc_test.py build/apps/serve/memoplan-serve
 """
 import os
 import shutil
@@ -24,7 +24,7 @@ from serve_client import (Server, TestFailure, check, has_grpc, infer_body,  # n
 import torch  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-PROTO_DIR = os.path.join(ROOT, "torch_ext", "serve", "proto")
+PROTO_DIR = os.path.join(ROOT, "apps", "serve", "proto")
 MAX_BODY = 1 << 20
 
 

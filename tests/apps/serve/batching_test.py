@@ -6,7 +6,7 @@ forward may round differently in the last bits: LibTorch's kernels block by batc
 batches of more than one row (memoplan_batch_size) and the queue delay; each new batch size is
 planned from the shape family's formulas.
 
-    /usr/bin/python3 tests/torch_ext/serve/batching_test.py build/torch_ext/serve/memoplan-serve
+    /usr/bin/python3 tests/apps/serve/batching_test.py build/apps/serve/memoplan-serve
 """
 import os
 import sys

@@ -1,7 +1,7 @@
 """Writes tiny.pt for the `memoplan run` tests: an int64 (token id) input and tuple, dict and list
 outputs, scripted, with no input-shape extra files (so `memoplan run` needs --input for it).
 
-    /usr/bin/python3 tests/torch_ext/run/make_tiny_model.py OUT.pt
+    /usr/bin/python3 tests/apps/run/make_tiny_model.py OUT.pt
 """
 import sys
 from typing import Dict, List, Tuple

@@ -1,6 +1,6 @@
 """Writes the TorchScript models the serve tests run (random weights, fixed seed):
 
-    /usr/bin/python3 tests/torch_ext/serve/make_test_models.py OUT_DIR
+    /usr/bin/python3 tests/apps/serve/make_test_models.py OUT_DIR
 
 - tiny_cnn.pt: convolutions, pooling and a linear layer on 1x3x32x32 FP32 (traced), with the
   extra files input_shape/input_dtype that bench/models/make_zoo.py writes, so the server plans it

@@ -1,4 +1,4 @@
-// The gRPC codec (torch_ext/serve/grpc_codec.h): typed contents and raw bytes to HostTensors,
+// The gRPC codec (apps/serve/grpc_codec.h): typed contents and raw bytes to HostTensors,
 // every refusal with HTTP's 400 (the service answers INVALID_ARGUMENT), outputs to
 // raw_output_contents under the names the request asked for.
 #include "grpc_codec.h"
