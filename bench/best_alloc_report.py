@@ -2,7 +2,7 @@
 """Report of a bench/run_best_alloc.py run: the graph pass against each cell's best allocator.
 
     bench/best_alloc_report.py bench/results/best_alloc_<stamp>                    # markdown out
-    bench/best_alloc_report.py bench/results/best_alloc_<stamp> --doc docs/BENCHMARKS.md
+    bench/best_alloc_report.py bench/results/best_alloc_<stamp> --doc docs/results/TORCH.md
 
 Per cell (model, batch, threads): every configuration's median pass time over the rounds (each
 round's figure is the median of that process's timed passes); the best allocator is the one with

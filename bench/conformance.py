@@ -121,7 +121,7 @@ def main():
                         r["min_error"] = minimum["error"]
                     else:
                         # Against the offset plan's bound (the planned copy of the tuned run),
-                        # as docs/TORCH_EXT.md's "What it saved" measures memory min.
+                        # as docs/results/MEMORY.md measures memory min.
                         r.update(min_slab_bytes=minimum["slab_bytes"],
                                  min_slab_over_bound=minimum["slab_bytes"] / j["lower_bound_bytes"],
                                  min_identical=minimum["outputs_identical"],

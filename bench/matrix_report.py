@@ -2,7 +2,7 @@
 """Turns a run directory of bench/run_matrix.py into one CSV, Markdown tables and PNG plots.
 
     bench/matrix_report.py RUN_DIR                    # writes RUN_DIR/report.md and RUN_DIR/img/
-    bench/matrix_report.py RUN_DIR --doc docs/BENCHMARKS.md --img docs/img/benchmarks
+    bench/matrix_report.py RUN_DIR --doc docs/results/TORCH.md --only-marked    # plots: RUN_DIR/img/
 
 With --doc, the generated sections replace what lies between `<!-- BEGIN GENERATED: NAME -->`
 and `<!-- END GENERATED: NAME -->` in that file (the hand-written text around them stays); a

@@ -7,7 +7,7 @@
 
 Why: on a shared 2-vCPU VM the speed of the whole machine drifts by 20-30% over tens of seconds,
 so bench/run_ort_compare.py's processes, run one after another, see different machines; a cell's
-ratio then spreads 0.9-1.4 over three rounds (docs/KERNELS.md, Measurements). Here both sides stay
+ratio then spreads 0.9-1.4 over three rounds (docs/results/KERNELS.md). Here both sides stay
 loaded and warm and take turns in short bursts, so each pair of bursts sees nearly the same
 machine: per cell, both processes start (ONNX Runtime: bench/ort/run_ort.mjs --serve 1, the
 session of run_ort_compare.py; memoplan: this script with --memoplan-side, which loads

@@ -4,7 +4,7 @@
     bench/run_best_alloc.py                               # the cells, 5 rounds
     bench/run_best_alloc.py --models resnet18 --batches 1 --threads 1 --rounds 3
     bench/run_best_alloc.py --resume bench/results/best_alloc_<stamp>    # finish a run
-    bench/best_alloc_report.py bench/results/best_alloc_<stamp> [--doc docs/BENCHMARKS.md]
+    bench/best_alloc_report.py bench/results/best_alloc_<stamp> [--doc docs/results/TORCH.md]
 
 A cell is a model, a batch and a count of inference threads (one intra-op thread each). Every
 configuration of a cell runs in a process of its own (bench/torch_alloc_bench: load, warm-up

@@ -1,10 +1,10 @@
 """Inputs whose shapes vary (issue 18): `memoplan run` with range inputs on zoo models, at 1 and
 2 inference threads, under tcmalloc (memoplan-run's own pairing) and under mimalloc (preloaded),
-and the table for docs/BENCHMARKS.md (between its "family" markers).
+and the table for docs/results/TORCH.md (between its "family" markers).
 
     /usr/bin/python3 bench/run_family_bench.py --run-dir bench/results/family_<date> [--iters 40]
     /usr/bin/python3 bench/run_family_bench.py --report bench/results/family_<date> \
-        --doc docs/BENCHMARKS.md
+        --doc docs/results/TORCH.md
 
 Each cell is one `memoplan run --json` process (the default strategy) (its planned and unplanned copies
 interleaved in it, each copy's peak RSS in a fresh process of its own); cells run one after the

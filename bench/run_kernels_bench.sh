@@ -1,5 +1,5 @@
 #!/bin/bash
-# The measurements of docs/KERNELS.md: memoplan's GEMM against OpenBLAS per shape
+# The measurements of docs/results/KERNELS.md: memoplan's GEMM against OpenBLAS per shape
 # (kernels_bench), the layout plan against brute force (layout_table), and end to end
 # `memoplan run --kernels tuned` (stock TorchScript vs planned vs planned + tuned kernels, one
 # process each, interleaved per iteration) on the transformer models and two CNNs.

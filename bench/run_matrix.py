@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""The benchmark matrix of docs/BENCHMARKS.md: models x batch x input size x inference threads x
+"""The design matrix of docs/results/TORCH.md: models x batch x input size x inference threads x
 allocator configurations, interleaved and repeated; allocator calls; planner quality; serving.
 
     bench/run_matrix.py --quick               # reduced matrix, under 10 minutes here

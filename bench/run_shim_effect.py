@@ -4,7 +4,7 @@
     bench/run_shim_effect.py                                   # every cell, 2 rounds
     bench/run_shim_effect.py --models resnet18 --modes eager --rounds 1
     bench/run_shim_effect.py --resume bench/results/shim_effect_<stamp>
-    bench/run_shim_effect.py --report bench/results/shim_effect_<stamp> [--doc docs/SHIM_BENCH.md]
+    bench/run_shim_effect.py --report bench/results/shim_effect_<stamp> [--doc docs/results/SHIM.md]
 
 A cell is a zoo model, a mode (eager: the torch.nn module; scripted: the zoo's TorchScript file),
 intra-op threads and inference threads; `--work` cells also do a request's parsing and a response's

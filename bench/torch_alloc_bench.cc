@@ -33,7 +33,7 @@
 #include <thread>
 #include <vector>
 
-#include "../torch_ext/run/input_spec.h"
+#include "../apps/run/input_spec.h"
 #include "allocator_info.h"
 #include "jemalloc_stats.h"
 #include "malloc_counter.h"

@@ -2,7 +2,8 @@
 // outside passes, fallbacks): the next malloc in the symbol chain (glibc, or a jemalloc/tcmalloc/
 // mimalloc preloaded after us), mimalloc's mi_* API or jemalloc's mallocx API loaded with dlopen.
 // fallback:auto, the default, keeps a composed allocator and otherwise takes mimalloc over glibc:
-// behind the shim glibc's small-block path was the gap to the best allocator (docs/SHIM_BENCH.md).
+// behind the shim glibc's small-block path was the gap to the best allocator (docs/SHIM.md, "The
+// allocator behind the shim").
 #pragma once
 
 #include <malloc.h>

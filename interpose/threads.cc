@@ -42,7 +42,7 @@ void records_release(void* p, size_t) {
 // lock, which a thread holds through its whole start and exit: so at the fork every other thread
 // is either running (on Global::running) or fully exited. A running thread is not stopped: the
 // fork may catch it half-way through any update of its own state, so the child's recovery never
-// relies on that state being whole (docs/SHIM.md, "fork"): arenas are retired from the arena
+// relies on that state being whole (docs/SHIM.md, "Fork"): arenas are retired from the arena
 // table, records are forgotten before they are given back, and a half-done step leaves a leak
 // in the child, never a double release (tests/interpose/fault_fork_halfway_test.cc).
 void before_fork() {

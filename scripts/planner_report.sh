@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Regenerates the numbers and pictures in docs/PLANNER.md from the committed model traces.
+# Regenerates the model-trace table of docs/results/PLANNER.md from the committed model traces,
+# and heap maps of swin_t under greedy_by_size and best.
 # Usage: scripts/planner_report.sh [OUTDIR] (default out/planner-report)
 set -euo pipefail
 cd "$(dirname "$0")/.."

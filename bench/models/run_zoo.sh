@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs `memoplan run --json` on every model of the zoo (or the ones named) and prints the table
-# docs/RUN.md shows. Batch 1, one inference thread; the heavy models get fewer iterations.
+# docs/results/KERNELS.md shows. Batch 1, one inference thread; the heavy models get fewer iterations.
 #
 #   bench/models/run_zoo.sh [-b BUILD_DIR] [-m MODELS_DIR] [-o OUT.jsonl] [MODEL...]
 #

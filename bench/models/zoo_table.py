@@ -1,4 +1,4 @@
-"""Prints the markdown table of docs/RUN.md from `memoplan run --json` lines (one object a line,
+"""Prints the markdown table of docs/results/KERNELS.md from `memoplan run --json` lines (one object a line,
 as bench/models/run_zoo.sh writes them).
 
     python3 bench/models/zoo_table.py out/zoo_run.jsonl

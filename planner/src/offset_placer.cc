@@ -10,9 +10,10 @@ namespace memoplan::planner {
 namespace {
 
 // From this many blocks live at once, place_in_order places with OccupancyTree (the same offsets).
-// Measured (bench/planner_scaling.cc, docs/PLANNER.md): on recorded and DNN-like traces, a few
-// dozen live at once, OffsetPlacer is 4-10x faster; on random traces with every lifetime anywhere
-// the two meet near 500 live; on the IOPDDL traces (thousands live) the tree is 10-80x faster.
+// Measured (bench/planner_scaling.cc, docs/results/PLANNER.md): on recorded and DNN-like traces,
+// a few dozen live at once, OffsetPlacer is 4-10x faster; on random traces with every lifetime
+// anywhere the two meet near 500 live; on the IOPDDL traces (thousands live) the tree is 10-80x
+// faster.
 constexpr size_t kTreeFromLive = 512;
 
 // k is a few dozen for DNN traces: insertion sort beats introsort's set-up there.
