@@ -12,7 +12,6 @@ namespace {
 struct Registry {
   std::mutex mutex;
   KernelRewrite tuned = nullptr;
-  KernelRewrite memory_min = nullptr;
 };
 Registry& registry() {
   static Registry* r = new Registry();  // never destroyed: registered from static initializers
@@ -46,18 +45,6 @@ KernelRewrite registered_kernels(Kernels kernels) {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
   return kernels == Kernels::kTuned ? r.tuned : nullptr;
-}
-
-void register_memory_min_rewrite(KernelRewrite rewrite) {
-  Registry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mutex);
-  r.memory_min = rewrite;
-}
-
-KernelRewrite memory_min_rewrite() {
-  Registry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mutex);
-  return r.memory_min;
 }
 
 }  // namespace memoplan::torch_ext

@@ -1,14 +1,15 @@
 // torch_ext/planning/: the planning runtime of the LibTorch extension, what the rest of the
 // extension may use of it. The folder records a module's pass (the tagged c10 allocator, the aten
-// shadow stack, ProfileSession), rewrites its forward with memoplan::AllocateSlab /
-// AllocateTensor / EndPass (graph_pass.cc) and replays the plan through the shared runtime
-// (src/replay: one arena per thread and plan). It knows nothing of the tuned kernels: they hook
-// in through register_kernels below (torch_ext/tuned/ registers "tuned"). No torch headers here.
+// shadow stack, ProfileSession), provides the memoplan::AllocateSlab / AllocateTensor / EndPass
+// operators (pass_operators.cc) that plan/graph_pass.cc puts into a module's forward, and replays
+// the plan through the shared runtime (src/replay: one arena per thread and plan). It knows
+// nothing of the rewrites above it (plan/, memory_min/, budget/, tuned/); the tuned kernels hook in
+// through register_kernels below (torch_ext/tuned/ registers Kernels::kTuned). No torch headers.
 //
-// When its files run: at plan time graph_pass.cc (the rewrite), profiler.cc, tagged_allocator.cc,
-// record_table.cc, shadow_stack.cc (the profiled pass) and compiled_plan.cc (planning); on every
-// pass pass_runtime.cc (the three graph operators); on every tensor request replay_allocator.cc
-// (the fast path: replay::serve).
+// When its files run: at plan time profiler.cc, tagged_allocator.cc, record_table.cc,
+// shadow_stack.cc (the profiled pass) and compiled_plan.cc (planning); on every pass
+// pass_operators.cc and pass_runtime.cc; on every tensor request replay_allocator.cc (the fast
+// path: replay::serve).
 #pragma once
 
 #include <string>
@@ -30,10 +31,6 @@ using KernelRewrite = int (*)(torch::jit::Graph& graph);
 void register_kernels(Kernels kernels, KernelRewrite rewrite);
 // The rewrite registered for `kernels`; nullptr when none is (and for Kernels::kStock).
 KernelRewrite registered_kernels(Kernels kernels);
-// The rewrite PlanOptions::memory == Memory::kMin runs where the kernel rewrite does: ops replaced
-// by forms whose temporaries are smaller (torch_ext/tuned/sliced_ops.h registers it at load time).
-void register_memory_min_rewrite(KernelRewrite rewrite);
-KernelRewrite memory_min_rewrite();  // nullptr when none is registered
 
 // Gives back to the system what the allocator underneath malloc keeps free (glibc, tcmalloc,
 // mimalloc or jemalloc, whichever serves it): plan() calls it once a plan is made.
@@ -76,7 +73,8 @@ class Unrecorded {
 
 // While one is alive (with an Unrecorded), the calling thread's allocations all go to the allocator
 // behind memoplan's, a warm-up pass's large blocks too (they get exact blocks of memoplan's own
-// otherwise): c10's default allocator reports each to a memory profiler (tuned/allocation_peak.h).
+// otherwise): c10's default allocator reports each to a memory profiler
+// (memory_min/allocation_peak.h).
 class ToAllocatorBehind {
  public:
   ToAllocatorBehind();

@@ -91,11 +91,11 @@ class Conv {
 // Throws std::runtime_error (oneDNN's message) for a shape oneDNN does not take.
 std::shared_ptr<const Conv> conv(const ConvSpec& spec);
 
-// A convolution on plain NCHW tensors computed in parts (memory "min": tuned/sliced_ops.cc):
-// bands of output rows or slices of output channels, each through the layouts oneDNN picks for
-// it (format "any", as aten's oneDNN path asks), so the input and output in those layouts and the
-// re-laid-out weights are a part's, not the whole's. Dense (groups 1) or depthwise (groups == c ==
-// out_channels; a slice then reads its own input channels).
+// A convolution on plain NCHW tensors computed in parts (memory "min":
+// torch_ext/memory_min/sliced_ops.cc): bands of output rows or slices of output channels, each
+// through the layouts oneDNN picks for it (format "any", as aten's oneDNN path asks), so the input
+// and output in those layouts and the re-laid-out weights are a part's, not the whole's. Dense
+// (groups 1) or depthwise (groups == c == out_channels; a slice then reads its own input channels).
 struct SlicedConvSpec {
   int64_t n = 0, c = 0, h = 0, w = 0;
   int64_t out_channels = 0, kh = 0, kw = 0, groups = 1;

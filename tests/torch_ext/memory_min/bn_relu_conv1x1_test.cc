@@ -1,7 +1,7 @@
-// Memory "min"'s dense-layer bottleneck (tuned/bn_relu_conv1x1.h): the fused op gives the bytes of
-// aten's batch norm + ReLU + 1x1 convolution for every shape, in bands where aten runs OpenBLAS
-// GEMMs (one thread), whole elsewhere; the graph rewrite takes only chains whose input is read
-// again afterwards.
+// Memory "min"'s dense-layer bottleneck (memory_min/bn_relu_conv1x1.h): the fused op gives the
+// bytes of aten's batch norm + ReLU + 1x1 convolution for every shape, in bands where aten runs
+// OpenBLAS GEMMs (one thread), whole elsewhere; the graph rewrite takes only chains whose input is
+// read again afterwards.
 #include <ATen/Parallel.h>
 #include <dlfcn.h>
 #include <gtest/gtest.h>
@@ -17,7 +17,7 @@
 
 #include "bn_relu_conv1x1.h"
 #include "memoplan/torch/kernels.h"
-#include "tuned_test_support.h"
+#include "tuned/tuned_test_support.h"
 
 namespace memoplan::torch_ext {
 namespace {

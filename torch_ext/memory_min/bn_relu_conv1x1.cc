@@ -21,7 +21,7 @@
 
 #include "blas_bands.h"
 #include "memoplan/kernels/affine_relu.h"
-#include "planning/concat_in_place.h"
+#include "memory_min/concat_in_place.h"
 #include "planning/op_record.h"
 #include "planning/planning.h"
 #include "sliced_conv.h"

@@ -8,7 +8,7 @@
 
 #include <stdexcept>
 
-#include "budget_runtime.h"
+#include "budget/budget_runtime.h"
 
 namespace memoplan::torch_ext {
 

@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "concat_in_place.h"
-#include "op_record.h"
-#include "pass_runtime.h"
+#include "planning/op_record.h"
+#include "planning/pass_runtime.h"
 #include "sharing_pass.h"
 
 namespace memoplan::torch_ext {
@@ -78,7 +78,7 @@ bool in_loop(const Node* node) {
   return false;
 }
 
-// memoplan::cat_bn_relu_conv1x1 (memory min's dense-layer bottleneck, tuned/bn_relu_conv1x1.h)
+// memoplan::cat_bn_relu_conv1x1 (memory min's dense-layer bottleneck, bn_relu_conv1x1.h)
 // begins with a concatenation of its list input 0 along input 1: when it runs as aten's ops, its
 // first tensor is that concatenation (concat_in_place), whose inputs may lie in it as in a
 // concat's; in bands, its first tensor is a band, smaller, which no claim matches.

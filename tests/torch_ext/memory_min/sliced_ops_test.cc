@@ -1,4 +1,4 @@
-// Memory "min"'s sliced ops (tuned/sliced_ops.h): a convolution in bands of rows or slices of
+// Memory "min"'s sliced ops (memory_min/sliced_ops.h): a convolution in bands of rows or slices of
 // channels, and max pooling by slices, give aten's bytes for every shape (a shape whose parts
 // would differ runs whole); a module planned with memory "min" goes below the offset bound of the
 // same module planned without it, its replayed passes identical to an unplanned copy's.
@@ -13,7 +13,7 @@
 
 #include "memoplan/torch/plan.h"
 #include "sliced_ops.h"
-#include "tuned_test_support.h"
+#include "tuned/tuned_test_support.h"
 
 namespace memoplan::torch_ext {
 namespace {

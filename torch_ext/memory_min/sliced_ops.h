@@ -1,5 +1,5 @@
 // Memory "min"'s op replacements for the bytes an op takes besides its input and output
-// (sliced_ops.cc; registered with planning.h's register_memory_min_rewrite). aten's convolution on
+// (sliced_ops.cc; plan/graph_pass.cc runs them under memory min). aten's convolution on
 // oneDNN lays its input and weights out anew on every call and computes into a blocked output that
 // it then copies into the plain one; its max pooling writes 8-byte indices that TorchScript's
 // max_pool2d drops. At batch 1 these temporaries are most of the peak on resnet50 (a 9 MiB weight

@@ -20,12 +20,12 @@
 #include <optional>
 #include <vector>
 
-#include "blas_bands.h"
-#include "budget/budget_runtime.h"
+#include "budget_runtime.h"
 #include "memoplan/onednn/onednn.h"
+#include "memory_min/blas_bands.h"
+#include "memory_min/sliced_conv.h"
 #include "planning/op_record.h"
 #include "planning/planning.h"
-#include "sliced_conv.h"
 
 namespace memoplan::torch_ext {
 namespace {

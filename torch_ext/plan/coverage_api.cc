@@ -8,7 +8,7 @@
 #include <unordered_map>
 
 #include "budget_api.h"  // module_id
-#include "coverage.h"
+#include "planning/coverage.h"
 
 namespace memoplan::torch_ext {
 namespace {

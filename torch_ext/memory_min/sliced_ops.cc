@@ -385,10 +385,6 @@ int replace_sliced_ops(torch::jit::Graph& graph) {
   return fused + static_cast<int>(nodes.size());
 }
 
-namespace {
-const bool registered = (register_memory_min_rewrite(&replace_sliced_ops), true);
-}  // namespace
-
 SlicedCounts sliced_counts() {
   return {sliced_convolutions.load(), sliced_poolings.load(), whole_after_check.load(),
           whole_saving_little.load()};

@@ -12,13 +12,14 @@
 #include <mutex>
 #include <vector>
 
-#include "attribute_constants.h"
-#include "budget_runtime.h"
-#include "canonical_forms.h"
-#include "pass_operators.h"
-#include "pass_runtime.h"
-#include "planning.h"
-#include "sharing_pass.h"
+#include "budget/budget_runtime.h"
+#include "memory_min/sharing_pass.h"
+#include "memory_min/sliced_ops.h"
+#include "planning/attribute_constants.h"
+#include "planning/canonical_forms.h"
+#include "planning/pass_operators.h"
+#include "planning/pass_runtime.h"
+#include "planning/planning.h"
 
 namespace memoplan::torch_ext {
 namespace {
@@ -179,7 +180,7 @@ int64_t rewrite_forward(torch::jit::Module& module, const PlanOptions& options) 
   }
   // Before the marks too: the replacements' temporaries are planned like any other tensor.
   if (options.memory == Memory::kMin) {
-    if (KernelRewrite rewrite = memory_min_rewrite()) rewrite(*graph);
+    replace_sliced_ops(*graph);
   }
   int64_t next_node = 1;
   mark_block(*graph, graph->block(), next_node);

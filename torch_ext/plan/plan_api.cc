@@ -5,15 +5,15 @@
 
 #include <stdexcept>
 
+#include "budget/budget_runtime.h"
 #include "budget_api.h"
-#include "budget_runtime.h"
-#include "coverage.h"
 #include "graph_pass.h"
 #include "memoplan/torch/budget.h"
 #include "memoplan/torch/plan.h"
-#include "pass_operators.h"
-#include "pass_runtime.h"
-#include "planning.h"
+#include "planning/coverage.h"
+#include "planning/pass_operators.h"
+#include "planning/pass_runtime.h"
+#include "planning/planning.h"
 
 namespace memoplan::torch_ext {
 namespace {
