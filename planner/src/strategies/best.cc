@@ -115,6 +115,7 @@ StrategyResult solve_best(const Problem& problem, const StrategyOptions& options
         offsets = std::move(exact.offsets);
       }
       proven = exact.proven_lower == slab;
+      if (!proven && Clock::now() >= deadline) note += " (time limit)";
     }
   }
   return {std::move(offsets), proven ? SolveStatus::kOptimal : SolveStatus::kHeuristic,
