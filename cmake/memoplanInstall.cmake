@@ -8,11 +8,14 @@ include(CMakePackageConfigHelpers)
 find_package(fmt REQUIRED)
 math(EXPR MEMOPLAN_FMT_NEXT_MAJOR "${fmt_VERSION_MAJOR} + 1")
 set(MEMOPLAN_TORCH_SONAME "libmemoplan_torch.so.${PROJECT_VERSION_MAJOR}")
+set(MEMOPLAN_TUNED_SONAME "libmemoplan_tuned.so.${PROJECT_VERSION_MAJOR}")
 
 install(EXPORT memoplanTargets NAMESPACE memoplan:: FILE memoplanTargets.cmake
         DESTINATION ${MEMOPLAN_INSTALL_CMAKEDIR} COMPONENT dev)
 if(TARGET memoplan_torch)
   install(EXPORT memoplanTorchTargets NAMESPACE memoplan:: FILE memoplanTorchTargets.cmake
+          DESTINATION ${MEMOPLAN_INSTALL_CMAKEDIR} COMPONENT dev)
+  install(EXPORT memoplanTunedTargets NAMESPACE memoplan:: FILE memoplanTunedTargets.cmake
           DESTINATION ${MEMOPLAN_INSTALL_CMAKEDIR} COMPONENT dev)
 endif()
 

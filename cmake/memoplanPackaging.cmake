@@ -3,8 +3,11 @@
 #   component  package               contents
 #   preload    libmemoplan-preload   lib/<multiarch>/libmemoplan_preload.so (the LD_PRELOAD shim)
 #   torch      libmemoplan-torch0    libmemoplan_torch.so.0 (SONAME major 0; LibTorch builds only)
+#   tuned      libmemoplan-tuned0    libmemoplan_tuned.so.0, the tuned kernels (oneDNN), loaded by
+#                                    plan(..., kernels = "tuned") (LibTorch builds only)
 #   dev        libmemoplan-dev       every public header, the static planner/core/runtime, the
-#                                    libmemoplan_torch.so link, memoplanConfig.cmake, memoplan.pc
+#                                    libmemoplan_torch.so and libmemoplan_tuned.so links,
+#                                    memoplanConfig.cmake, memoplan.pc
 #   tools      memoplan-tools        bin/memoplan and bin/memoplan-run (`memoplan run` runs the
 #                                    memoplan-run beside it: one package, one directory)
 #   serve      memoplan-serve        bin/memoplan-serve (LibTorch builds only)
@@ -93,8 +96,17 @@ if(TARGET memoplan_torch)
  libmemoplan_torch.so plans a TorchScript module's tensors into one slab per inference thread.")
   set(CPACK_DEBIAN_TORCH_PACKAGE_NAME ${_memoplan_torch_package})
   set(CPACK_DEBIAN_TORCH_PACKAGE_SECTION libs)
-  set(CPACK_COMPONENT_TOOLS_DEPENDS torch)
   set(CPACK_DEBIAN_DEV_PACKAGE_SUGGESTS "${_memoplan_torch_package}, libtorch-dev")
+  # The tuned kernels: their own package. `memoplan run --kernels tuned` loads it, so memoplan-tools
+  # depends on it (dlopen is invisible to dpkg-shlibdeps); memoplan-serve has no tuned option yet.
+  list(APPEND CPACK_COMPONENTS_ALL tuned)
+  set(CPACK_COMPONENT_TUNED_DESCRIPTION "memoplan tuned kernels for the LibTorch extension
+ libmemoplan_tuned.so replaces hot operators of planned TorchScript graphs with memoplan's GEMM
+ and oneDNN primitives where they measure faster; libmemoplan_torch.so loads it on demand.")
+  set(CPACK_DEBIAN_TUNED_PACKAGE_NAME libmemoplan-tuned${PROJECT_VERSION_MAJOR})
+  set(CPACK_DEBIAN_TUNED_PACKAGE_SECTION libs)
+  set(CPACK_COMPONENT_TUNED_DEPENDS torch)
+  set(CPACK_COMPONENT_TOOLS_DEPENDS torch tuned)
 endif()
 if(TARGET memoplan-serve)
   list(APPEND CPACK_COMPONENTS_ALL serve)

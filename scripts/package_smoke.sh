@@ -16,7 +16,8 @@ set -euo pipefail
 debs=$1 src=$2
 models=$src/$3
 trace=$src/tests/data/traces/resnet18.json.gz
-runtime_packages=(libmemoplan-preload libmemoplan-torch0 memoplan-tools memoplan-serve)
+runtime_packages=(libmemoplan-preload libmemoplan-torch0 libmemoplan-tuned0 memoplan-tools
+                  memoplan-serve)
 all_packages=(libmemoplan-dev "${runtime_packages[@]}")
 export DEBIAN_FRONTEND=noninteractive
 
@@ -61,6 +62,10 @@ memoplan run "$models/tiny.pt" --input 3x7 --dtype int64 --iters 2 --no-rss --js
 grep '"passes_compared": *2' /tmp/run.json >/dev/null || { cat /tmp/run.json >&2; fail "memoplan run"; }
 head -c 400 /tmp/run.json
 echo
+
+step "memoplan run --kernels tuned (plan() loads libmemoplan_tuned.so.0 from beside libmemoplan_torch.so.0)"
+memoplan run "$models/resnet18.pt" --kernels tuned --iters 2 --no-rss --json -q > /tmp/tuned.json
+grep '"kernels": *"tuned"' /tmp/tuned.json >/dev/null || { cat /tmp/tuned.json >&2; fail "memoplan run --kernels tuned"; }
 
 step "memoplan-serve: --help, then resnet18, as a user without privileges (as in the image), until /v2/health/ready answers"
 memoplan-serve --help >/dev/null

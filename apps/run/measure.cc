@@ -15,7 +15,7 @@
 
 #include "counting_allocator.h"
 #include "memoplan/torch/budget.h"
-#include "memoplan/torch/kernels.h"  // sliced_counts
+#include "memoplan/torch/memory_min.h"  // sliced_counts
 #include "memoplan/torch/plan.h"
 #include "outputs_equal.h"
 #include "progress.h"

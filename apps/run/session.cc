@@ -20,7 +20,6 @@
 #include "measure.h"
 #include "memoplan/heapmap.h"
 #include "memoplan/torch/budget.h"
-#include "memoplan/torch/kernels.h"
 #include "memoplan/torch/plan.h"
 #include "memoplan/trace_io.h"
 #include "progress.h"

@@ -1,6 +1,6 @@
 #!/bin/bash
 # install.consumer: installs memoplan from the build tree (cmake --install, components dev,
-# preload, tools and torch), moves the tree elsewhere (nothing may point back at the build or at
+# preload, tools, torch and tuned), moves the tree elsewhere (nothing may point back at the build or at
 # the first prefix), then builds and runs a consumer against it twice: with find_package(memoplan)
 # and with pkg-config; runs the installed programs and the shim from the moved tree.
 #   install_test.sh CMAKE BUILD_DIR CONSUMER_SOURCE WORK_DIR CXX GENERATOR TORCH(ON|OFF) SOURCE_DIR
@@ -10,7 +10,7 @@ cmake=$1 build=$2 consumer=$3 work=$4 cxx=$5 generator=$6 torch=$7 source=$8
 rm -rf "$work"
 mkdir -p "$work"
 components="dev preload tools"
-[ "$torch" = ON ] && components="$components torch"
+[ "$torch" = ON ] && components="$components torch tuned"
 for component in $components; do
   "$cmake" --install "$build" --prefix "$work/first" --component "$component" > /dev/null
 done
@@ -66,6 +66,10 @@ if [ "$torch" = ON ]; then
     { echo "FAIL: memoplan-run does not find libmemoplan_torch.so.0 in $prefix:" >&2;
       ldd "$prefix/bin/memoplan-run" | grep memoplan >&2; exit 1; }
   "$prefix/bin/memoplan" run --help > /dev/null
+  # plan(..., kernels = "tuned") loads libmemoplan_tuned.so.0 from beside libmemoplan_torch.so.0.
+  torch_lib=$(ldd "$prefix/bin/memoplan-run" | sed -n 's/.*libmemoplan_torch.so.0 => \([^ ]*\) .*/\1/p')
+  [ -e "$(dirname "$torch_lib")/libmemoplan_tuned.so.0" ] ||
+    { echo "FAIL: no libmemoplan_tuned.so.0 beside $torch_lib" >&2; exit 1; }
 fi
 rm -rf "$prefix"  # 200+ MB of copies; the logs stay
 echo "install.consumer: ok"

@@ -14,7 +14,7 @@
 
 #include <cstdint>
 
-#include "memoplan/torch/kernels.h"  // sliced_counts()
+#include "memoplan/torch/memory_min.h"  // sliced_counts()
 
 namespace torch::jit {
 struct Graph;

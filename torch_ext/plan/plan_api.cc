@@ -8,6 +8,7 @@
 #include "budget/budget_runtime.h"
 #include "budget_api.h"
 #include "graph_pass.h"
+#include "kernel_library.h"
 #include "memoplan/torch/budget.h"
 #include "memoplan/torch/plan.h"
 #include "planning/coverage.h"
@@ -40,6 +41,11 @@ torch::jit::RegisterOperators memoplan_python_operators({
                          c10::AliasAnalysisKind::CONSERVATIVE),
     torch::jit::Operator("memoplan::forget_plans(Any module) -> ()", forget_plans_op,
                          c10::AliasAnalysisKind::CONSERVATIVE),
+    // torch.ops.memoplan.kernel_report(): the measured choice of every tuned shape.
+    torch::jit::Operator(
+        "memoplan::kernel_report() -> str",
+        [](torch::jit::Stack& stack) { stack.emplace_back(kernel_report()); },
+        c10::AliasAnalysisKind::CONSERVATIVE),
 });
 
 }  // namespace
@@ -48,9 +54,8 @@ PlanSummary plan(torch::jit::Module& module, const std::vector<c10::IValue>& inp
                  const PlanOptions& options) {
   if (!module.find_method("forward"))
     throw std::runtime_error("memoplan: the module has no forward");
-  if (options.kernels != Kernels::kStock && !registered_kernels(options.kernels)) {
-    throw std::runtime_error(std::string("memoplan: kernels \"") + name(options.kernels) +
-                             "\" are not in this process (their library was not loaded)");
+  if (std::string why = load_kernels(options.kernels); !why.empty()) {
+    throw std::runtime_error(why);
   }
   if (options.budget_bytes > 0 && options.kernels != Kernels::kStock) {
     throw std::runtime_error(

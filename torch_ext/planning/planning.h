@@ -26,9 +26,15 @@ namespace memoplan::torch_ext {
 // allocation marks go in (a replacement's outputs are planned like any other tensor). Returns how
 // many ops it replaced.
 using KernelRewrite = int (*)(torch::jit::Graph& graph);
-// Makes `rewrite` what PlanOptions::kernels == `kernels` selects (Kernels::kStock selects none).
-// Called at load time by the library that provides the kernels.
-void register_kernels(Kernels kernels, KernelRewrite rewrite);
+// What a kernel set provides: its rewrite and its report (kernel_report(), memoplan/torch/plan.h).
+struct KernelSet {
+  KernelRewrite rewrite = nullptr;
+  std::string (*report)() = nullptr;
+};
+// Makes `*set` what PlanOptions::kernels == `kernels` selects (Kernels::kStock selects none).
+// Called at load time by the library that provides the kernels (libmemoplan_tuned.so, never
+// unloaded), with a set that lives as long as it.
+void register_kernels(Kernels kernels, const KernelSet* set);
 // The rewrite registered for `kernels`; nullptr when none is (and for Kernels::kStock).
 KernelRewrite registered_kernels(Kernels kernels);
 

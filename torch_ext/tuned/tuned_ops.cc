@@ -332,11 +332,6 @@ torch::jit::RegisterOperators tuned_operators({
               tuned::linear(x, w, bias, handle, static_cast<Activation>(activation)));
         },
         c10::AliasAnalysisKind::FROM_SCHEMA),
-    // Python: torch.ops.memoplan.kernel_report(), the measured choice of every tuned shape.
-    torch::jit::Operator(
-        "memoplan::kernel_report() -> str",
-        [](torch::jit::Stack& stack) { stack.emplace_back(kernel_report()); },
-        c10::AliasAnalysisKind::CONSERVATIVE),
 });
 
 }  // namespace
@@ -410,8 +405,30 @@ int replace_hot_ops(torch::jit::Graph& graph) {
 }
 
 namespace {
-// The planning runtime runs this rewrite for PlanOptions::kernels == "tuned".
-const bool registered = (register_kernels(Kernels::kTuned, &replace_hot_ops), true);
+
+// kernel_report() (memoplan/torch/plan.h) while this library is loaded.
+std::string tuned_report() {
+  std::ostringstream out;
+  {
+    std::lock_guard<std::mutex> lock(shapes_mutex);
+    for (const auto& [key, choice] : shapes()) {
+      const auto& [m, k, n, act, bias, threads] = key;
+      out << "linear " << m << "x" << k << "x" << n << " "
+          << to_string(static_cast<Activation>(act)) << (bias ? " +bias" : "") << " threads "
+          << threads << ": aten " << choice.stock_ms << " ms, memoplan " << choice.tuned_ms
+          << " ms -> " << (choice.use_stock ? "aten" : "memoplan") << "\n";
+    }
+  }
+  out << tuned::projection_report() << encoder_report() << attention_report() << matmul_report()
+      << layouts::layout_report() << blocked::report() << blocked::winograd_report();
+  return out.str();
+}
+
+// The planning runtime runs this rewrite for PlanOptions::kernels == "tuned"; registered when
+// libmemoplan_tuned.so loads.
+constexpr KernelSet kTunedSet{&replace_hot_ops, &tuned_report};
+const bool registered = (register_kernels(Kernels::kTuned, &kTunedSet), true);
+
 }  // namespace
 
 void set_kernel_choice(KernelChoice choice) { forced_choice.store(choice); }
@@ -419,21 +436,6 @@ void set_kernel_choice(KernelChoice choice) { forced_choice.store(choice); }
 KernelStats kernel_stats() {
   return {tuned_calls.load(), stock_calls.load(), shapes_tuned.load(), weights_packed.load(),
           residuals_in_place.load()};
-}
-
-std::string kernel_report() {
-  std::ostringstream out;
-  std::lock_guard<std::mutex> lock(shapes_mutex);
-  for (const auto& [key, choice] : shapes()) {
-    const auto& [m, k, n, act, bias, threads] = key;
-    out << "linear " << m << "x" << k << "x" << n << " " << to_string(static_cast<Activation>(act))
-        << (bias ? " +bias" : "") << " threads " << threads << ": aten " << choice.stock_ms
-        << " ms, memoplan " << choice.tuned_ms << " ms -> "
-        << (choice.use_stock ? "aten" : "memoplan") << "\n";
-  }
-  out << tuned::projection_report() << encoder_report() << attention_report() << matmul_report()
-      << layouts::layout_report() << blocked::report() << blocked::winograd_report();
-  return out.str();
 }
 
 }  // namespace memoplan::torch_ext

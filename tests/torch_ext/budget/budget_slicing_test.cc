@@ -17,7 +17,7 @@
 
 #include "budget_support.h"
 #include "memoplan/torch/budget.h"
-#include "memoplan/torch/kernels.h"
+#include "memoplan/torch/memory_min.h"
 #include "memoplan/torch/plan.h"
 
 namespace memoplan::torch_ext {

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "bn_relu_conv1x1.h"
-#include "memoplan/torch/kernels.h"
+#include "memoplan/torch/memory_min.h"
 #include "tuned/tuned_test_support.h"
 
 namespace memoplan::torch_ext {

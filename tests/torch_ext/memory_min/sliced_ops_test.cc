@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "memoplan/torch/memory_min.h"
 #include "memoplan/torch/plan.h"
 #include "sliced_ops.h"
 #include "tuned/tuned_test_support.h"

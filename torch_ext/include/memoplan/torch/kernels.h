@@ -1,7 +1,8 @@
 // memoplan's tuned kernels as a user sees them: plan(..., kernels = "tuned")
 // (memoplan/torch/plan.h) replaces hot ops with memoplan's own where they measure faster; these say
-// what ran and let tests and benchmarks pin the choice. Also the ops memory "min" computes in
-// parts. No torch headers.
+// what ran and let tests and benchmarks pin the choice. They live in libmemoplan_tuned.so: link
+// memoplan::tuned to call them (plan() alone loads the library when asked for kernels "tuned";
+// kernel_report() is in plan.h and needs no link). No torch headers.
 #pragma once
 
 #include <cstdint>
@@ -35,17 +36,5 @@ bool set_blocked_layout(bool enabled);
 // the previous setting.
 enum class WinogradChoice { kMeasure, kAlways, kNever, kOneDnn };
 WinogradChoice set_winograd(WinogradChoice choice);
-// One line per tuned shape: its measurements (stock vs best memoplan configuration).
-std::string kernel_report();
-
-// plan(..., memory = "min") computes aten's convolutions and max poolings in parts where that
-// shrinks their temporaries (docs/TORCH_EXT.md, "Convolutions in parts"). Calls so far, process-
-// wide, that ran in parts; and convolution shapes (with their thread count) whose parts did not
-// give aten's bytes when checked, which run whole; and those whose parts, measured beside aten's
-// whole call, saved too few bytes (under 256 KiB, or more than half of aten's temporaries left).
-struct SlicedCounts {
-  uint64_t convolutions = 0, poolings = 0, whole_after_check = 0, whole_saving_little = 0;
-};
-SlicedCounts sliced_counts();
 
 }  // namespace memoplan::torch_ext

@@ -45,6 +45,9 @@ const char* name(Kernels kernels);
 const char* name(Memory memory);
 std::optional<Kernels> parse_kernels(std::string_view text);  // nullopt: not a name above
 std::optional<Memory> parse_memory(std::string_view text);
+// What the tuned kernels measured and chose, one line per tuned shape (docs/KERNELS.md); empty
+// while libmemoplan_tuned.so is not loaded (plan() loads it when asked for kernels "tuned").
+std::string kernel_report();
 
 struct PlanOptions {
   std::string strategy = "greedy_by_size";  // any planner strategy (memoplan plan --list)
