@@ -107,8 +107,8 @@ bool checked_gemm_slices(const ConvArgs& a, const GemmSlices& g) {
   const std::vector<int64_t> key{
       g.images,        g.in_channels,        g.pixels, g.out_channels, g.per_slice,
       a.input.size(2), at::get_num_threads()};
-  static auto* checks = new CheckedOnce<bool>();
-  return checks->get(key, [&] {
+  static auto* checks = new ChoiceCache<std::vector<int64_t>, bool>();
+  return checks->decide(key, [&] {
     at::Generator generator = probe_generator();
     const at::Tensor probe = at::randn(a.input.sizes(), generator, a.input.options());
     at::Tensor out = gemm_output(a, g);

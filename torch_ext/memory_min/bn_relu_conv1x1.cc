@@ -271,8 +271,8 @@ std::vector<Call> checked_calls(const BnArgs& bn, const std::array<int64_t, 4>& 
 
   const std::vector<int64_t> key{channels, shape[2], shape[3], conv.weight.size(0),
                                  at::get_num_threads()};
-  static auto* checks = new CheckedOnce<bool>();
-  const bool same = checks->get(key, [&] {
+  static auto* checks = new ChoiceCache<std::vector<int64_t>, bool>();
+  const bool same = checks->decide(key, [&] {
     at::Generator generator = probe_generator();
     const std::array<int64_t, 4> one{1, channels, shape[2], shape[3]};
     const at::Tensor probe =

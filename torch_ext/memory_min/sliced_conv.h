@@ -1,6 +1,7 @@
 // memoplan::conv2d_sliced's work as a call (sliced_ops.cc), for ops of tuned/ that end in a
 // convolution and fall back to it (bn_relu_conv1x1.cc) or compute one in parts of their own
-// (budget_conv.cc); the checks of parts against aten; the counters sliced_counts() reports.
+// (budget_conv.cc); the checks of parts against aten (each made once per key: a ChoiceCache); the
+// counters sliced_counts() reports.
 #pragma once
 
 #include <ATen/core/Generator.h>
@@ -8,14 +9,12 @@
 #include <ATen/core/ivalue.h>
 
 #include <cstdint>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <vector>
 
 #include "memoplan/onednn/onednn.h"
-#include "planning/planning.h"  // runtime_pass::Unrecorded
+#include "planning/choice_cache.h"  // the checks of parts, once per key
 
 namespace memoplan::torch_ext {
 
@@ -49,32 +48,6 @@ at::Tensor conv2d_sliced(const ConvArgs& a);
 // and the generator of their random probes (a fixed seed: the same probe in every process).
 bool same_bytes(const at::Tensor& a, const at::Tensor& b);
 at::Generator probe_generator();
-
-// A check of parts against aten made once per process and key (shape, parts, thread count), its
-// outcome kept: `check` runs beside the pass (its tensors unplanned), outside the lock; a thread
-// that checked the same key meanwhile keeps the first outcome. Made with new, never destroyed.
-template <typename Outcome>
-class CheckedOnce {
- public:
-  template <typename Check>
-  Outcome get(const std::vector<int64_t>& key, const Check& check) {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (auto it = decided_.find(key); it != decided_.end()) return it->second;
-    }
-    Outcome outcome;
-    {
-      runtime_pass::Unrecorded beside_the_pass;
-      outcome = check();
-    }
-    std::lock_guard<std::mutex> lock(mutex_);
-    return decided_.emplace(key, std::move(outcome)).first->second;
-  }
-
- private:
-  std::mutex mutex_;
-  std::map<std::vector<int64_t>, Outcome> decided_;
-};
 
 // sliced_counts(): a convolution computed in parts; a shape whose parts did not give aten's bytes.
 void count_convolution_in_parts();

@@ -167,8 +167,8 @@ std::shared_ptr<const onednn::SlicedConv> checked_parts(const ConvArgs& a,
   std::vector<int64_t> key = onednn::spec_key(s);
   key.push_back(at::get_num_threads());
   using Parts = std::shared_ptr<const onednn::SlicedConv>;
-  static auto* checks = new CheckedOnce<Parts>();
-  return checks->get(key, [&]() -> Parts {
+  static auto* checks = new ChoiceCache<std::vector<int64_t>, Parts>();
+  return checks->decide(key, [&]() -> Parts {
     Parts conv;
     try {
       auto parts = onednn::sliced_conv(s);
@@ -193,8 +193,8 @@ bool parts_save(const ConvArgs& a, const onednn::SlicedConvSpec& s,
                 const onednn::SlicedConv& parts) {
   std::vector<int64_t> key = onednn::spec_key(s);
   key.push_back(at::get_num_threads());
-  static auto* checks = new CheckedOnce<bool>();
-  return checks->get(key, [&] {
+  static auto* checks = new ChoiceCache<std::vector<int64_t>, bool>();
+  return checks->decide(key, [&] {
     at::Generator generator = probe_generator();
     const at::Tensor probe = at::randn(a.input.sizes(), generator, a.input.options());
     const auto whole = peak_temporaries([&] { return conv_whole(a, probe); });

@@ -12,14 +12,13 @@
 #include <ATen/Parallel.h>
 
 #include <cstdlib>
-#include <map>
-#include <mutex>
 #include <sstream>
 #include <string>
 #include <tuple>
 
 #include "memoplan/kernels/gemm.h"
 #include "memoplan/onednn/onednn.h"
+#include "planning/choice_cache.h"
 #include "planning/planning.h"
 #include "tuned_support.h"
 
@@ -37,9 +36,8 @@ struct Choice {
   double memoplan_ms = 0, onednn_ms = 0;         // 0: not measured
   std::string note;                              // why oneDNN is not a candidate, if it is not
 };
-std::mutex choices_mutex;
-std::map<Key, Choice>& choices() {
-  static auto* table = new std::map<Key, Choice>();  // never destroyed: read at exit by reports
+ChoiceCache<Key, Choice>& choices() {
+  static auto* table = new ChoiceCache<Key, Choice>();
   return *table;
 }
 
@@ -141,15 +139,7 @@ void project(const at::Tensor& x2d, const at::Tensor& w, const float* bias, int6
   if (choice() != KernelChoice::kMeasure) {
     uncached = measure(key, x2d, w, bias);
   } else {
-    std::unique_lock<std::mutex> lock(choices_mutex);
-    auto it = choices().find(key);
-    if (it == choices().end()) {
-      lock.unlock();  // measuring takes a while; another thread may measure too, harmlessly
-      Choice measured = measure(key, x2d, w, bias);
-      lock.lock();
-      it = choices().emplace(key, std::move(measured)).first;
-    }
-    chosen = &it->second;  // entries are never erased or changed: read without the lock
+    chosen = &choices().decide(key, [&] { return measure(key, x2d, w, bias); });
   }
   const Choice& c = *chosen;
   if (c.onednn) {
@@ -165,8 +155,7 @@ void project(const at::Tensor& x2d, const at::Tensor& w, const float* bias, int6
 
 std::string projection_report() {
   std::ostringstream out;
-  std::lock_guard<std::mutex> lock(choices_mutex);
-  for (const auto& [key, c] : choices()) {
+  choices().for_each([&](const Key& key, const Choice& c) {
     const auto& [m, k, n, lda, ldc, activation, bias, accumulate, threads] = key;
     out << "product " << m << "x" << k << "x" << n << " "
         << to_string(static_cast<Activation>(activation)) << (bias ? " +bias" : "")
@@ -179,7 +168,7 @@ std::string projection_report() {
     }
     if (!c.note.empty()) out << " [" << c.note << "]";
     out << " -> " << (c.onednn ? "oneDNN" : "memoplan") << "\n";
-  }
+  });
   return out.str();
 }
 

@@ -11,11 +11,10 @@
 #include <torch/csrc/jit/ir/ir.h>
 #include <torch/csrc/jit/runtime/custom_operator.h>
 
-#include <map>
-#include <mutex>
 #include <string>
 #include <tuple>
 
+#include "planning/choice_cache.h"
 #include "planning/op_record.h"
 #include "tuned_support.h"
 
@@ -85,13 +84,8 @@ at::Tensor memoplan_attention(const AttentionArgs& a) {
 
 // Per shape: memoplan's attention or aten's, measured once.
 using AttentionKey = std::tuple<int64_t, int64_t, int64_t, int64_t, int>;
-struct AttentionChoice {
-  bool use_memoplan = false;
-  double memoplan_ms = 0, aten_ms = 0;
-};
-std::mutex choices_mutex;
-std::map<AttentionKey, AttentionChoice>& choices() {
-  static auto* table = new std::map<AttentionKey, AttentionChoice>();  // never destroyed
+ChoiceCache<AttentionKey, tuned::Measured>& choices() {
+  static auto* table = new ChoiceCache<AttentionKey, tuned::Measured>();
   return *table;
 }
 
@@ -100,17 +94,14 @@ bool use_memoplan(const AttentionArgs& a) {
   if (forced != KernelChoice::kMeasure) return forced == KernelChoice::kAlwaysMemoplan;
   const AttentionKey key{a.query.size(0), a.query.size(1), a.embed_dim, a.num_heads,
                          at::get_num_threads()};
-  {
-    std::lock_guard<std::mutex> lock(choices_mutex);
-    if (auto it = choices().find(key); it != choices().end()) return it->second.use_memoplan;
-  }
   // Cold caches, as the layers of a pass see their weights.
-  const tuned::Timing t = tuned::time_both([&] { memoplan_attention(a); },
-                                           [&] { aten_attention(a); }, 3, tuned::Caches::kCold);
-  std::lock_guard<std::mutex> lock(choices_mutex);
   return choices()
-      .emplace(key, AttentionChoice{t.memoplan_ms < t.aten_ms, t.memoplan_ms, t.aten_ms})
-      .first->second.use_memoplan;
+      .decide(key,
+              [&] {
+                return tuned::measure_both([&] { memoplan_attention(a); },
+                                           [&] { aten_attention(a); }, 3, tuned::Caches::kCold);
+              })
+      .use_memoplan;
 }
 
 std::tuple<at::Tensor, at::Tensor> attention(const AttentionArgs& a) {
@@ -178,15 +169,14 @@ void replace_in_block(torch::jit::Graph& graph, torch::jit::Block* block, int& r
 
 std::string attention_report() {
   std::string out;
-  std::lock_guard<std::mutex> lock(choices_mutex);
-  for (const auto& [key, c] : choices()) {
+  choices().for_each([&](const AttentionKey& key, const tuned::Measured& c) {
     const auto& [batch, tokens, e, heads, threads] = key;
     out += "attention " + std::to_string(batch) + "x" + std::to_string(tokens) + "x" +
            std::to_string(e) + " heads " + std::to_string(heads) + " threads " +
            std::to_string(threads) + ": aten " + std::to_string(c.aten_ms) + " ms, memoplan " +
            std::to_string(c.memoplan_ms) + " ms -> " + (c.use_memoplan ? "memoplan" : "aten") +
            "\n";
-  }
+  });
   return out;
 }
 

@@ -13,14 +13,12 @@
 #include <torch/csrc/jit/runtime/custom_operator.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
-#include <map>
-#include <mutex>
 #include <tuple>
 
 #include "memoplan/kernels/attention.h"
 #include "memoplan/kernels/gemm.h"
+#include "planning/choice_cache.h"
 #include "planning/op_record.h"
 #include "tuned_support.h"
 
@@ -106,13 +104,8 @@ at::Tensor memoplan_layer(const LayerArgs& a) {
 
 // Per shape and settings: memoplan's layer or aten's, measured once.
 using LayerKey = std::tuple<int64_t, int64_t, int64_t, int64_t, bool, bool, int>;
-struct LayerChoice {
-  bool use_memoplan = false;
-  double memoplan_ms = 0, aten_ms = 0;
-};
-std::mutex choices_mutex;
-std::map<LayerKey, LayerChoice>& choices() {
-  static auto* table = new std::map<LayerKey, LayerChoice>();
+ChoiceCache<LayerKey, tuned::Measured>& choices() {
+  static auto* table = new ChoiceCache<LayerKey, tuned::Measured>();
   return *table;
 }
 
@@ -121,18 +114,15 @@ bool use_memoplan(const LayerArgs& a) {
   if (forced != KernelChoice::kMeasure) return forced == KernelChoice::kAlwaysMemoplan;
   const LayerKey key{a.src.size(0), a.src.size(1), a.embed_dim,          a.num_heads,
                      a.use_gelu,    a.norm_first,  at::get_num_threads()};
-  {
-    std::lock_guard<std::mutex> lock(choices_mutex);
-    if (auto it = choices().find(key); it != choices().end()) return it->second.use_memoplan;
-  }
   // The first (untimed) call of memoplan's layer also measures and caches each GEMM shape. Cold
   // caches: a layer's weights (28 MiB in BERT-base) come from memory in a pass of several layers.
-  const tuned::Timing t =
-      tuned::time_both([&] { memoplan_layer(a); }, [&] { aten_layer(a); }, 3, tuned::Caches::kCold);
-  std::lock_guard<std::mutex> lock(choices_mutex);
   return choices()
-      .emplace(key, LayerChoice{t.memoplan_ms < t.aten_ms, t.memoplan_ms, t.aten_ms})
-      .first->second.use_memoplan;
+      .decide(key,
+              [&] {
+                return tuned::measure_both([&] { memoplan_layer(a); }, [&] { aten_layer(a); }, 3,
+                                           tuned::Caches::kCold);
+              })
+      .use_memoplan;
 }
 
 at::Tensor encoder_layer(const LayerArgs& a) {
@@ -221,15 +211,14 @@ void attend(const at::Tensor& qkv, int64_t batch, int64_t tokens, int64_t e, int
 
 std::string encoder_report() {
   std::string out;
-  std::lock_guard<std::mutex> lock(choices_mutex);
-  for (const auto& [key, c] : choices()) {
+  choices().for_each([&](const LayerKey& key, const tuned::Measured& c) {
     const auto& [batch, tokens, e, heads, gelu, norm_first, threads] = key;
     out += "encoder layer " + std::to_string(batch) + "x" + std::to_string(tokens) + "x" +
            std::to_string(e) + " heads " + std::to_string(heads) + (gelu ? " gelu" : " relu") +
            (norm_first ? " norm-first" : "") + " threads " + std::to_string(threads) + ": aten " +
            std::to_string(c.aten_ms) + " ms, memoplan " + std::to_string(c.memoplan_ms) +
            " ms -> " + (c.use_memoplan ? "memoplan" : "aten") + "\n";
-  }
+  });
   return out;
 }
 

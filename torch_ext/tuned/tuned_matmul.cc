@@ -12,12 +12,11 @@
 #include <torch/csrc/jit/ir/ir.h>
 #include <torch/csrc/jit/runtime/custom_operator.h>
 
-#include <map>
-#include <mutex>
 #include <sstream>
 #include <tuple>
 
 #include "memoplan/kernels/gemm.h"
+#include "planning/choice_cache.h"
 #include "planning/op_record.h"
 #include "tuned_support.h"
 
@@ -30,13 +29,11 @@ using kernels::MatrixView;
 // batch, M, K, N, A's last stride is 1, B's last stride is 1, an addend, intra-op threads.
 using BatchedKey = std::tuple<int64_t, int64_t, int64_t, int64_t, bool, bool, bool, int>;
 struct BatchedChoice {
-  bool use_stock = true;
+  tuned::Measured measured;
   kernels::GemmConfig config;
-  double stock_ms = 0, tuned_ms = 0;
 };
-std::mutex batched_mutex;
-std::map<BatchedKey, BatchedChoice>& batched_shapes() {
-  static auto* table = new std::map<BatchedKey, BatchedChoice>();  // never destroyed
+ChoiceCache<BatchedKey, BatchedChoice>& batched_shapes() {
+  static auto* table = new ChoiceCache<BatchedKey, BatchedChoice>();
   return *table;
 }
 
@@ -80,15 +77,12 @@ BatchedChoice measure_batched(const at::Tensor& a, const at::Tensor& b,
       tuned::best_config(a.size(1), a.size(2), b.size(2), Activation::kNone, false, false);
   const std::vector<int64_t> sizes{a.size(0), a.size(1), b.size(2)};
   at::Tensor out = at::empty(sizes, a.options());
-  const tuned::Timing timing = tuned::time_both(
+  choice.measured = tuned::measure_both(
       [&] {
         if (addend) out.copy_(addend->expand(sizes));
         memoplan_bmm_into(a, b, out.data_ptr<float>(), choice.config, addend.has_value());
       },
       [&] { addend ? at::baddbmm(*addend, a, b) : at::bmm(a, b); }, 5);
-  choice.tuned_ms = timing.memoplan_ms;
-  choice.stock_ms = timing.aten_ms;
-  choice.use_stock = choice.stock_ms < choice.tuned_ms;
   return choice;
 }
 
@@ -105,23 +99,15 @@ at::Tensor batched(const at::Tensor& a, const at::Tensor& b,
   }
   BatchedChoice choice;
   if (tuned::choice() == KernelChoice::kAlwaysMemoplan) {
-    choice.use_stock = false;
+    choice.measured.use_memoplan = true;
     choice.config = kernels::default_config();
   } else {
     const BatchedKey key{
         a.size(0),        a.size(1),        a.size(2),          b.size(2),
         a.stride(2) == 1, b.stride(2) == 1, addend.has_value(), at::get_num_threads()};
-    std::unique_lock<std::mutex> lock(batched_mutex);
-    auto it = batched_shapes().find(key);
-    if (it == batched_shapes().end()) {
-      lock.unlock();  // another thread may measure the same shape meanwhile, harmlessly
-      const BatchedChoice measured = measure_batched(a, b, addend);
-      lock.lock();
-      it = batched_shapes().emplace(key, measured).first;
-    }
-    choice = it->second;
+    choice = batched_shapes().decide(key, [&] { return measure_batched(a, b, addend); });
   }
-  if (choice.use_stock) {
+  if (!choice.measured.use_memoplan) {
     tuned::count(false);
     return stock();
   }
@@ -322,14 +308,14 @@ int replace_matmul_ops(torch::jit::Graph& graph) {
 
 std::string matmul_report() {
   std::ostringstream out;
-  std::lock_guard<std::mutex> lock(batched_mutex);
-  for (const auto& [key, choice] : batched_shapes()) {
+  batched_shapes().for_each([&](const BatchedKey& key, const BatchedChoice& choice) {
     const auto& [batch, m, k, n, a_rows, b_rows, addend, threads] = key;
     out << (addend ? "baddbmm " : "bmm ") << batch << "x" << m << "x" << k << "x" << n
         << (a_rows ? "" : " A^T") << (b_rows ? "" : " B^T") << " threads " << threads << ": aten "
-        << choice.stock_ms << " ms, memoplan " << choice.tuned_ms << " ms ("
-        << choice.config.to_string() << ") -> " << (choice.use_stock ? "aten" : "memoplan") << "\n";
-  }
+        << choice.measured.aten_ms << " ms, memoplan " << choice.measured.memoplan_ms << " ms ("
+        << choice.config.to_string() << ") -> "
+        << (choice.measured.use_memoplan ? "memoplan" : "aten") << "\n";
+  });
   return out.str();
 }
 

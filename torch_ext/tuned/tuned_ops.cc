@@ -14,7 +14,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -27,6 +26,7 @@
 #include "layout_plan.h"
 #include "memoplan/kernels/gemm.h"
 #include "memoplan/kernels/tune.h"
+#include "planning/choice_cache.h"
 #include "planning/op_record.h"
 #include "planning/planning.h"
 #include "tuned_support.h"
@@ -43,15 +43,11 @@ std::atomic<uint64_t> tuned_calls{0}, stock_calls{0}, shapes_tuned{0}, weights_p
 std::atomic<KernelChoice> forced_choice{KernelChoice::kMeasure};
 
 // What one shape measured: aten vs memoplan's side (tuned::project), milliseconds per call.
-struct ShapeChoice {
-  bool use_stock = true;
-  double stock_ms = 0, tuned_ms = 0;
-};
+using ShapeChoice = tuned::Measured;
 using ShapeKey = std::tuple<int64_t, int64_t, int64_t, int, bool, int>;  // M K N act bias threads
 
-std::mutex shapes_mutex;
-std::map<ShapeKey, ShapeChoice>& shapes() {
-  static auto* table = new std::map<ShapeKey, ShapeChoice>();  // never destroyed: used at exit
+ChoiceCache<ShapeKey, ShapeChoice>& shapes() {
+  static auto* table = new ChoiceCache<ShapeKey, ShapeChoice>();
   return *table;
 }
 
@@ -104,19 +100,15 @@ using tuned::intra_op_parallel;
 // there on first use) against aten's op, on the real operands into a scratch output.
 ShapeChoice measure(const at::Tensor& x2d, const at::Tensor& w, const c10::optional<at::Tensor>& b,
                     Activation activation, int64_t handle) {
-  ShapeChoice choice;
-  runtime_pass::Unrecorded beside_the_pass;  // a scratch output and aten's results, once
+  // Beside the pass (ChoiceCache::decide): a scratch output, aten's results.
   at::Tensor out = at::empty({x2d.size(0), w.size(0)}, x2d.options());
   const float* bias = b ? b->data_ptr<float>() : nullptr;
-  const tuned::Timing timing = tuned::time_both(
+  const ShapeChoice choice = tuned::measure_both(
       [&] {
         tuned::project(x2d, w, bias, handle, out.data_ptr<float>(), w.size(0), activation, false);
       },
       [&] { stock(x2d, w, b, activation); }, 5);
-  choice.tuned_ms = timing.memoplan_ms;
-  choice.stock_ms = timing.aten_ms;
-  choice.use_stock = choice.stock_ms < choice.tuned_ms;
-  if (choice.use_stock) tuned::forget_packings(handle);  // aten's op reads the weight as it is
+  if (!choice.use_memoplan) tuned::forget_packings(handle);  // aten's op reads the weight as it is
   return choice;
 }
 
@@ -176,44 +168,6 @@ void forget_packings(int64_t handle) {
   std::lock_guard<std::mutex> lock(s.mutex);
   s.packed.clear();
   s.onednn.clear();
-}
-
-double fastest_ms(const std::function<void()>& call, int rounds) {
-  call();
-  double best = 1e300;
-  for (int r = 0; r < rounds; ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
-    call();
-    best = std::min(
-        best,
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-  }
-  return best;
-}
-
-Timing time_both(const std::function<void()>& memoplan, const std::function<void()>& aten,
-                 int rounds, Caches caches) {
-  auto ms = [](const std::function<void()>& call) {
-    const auto t0 = std::chrono::steady_clock::now();
-    call();
-    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  };
-  at::RecordFunctionGuard no_callbacks(false);
-  std::unique_ptr<CacheEvictor> evictor;
-  if (caches == Caches::kCold) evictor = std::make_unique<CacheEvictor>();
-  auto settle = [&] {
-    if (evictor) evictor->evict();
-  };
-  Timing t{1e300, 1e300};
-  for (int r = 0; r < rounds; ++r) {
-    memoplan();
-    settle();
-    t.memoplan_ms = std::min(t.memoplan_ms, ms(memoplan));
-    aten();
-    settle();
-    t.aten_ms = std::min(t.aten_ms, ms(aten));
-  }
-  return t;
 }
 
 bool packable(const at::Tensor& w) {
@@ -289,19 +243,11 @@ at::Tensor tuned::linear(const at::Tensor& x, const at::Tensor& w,
     return stock(x, w, b, activation);
   }
   if (forced_choice.load() == KernelChoice::kAlwaysMemoplan) {
-    choice.use_stock = false;
+    choice.use_memoplan = true;
   } else {
-    std::unique_lock<std::mutex> lock(shapes_mutex);
-    auto it = shapes().find(key);
-    if (it == shapes().end()) {
-      lock.unlock();  // measuring takes a while; another thread may measure too, harmlessly
-      ShapeChoice measured = measure(x2d, w, b, activation, handle);
-      lock.lock();
-      it = shapes().emplace(key, measured).first;
-    }
-    choice = it->second;
+    choice = shapes().decide(key, [&] { return measure(x2d, w, b, activation, handle); });
   }
-  if (choice.use_stock) {
+  if (!choice.use_memoplan) {
     ++stock_calls;
     return stock(x, w, b, activation);
   }
@@ -409,16 +355,13 @@ namespace {
 // kernel_report() (memoplan/torch/plan.h) while this library is loaded.
 std::string tuned_report() {
   std::ostringstream out;
-  {
-    std::lock_guard<std::mutex> lock(shapes_mutex);
-    for (const auto& [key, choice] : shapes()) {
-      const auto& [m, k, n, act, bias, threads] = key;
-      out << "linear " << m << "x" << k << "x" << n << " "
-          << to_string(static_cast<Activation>(act)) << (bias ? " +bias" : "") << " threads "
-          << threads << ": aten " << choice.stock_ms << " ms, memoplan " << choice.tuned_ms
-          << " ms -> " << (choice.use_stock ? "aten" : "memoplan") << "\n";
-    }
-  }
+  shapes().for_each([&](const ShapeKey& key, const ShapeChoice& choice) {
+    const auto& [m, k, n, act, bias, threads] = key;
+    out << "linear " << m << "x" << k << "x" << n << " " << to_string(static_cast<Activation>(act))
+        << (bias ? " +bias" : "") << " threads " << threads << ": aten " << choice.aten_ms
+        << " ms, memoplan " << choice.memoplan_ms << " ms -> "
+        << (choice.use_memoplan ? "memoplan" : "aten") << "\n";
+  });
   out << tuned::projection_report() << encoder_report() << attention_report() << matmul_report()
       << layouts::layout_report() << blocked::report() << blocked::winograd_report();
   return out.str();

@@ -1,6 +1,7 @@
-// What the tuned ops share (tuned_ops.cc implements it): packed weights per replaced op, the
-// measured GEMM configuration per shape, intra-op parallelism, the choice override and the
-// counters. ATen types; included by the tuned ops' translation units only.
+// What the tuned ops share: packed weights per replaced op, the measured GEMM configuration per
+// shape, intra-op parallelism, the choice override and the counters (tuned_ops.cc), and the one way
+// they time their candidates (timing.cc; each keeps what it measured in a ChoiceCache,
+// planning/choice_cache.h). ATen types; included by the tuned ops' translation units only.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -8,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <vector>
 
 #include "memoplan/kernels/gemm.h"
 #include "tuned_ops.h"
@@ -88,6 +90,19 @@ struct Timing {
 enum class Caches { kWarm, kCold };
 Timing time_both(const std::function<void()>& memoplan, const std::function<void()>& aten,
                  int rounds, Caches caches = Caches::kWarm);
+
+// memoplan's way of an op against aten's, as time_both measured them: the faster serves the key
+// from then on (a ChoiceCache's choice).
+struct Measured {
+  bool use_memoplan = false;
+  double memoplan_ms = 0, aten_ms = 0;
+};
+Measured measure_both(const std::function<void()>& memoplan, const std::function<void()>& aten,
+                      int rounds, Caches caches = Caches::kWarm);
+
+// Several candidates for one op, interleaved: each called once untimed, then `rounds` rounds of one
+// timed call of each; the fastest of each in milliseconds, in the order given.
+std::vector<double> fastest_each(const std::vector<std::function<void()>>& calls, int rounds);
 
 // One call untimed (packing, caches, lazy initialization), then the fastest of `rounds` timed
 // calls, in milliseconds.

@@ -11,7 +11,7 @@
 #include <ATen/core/grad_mode.h>
 
 #include <algorithm>
-#include <chrono>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -265,16 +265,10 @@ layouts::ConvCosts measure(const at::Tensor& x_in, const ConvArgs& a) {
                      c.residual.defined() ? c.residual.data_ptr<float>() : nullptr,
                      c.y.data_ptr<float>(), data_or_null(c.scratch));
   };
-  for (int round = 0; round < 3; ++round) {
-    for (Candidate& c : candidates) {
-      if (round == 0) run(c);
-      const auto t0 = std::chrono::steady_clock::now();
-      run(c);
-      c.ms = std::min(
-          c.ms,
-          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-    }
-  }
+  std::vector<std::function<void()>> calls;
+  for (const Candidate& c : candidates) calls.push_back([&run, &c] { run(c); });
+  const std::vector<double> ms = tuned::fastest_each(calls, 3);
+  for (size_t i = 0; i < candidates.size(); ++i) candidates[i].ms = ms[i];
   double direct[kF][kF];
   for (auto& row : direct) std::fill(std::begin(row), std::end(row), layouts::kForbidden);
   for (const Candidate& c : candidates) {

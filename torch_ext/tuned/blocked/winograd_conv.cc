@@ -7,8 +7,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
-#include <map>
-#include <mutex>
 #include <random>
 #include <sstream>
 #include <string>
@@ -17,6 +15,7 @@
 
 #include "memoplan/kernels/winograd.h"
 #include "memoplan/torch/kernels.h"
+#include "planning/choice_cache.h"
 #include "tuned/tuned_support.h"
 
 namespace memoplan::torch_ext::blocked {
@@ -140,27 +139,15 @@ struct Choice {
   // Milliseconds measured (0: not a candidate, or not measured: MEMOPLAN_WINOGRAD=1).
   double winograd_ms = 0, onednn_winograd_ms = 0, direct_ms = 0;
 };
-std::mutex choices_mutex;
-std::map<std::vector<int64_t>, Choice>& choices() {
-  static auto* table = new std::map<std::vector<int64_t>, Choice>();  // used at exit
+ChoiceCache<std::vector<int64_t>, Choice>& choices() {
+  static auto* table = new ChoiceCache<std::vector<int64_t>, Choice>();
   return *table;
 }
 
-}  // namespace
-
-std::shared_ptr<const onednn::Conv> best_conv(const onednn::ConvSpec& s) {
-  std::shared_ptr<const onednn::Conv> direct = onednn::conv(s);
-  const WinogradChoice setting = mode().load();
-  if (setting == WinogradChoice::kNever || !winograd_shape(s)) return direct;
-  std::vector<int64_t> key = {
-      s.n, s.c, s.h, s.w, s.out_channels, at::get_num_threads(), static_cast<int64_t>(setting)};
-  for (const onednn::PostOp& op : s.post) {
-    key.push_back(op.kind);
-    key.push_back(static_cast<int64_t>(op.alpha * 1e6f));
-    key.push_back(static_cast<int64_t>(op.beta * 1e6f));
-  }
-  std::lock_guard<std::mutex> lock(choices_mutex);
-  if (auto it = choices().find(key); it != choices().end()) return it->second.conv;
+// The fastest of oneDNN's direct kernels (`direct`), its Winograd and memoplan's for `s`, as
+// `setting` allows.
+Choice choose(const onednn::ConvSpec& s, WinogradChoice setting,
+              const std::shared_ptr<const onednn::Conv>& direct) {
   std::shared_ptr<const onednn::Conv> ours;
   std::vector<wino::PostOp> post;
   if (wino::available(onednn::block_size()) && winograd_post(s, &post)) {
@@ -184,13 +171,28 @@ std::shared_ptr<const onednn::Conv> best_conv(const onednn::ConvSpec& s) {
       if (choice.winograd_ms < best_ms) choice.conv = ours;
     }
   }
-  return choices().emplace(key, choice).first->second.conv;
+  return choice;
+}
+
+}  // namespace
+
+std::shared_ptr<const onednn::Conv> best_conv(const onednn::ConvSpec& s) {
+  std::shared_ptr<const onednn::Conv> direct = onednn::conv(s);
+  const WinogradChoice setting = mode().load();
+  if (setting == WinogradChoice::kNever || !winograd_shape(s)) return direct;
+  std::vector<int64_t> key = {
+      s.n, s.c, s.h, s.w, s.out_channels, at::get_num_threads(), static_cast<int64_t>(setting)};
+  for (const onednn::PostOp& op : s.post) {
+    key.push_back(op.kind);
+    key.push_back(static_cast<int64_t>(op.alpha * 1e6f));
+    key.push_back(static_cast<int64_t>(op.beta * 1e6f));
+  }
+  return choices().decide(key, [&] { return choose(s, setting, direct); }).conv;
 }
 
 std::string winograd_report() {
   std::ostringstream out;
-  std::lock_guard<std::mutex> lock(choices_mutex);
-  for (const auto& [key, choice] : choices()) {
+  choices().for_each([&](const std::vector<int64_t>& key, const Choice& choice) {
     out << "conv3x3 " << key[0] << "x" << key[1] << "x" << key[2] << "x" << key[3] << " -> "
         << key[4] << " threads " << key[5] << ": " << choice.conv->implementation();
     const char* sep = " (";
@@ -203,7 +205,7 @@ std::string winograd_report() {
     }
     if (sep[0] == ',') out << ")";
     out << "\n";
-  }
+  });
   return out.str();
 }
 
