@@ -36,6 +36,13 @@ class ChoiceCache {
     return table_.emplace(key, std::move(made)).first->second;
   }
 
+  // The choice made for `key`, or null: nothing is measured.
+  const Choice* find(const Key& key) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = table_.find(key);
+    return it == table_.end() ? nullptr : &it->second;
+  }
+
   // visit(key, choice) for every choice made, in key order, under the lock (for reports).
   template <typename Visit>
   void for_each(const Visit& visit) const {

@@ -182,23 +182,20 @@ void count_in_place() { ++residuals_in_place; }
 kernels::GemmConfig best_config(int64_t m, int64_t k, int64_t n, Activation activation, bool bias,
                                 bool prepacked) {
   using Key = std::tuple<int64_t, int64_t, int64_t, int, bool, bool, int>;
-  static std::mutex mutex;
-  static auto* table = new std::map<Key, kernels::GemmConfig>();
+  static auto* configs = new ChoiceCache<Key, kernels::GemmConfig>();
   const Key key{m, k, n, static_cast<int>(activation), bias, prepacked, at::get_num_threads()};
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    if (auto it = table->find(key); it != table->end()) return it->second;
+  if (choice() != KernelChoice::kMeasure) {  // tests: what was measured, else nothing measured
+    const kernels::GemmConfig* measured = configs->find(key);
+    return measured ? *measured : kernels::default_config();
   }
-  if (choice() != KernelChoice::kMeasure) return kernels::default_config();
-  kernels::TuneOptions options;
-  options.repetitions = 3;
-  options.budget_ms = 300;
-  options.parallel = intra_op_parallel();
-  const kernels::GemmConfig best =
-      kernels::tune({m, k, n, prepacked, activation, bias}, options).front().config;
-  ++shapes_tuned;
-  std::lock_guard<std::mutex> lock(mutex);
-  return table->emplace(key, best).first->second;
+  return configs->decide(key, [&] {
+    kernels::TuneOptions options;
+    options.repetitions = 3;
+    options.budget_ms = 300;
+    options.parallel = intra_op_parallel();
+    ++shapes_tuned;
+    return kernels::tune({m, k, n, prepacked, activation, bias}, options).front().config;
+  });
 }
 
 }  // namespace tuned
