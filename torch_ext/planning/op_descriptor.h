@@ -27,7 +27,8 @@
 //   at::Tensor matmul_kernel(MatmulOp op);
 //   torch::jit::RegisterOperators ops({op::make_operator<MatmulOp, &matmul_kernel>()});
 // Member types and their schema types: at::Tensor Tensor, c10::optional<at::Tensor> Tensor?,
-// c10::List<at::Tensor> Tensor[], int64_t int, std::vector<int64_t> int[], double float,
+// c10::List<at::Tensor> Tensor[], int64_t int, c10::optional<int64_t> int?,
+// std::vector<int64_t> int[], double float,
 // std::vector<double> float[], bool bool, std::string str, c10::IValue Any. A field may state its
 // own schema type (an alias annotation, "Any[]", a default value).
 //
@@ -43,6 +44,7 @@
 #include <torch/csrc/jit/ir/ir.h>
 #include <torch/csrc/jit/runtime/operator.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -93,6 +95,14 @@ template <>
 struct Type<int64_t> {
   static constexpr const char* kSchema = "int";
   static int64_t read(c10::IValue&& v) { return v.toInt(); }
+};
+template <>
+struct Type<c10::optional<int64_t>> {
+  static constexpr const char* kSchema = "int?";
+  static c10::optional<int64_t> read(c10::IValue&& v) {
+    if (v.isNone()) return c10::nullopt;
+    return v.toInt();
+  }
 };
 template <>
 struct Type<std::vector<int64_t>> {
@@ -229,6 +239,14 @@ class Builder {
     return set(member, graph_.insertConstant(value));
   }
 
+  // The first values.size() arguments, in order: for an operator whose leading arguments are
+  // those of the aten op it replaces, `values` that op's inputs.
+  Builder& set_leading(c10::ArrayRef<torch::jit::Value*> values) {
+    TORCH_CHECK(values.size() <= inputs_.size(), Op::kName, ": too many arguments");
+    std::copy(values.begin(), values.end(), inputs_.begin());
+    return *this;
+  }
+
   // The inputs in the schema's order.
   const std::vector<torch::jit::Value*>& inputs() const {
     for (torch::jit::Value* v : inputs_) {
@@ -247,11 +265,19 @@ class Builder {
 };
 
 namespace detail {
+template <class T>
+struct IsTuple : std::false_type {};
+template <class... T>
+struct IsTuple<std::tuple<T...>> : std::true_type {};
+
 template <class Op, auto Kernel>
 void run(torch::jit::Stack& stack) {
   using Result = decltype(Kernel(std::declval<Op>()));
   if constexpr (std::is_void_v<Result>) {
     Kernel(pop<Op>(stack));
+  } else if constexpr (IsTuple<Result>::value) {
+    Result result = Kernel(pop<Op>(stack));
+    std::apply([&](auto&... r) { (stack.emplace_back(std::move(r)), ...); }, result);
   } else {
     Result result = Kernel(pop<Op>(stack));
     stack.emplace_back(std::move(result));
@@ -260,7 +286,8 @@ void run(torch::jit::Stack& stack) {
 }  // namespace detail
 
 // The operator: its schema, its arguments read into the struct and handed to Kernel (a function
-// taking the struct by value), its result (if any) pushed; recorded as op_record.h says.
+// taking the struct by value), its result pushed (a std::tuple: each of its elements, for a
+// schema returning several; void: nothing); recorded as op_record.h says.
 template <class Op, auto Kernel>
 torch::jit::Operator make_operator(
     c10::AliasAnalysisKind alias = c10::AliasAnalysisKind::FROM_SCHEMA) {
