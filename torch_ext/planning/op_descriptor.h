@@ -216,9 +216,10 @@ size_t index(T Op::*member) {
   return found;
 }
 
-// The input of an operator's node (node->kind() == symbol<Op>()) that fills `member`.
-template <class Op, class T>
-torch::jit::Value* input(const torch::jit::Node* node, T Op::*member) {
+// The input of an operator's node (node->kind() == symbol<Op>()) that fills `member` (const for a
+// const node).
+template <class Op, class T, class N>
+auto input(N* node, T Op::*member) {
   return node->inputs().at(index(member));
 }
 
