@@ -58,16 +58,18 @@
 namespace memoplan::torch_ext::op {
 
 // One argument: its name in the schema, the member it fills, its schema type when not the
-// member's own (nullptr: the member's).
+// member's own (nullptr: the member's), its default value in schema syntax (nullptr: none).
 template <class Op, class T>
 struct Field {
   const char* name;
   T Op::*member;
   const char* type;
+  const char* fallback;
 };
 template <class Op, class T>
-constexpr Field<Op, T> field(const char* name, T Op::*member, const char* type = nullptr) {
-  return {name, member, type};
+constexpr Field<Op, T> field(const char* name, T Op::*member, const char* type = nullptr,
+                             const char* fallback = nullptr) {
+  return {name, member, type, fallback};
 }
 
 // How a member type appears in a schema and is read off the stack.
@@ -155,6 +157,7 @@ std::string schema() {
           s += field.type != nullptr ? field.type : Type<T>::kSchema;
           s += " ";
           s += field.name;
+          if (field.fallback != nullptr) s += std::string("=") + field.fallback;
         };
         (one(f), ...);
       },
@@ -190,6 +193,7 @@ Op read(c10::IValue* args) {
 template <class Op>
 Op pop(torch::jit::Stack& stack) {
   constexpr size_t n = arity<Op>();
+  if constexpr (n == 0) return Op{};
   Op op = read<Op>(&stack[stack.size() - n]);
   torch::jit::drop(stack, n);
   return op;
@@ -285,6 +289,14 @@ void run(torch::jit::Stack& stack) {
   }
 }
 }  // namespace detail
+
+// As make_operator below, but unrecorded: the Python API's operators (plan, stats, ...), which
+// run in no graph.
+template <class Op, auto Kernel>
+torch::jit::Operator make_api_operator(
+    c10::AliasAnalysisKind alias = c10::AliasAnalysisKind::CONSERVATIVE) {
+  return torch::jit::Operator(schema<Op>(), &detail::run<Op, Kernel>, alias);
+}
 
 // The operator: its schema, its arguments read into the struct and handed to Kernel (a function
 // taking the struct by value), its result pushed (a std::tuple: each of its elements, for a
