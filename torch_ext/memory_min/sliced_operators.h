@@ -61,15 +61,10 @@ struct BudgetConv2dOp : ConvArgs {
   }
 };
 
-// The same under memory "min": what the budget does not slice runs in memory min's parts.
-struct BudgetConv2dMinOp : ConvArgs {
+// The same under memory "min": what the budget does not slice runs in memory min's parts. Its
+// fields are budget_conv2d's.
+struct BudgetConv2dMinOp : BudgetConv2dOp {
   static constexpr const char* kName = "memoplan::budget_conv2d_min";
-  static constexpr const char* kReturns = "Tensor";
-  int64_t module = -1;
-  static constexpr auto fields() {
-    using O = BudgetConv2dMinOp;
-    return std::tuple_cat(conv2d_fields<O>(), std::make_tuple(op::field("module", &O::module)));
-  }
 };
 
 }  // namespace memoplan::torch_ext
