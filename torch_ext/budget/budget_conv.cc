@@ -24,7 +24,7 @@
 #include "memoplan/onednn/onednn.h"
 #include "memory_min/blas_bands.h"
 #include "memory_min/sliced_conv.h"
-#include "planning/op_record.h"
+#include "memory_min/sliced_operators.h"
 #include "planning/planning.h"
 
 namespace memoplan::torch_ext {
@@ -240,29 +240,12 @@ at::Tensor budget_conv2d(const ConvArgs& a, int64_t module, bool memory_min) {
   return out;
 }
 
+at::Tensor budget_conv2d_op(BudgetConv2dOp op) { return budget_conv2d(op, op.module, false); }
+at::Tensor budget_conv2d_min_op(BudgetConv2dMinOp op) { return budget_conv2d(op, op.module, true); }
+
 torch::jit::RegisterOperators budget_operators({
-    recorded_operator(
-        "memoplan::budget_conv2d(Tensor input, Tensor weight, Tensor? bias, int[] stride, "
-        "int[] padding, int[] dilation, int groups, int module) -> Tensor",
-        [](torch::jit::Stack& stack) {
-          const ConvArgs a = conv_args(&stack[stack.size() - 8]);
-          const int64_t module = stack.back().toInt();
-          torch::jit::drop(stack, 8);
-          stack.emplace_back(budget_conv2d(a, module, false));
-        },
-        c10::AliasAnalysisKind::FROM_SCHEMA),
-    // The same under memory = "min" (replace_sliced_ops): what the budget does not slice runs in
-    // memory min's parts.
-    recorded_operator(
-        "memoplan::budget_conv2d_min(Tensor input, Tensor weight, Tensor? bias, int[] stride, "
-        "int[] padding, int[] dilation, int groups, int module) -> Tensor",
-        [](torch::jit::Stack& stack) {
-          const ConvArgs a = conv_args(&stack[stack.size() - 8]);
-          const int64_t module = stack.back().toInt();
-          torch::jit::drop(stack, 8);
-          stack.emplace_back(budget_conv2d(a, module, true));
-        },
-        c10::AliasAnalysisKind::FROM_SCHEMA),
+    op::make_operator<BudgetConv2dOp, &budget_conv2d_op>(),
+    op::make_operator<BudgetConv2dMinOp, &budget_conv2d_min_op>(),
 });
 
 }  // namespace

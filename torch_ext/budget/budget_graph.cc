@@ -4,6 +4,8 @@
 
 #include <map>
 
+#include "budget_operators.h"
+
 namespace memoplan::torch_ext::budget {
 namespace {
 
@@ -11,8 +13,6 @@ using torch::jit::Node;
 using torch::jit::Value;
 
 const c10::Symbol kBudgetStep = c10::Symbol::fromQualString("memoplan::BudgetStep");
-const c10::Symbol kBudgetLinear = c10::Symbol::fromQualString("memoplan::budget_linear");
-const c10::Symbol kBudgetConv2d = c10::Symbol::fromQualString("memoplan::budget_conv2d");
 
 // aten::conv2d with integer padding (not the overload that takes "same" or "valid").
 bool is_conv2d(const Node* node) {
@@ -97,9 +97,15 @@ BudgetGraph insert_budget_steps(torch::jit::Graph& graph, int64_t module_id) {
     const bool linear = node->kind() == c10::aten::linear && node->inputs().size() == 3;
     if (!linear && !is_conv2d(node)) continue;
     torch::jit::WithInsertPoint point(node);
-    std::vector<Value*> inputs(node->inputs().begin(), node->inputs().end());
-    inputs.push_back(graph.insertConstant(module_id));
-    Node* budgeted = graph.create(linear ? kBudgetLinear : kBudgetConv2d, inputs, 1);
+    // aten's arguments, then the module.
+    Node* budgeted = linear ? op::Builder<BudgetLinearOp>(graph)
+                                  .set_leading(node->inputs())
+                                  .constant(&BudgetLinearOp::module, module_id)
+                                  .create()
+                            : op::Builder<BudgetConv2dOp>(graph)
+                                  .set_leading(node->inputs())
+                                  .constant(&BudgetConv2dOp::module, module_id)
+                                  .create();
     budgeted->output()->setType(node->output()->type());
     graph.insertNode(budgeted);
     node->output()->replaceAllUsesWith(budgeted->output());

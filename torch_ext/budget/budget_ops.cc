@@ -6,10 +6,10 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/linear.h>
 #include <ATen/ops/mm.h>
-#include <ATen/record_function.h>
 #include <torch/csrc/jit/ir/ir.h>
 #include <torch/csrc/jit/runtime/custom_operator.h>
 
+#include "budget_operators.h"
 #include "budget_runtime.h"
 
 namespace memoplan::torch_ext::budget {
@@ -62,26 +62,15 @@ at::Tensor budget_linear(const at::Tensor& input, const at::Tensor& weight,
   return input.dim() == 2 ? out : out.view({input.size(0), input.size(1), out_features});
 }
 
+at::Tensor budget_linear_op(BudgetLinearOp op) {
+  return budget_linear(op.input, op.weight, op.bias, op.module);
+}
+
 torch::jit::RegisterOperators budget_operators({
     // CONSERVATIVE: a side effect to the JIT, never removed or moved.
     torch::jit::Operator("memoplan::BudgetStep(...) -> ()", budget_step_op,
                          c10::AliasAnalysisKind::CONSERVATIVE),
-    torch::jit::Operator(
-        "memoplan::budget_linear(Tensor input, Tensor weight, Tensor? bias, int module) -> Tensor",
-        [](torch::jit::Stack& stack) {
-          // As planning/op_record.h's recorded_operator (budget/ uses nothing of planning/).
-          RECORD_USER_SCOPE_WITH_INPUTS(
-              "memoplan::budget_linear",
-              c10::ArrayRef<const c10::IValue>(&stack[stack.size() - 4], 4));
-          const int64_t module = stack.back().toInt();
-          c10::optional<at::Tensor> bias;
-          if (!stack[stack.size() - 2].isNone()) bias = stack[stack.size() - 2].toTensor();
-          at::Tensor out = budget_linear(stack[stack.size() - 4].toTensor(),
-                                         stack[stack.size() - 3].toTensor(), bias, module);
-          torch::jit::drop(stack, 4);
-          stack.emplace_back(std::move(out));
-        },
-        c10::AliasAnalysisKind::FROM_SCHEMA),
+    op::make_operator<BudgetLinearOp, &budget_linear_op>(),
 });
 
 }  // namespace

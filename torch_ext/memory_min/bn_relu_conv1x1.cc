@@ -20,9 +20,9 @@
 #include <vector>
 
 #include "blas_bands.h"
+#include "bn_relu_conv1x1_operators.h"
 #include "memoplan/kernels/affine_relu.h"
 #include "memory_min/concat_in_place.h"
-#include "planning/op_record.h"
 #include "planning/planning.h"
 #include "sliced_conv.h"
 
@@ -294,59 +294,46 @@ at::Tensor bn_relu_conv1x1(const BnArgs& bn, const ConvArgs& conv) {
   return run_banded(bn, bn.parts, *shape, conv, calls, *rounding());
 }
 
-// The arguments after the input: batch norm's eight, then aten::conv2d's six after its input.
-void take_rest(const c10::IValue* args, BnArgs& bn, ConvArgs& conv) {
-  bn.weight = args[0].toOptional<at::Tensor>();
-  bn.bias = args[1].toOptional<at::Tensor>();
-  bn.running_mean = args[2].toOptional<at::Tensor>();
-  bn.running_var = args[3].toOptional<at::Tensor>();
-  bn.training = args[4].toBool();
-  bn.momentum = args[5].toDouble();
-  bn.eps = args[6].toDouble();
-  bn.cudnn_enabled = args[7].toBool();
-  conv.weight = args[8].toTensor();
-  conv.bias = args[9].toOptional<at::Tensor>();
-  conv.stride = args[10].toIntVector();
-  conv.padding = args[11].toIntVector();
-  conv.dilation = args[12].toIntVector();
-  conv.groups = args[13].toInt();
+// The arguments after the batch norm's input.
+void take_rest(BnReluConvFields&& f, BnArgs& bn, ConvArgs& conv) {
+  bn.weight = std::move(f.bn_weight);
+  bn.bias = std::move(f.bn_bias);
+  bn.running_mean = std::move(f.running_mean);
+  bn.running_var = std::move(f.running_var);
+  bn.training = f.training;
+  bn.momentum = f.momentum;
+  bn.eps = f.eps;
+  bn.cudnn_enabled = f.cudnn_enabled;
+  conv.weight = std::move(f.weight);
+  conv.bias = std::move(f.bias);
+  conv.stride = std::move(f.stride);
+  conv.padding = std::move(f.padding);
+  conv.dilation = std::move(f.dilation);
+  conv.groups = f.groups;
 }
 
-#define MEMOPLAN_BN_RELU_CONV_ARGS                                                              \
-  "Tensor? bn_weight, Tensor? bn_bias, Tensor? running_mean, Tensor? running_var, "             \
-  "bool training, float momentum, float eps, bool cudnn_enabled, Tensor weight, Tensor? bias, " \
-  "int[] stride, int[] padding, int[] dilation, int groups) -> Tensor"
+at::Tensor bn_relu_conv1x1_op(BnReluConv1x1Op op) {
+  BnArgs bn;
+  ConvArgs conv;
+  bn.parts = {std::move(op.input)};
+  take_rest(std::move(op), bn, conv);
+  return bn_relu_conv1x1(bn, conv);
+}
+
+at::Tensor cat_bn_relu_conv1x1_op(CatBnReluConv1x1Op op) {
+  BnArgs bn;
+  ConvArgs conv;
+  bn.list = std::move(op.tensors);
+  bn.parts = bn.list->vec();
+  bn.dim = op.dim;
+  take_rest(std::move(op), bn, conv);
+  return bn_relu_conv1x1(bn, conv);
+}
 
 torch::jit::RegisterOperators operators({
-    recorded_operator(
-        "memoplan::bn_relu_conv1x1(Tensor input, " MEMOPLAN_BN_RELU_CONV_ARGS,
-        [](torch::jit::Stack& stack) {
-          const c10::IValue* args = &stack[stack.size() - 15];
-          BnArgs bn;
-          ConvArgs conv;
-          bn.parts = {args[0].toTensor()};
-          take_rest(args + 1, bn, conv);
-          torch::jit::drop(stack, 15);
-          stack.emplace_back(bn_relu_conv1x1(bn, conv));
-        },
-        c10::AliasAnalysisKind::FROM_SCHEMA),
-    recorded_operator(
-        "memoplan::cat_bn_relu_conv1x1(Tensor[] tensors, int dim, " MEMOPLAN_BN_RELU_CONV_ARGS,
-        [](torch::jit::Stack& stack) {
-          const c10::IValue* args = &stack[stack.size() - 16];
-          BnArgs bn;
-          ConvArgs conv;
-          bn.list = args[0].toTensorList();
-          bn.parts = bn.list->vec();
-          bn.dim = args[1].toInt();
-          take_rest(args + 2, bn, conv);
-          torch::jit::drop(stack, 16);
-          stack.emplace_back(bn_relu_conv1x1(bn, conv));
-        },
-        c10::AliasAnalysisKind::FROM_SCHEMA),
+    op::make_operator<BnReluConv1x1Op, &bn_relu_conv1x1_op>(),
+    op::make_operator<CatBnReluConv1x1Op, &cat_bn_relu_conv1x1_op>(),
 });
-
-#undef MEMOPLAN_BN_RELU_CONV_ARGS
 
 }  // namespace
 

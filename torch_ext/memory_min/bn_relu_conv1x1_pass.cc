@@ -2,7 +2,7 @@
 // memoplan::bn_relu_conv1x1 / memoplan::cat_bn_relu_conv1x1 (the ops: bn_relu_conv1x1.cc), and
 // memoplan::cat_sizes for a fused concatenation's size checks.
 #include "bn_relu_conv1x1.h"
-#include "planning/op_record.h"
+#include "bn_relu_conv1x1_operators.h"
 
 #include <torch/csrc/jit/ir/ir.h>
 #include <torch/csrc/jit/runtime/custom_operator.h>
@@ -13,27 +13,30 @@ namespace memoplan::torch_ext {
 namespace {
 
 // The sizes aten::cat's output would have, without making it.
-torch::jit::RegisterOperators cat_sizes_operator({recorded_operator(
-    "memoplan::cat_sizes(Tensor[] tensors, int dim) -> int[]",
-    [](torch::jit::Stack& stack) {
-      const c10::List<at::Tensor> tensors = stack[stack.size() - 2].toTensorList();
-      const int64_t dim = stack.back().toInt();
-      torch::jit::drop(stack, 2);
-      TORCH_CHECK(!tensors.empty(), "memoplan::cat_sizes: no tensors");
-      std::vector<int64_t> sizes = tensors.get(0).sizes().vec();
-      const int64_t rank = static_cast<int64_t>(sizes.size());
-      const int64_t d = dim < 0 ? dim + rank : dim;
-      TORCH_CHECK(d >= 0 && d < rank, "memoplan::cat_sizes: dimension out of range");
-      int64_t total = 0;
-      for (size_t i = 0; i < tensors.size(); ++i) total += tensors.get(i).size(d);
-      sizes[static_cast<size_t>(d)] = total;
-      stack.emplace_back(std::move(sizes));
-    },
-    c10::AliasAnalysisKind::FROM_SCHEMA)});
+struct CatSizesOp {
+  static constexpr const char* kName = "memoplan::cat_sizes";
+  static constexpr const char* kReturns = "int[]";
+  c10::List<at::Tensor> tensors;
+  int64_t dim = 0;
+  static constexpr auto fields() {
+    return std::make_tuple(op::field("tensors", &CatSizesOp::tensors),
+                           op::field("dim", &CatSizesOp::dim));
+  }
+};
 
-const c10::Symbol kFused = c10::Symbol::fromQualString("memoplan::bn_relu_conv1x1");
-const c10::Symbol kCatFused = c10::Symbol::fromQualString("memoplan::cat_bn_relu_conv1x1");
-const c10::Symbol kCatSizes = c10::Symbol::fromQualString("memoplan::cat_sizes");
+std::vector<int64_t> cat_sizes(CatSizesOp op) {
+  TORCH_CHECK(!op.tensors.empty(), "memoplan::cat_sizes: no tensors");
+  std::vector<int64_t> sizes = op.tensors.get(0).sizes().vec();
+  const int64_t rank = static_cast<int64_t>(sizes.size());
+  const int64_t d = op.dim < 0 ? op.dim + rank : op.dim;
+  TORCH_CHECK(d >= 0 && d < rank, "memoplan::cat_sizes: dimension out of range");
+  int64_t total = 0;
+  for (size_t i = 0; i < op.tensors.size(); ++i) total += op.tensors.get(i).size(d);
+  sizes[static_cast<size_t>(d)] = total;
+  return sizes;
+}
+
+torch::jit::RegisterOperators cat_sizes_operator({op::make_operator<CatSizesOp, &cat_sizes>()});
 
 // Whether `value` is read after `node`: a later use, or a concatenation of a list read later
 // (scripted DenseNet appends to one list), or of tensors read later (traced DenseNet builds a new
@@ -139,7 +142,9 @@ void shape_from_inputs(torch::jit::Graph& graph, torch::jit::Node* cat) {
       graph.insertNode(first);
       user->replaceInput(0, first->output());
     } else {
-      torch::jit::Node* sizes = graph.create(kCatSizes, {cat->input(0), cat->input(1)}, 1);
+      op::Builder<CatSizesOp> b(graph);
+      b.set(&CatSizesOp::tensors, cat->input(0)).set(&CatSizesOp::dim, cat->input(1));
+      torch::jit::Node* sizes = b.create();
       sizes->output()->setType(user->output()->type());
       graph.insertNode(sizes);
       user->output()->replaceAllUsesWith(sizes->output());
@@ -158,11 +163,19 @@ int fuse_bn_relu_conv1x1(torch::jit::Graph& graph) {
     torch::jit::Node* bn = relu->input(0)->node();
     torch::jit::Node* cat = own_concat(bn, conv);
     if (cat) shape_from_inputs(graph, cat);
-    std::vector<torch::jit::Value*> inputs;
-    if (cat) inputs = {cat->input(0), cat->input(1)};
-    for (size_t i = cat ? 1 : 0; i < bn->inputs().size(); ++i) inputs.push_back(bn->input(i));
-    for (size_t i = 1; i < conv->inputs().size(); ++i) inputs.push_back(conv->input(i));
-    torch::jit::Node* fused = graph.create(cat ? kCatFused : kFused, inputs, 1);
+    torch::jit::Node* fused = nullptr;
+    if (cat) {
+      op::Builder<CatBnReluConv1x1Op> b(graph);
+      b.set(&CatBnReluConv1x1Op::tensors, cat->input(0));
+      b.set(&CatBnReluConv1x1Op::dim, cat->input(1));
+      set_bn_conv(b, bn, conv);
+      fused = b.create();
+    } else {
+      op::Builder<BnReluConv1x1Op> b(graph);
+      b.set(&BnReluConv1x1Op::input, bn->input(0));
+      set_bn_conv(b, bn, conv);
+      fused = b.create();
+    }
     fused->output()->setType(conv->output()->type());
     fused->setSourceRange(conv->sourceRange());
     fused->insertBefore(conv);

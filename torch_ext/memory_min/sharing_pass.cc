@@ -13,8 +13,9 @@
 #include <cstring>
 #include <vector>
 
+#include "bn_relu_conv1x1_operators.h"
 #include "concat_in_place.h"
-#include "planning/op_record.h"
+#include "planning/op_descriptor.h"
 #include "planning/pass_runtime.h"
 #include "sharing_pass.h"
 
@@ -82,7 +83,15 @@ bool in_loop(const Node* node) {
 // begins with a concatenation of its list input 0 along input 1: when it runs as aten's ops, its
 // first tensor is that concatenation (concat_in_place), whose inputs may lie in it as in a
 // concat's; in bands, its first tensor is a band, smaller, which no claim matches.
-const c10::Symbol kCatBnReluConv1x1 = c10::Symbol::fromQualString("memoplan::cat_bn_relu_conv1x1");
+bool is_fused_concat(const Node* node) { return node->kind() == op::symbol<CatBnReluConv1x1Op>(); }
+
+// A concat's list and dimension: aten::cat's (tensors, dim), or the fused op's.
+Value* concat_list(Node* cat) {
+  return is_fused_concat(cat) ? op::input(cat, &CatBnReluConv1x1Op::tensors) : cat->input(0);
+}
+Value* concat_dim(Node* cat) {
+  return is_fused_concat(cat) ? op::input(cat, &CatBnReluConv1x1Op::dim) : cat->input(1);
+}
 
 // Module state: an attribute read, None, or either through an Optional refinement or an if
 // (`running_mean if not self.training ... else None`).
@@ -128,13 +137,13 @@ std::vector<Node*> concats_to_share(const std::shared_ptr<Graph>& graph) {
   all_nodes(graph->block(), order);
   for (Node* node : order) {
     const bool cat = node->kind() == c10::aten::cat && node->inputs().size() == 2;
-    if ((cat || node->kind() == kCatBnReluConv1x1) && !in_loop(node)) concats.push_back(node);
+    if ((cat || is_fused_concat(node)) && !in_loop(node)) concats.push_back(node);
   }
   if (concats.empty()) return concats;
   torch::jit::AliasDb aliases(graph);
   std::vector<Node*> out;
   for (Node* cat : concats) {
-    torch::jit::ValueSet values = {cat->input(0)};
+    torch::jit::ValueSet values = {concat_list(cat)};
     if (cat->kind() == c10::aten::cat) values.insert(cat->output());
     auto it = std::find(order.begin(), order.end(), cat);
     bool written = false;
@@ -296,23 +305,26 @@ at::Tensor concat_in_place(const c10::List<at::Tensor>& list, int64_t dim, bool*
 
 namespace {
 
+// aten::cat, copying only what the plan did not lay in place (concat_in_place).
+struct CatOp {
+  static constexpr const char* kName = "memoplan::cat";
+  static constexpr const char* kReturns = "Tensor";
+  c10::List<at::Tensor> tensors;
+  int64_t dim = 0;
+  static constexpr auto fields() {
+    return std::make_tuple(op::field("tensors", &CatOp::tensors), op::field("dim", &CatOp::dim));
+  }
+};
+
+at::Tensor cat_op(CatOp op) { return concat_in_place(op.tensors, op.dim, nullptr); }
+
 // CONSERVATIVE like the other marks: never removed or moved by the JIT's optimizations. The
 // concat returns a new tensor, as its schema says.
 torch::jit::RegisterOperators share_operators({
     torch::jit::Operator("memoplan::ShareInputs(...) -> ()", share_inputs_op,
                          c10::AliasAnalysisKind::CONSERVATIVE),
-    recorded_operator(
-        "memoplan::cat(Tensor[] tensors, int dim) -> Tensor",
-        [](torch::jit::Stack& stack) {
-          const int64_t dim = stack.back().toInt();
-          const c10::List<at::Tensor> tensors = stack[stack.size() - 2].toTensorList();
-          torch::jit::drop(stack, 2);
-          stack.emplace_back(concat_in_place(tensors, dim, nullptr));
-        },
-        c10::AliasAnalysisKind::FROM_SCHEMA),
+    op::make_operator<CatOp, &cat_op>(),
 });
-
-const c10::Symbol kCat = c10::Symbol::fromQualString("memoplan::cat");
 
 }  // namespace
 
@@ -324,13 +336,15 @@ int insert_share_nodes(const std::shared_ptr<Graph>& graph) {
   elementwise_nodes(graph->block(), elementwise);
   int inserted = 0;
   for (Node* cat : concats) {
-    graph->create(kShareInputs, {cat->input(0), cat->input(1)}, 0)
+    graph->create(kShareInputs, {concat_list(cat), concat_dim(cat)}, 0)
         ->i_(kShareKind, static_cast<int64_t>(ShareKind::kConcat))
         ->insertBefore(cat);
     ++inserted;
-    if (cat->kind() == kCatBnReluConv1x1) continue;  // concatenates in place itself
+    if (is_fused_concat(cat)) continue;  // concatenates in place itself
     // The concat itself skips the copies the plan made unnecessary.
-    Node* in_place = graph->create(kCat, {cat->input(0), cat->input(1)}, 1);
+    op::Builder<CatOp> b(*graph);
+    b.set(&CatOp::tensors, cat->input(0)).set(&CatOp::dim, cat->input(1));
+    Node* in_place = b.create();
     in_place->output()->setType(cat->output()->type());
     in_place->insertBefore(cat);
     cat->output()->replaceAllUsesWith(in_place->output());

@@ -6,7 +6,6 @@
 
 #include <ATen/core/Generator.h>
 #include <ATen/core/Tensor.h>
-#include <ATen/core/ivalue.h>
 
 #include <cstdint>
 #include <memory>
@@ -18,16 +17,13 @@
 
 namespace memoplan::torch_ext {
 
-// aten::conv2d's arguments, as memoplan's convolution ops take them first.
+// aten::conv2d's arguments, as memoplan's convolution ops take them first (sliced_operators.h).
 struct ConvArgs {
   at::Tensor input, weight;
   c10::optional<at::Tensor> bias;
   std::vector<int64_t> stride, padding, dilation;
   int64_t groups = 1;
 };
-
-// aten::conv2d's seven arguments, from `args` on (an op's stack).
-ConvArgs conv_args(const c10::IValue* args);
 
 // The convolution as one SlicedConvSpec, parts not chosen yet: for dense float NCHW tensors, a
 // dense or depthwise convolution with a non-empty output; nullopt otherwise.

@@ -25,9 +25,9 @@
 #include "allocation_peak.h"
 #include "bn_relu_conv1x1.h"
 #include "memoplan/onednn/onednn.h"
-#include "planning/op_record.h"
 #include "planning/planning.h"
 #include "sliced_conv.h"
+#include "sliced_operators.h"
 
 namespace memoplan::torch_ext {
 namespace {
@@ -261,36 +261,16 @@ at::Tensor max_pool2d_sliced(const at::Tensor& self, at::IntArrayRef kernel, at:
   return out;
 }
 
-const c10::Symbol kConvSliced = c10::Symbol::fromQualString("memoplan::conv2d_sliced");
-const c10::Symbol kPoolSliced = c10::Symbol::fromQualString("memoplan::max_pool2d_sliced");
-const c10::Symbol kBudgetConv = c10::Symbol::fromQualString("memoplan::budget_conv2d");
-const c10::Symbol kBudgetConvMin = c10::Symbol::fromQualString("memoplan::budget_conv2d_min");
+at::Tensor conv2d_sliced_op(Conv2dSlicedOp op) { return conv2d_sliced(op); }
+
+at::Tensor max_pool2d_sliced_op(MaxPool2dSlicedOp op) {
+  return max_pool2d_sliced(op.self, op.kernel_size, op.stride, op.padding, op.dilation,
+                           op.ceil_mode);
+}
 
 torch::jit::RegisterOperators sliced_operators({
-    recorded_operator(
-        "memoplan::conv2d_sliced(Tensor input, Tensor weight, Tensor? bias, int[] stride, "
-        "int[] padding, int[] dilation, int groups) -> Tensor",
-        [](torch::jit::Stack& stack) {
-          const ConvArgs a = conv_args(&stack[stack.size() - 7]);
-          torch::jit::drop(stack, 7);
-          stack.emplace_back(conv2d_sliced(a));
-        },
-        c10::AliasAnalysisKind::FROM_SCHEMA),
-    recorded_operator(
-        "memoplan::max_pool2d_sliced(Tensor self, int[] kernel_size, int[] stride, "
-        "int[] padding, int[] dilation, bool ceil_mode) -> Tensor",
-        [](torch::jit::Stack& stack) {
-          c10::IValue* args = &stack[stack.size() - 6];
-          const at::Tensor self = args[0].toTensor();
-          const std::vector<int64_t> kernel = args[1].toIntVector();
-          const std::vector<int64_t> stride = args[2].toIntVector();
-          const std::vector<int64_t> padding = args[3].toIntVector();
-          const std::vector<int64_t> dilation = args[4].toIntVector();
-          const bool ceil_mode = args[5].toBool();
-          torch::jit::drop(stack, 6);
-          stack.emplace_back(max_pool2d_sliced(self, kernel, stride, padding, dilation, ceil_mode));
-        },
-        c10::AliasAnalysisKind::FROM_SCHEMA),
+    op::make_operator<Conv2dSlicedOp, &conv2d_sliced_op>(),
+    op::make_operator<MaxPool2dSlicedOp, &max_pool2d_sliced_op>(),
 });
 
 }  // namespace
@@ -334,24 +314,11 @@ void collect(torch::jit::Block* block, std::vector<torch::jit::Node*>& out) {
                       node->matches(
                           "aten::max_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], "
                           "int[2] padding=0, int[2] dilation=1, bool ceil_mode=False) -> Tensor");
-    if (conv || pool || node->kind() == kBudgetConv) out.push_back(node);
+    if (conv || pool || node->kind() == op::symbol<BudgetConv2dOp>()) out.push_back(node);
   }
 }
 
 }  // namespace
-
-// aten::conv2d's seven arguments, from `args` on.
-ConvArgs conv_args(const c10::IValue* args) {
-  ConvArgs a;
-  a.input = args[0].toTensor();
-  a.weight = args[1].toTensor();
-  a.bias = args[2].toOptional<at::Tensor>();
-  a.stride = args[3].toIntVector();
-  a.padding = args[4].toIntVector();
-  a.dilation = args[5].toIntVector();
-  a.groups = args[6].toInt();
-  return a;
-}
 
 bool same_bytes(const at::Tensor& a, const at::Tensor& b) {
   return a.sizes() == b.sizes() && a.is_contiguous() && b.is_contiguous() &&
@@ -372,10 +339,13 @@ int replace_sliced_ops(torch::jit::Graph& graph) {
   std::vector<torch::jit::Node*> nodes;
   collect(graph.block(), nodes);
   for (torch::jit::Node* node : nodes) {
-    const c10::Symbol kind = node->kind() == c10::aten::conv2d ? kConvSliced
-                             : node->kind() == kBudgetConv     ? kBudgetConvMin
-                                                               : kPoolSliced;
-    torch::jit::Node* sliced = graph.create(kind, node->inputs(), 1);
+    // Each takes the arguments of the node it replaces, in their order.
+    torch::jit::Node* sliced =
+        node->kind() == c10::aten::conv2d
+            ? op::Builder<Conv2dSlicedOp>(graph).set_leading(node->inputs()).create()
+        : node->kind() == op::symbol<BudgetConv2dOp>()
+            ? op::Builder<BudgetConv2dMinOp>(graph).set_leading(node->inputs()).create()
+            : op::Builder<MaxPool2dSlicedOp>(graph).set_leading(node->inputs()).create();
     sliced->output()->setType(node->output()->type());
     sliced->setSourceRange(node->sourceRange());
     sliced->insertBefore(node);

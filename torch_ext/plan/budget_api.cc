@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "budget/budget_runtime.h"
+#include "planning/op_descriptor.h"
 
 namespace memoplan::torch_ext {
 
@@ -36,24 +37,32 @@ int64_t budgeted_id(const torch::jit::Module& module) {
   return id;
 }
 
-void set_budget_op(torch::jit::Stack& stack) {
-  const int64_t budget = stack.back().toInt();
-  const c10::IValue module_value = stack[stack.size() - 2];
-  torch::jit::drop(stack, 2);
+struct SetBudgetOp {
+  static constexpr const char* kName = "memoplan::set_budget";
+  static constexpr const char* kReturns = "Dict(str, int)";
+  c10::IValue module;
+  int64_t budget = 0;
+  static constexpr auto fields() {
+    return std::make_tuple(op::field("module", &SetBudgetOp::module),
+                           op::field("budget", &SetBudgetOp::budget));
+  }
+};
+
+c10::Dict<std::string, int64_t> set_budget_op(SetBudgetOp op) {
+  const int64_t budget = op.budget;
+  const c10::IValue& module_value = op.module;
   TORCH_CHECK(module_value.isObject(), "memoplan.set_budget: expected a TorchScript module, got ",
               module_value.tagKind());
   TORCH_CHECK(budget > 0, "memoplan.set_budget: budget must be > 0, got ", budget);
   try {
-    stack.emplace_back(
-        budget_dict(set_budget(torch::jit::Module(module_value.toObject()), budget)));
+    return budget_dict(set_budget(torch::jit::Module(module_value.toObject()), budget));
   } catch (const std::runtime_error& e) {
     TORCH_CHECK(false, e.what());
   }
 }
 
 torch::jit::RegisterOperators budget_operators({
-    torch::jit::Operator("memoplan::set_budget(Any module, int budget) -> Dict(str, int)",
-                         set_budget_op, c10::AliasAnalysisKind::CONSERVATIVE),
+    op::make_api_operator<SetBudgetOp, &set_budget_op>(),
 });
 
 }  // namespace

@@ -9,6 +9,7 @@
 
 #include "budget_api.h"  // module_id
 #include "planning/coverage.h"
+#include "planning/op_descriptor.h"
 
 namespace memoplan::torch_ext {
 namespace {
@@ -30,9 +31,17 @@ namespace {
 
 // Python: torch.ops.memoplan.coverage(module) -> {"flops", "tuned_flops",
 // "tuned_flops_fraction", "left: OP (REASON)": FLOPs}; empty before a tuned plan() measured it.
-void coverage_op(torch::jit::Stack& stack) {
-  const c10::IValue module_value = stack.back();
-  torch::jit::drop(stack, 1);
+struct CoverageOp {
+  static constexpr const char* kName = "memoplan::coverage";
+  static constexpr const char* kReturns = "Dict(str, float)";
+  c10::IValue module;
+  static constexpr auto fields() {
+    return std::make_tuple(op::field("module", &CoverageOp::module));
+  }
+};
+
+c10::Dict<std::string, double> coverage_op(CoverageOp op) {
+  const c10::IValue& module_value = op.module;
   TORCH_CHECK(module_value.isObject(), "memoplan.coverage: expected a TorchScript module, got ",
               module_value.tagKind());
   const int64_t id = module_id(torch::jit::Module(module_value.toObject()));
@@ -47,12 +56,11 @@ void coverage_op(torch::jit::Stack& stack) {
       out.insert_or_assign("left: " + l.op + " (" + l.reason + ")", l.flops);
     }
   }
-  stack.emplace_back(out);
+  return out;
 }
 
 torch::jit::RegisterOperators coverage_operators({
-    torch::jit::Operator("memoplan::coverage(Any module) -> Dict(str, float)", coverage_op,
-                         c10::AliasAnalysisKind::CONSERVATIVE),
+    op::make_api_operator<CoverageOp, &coverage_op>(),
 });
 
 }  // namespace

@@ -125,8 +125,9 @@ void drop_executors(torch::jit::GraphFunction& function) {
 
 int64_t rewritten_id(const Graph& graph) {
   for (const Node* node : graph.nodes()) {
-    if (node->kind() == kAllocateSlab)
-      return torch::jit::constant_as<int64_t>(node->input(0)).value();
+    if (node->kind() == kAllocateSlab) {
+      return torch::jit::constant_as<int64_t>(AllocateSlabOp::module_of(node)).value();
+    }
   }
   return -1;
 }
@@ -187,13 +188,13 @@ int64_t rewrite_forward(torch::jit::Module& module, const PlanOptions& options) 
   if (options.memory == Memory::kMin) insert_share_nodes(graph);
   {
     torch::jit::WithInsertPoint point(graph->block()->nodes().front());
-    std::vector<Value*> slab_inputs = {graph->insertConstant(id)};
-    for (size_t i = 1; i < graph->inputs().size(); ++i) slab_inputs.push_back(graph->inputs()[i]);
-    graph->insertNode(graph->create(kAllocateSlab, slab_inputs, 0));
+    Value* module = graph->insertConstant(id);
+    graph->insertNode(AllocateSlabOp::create(*graph, module, graph->inputs().slice(1)));
   }
   {
     torch::jit::WithInsertPoint point(graph->block()->return_node());
-    graph->insertNode(graph->create(kEndPass, {graph->insertConstant(id)}, 0));
+    op::Builder<EndPassOp> end(*graph);
+    graph->insertNode(end.constant(&EndPassOp::module, id).create(0));
   }
   drop_executors(function);
   return id;

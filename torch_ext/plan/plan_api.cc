@@ -12,6 +12,7 @@
 #include "memoplan/torch/budget.h"
 #include "memoplan/torch/plan.h"
 #include "planning/coverage.h"
+#include "planning/op_descriptor.h"
 #include "planning/pass_operators.h"
 #include "planning/pass_runtime.h"
 #include "planning/planning.h"
@@ -21,31 +22,64 @@ namespace {
 
 // Python: torch.ops.load_library("libmemoplan_torch.so"), then
 // torch.ops.memoplan.plan(scripted_module, [inputs...]) and torch.ops.memoplan.stats().
-void plan_op(torch::jit::Stack& stack);
-void stats_op(torch::jit::Stack& stack) { stack.emplace_back(to_string(plan_stats())); }
-void forget_plans_op(torch::jit::Stack& stack) {
-  const c10::IValue module_value = stack.back();
-  torch::jit::drop(stack, 1);
-  TORCH_CHECK(module_value.isObject(), "memoplan.forget_plans: expected a TorchScript module, got ",
-              module_value.tagKind());
-  forget_plans(torch::jit::Module(module_value.toObject()));
+struct PlanOp {
+  static constexpr const char* kName = "memoplan::plan";
+  static constexpr const char* kReturns = "Dict(str, int)";
+  c10::IValue module, inputs;
+  std::string strategy;
+  int64_t warmup_passes = 3;
+  bool plan_new_keys = true;
+  std::string kernels, memory;
+  int64_t budget = 0;
+  static constexpr auto fields() {
+    using O = PlanOp;
+    return std::make_tuple(op::field("module", &O::module),
+                           op::field("inputs", &O::inputs, "Any[]"),
+                           op::field("strategy", &O::strategy, nullptr, "\"greedy_by_size\""),
+                           op::field("warmup_passes", &O::warmup_passes, nullptr, "3"),
+                           op::field("plan_new_keys", &O::plan_new_keys, nullptr, "True"),
+                           op::field("kernels", &O::kernels, nullptr, "\"stock\""),
+                           op::field("memory", &O::memory, nullptr, "\"offset\""),
+                           op::field("budget", &O::budget, nullptr, "0"));
+  }
+};
+c10::Dict<std::string, int64_t> plan_op(PlanOp op);
+
+struct StatsOp {
+  static constexpr const char* kName = "memoplan::stats";
+  static constexpr const char* kReturns = "str";
+  static constexpr auto fields() { return std::tuple<>(); }
+};
+std::string stats_op(StatsOp) { return to_string(plan_stats()); }
+
+struct ForgetPlansOp {
+  static constexpr const char* kName = "memoplan::forget_plans";
+  static constexpr const char* kReturns = "()";
+  c10::IValue module;
+  static constexpr auto fields() {
+    return std::make_tuple(op::field("module", &ForgetPlansOp::module));
+  }
+};
+// torch.ops.memoplan.kernel_report(): the measured choice of every tuned shape (empty until
+// libmemoplan_tuned.so is loaded).
+struct KernelReportOp {
+  static constexpr const char* kName = "memoplan::kernel_report";
+  static constexpr const char* kReturns = "str";
+  static constexpr auto fields() { return std::tuple<>(); }
+};
+std::string kernel_report_op(KernelReportOp) { return kernel_report(); }
+
+void forget_plans_op(ForgetPlansOp op) {
+  TORCH_CHECK(op.module.isObject(), "memoplan.forget_plans: expected a TorchScript module, got ",
+              op.module.tagKind());
+  forget_plans(torch::jit::Module(op.module.toObject()));
 }
 
 torch::jit::RegisterOperators memoplan_python_operators({
-    torch::jit::Operator(
-        "memoplan::plan(Any module, Any[] inputs, str strategy=\"greedy_by_size\", "
-        "int warmup_passes=3, bool plan_new_keys=True, str kernels=\"stock\", "
-        "str memory=\"offset\", int budget=0) -> Dict(str, int)",
-        plan_op, c10::AliasAnalysisKind::CONSERVATIVE),
-    torch::jit::Operator("memoplan::stats() -> str", stats_op,
-                         c10::AliasAnalysisKind::CONSERVATIVE),
-    torch::jit::Operator("memoplan::forget_plans(Any module) -> ()", forget_plans_op,
-                         c10::AliasAnalysisKind::CONSERVATIVE),
-    // torch.ops.memoplan.kernel_report(): the measured choice of every tuned shape.
-    torch::jit::Operator(
-        "memoplan::kernel_report() -> str",
-        [](torch::jit::Stack& stack) { stack.emplace_back(kernel_report()); },
-        c10::AliasAnalysisKind::CONSERVATIVE),
+    op::make_api_operator<PlanOp, &plan_op>(),
+    op::make_api_operator<StatsOp, &stats_op>(),
+    op::make_api_operator<ForgetPlansOp, &forget_plans_op>(),
+    op::make_api_operator<KernelReportOp, &kernel_report_op>(),
 });
 
 }  // namespace
@@ -128,24 +162,19 @@ std::optional<PlanDetail> plan_detail(const torch::jit::Module& module, const st
 
 namespace {
 
-void plan_op(torch::jit::Stack& stack) {
-  const int64_t budget = stack.back().toInt();
-  const std::string memory = stack[stack.size() - 2].toStringRef();
-  const std::string kernels = stack[stack.size() - 3].toStringRef();
-  const bool plan_new_keys = stack[stack.size() - 4].toBool();
-  const int64_t warmup = stack[stack.size() - 5].toInt();
-  const std::string strategy = stack[stack.size() - 6].toStringRef();
-  const c10::IValue inputs = stack[stack.size() - 7];
-  const c10::IValue module_value = stack[stack.size() - 8];
-  torch::jit::drop(stack, 8);
+c10::Dict<std::string, int64_t> plan_op(PlanOp op) {
+  const int64_t budget = op.budget;
+  const std::string& memory = op.memory;
+  const std::string& kernels = op.kernels;
+  const c10::IValue& module_value = op.module;
   TORCH_CHECK(budget >= 0, "memoplan.plan: budget must be >= 0, got ", budget);
   TORCH_CHECK(module_value.isObject(), "memoplan.plan: expected a TorchScript module, got ",
               module_value.tagKind());
   torch::jit::Module module(module_value.toObject());
   PlanOptions options;
-  options.strategy = strategy;
-  options.warmup_passes = static_cast<int>(warmup);
-  options.plan_new_keys = plan_new_keys;
+  options.strategy = op.strategy;
+  options.warmup_passes = static_cast<int>(op.warmup_passes);
+  options.plan_new_keys = op.plan_new_keys;
   const std::optional<Kernels> kernels_named = parse_kernels(kernels);
   const std::optional<Memory> memory_named = parse_memory(memory);
   TORCH_CHECK(kernels_named, "memoplan.plan: unknown kernels '", kernels, "' (stock or tuned)");
@@ -153,7 +182,7 @@ void plan_op(torch::jit::Stack& stack) {
   options.kernels = *kernels_named;
   options.memory = *memory_named;
   options.budget_bytes = static_cast<uint64_t>(budget);
-  const c10::ArrayRef<c10::IValue> list = inputs.toListRef();
+  const c10::ArrayRef<c10::IValue> list = op.inputs.toListRef();
   PlanSummary summary;
   try {
     summary = plan(module, std::vector<c10::IValue>(list.begin(), list.end()), options);
@@ -177,7 +206,7 @@ void plan_op(torch::jit::Stack& stack) {
   if (const std::optional<BudgetSummary> budget = budget_summary(module)) {
     for (const auto& entry : budget_dict(*budget)) out.insert(entry.key(), entry.value());
   }
-  stack.emplace_back(out);
+  return out;
 }
 
 }  // namespace

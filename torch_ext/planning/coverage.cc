@@ -15,10 +15,13 @@
 
 #include <ATen/record_function.h>
 #include <torch/csrc/jit/ir/ir.h>
+#include <torch/csrc/jit/runtime/operator.h>
 
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <memory>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -33,9 +36,47 @@ bool named(const char* name, std::initializer_list<const char*> names) {
   return false;
 }
 
-bool tensor_at(c10::ArrayRef<const c10::IValue> in, size_t i) {
-  return i < in.size() && in[i].isTensor() && in[i].toTensor().defined();
-}
+// A call's arguments: aten's by their positions in aten's schemas, memoplan's by their names in
+// the operator's registered schema (each made from its descriptor's fields, op_descriptor.h: no
+// position of a memoplan operator is assumed here). Looked up once per thread and operator.
+class Args {
+ public:
+  Args(const char* name, c10::ArrayRef<const c10::IValue> in)
+      : in_(in), schema_(std::strncmp(name, "memoplan::", 10) == 0 ? schema_of(name) : nullptr) {}
+
+  // The argument `arg` of a memoplan operator, or at `aten` of an aten op; null when absent.
+  const c10::IValue* get(const char* arg, size_t aten) const {
+    size_t i = aten;
+    if (schema_ != nullptr) {
+      const auto index = schema_->argumentIndexWithName(arg);
+      if (!index) return nullptr;
+      i = static_cast<size_t>(*index);
+    }
+    return i < in_.size() ? &in_[i] : nullptr;
+  }
+  bool tensor(const char* arg, size_t aten) const {
+    const c10::IValue* v = get(arg, aten);
+    return v != nullptr && v->isTensor() && v->toTensor().defined();
+  }
+  std::vector<int64_t> ints(const char* arg, size_t aten) const {
+    const c10::IValue* v = get(arg, aten);
+    return v != nullptr && v->isIntList() ? v->toIntVector() : std::vector<int64_t>{};
+  }
+
+ private:
+  static const c10::FunctionSchema* schema_of(const char* name) {
+    thread_local std::map<std::string, std::shared_ptr<torch::jit::Operator>> known;
+    auto it = known.find(name);
+    if (it == known.end()) {
+      const auto ops = torch::jit::getAllOperatorsFor(c10::Symbol::fromQualString(name));
+      it = known.emplace(name, ops.empty() ? nullptr : ops.front()).first;
+    }
+    return it->second ? &it->second->schema() : nullptr;
+  }
+
+  c10::ArrayRef<const c10::IValue> in_;
+  const c10::FunctionSchema* schema_;
+};
 
 // A forward convolution: 2 * N * Cout * prod(output sizes) * (Cin / groups) * prod(kernel).
 // The input's sizes are its logical ones in every layout (a blocked activation's too).
@@ -88,11 +129,15 @@ double linear_flops(const at::Tensor& x, const at::Tensor& w) {
 // embed_dim, num_heads, qkv_weight, qkv_bias, proj_weight, proj_bias, use_gelu, norm_first, eps,
 // norm_weight_1, norm_bias_1, norm_weight_2, norm_bias_2, ffn_weight_1, ...): its four
 // projections and the attention's two batched products, batch first.
-double encoder_flops(c10::ArrayRef<const c10::IValue> in) {
-  if (!tensor_at(in, 0) || !tensor_at(in, 3) || !tensor_at(in, 14) || !in[1].isInt()) return 0;
-  const at::Tensor& src = in[0].toTensor();
-  const double e = static_cast<double>(in[1].toInt());
-  const double f = static_cast<double>(in[14].toTensor().size(0));
+double encoder_flops(const Args& in) {
+  const c10::IValue* embed_dim = in.get("embed_dim", 1);
+  if (!in.tensor("src", 0) || !in.tensor("qkv_weight", 3) || !in.tensor("ffn_weight_1", 14) ||
+      embed_dim == nullptr || !embed_dim->isInt()) {
+    return 0;
+  }
+  const at::Tensor& src = in.get("src", 0)->toTensor();
+  const double e = static_cast<double>(embed_dim->toInt());
+  const double f = static_cast<double>(in.get("ffn_weight_1", 14)->toTensor().size(0));
   if (e <= 0 || src.dim() < 2) return 0;
   const double tokens = static_cast<double>(src.numel()) / e;
   const double sequence = static_cast<double>(src.size(-2));
@@ -101,66 +146,76 @@ double encoder_flops(c10::ArrayRef<const c10::IValue> in) {
 
 // _native_multi_head_attention(query, key, value, embed_dim, ...): the QKV and output projections
 // and, per head, q k^T and p v (self-attention).
-double attention_flops(c10::ArrayRef<const c10::IValue> in) {
-  if (!tensor_at(in, 0) || in.size() < 4 || !in[3].isInt()) return 0;
-  const at::Tensor& x = in[0].toTensor();
-  const double e = static_cast<double>(in[3].toInt());
+double attention_flops(const Args& in) {
+  const c10::IValue* embed_dim = in.get("embed_dim", 3);
+  if (!in.tensor("query", 0) || embed_dim == nullptr || !embed_dim->isInt()) return 0;
+  const at::Tensor& x = in.get("query", 0)->toTensor();
+  const double e = static_cast<double>(embed_dim->toInt());
   if (e <= 0 || x.dim() < 2) return 0;
   const double tokens = static_cast<double>(x.numel()) / e;
   const double sequence = static_cast<double>(x.size(-2));
   return 2.0 * tokens * 4.0 * e * e + 4.0 * tokens * sequence * e;
 }
 
-std::vector<int64_t> ints(c10::ArrayRef<const c10::IValue> in, size_t i) {
-  return i < in.size() && in[i].isIntList() ? in[i].toIntVector() : std::vector<int64_t>{};
-}
-
 // 0 for an op that is not a known convolution or product.
-double op_flops(const char* name, c10::ArrayRef<const c10::IValue> in) {
+double op_flops(const char* name, c10::ArrayRef<const c10::IValue> values) {
+  const Args in(name, values);
+  auto t = [&](const char* arg, size_t aten) { return in.get(arg, aten)->toTensor(); };
   if (named(name, {"aten::conv1d", "aten::conv2d", "aten::conv3d", "memoplan::conv2d",
                    "memoplan::bconv", "memoplan::conv2d_sliced", "memoplan::budget_conv2d",
                    "memoplan::budget_conv2d_min"})) {
-    if (!tensor_at(in, 0) || !tensor_at(in, 1)) return 0;
-    return conv_flops(in[0].toTensor(), in[1].toTensor(), ints(in, 3), ints(in, 4), ints(in, 5));
+    if (!in.tensor("input", 0) || !in.tensor("weight", 1)) return 0;
+    return conv_flops(t("input", 0), t("weight", 1), in.ints("stride", 3), in.ints("padding", 4),
+                      in.ints("dilation", 5));
   }
   if (named(name, {"aten::_convolution", "aten::convolution"})) {
-    if (!tensor_at(in, 0) || !tensor_at(in, 1) || in.size() < 7 || !in[6].isBool()) return 0;
-    if (in[6].toBool()) return transposed_flops(in[0].toTensor(), in[1].toTensor());
-    return conv_flops(in[0].toTensor(), in[1].toTensor(), ints(in, 3), ints(in, 4), ints(in, 5));
+    const c10::IValue* transposed = in.get("transposed", 6);
+    if (!in.tensor("input", 0) || !in.tensor("weight", 1) || !transposed || !transposed->isBool()) {
+      return 0;
+    }
+    if (transposed->toBool()) return transposed_flops(t("input", 0), t("weight", 1));
+    return conv_flops(t("input", 0), t("weight", 1), in.ints("stride", 3), in.ints("padding", 4),
+                      in.ints("dilation", 5));
   }
   if (named(name, {"aten::mkldnn_convolution"})) {  // input, weight, bias, padding, stride, ...
-    if (!tensor_at(in, 0) || !tensor_at(in, 1)) return 0;
-    return conv_flops(in[0].toTensor(), in[1].toTensor(), ints(in, 4), ints(in, 3), ints(in, 5));
+    if (!in.tensor("input", 0) || !in.tensor("weight", 1)) return 0;
+    return conv_flops(t("input", 0), t("weight", 1), in.ints("stride", 4), in.ints("padding", 3),
+                      in.ints("dilation", 5));
   }
   if (named(name, {"aten::conv_transpose1d", "aten::conv_transpose2d", "aten::conv_transpose3d"})) {
-    if (!tensor_at(in, 0) || !tensor_at(in, 1)) return 0;
-    return transposed_flops(in[0].toTensor(), in[1].toTensor());
+    if (!in.tensor("input", 0) || !in.tensor("weight", 1)) return 0;
+    return transposed_flops(t("input", 0), t("weight", 1));
   }
-  // memoplan::bn_relu_conv1x1(input, batch norm's 8, conv's weight, ...) and
-  // cat_bn_relu_conv1x1(tensors, dim, the same): the 1x1 convolution over the input's channels.
-  if (named(name, {"memoplan::bn_relu_conv1x1"}) && tensor_at(in, 0) && tensor_at(in, 9)) {
-    const at::Tensor& x = in[0].toTensor();
-    return x.dim() == 4 ? 2.0 * x.size(0) * x.size(2) * x.size(3) * in[9].toTensor().numel() : 0;
+  // memoplan::bn_relu_conv1x1 (input, ...) and cat_bn_relu_conv1x1 (tensors, ...): the 1x1
+  // convolution over the input's channels.
+  if (named(name, {"memoplan::bn_relu_conv1x1"}) && in.tensor("input", 0) &&
+      in.tensor("weight", 0)) {
+    const at::Tensor x = t("input", 0);
+    return x.dim() == 4 ? 2.0 * x.size(0) * x.size(2) * x.size(3) * t("weight", 0).numel() : 0;
   }
-  if (named(name, {"memoplan::cat_bn_relu_conv1x1"}) && in.size() > 10 && in[0].isTensorList() &&
-      tensor_at(in, 10)) {
-    const auto list = in[0].toTensorList();
+  if (named(name, {"memoplan::cat_bn_relu_conv1x1"}) && in.get("tensors", 0) &&
+      in.get("tensors", 0)->isTensorList() && in.tensor("weight", 0)) {
+    const auto list = in.get("tensors", 0)->toTensorList();
     if (list.empty()) return 0;
     const at::Tensor x = list.get(0);
-    return x.dim() == 4 ? 2.0 * x.size(0) * x.size(2) * x.size(3) * in[10].toTensor().numel() : 0;
+    return x.dim() == 4 ? 2.0 * x.size(0) * x.size(2) * x.size(3) * t("weight", 0).numel() : 0;
   }
   if (named(name, {"aten::linear", "memoplan::linear", "memoplan::budget_linear"})) {
-    if (!tensor_at(in, 0) || !tensor_at(in, 1)) return 0;
-    return linear_flops(in[0].toTensor(), in[1].toTensor());
+    if (!in.tensor("input", 0) || !in.tensor("weight", 1)) return 0;
+    return linear_flops(t("input", 0), t("weight", 1));
   }
   if (named(name, {"aten::matmul", "aten::mm", "aten::bmm", "memoplan::matmul", "memoplan::bmm",
                    "memoplan::matmul_add"})) {
-    if (!tensor_at(in, 0) || !tensor_at(in, 1)) return 0;
-    return product_flops(in[0].toTensor(), in[1].toTensor());
+    const char* other = named(name, {"memoplan::bmm"}) ? "mat2" : "other";
+    if (!in.tensor("self", 0) || !in.tensor(other, 1)) return 0;
+    return product_flops(t("self", 0), t(other, 1));
   }
   if (named(name, {"aten::addmm", "aten::baddbmm", "memoplan::addmm", "memoplan::baddbmm"})) {
-    if (!tensor_at(in, 1) || !tensor_at(in, 2)) return 0;
-    return product_flops(in[1].toTensor(), in[2].toTensor());
+    const bool batched = named(name, {"memoplan::baddbmm"});
+    const char* first = batched ? "batch1" : "mat1";
+    const char* second = batched ? "batch2" : "mat2";
+    if (!in.tensor(first, 1) || !in.tensor(second, 2)) return 0;
+    return product_flops(t(first, 1), t(second, 2));
   }
   if (named(name, {"aten::_transformer_encoder_layer_fwd", "memoplan::encoder_layer"})) {
     return encoder_flops(in);

@@ -125,10 +125,9 @@ void family_key(const void* context, std::string* key, std::vector<int64_t>* dim
 torch::jit::Operation allocate_slab_op(const Node* node) {
   const size_t inputs = node->inputs().size();
   return [inputs](torch::jit::Stack& stack) {
-    const c10::IValue* first = &stack[stack.size() - inputs];
-    const int64_t module = first[0].toInt();
-    const Inputs in{first + 1, inputs - 1};
-    runtime_pass::allocate_slab(module, pass_key(first + 1, inputs - 1), {&family_key, &in});
+    const AllocateSlabOp op = AllocateSlabOp::read(&stack[stack.size() - inputs], inputs);
+    const Inputs in{op.inputs, op.count};
+    runtime_pass::allocate_slab(op.module, pass_key(op.inputs, op.count), {&family_key, &in});
     torch::jit::drop(stack, inputs);
   };
 }
@@ -138,6 +137,8 @@ torch::jit::Operation allocate_tensor_op(const Node* node) {
   return [id](torch::jit::Stack&) { runtime_pass::allocate_tensor(id); };
 }
 
+void end_pass(EndPassOp op) { runtime_pass::end_pass(op.module); }
+
 // Registered with alias analysis CONSERVATIVE, which the JIT treats as a side effect: the nodes
 // are never removed, merged or moved across one another by its optimizations.
 torch::jit::RegisterOperators memoplan_operators({
@@ -145,14 +146,7 @@ torch::jit::RegisterOperators memoplan_operators({
                          c10::AliasAnalysisKind::CONSERVATIVE),
     torch::jit::Operator("memoplan::AllocateTensor(...) -> ()", allocate_tensor_op,
                          c10::AliasAnalysisKind::CONSERVATIVE),
-    recorded_operator(
-        "memoplan::EndPass(int module) -> ()",
-        [](torch::jit::Stack& stack) {
-          const int64_t module = stack.back().toInt();
-          torch::jit::drop(stack, 1);
-          runtime_pass::end_pass(module);
-        },
-        c10::AliasAnalysisKind::CONSERVATIVE),
+    op::make_operator<EndPassOp, &end_pass>(c10::AliasAnalysisKind::CONSERVATIVE),
 });
 
 }  // namespace

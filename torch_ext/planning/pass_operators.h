@@ -4,15 +4,49 @@
 #pragma once
 
 #include <ATen/core/ivalue.h>
+#include <torch/csrc/jit/ir/ir.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
+
+#include "op_descriptor.h"
 
 namespace memoplan::torch_ext {
 
 inline const c10::Symbol kAllocateSlab = c10::Symbol::fromQualString("memoplan::AllocateSlab");
 inline const c10::Symbol kAllocateTensor = c10::Symbol::fromQualString("memoplan::AllocateTensor");
-inline const c10::Symbol kEndPass = c10::Symbol::fromQualString("memoplan::EndPass");
+
+// memoplan::AllocateSlab(module, inputs...): a pass of `module` begins, keyed by its inputs (the
+// graph's after self). Variadic, so written out here rather than as op_descriptor.h's field list;
+// every maker and reader of the node goes through it.
+struct AllocateSlabOp {
+  int64_t module = -1;
+  const c10::IValue* inputs = nullptr;  // on the interpreter's stack
+  size_t count = 0;
+  // The node (not inserted).
+  static torch::jit::Node* create(torch::jit::Graph& graph, torch::jit::Value* module,
+                                  c10::ArrayRef<torch::jit::Value*> inputs) {
+    std::vector<torch::jit::Value*> all = {module};
+    all.insert(all.end(), inputs.begin(), inputs.end());
+    return graph.create(kAllocateSlab, all, 0);
+  }
+  static const torch::jit::Value* module_of(const torch::jit::Node* node) { return node->input(0); }
+  // From its `count` arguments at `first`.
+  static AllocateSlabOp read(const c10::IValue* first, size_t count) {
+    return {first[0].toInt(), first + 1, count - 1};
+  }
+};
+
+// memoplan::EndPass(int module): the pass of `module` ends.
+struct EndPassOp {
+  static constexpr const char* kName = "memoplan::EndPass";
+  static constexpr const char* kReturns = "()";
+  int64_t module = -1;
+  static constexpr auto fields() {
+    return std::make_tuple(op::field("module", &EndPassOp::module));
+  }
+};
 // The node's number is an attribute, not a constant input: one node per mark instead of three
 // (two constants and the call) in every copy of the graph the executor keeps (bert_encoder: the
 // constants' nodes and values were some 13 MiB of a planned process's peak).

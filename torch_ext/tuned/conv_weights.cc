@@ -71,24 +71,6 @@ std::shared_ptr<const Weights> prepare(const at::Tensor& weight,
 
 }  // namespace
 
-Call read_call(const c10::IValue* args, size_t bn) {
-  auto tensor = [](const c10::IValue& v) { return v.isNone() ? at::Tensor() : v.toTensor(); };
-  Call c;
-  c.weight = args[1].toTensor();
-  if (!args[2].isNone()) c.bias = args[2].toTensor();
-  c.stride = args[3].toIntVector();
-  c.padding = args[4].toIntVector();
-  c.dilation = args[5].toIntVector();
-  c.groups = args[6].toInt();
-  if (args[bn + 7].toBool()) {
-    c.batch_norm = BatchNorm{tensor(args[bn]), tensor(args[bn + 1]), tensor(args[bn + 2]),
-                             tensor(args[bn + 3]), args[bn + 6].toDouble()};
-    c.batch_norm_training = args[bn + 4].toBool();
-    c.batch_norm_momentum = args[bn + 5].toDouble();
-  }
-  return c;
-}
-
 std::shared_ptr<const Weights> weights(int64_t site, const at::Tensor& weight,
                                        const c10::optional<at::Tensor>& bias, const BatchNorm* bn,
                                        const Geometry& geometry, Keep keep) {

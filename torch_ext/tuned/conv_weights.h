@@ -7,7 +7,7 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
-#include <ATen/core/ivalue.h>
+#include <c10/util/Optional.h>
 
 #include <cstdint>
 #include <memory>
@@ -36,8 +36,9 @@ struct Weights {
   int64_t generation = 0;          // unique per preparation: what packings of `weight` key on
 };
 
-// What a convolution op of the tuned graph reads off the interpreter's stack, shared by
-// memoplan::conv2d and memoplan::bconv: aten::conv2d's operands and the batch norm folded in.
+// What a convolution op of the tuned graph computes, shared by memoplan::conv2d and
+// memoplan::bconv: aten::conv2d's operands and the batch norm folded in (from their arguments:
+// conv_fields.h's take_call).
 struct Call {
   at::Tensor weight;
   c10::optional<at::Tensor> bias;
@@ -47,9 +48,6 @@ struct Call {
   bool batch_norm_training = false;
   double batch_norm_momentum = 0.1;
 };
-// From the op's arguments `args` (input at 0; weight, bias, stride, padding, dilation, groups at
-// 1-6; at `bn` the batch norm's weight, bias, mean, var, training, momentum, eps, has_bn).
-Call read_call(const c10::IValue* args, size_t bn);
 
 // What a site keeps besides its folded bias. kAtenPacking: the folded weight and onednn_weight for
 // aten's mkldnn_convolution. kFolded: the folded weight. kPackingsOnly: no folded copy of a weight

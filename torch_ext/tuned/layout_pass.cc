@@ -15,6 +15,7 @@
 #include <unordered_set>
 
 #include "graph_match.h"
+#include "layout_operators.h"
 #include "layout_plan.h"
 #include "tuned_ops.h"
 #include "tuned_support.h"
@@ -90,11 +91,10 @@ class LayoutRewriter {
     spec_.conversions.push_back({node, input, edge});
     torch::jit::WithInsertPoint point(user);
     Value* value = user->input(position);
-    Node* layout =
-        graph_.create(c10::Symbol::fromQualString("memoplan::layout"),
-                      {value, graph_.insertConstant(handle_),
-                       graph_.insertConstant(static_cast<int64_t>(spec_.conversions.size()) - 1)},
-                      1);
+    op::Builder<LayoutOp> b(graph_);
+    b.set(&LayoutOp::self, value).constant(&LayoutOp::graph, handle_);
+    b.constant(&LayoutOp::conversion, static_cast<int64_t>(spec_.conversions.size()) - 1);
+    Node* layout = b.create();
     layout->output()->setType(value->type());
     graph_.insertNode(layout);
     user->replaceInput(position, layout->output());
@@ -153,20 +153,14 @@ class LayoutRewriter {
     Node* conv = nullptr;
     {
       torch::jit::WithInsertPoint point(node);
-      std::vector<Value*> inputs(node->inputs().begin(), node->inputs().end());
-      inputs.push_back(graph_.insertConstant(handle_));
-      inputs.push_back(graph_.insertConstant(static_cast<int64_t>(index)));
-      inputs.push_back(graph_.insertConstant(tuned::new_site()));
-      if (batch_norm) {  // weight, bias, running mean and variance, training, momentum, eps
-        for (size_t i : {1, 2, 3, 4, 5, 6, 7}) inputs.push_back(batch_norm->input(i));
-      } else {
-        Value* none = graph_.insertConstant(c10::IValue());
-        inputs.insert(inputs.end(), {none, none, none, none, graph_.insertConstant(false),
-                                     graph_.insertConstant(0.0), graph_.insertConstant(0.0)});
-      }
-      inputs.push_back(graph_.insertConstant(batch_norm != nullptr));
-      inputs.push_back(graph_.insertConstant(weight_is_attribute));
-      conv = graph_.create(c10::Symbol::fromQualString("memoplan::conv2d"), inputs, 1);
+      op::Builder<Conv2dOp> b(graph_);
+      b.set(&Conv2dOp::input, node->input(0));
+      conv::set_conv(b, node);
+      b.constant(&Conv2dOp::graph, handle_).constant(&Conv2dOp::node, static_cast<int64_t>(index));
+      b.constant(&Conv2dOp::site, tuned::new_site());
+      conv::set_batch_norm(b, graph_, batch_norm);
+      b.constant(&Conv2dOp::weight_is_attribute, weight_is_attribute);
+      conv = b.create();
       conv->output()->setType(last->output()->type());
       graph_.insertNode(conv);
     }

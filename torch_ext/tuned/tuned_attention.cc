@@ -15,7 +15,7 @@
 #include <tuple>
 
 #include "planning/choice_cache.h"
-#include "planning/op_record.h"
+#include "planning/op_descriptor.h"
 #include "tuned_support.h"
 
 namespace memoplan::torch_ext {
@@ -24,14 +24,28 @@ namespace {
 using kernels::Activation;
 
 // The 13 arguments of aten::_native_multi_head_attention, then memoplan's handle.
+// memoplan::attention: aten::_native_multi_head_attention's arguments, then `handle`.
 struct AttentionArgs {
+  static constexpr const char* kName = "memoplan::attention";
+  static constexpr const char* kReturns = "(Tensor, Tensor)";
   at::Tensor query, key, value;
-  int64_t embed_dim, num_heads;
+  int64_t embed_dim = 0, num_heads = 0;
   at::Tensor qkv_weight, qkv_bias, proj_weight, proj_bias;
   c10::optional<at::Tensor> mask;
-  bool need_weights, average_weights;
+  bool need_weights = false, average_weights = false;
   c10::optional<int64_t> mask_type;
-  int64_t handle;  // two weight sites: qkv, proj
+  int64_t handle = -1;  // two weight sites: qkv, proj
+  static constexpr auto fields() {
+    using O = AttentionArgs;
+    return std::make_tuple(
+        op::field("query", &O::query), op::field("key", &O::key), op::field("value", &O::value),
+        op::field("embed_dim", &O::embed_dim), op::field("num_head", &O::num_heads),
+        op::field("qkv_weight", &O::qkv_weight), op::field("qkv_bias", &O::qkv_bias),
+        op::field("proj_weight", &O::proj_weight), op::field("proj_bias", &O::proj_bias),
+        op::field("mask", &O::mask), op::field("need_weights", &O::need_weights),
+        op::field("average_attn_weights", &O::average_weights),
+        op::field("mask_type", &O::mask_type), op::field("handle", &O::handle));
+  }
 };
 
 std::tuple<at::Tensor, at::Tensor> aten_attention(const AttentionArgs& a) {
@@ -115,29 +129,10 @@ std::tuple<at::Tensor, at::Tensor> attention(const AttentionArgs& a) {
 
 const c10::Symbol kAtenAttention =
     c10::Symbol::fromQualString("aten::_native_multi_head_attention");
-const c10::Symbol kAttention = c10::Symbol::fromQualString("memoplan::attention");
+std::tuple<at::Tensor, at::Tensor> attention_op(AttentionArgs a) { return attention(a); }
 
-torch::jit::RegisterOperators attention_operators({
-    recorded_operator(
-        "memoplan::attention(Tensor query, Tensor key, Tensor value, int embed_dim, "
-        "int num_head, Tensor qkv_weight, Tensor qkv_bias, Tensor proj_weight, Tensor proj_bias, "
-        "Tensor? mask, bool need_weights, bool average_attn_weights, int? mask_type, "
-        "int handle) -> (Tensor, Tensor)",
-        [](torch::jit::Stack& stack) {
-          const c10::IValue* v = &stack[stack.size() - 14];
-          AttentionArgs a{v[0].toTensor(), v[1].toTensor(), v[2].toTensor(), v[3].toInt(),
-                          v[4].toInt(),    v[5].toTensor(), v[6].toTensor(), v[7].toTensor(),
-                          v[8].toTensor(), c10::nullopt,    v[10].toBool(),  v[11].toBool(),
-                          c10::nullopt,    v[13].toInt()};
-          if (!v[9].isNone()) a.mask = v[9].toTensor();
-          if (!v[12].isNone()) a.mask_type = v[12].toInt();
-          auto [out, weights] = attention(a);
-          torch::jit::drop(stack, 14);
-          stack.emplace_back(std::move(out));
-          stack.emplace_back(std::move(weights));
-        },
-        c10::AliasAnalysisKind::FROM_SCHEMA),
-});
+torch::jit::RegisterOperators attention_operators(
+    {op::make_operator<AttentionArgs, &attention_op>()});
 
 void replace_in_block(torch::jit::Graph& graph, torch::jit::Block* block, int& replaced) {
   std::vector<torch::jit::Node*> found;
@@ -152,9 +147,9 @@ void replace_in_block(torch::jit::Graph& graph, torch::jit::Block* block, int& r
     torch::jit::WithInsertPoint point(node);
     const int64_t first_site = tuned::new_site();
     tuned::new_site();  // consecutive: proj
-    std::vector<torch::jit::Value*> inputs(node->inputs().begin(), node->inputs().end());
-    inputs.push_back(graph.insertConstant(first_site));
-    torch::jit::Node* made = graph.create(kAttention, inputs, 2);
+    op::Builder<AttentionArgs> b(graph);
+    b.set_leading(node->inputs()).constant(&AttentionArgs::handle, first_site);
+    torch::jit::Node* made = b.create(2);
     for (size_t i = 0; i < 2; ++i) {
       made->output(i)->setType(node->output(i)->type());
       node->output(i)->replaceAllUsesWith(made->output(i));

@@ -15,9 +15,9 @@
 #include <sstream>
 
 #include "conv_weights.h"
+#include "layout_operators.h"
 #include "layout_plan.h"
 #include "memoplan/kernels/gemm.h"
-#include "planning/op_record.h"
 #include "tuned_support.h"
 
 namespace memoplan::torch_ext {
@@ -30,10 +30,8 @@ using layouts::kNhwc;
 using layouts::Layout;
 
 struct ConvArgs : conv::Call {
-  int64_t site = -1;  // where the weight's packings live
-  // Only a module attribute's weight is prepared (folded, packed) once and kept; a weight computed
-  // in the pass runs on aten's convolution.
-  bool weight_is_attribute = false;
+  int64_t site = -1;                 // Conv2dOp's
+  bool weight_is_attribute = false;  // Conv2dOp's
   // Set per call: the weights to compute with (folded and pre-packed).
   std::shared_ptr<const conv::Weights> prepared;
 };
@@ -252,50 +250,34 @@ at::Tensor conv2d(const at::Tensor& x, ConvArgs& a, int64_t graph, int64_t node)
   return produces(implementation) == out_layout ? y : y.contiguous(format(out_layout));
 }
 
+at::Tensor conv2d_op(Conv2dOp op) {
+  ConvArgs a;
+  a.site = op.site;
+  a.weight_is_attribute = op.weight_is_attribute;
+  static_cast<conv::Call&>(a) = conv::take_call(std::move(op));  // its convolution's fields
+  return conv2d(op.input, a, op.graph, op.node);
+}
+
+at::Tensor layout_op(LayoutOp op) {
+  at::Tensor x = std::move(op.self);
+  if (x.dim() != 4) return x;
+  const auto decision = layouts::decision(op.graph, false);
+  const int edge =
+      layouts::graph_spec(op.graph).conversions.at(static_cast<size_t>(op.conversion)).edge;
+  if (!decision) {
+    layouts::record_conversion_bytes(op.graph, static_cast<int>(op.conversion), x.nbytes());
+  }
+  const Layout target = decision && edge >= 0 ? decision->edge_layouts.at(edge) : kNchw;
+  if (target == kNhwc && !x.is_contiguous(at::MemoryFormat::ChannelsLast)) {
+    return x.contiguous(at::MemoryFormat::ChannelsLast);
+  }
+  if (target == kNchw && layout_of(x) == kNhwc) return x.contiguous();
+  return x;
+}
+
 torch::jit::RegisterOperators conv_operators({
-    recorded_operator(
-        "memoplan::conv2d(Tensor input, Tensor weight, Tensor? bias, int[] stride, int[] padding, "
-        "int[] dilation, int groups, int graph, int node, int site, Tensor? bn_weight, "
-        "Tensor? bn_bias, Tensor? bn_mean, Tensor? bn_var, bool bn_training, float bn_momentum, "
-        "float bn_eps, bool has_bn, bool weight_is_attribute) -> Tensor",
-        [](torch::jit::Stack& stack) {
-          constexpr size_t kArgs = 19;
-          const c10::IValue* args = &stack[stack.size() - kArgs];
-          ConvArgs a;
-          static_cast<conv::Call&>(a) = conv::read_call(args, 10);
-          a.site = args[9].toInt();
-          a.weight_is_attribute = args[18].toBool();
-          const at::Tensor x = args[0].toTensor();
-          const int64_t graph = args[7].toInt(), node = args[8].toInt();
-          torch::jit::drop(stack, kArgs);
-          stack.emplace_back(conv2d(x, a, graph, node));
-        },
-        c10::AliasAnalysisKind::FROM_SCHEMA),
-    // Converts an activation to the layout the plan chose for `conversion`'s edge (the default
-    // for a use that needs it); a no-op for tensors already in it and for anything not 4-d.
-    recorded_operator(
-        "memoplan::layout(Tensor(a) self, int graph, int conversion) -> Tensor(a)",
-        [](torch::jit::Stack& stack) {
-          const int64_t conversion = stack.back().toInt();
-          const int64_t graph = stack[stack.size() - 2].toInt();
-          at::Tensor x = stack[stack.size() - 3].toTensor();
-          torch::jit::drop(stack, 3);
-          if (x.dim() == 4) {
-            const auto decision = layouts::decision(graph, false);
-            const int edge =
-                layouts::graph_spec(graph).conversions.at(static_cast<size_t>(conversion)).edge;
-            if (!decision)
-              layouts::record_conversion_bytes(graph, static_cast<int>(conversion), x.nbytes());
-            const Layout target = decision && edge >= 0 ? decision->edge_layouts.at(edge) : kNchw;
-            if (target == kNhwc && !x.is_contiguous(at::MemoryFormat::ChannelsLast)) {
-              x = x.contiguous(at::MemoryFormat::ChannelsLast);
-            } else if (target == kNchw && layout_of(x) == kNhwc) {
-              x = x.contiguous();
-            }
-          }
-          stack.emplace_back(std::move(x));
-        },
-        c10::AliasAnalysisKind::FROM_SCHEMA),
+    op::make_operator<Conv2dOp, &conv2d_op>(),
+    op::make_operator<LayoutOp, &layout_op>(),
 });
 
 }  // namespace

@@ -19,7 +19,7 @@
 #include "memoplan/kernels/attention.h"
 #include "memoplan/kernels/gemm.h"
 #include "planning/choice_cache.h"
-#include "planning/op_record.h"
+#include "planning/op_descriptor.h"
 #include "tuned_support.h"
 
 namespace memoplan::torch_ext {
@@ -29,17 +29,35 @@ using kernels::Activation;
 using kernels::MatrixView;
 
 // The 20 arguments of aten::_transformer_encoder_layer_fwd, then memoplan's handle.
+// memoplan::encoder_layer: aten::_transformer_encoder_layer_fwd's arguments, then `handle`.
 struct LayerArgs {
+  static constexpr const char* kName = "memoplan::encoder_layer";
+  static constexpr const char* kReturns = "Tensor";
   at::Tensor src;
-  int64_t embed_dim, num_heads;
+  int64_t embed_dim = 0, num_heads = 0;
   at::Tensor qkv_weight, qkv_bias, proj_weight, proj_bias;
-  bool use_gelu, norm_first;
-  double eps;
+  bool use_gelu = false, norm_first = false;
+  double eps = 0;
   at::Tensor norm_weight_1, norm_bias_1, norm_weight_2, norm_bias_2;
   at::Tensor ffn_weight_1, ffn_bias_1, ffn_weight_2, ffn_bias_2;
   c10::optional<at::Tensor> mask;
   c10::optional<int64_t> mask_type;
-  int64_t handle;  // four weight sites: qkv, proj, ffn 1, ffn 2
+  int64_t handle = -1;  // four weight sites: qkv, proj, ffn 1, ffn 2
+  static constexpr auto fields() {
+    using O = LayerArgs;
+    return std::make_tuple(
+        op::field("src", &O::src), op::field("embed_dim", &O::embed_dim),
+        op::field("num_heads", &O::num_heads), op::field("qkv_weight", &O::qkv_weight),
+        op::field("qkv_bias", &O::qkv_bias), op::field("proj_weight", &O::proj_weight),
+        op::field("proj_bias", &O::proj_bias), op::field("use_gelu", &O::use_gelu),
+        op::field("norm_first", &O::norm_first), op::field("eps", &O::eps),
+        op::field("norm_weight_1", &O::norm_weight_1), op::field("norm_bias_1", &O::norm_bias_1),
+        op::field("norm_weight_2", &O::norm_weight_2), op::field("norm_bias_2", &O::norm_bias_2),
+        op::field("ffn_weight_1", &O::ffn_weight_1), op::field("ffn_bias_1", &O::ffn_bias_1),
+        op::field("ffn_weight_2", &O::ffn_weight_2), op::field("ffn_bias_2", &O::ffn_bias_2),
+        op::field("mask", &O::mask), op::field("mask_type", &O::mask_type),
+        op::field("handle", &O::handle));
+  }
 };
 
 at::Tensor aten_layer(const LayerArgs& a) {
@@ -135,31 +153,10 @@ at::Tensor encoder_layer(const LayerArgs& a) {
 }
 
 const c10::Symbol kAtenLayer = c10::Symbol::fromQualString("aten::_transformer_encoder_layer_fwd");
-const c10::Symbol kLayer = c10::Symbol::fromQualString("memoplan::encoder_layer");
+at::Tensor encoder_layer_op(LayerArgs a) { return encoder_layer(a); }
 
-torch::jit::RegisterOperators encoder_operators({
-    recorded_operator(
-        "memoplan::encoder_layer(Tensor src, int embed_dim, int num_heads, Tensor qkv_weight, "
-        "Tensor qkv_bias, Tensor proj_weight, Tensor proj_bias, bool use_gelu, bool norm_first, "
-        "float eps, Tensor norm_weight_1, Tensor norm_bias_1, Tensor norm_weight_2, "
-        "Tensor norm_bias_2, Tensor ffn_weight_1, Tensor ffn_bias_1, Tensor ffn_weight_2, "
-        "Tensor ffn_bias_2, Tensor? mask, int? mask_type, int handle) -> Tensor",
-        [](torch::jit::Stack& stack) {
-          const c10::IValue* v = &stack[stack.size() - 21];
-          LayerArgs a{v[0].toTensor(),  v[1].toInt(),     v[2].toInt(),     v[3].toTensor(),
-                      v[4].toTensor(),  v[5].toTensor(),  v[6].toTensor(),  v[7].toBool(),
-                      v[8].toBool(),    v[9].toDouble(),  v[10].toTensor(), v[11].toTensor(),
-                      v[12].toTensor(), v[13].toTensor(), v[14].toTensor(), v[15].toTensor(),
-                      v[16].toTensor(), v[17].toTensor(), c10::nullopt,     c10::nullopt,
-                      v[20].toInt()};
-          if (!v[18].isNone()) a.mask = v[18].toTensor();
-          if (!v[19].isNone()) a.mask_type = v[19].toInt();
-          at::Tensor out = encoder_layer(a);
-          torch::jit::drop(stack, 21);
-          stack.emplace_back(std::move(out));
-        },
-        c10::AliasAnalysisKind::FROM_SCHEMA),
-});
+torch::jit::RegisterOperators encoder_operators(
+    {op::make_operator<LayerArgs, &encoder_layer_op>()});
 
 void replace_in_block(torch::jit::Graph& graph, torch::jit::Block* block, int& replaced) {
   std::vector<torch::jit::Node*> layers;
@@ -171,9 +168,9 @@ void replace_in_block(torch::jit::Graph& graph, torch::jit::Block* block, int& r
     torch::jit::WithInsertPoint point(node);
     const int64_t first_site = tuned::new_site();
     for (int i = 1; i < 4; ++i) tuned::new_site();  // consecutive: proj, ffn 1, ffn 2
-    std::vector<torch::jit::Value*> inputs(node->inputs().begin(), node->inputs().end());
-    inputs.push_back(graph.insertConstant(first_site));
-    torch::jit::Node* layer = graph.create(kLayer, inputs, 1);
+    op::Builder<LayerArgs> b(graph);
+    b.set_leading(node->inputs()).constant(&LayerArgs::handle, first_site);
+    torch::jit::Node* layer = b.create();
     layer->output()->setType(node->output()->type());
     graph.insertNode(layer);
     node->output()->replaceAllUsesWith(layer->output());

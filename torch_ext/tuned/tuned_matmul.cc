@@ -17,7 +17,7 @@
 
 #include "memoplan/kernels/gemm.h"
 #include "planning/choice_cache.h"
-#include "planning/op_record.h"
+#include "planning/op_descriptor.h"
 #include "tuned_support.h"
 
 namespace memoplan::torch_ext {
@@ -157,59 +157,74 @@ at::Tensor addmm(const at::Tensor& bias, const at::Tensor& x, const at::Tensor& 
   return at::addmm(bias, x, w);
 }
 
+// The products' operators, each defined once (planning/op_descriptor.h); `site` is where a weight
+// operand's packing lives (tuned::new_site).
+struct BmmOp {
+  static constexpr const char* kName = "memoplan::bmm";
+  static constexpr const char* kReturns = "Tensor";
+  at::Tensor self, mat2;
+  static constexpr auto fields() {
+    return std::make_tuple(op::field("self", &BmmOp::self), op::field("mat2", &BmmOp::mat2));
+  }
+};
+struct BaddbmmOp {  // beta = alpha = 1
+  static constexpr const char* kName = "memoplan::baddbmm";
+  static constexpr const char* kReturns = "Tensor";
+  at::Tensor self, batch1, batch2;
+  static constexpr auto fields() {
+    using O = BaddbmmOp;
+    return std::make_tuple(op::field("self", &O::self), op::field("batch1", &O::batch1),
+                           op::field("batch2", &O::batch2));
+  }
+};
+struct MatmulOp {
+  static constexpr const char* kName = "memoplan::matmul";
+  static constexpr const char* kReturns = "Tensor";
+  at::Tensor self, other;
+  int64_t site = -1;
+  bool other_is_weight = false;
+  static constexpr auto fields() {
+    using O = MatmulOp;
+    return std::make_tuple(op::field("self", &O::self), op::field("other", &O::other),
+                           op::field("site", &O::site),
+                           op::field("other_is_weight", &O::other_is_weight));
+  }
+};
+struct MatmulAddOp {  // self x other + bias, other a weight
+  static constexpr const char* kName = "memoplan::matmul_add";
+  static constexpr const char* kReturns = "Tensor";
+  at::Tensor self, other, bias;
+  int64_t site = -1;
+  static constexpr auto fields() {
+    using O = MatmulAddOp;
+    return std::make_tuple(op::field("self", &O::self), op::field("other", &O::other),
+                           op::field("bias", &O::bias), op::field("site", &O::site));
+  }
+};
+struct AddmmOp {  // beta = alpha = 1
+  static constexpr const char* kName = "memoplan::addmm";
+  static constexpr const char* kReturns = "Tensor";
+  at::Tensor self, mat1, mat2;
+  int64_t site = -1;
+  static constexpr auto fields() {
+    using O = AddmmOp;
+    return std::make_tuple(op::field("self", &O::self), op::field("mat1", &O::mat1),
+                           op::field("mat2", &O::mat2), op::field("site", &O::site));
+  }
+};
+
+at::Tensor bmm_op(BmmOp op) { return batched(op.self, op.mat2); }
+at::Tensor baddbmm_op(BaddbmmOp op) { return batched(op.batch1, op.batch2, op.self); }
+at::Tensor matmul_op(MatmulOp op) { return matmul(op.self, op.other, op.site, op.other_is_weight); }
+at::Tensor matmul_add_op(MatmulAddOp op) { return matmul_add(op.self, op.other, op.bias, op.site); }
+at::Tensor addmm_op(AddmmOp op) { return addmm(op.self, op.mat1, op.mat2, op.site); }
+
 torch::jit::RegisterOperators matmul_operators({
-    recorded_operator(
-        "memoplan::bmm(Tensor self, Tensor mat2) -> Tensor",
-        [](torch::jit::Stack& stack) {
-          const at::Tensor b = stack.back().toTensor();
-          const at::Tensor a = stack[stack.size() - 2].toTensor();
-          torch::jit::drop(stack, 2);
-          stack.emplace_back(batched(a, b));
-        },
-        c10::AliasAnalysisKind::FROM_SCHEMA),
-    recorded_operator(
-        "memoplan::baddbmm(Tensor self, Tensor batch1, Tensor batch2) -> Tensor",
-        [](torch::jit::Stack& stack) {
-          const at::Tensor b = stack.back().toTensor();
-          const at::Tensor a = stack[stack.size() - 2].toTensor();
-          const at::Tensor addend = stack[stack.size() - 3].toTensor();
-          torch::jit::drop(stack, 3);
-          stack.emplace_back(batched(a, b, addend));
-        },
-        c10::AliasAnalysisKind::FROM_SCHEMA),
-    recorded_operator(
-        "memoplan::matmul(Tensor self, Tensor other, int site, bool other_is_weight) -> Tensor",
-        [](torch::jit::Stack& stack) {
-          const bool weight = stack.back().toBool();
-          const int64_t site = stack[stack.size() - 2].toInt();
-          const at::Tensor b = stack[stack.size() - 3].toTensor();
-          const at::Tensor a = stack[stack.size() - 4].toTensor();
-          torch::jit::drop(stack, 4);
-          stack.emplace_back(matmul(a, b, site, weight));
-        },
-        c10::AliasAnalysisKind::FROM_SCHEMA),
-    recorded_operator(
-        "memoplan::matmul_add(Tensor self, Tensor other, Tensor bias, int site) -> Tensor",
-        [](torch::jit::Stack& stack) {
-          const int64_t site = stack.back().toInt();
-          const at::Tensor bias = stack[stack.size() - 2].toTensor();
-          const at::Tensor b = stack[stack.size() - 3].toTensor();
-          const at::Tensor a = stack[stack.size() - 4].toTensor();
-          torch::jit::drop(stack, 4);
-          stack.emplace_back(matmul_add(a, b, bias, site));
-        },
-        c10::AliasAnalysisKind::FROM_SCHEMA),
-    recorded_operator(
-        "memoplan::addmm(Tensor self, Tensor mat1, Tensor mat2, int site) -> Tensor",
-        [](torch::jit::Stack& stack) {
-          const int64_t site = stack.back().toInt();
-          const at::Tensor w = stack[stack.size() - 2].toTensor();
-          const at::Tensor x = stack[stack.size() - 3].toTensor();
-          const at::Tensor bias = stack[stack.size() - 4].toTensor();
-          torch::jit::drop(stack, 4);
-          stack.emplace_back(addmm(bias, x, w, site));
-        },
-        c10::AliasAnalysisKind::FROM_SCHEMA),
+    op::make_operator<BmmOp, &bmm_op>(),
+    op::make_operator<BaddbmmOp, &baddbmm_op>(),
+    op::make_operator<MatmulOp, &matmul_op>(),
+    op::make_operator<MatmulAddOp, &matmul_add_op>(),
+    op::make_operator<AddmmOp, &addmm_op>(),
 });
 
 using torch::jit::Node;
@@ -234,10 +249,10 @@ bool is_one(const Value* value) {
                     (number->isDouble() && number->toDouble() == 1.0));
 }
 
-// Inserts `kind`(inputs) before `node` (the insertion point) and moves node's uses to it.
-void replace(torch::jit::Graph& graph, Node* node, const char* kind,
-             const std::vector<Value*>& inputs) {
-  Node* tuned = graph.create(c10::Symbol::fromQualString(kind), inputs, 1);
+// Inserts the node `b` makes before `node` (the insertion point) and moves node's uses to it.
+template <class Op>
+void replace(torch::jit::Graph& graph, Node* node, const op::Builder<Op>& b) {
+  Node* tuned = b.create();
   tuned->output()->setType(node->output()->type());
   graph.insertNode(tuned);
   node->output()->replaceAllUsesWith(tuned->output());
@@ -275,21 +290,28 @@ void replace_in_block(torch::jit::Graph& graph, torch::jit::Block* block, int& r
       // At the add, when there is one: the bias may be read between the product and the add.
       torch::jit::WithInsertPoint point(add ? add : node);
       if (add) {
-        Value* bias = add->input(0) == node->output() ? add->input(1) : add->input(0);
-        Value* site = graph.insertConstant(tuned::new_site());
-        replace(graph, add, "memoplan::matmul_add", {node->input(0), node->input(1), bias, site});
+        op::Builder<MatmulAddOp> b(graph);
+        b.set(&MatmulAddOp::self, node->input(0)).set(&MatmulAddOp::other, node->input(1));
+        b.set(&MatmulAddOp::bias, add->input(0) == node->output() ? add->input(1) : add->input(0));
+        replace(graph, add, b.constant(&MatmulAddOp::site, tuned::new_site()));
       } else if (node->kind() == c10::aten::bmm) {
-        replace(graph, node, "memoplan::bmm", {node->input(0), node->input(1)});
+        op::Builder<BmmOp> b(graph);
+        b.set(&BmmOp::self, node->input(0)).set(&BmmOp::mat2, node->input(1));
+        replace(graph, node, b);
       } else if (node->kind() == c10::aten::baddbmm) {
-        replace(graph, node, "memoplan::baddbmm", {node->input(0), node->input(1), node->input(2)});
+        op::Builder<BaddbmmOp> b(graph);
+        b.set(&BaddbmmOp::self, node->input(0)).set(&BaddbmmOp::batch1, node->input(1));
+        replace(graph, node, b.set(&BaddbmmOp::batch2, node->input(2)));
       } else if (node->kind() == c10::aten::matmul) {
-        Value* site = graph.insertConstant(tuned::new_site());
-        Value* weight = graph.insertConstant(is_weight(node->input(1)));
-        replace(graph, node, "memoplan::matmul", {node->input(0), node->input(1), site, weight});
+        op::Builder<MatmulOp> b(graph);
+        b.set(&MatmulOp::self, node->input(0)).set(&MatmulOp::other, node->input(1));
+        b.constant(&MatmulOp::site, tuned::new_site());
+        replace(graph, node, b.constant(&MatmulOp::other_is_weight, is_weight(node->input(1))));
       } else {
-        Value* site = graph.insertConstant(tuned::new_site());
-        replace(graph, node, "memoplan::addmm",
-                {node->input(0), node->input(1), node->input(2), site});
+        op::Builder<AddmmOp> b(graph);
+        b.set(&AddmmOp::self, node->input(0)).set(&AddmmOp::mat1, node->input(1));
+        b.set(&AddmmOp::mat2, node->input(2));
+        replace(graph, node, b.constant(&AddmmOp::site, tuned::new_site()));
       }
     }
     if (add) add->destroy();  // after the insertion point moved off it

@@ -27,7 +27,7 @@
 #include "memoplan/kernels/gemm.h"
 #include "memoplan/kernels/tune.h"
 #include "planning/choice_cache.h"
-#include "planning/op_record.h"
+#include "planning/op_descriptor.h"
 #include "planning/planning.h"
 #include "tuned_support.h"
 
@@ -36,7 +36,21 @@ namespace {
 
 using kernels::Activation;
 
-const c10::Symbol kLinear = c10::Symbol::fromQualString("memoplan::linear");
+// aten::linear, then the activation fused after it.
+struct LinearOp {
+  static constexpr const char* kName = "memoplan::linear";
+  static constexpr const char* kReturns = "Tensor";
+  at::Tensor input, weight;
+  c10::optional<at::Tensor> bias;
+  int64_t handle = -1;     // where its packed weight lives (tuned::new_site)
+  int64_t activation = 0;  // kernels::Activation
+  static constexpr auto fields() {
+    using O = LinearOp;
+    return std::make_tuple(op::field("input", &O::input), op::field("weight", &O::weight),
+                           op::field("bias", &O::bias), op::field("handle", &O::handle),
+                           op::field("activation", &O::activation));
+  }
+};
 
 std::atomic<uint64_t> tuned_calls{0}, stock_calls{0}, shapes_tuned{0}, weights_packed{0},
     residuals_in_place{0};
@@ -259,22 +273,13 @@ at::Tensor tuned::linear(const at::Tensor& x, const at::Tensor& w,
 
 namespace {
 
+at::Tensor linear_op(LinearOp op) {
+  return tuned::linear(op.input, op.weight, op.bias, op.handle,
+                       static_cast<Activation>(op.activation));
+}
+
 torch::jit::RegisterOperators tuned_operators({
-    recorded_operator(
-        "memoplan::linear(Tensor input, Tensor weight, Tensor? bias, int handle, int activation)"
-        " -> Tensor",
-        [](torch::jit::Stack& stack) {
-          const int64_t activation = stack.back().toInt();
-          const int64_t handle = stack[stack.size() - 2].toInt();
-          c10::optional<at::Tensor> bias;
-          if (!stack[stack.size() - 3].isNone()) bias = stack[stack.size() - 3].toTensor();
-          const at::Tensor w = stack[stack.size() - 4].toTensor();
-          const at::Tensor x = stack[stack.size() - 5].toTensor();
-          torch::jit::drop(stack, 5);
-          stack.emplace_back(
-              tuned::linear(x, w, bias, handle, static_cast<Activation>(activation)));
-        },
-        c10::AliasAnalysisKind::FROM_SCHEMA),
+    op::make_operator<LinearOp, &linear_op>(),
 });
 
 }  // namespace
@@ -321,10 +326,11 @@ void replace_in_block(torch::jit::Graph& graph, torch::jit::Block* block, int& r
     torch::jit::Node* activation_node = nullptr;
     const Activation activation = fusable_activation(node, &activation_node);
     torch::jit::WithInsertPoint point(node);
-    torch::jit::Value* handle = graph.insertConstant(tuned::new_site());
-    torch::jit::Value* act = graph.insertConstant(static_cast<int64_t>(activation));
-    torch::jit::Node* tuned =
-        graph.create(kLinear, {node->input(0), node->input(1), node->input(2), handle, act}, 1);
+    op::Builder<LinearOp> b(graph);
+    b.set(&LinearOp::input, node->input(0)).set(&LinearOp::weight, node->input(1));
+    b.set(&LinearOp::bias, node->input(2)).constant(&LinearOp::handle, tuned::new_site());
+    b.constant(&LinearOp::activation, static_cast<int64_t>(activation));
+    torch::jit::Node* tuned = b.create();
     tuned->output()->setType(node->output()->type());
     graph.insertNode(tuned);
     torch::jit::Node* last = activation_node ? activation_node : node;

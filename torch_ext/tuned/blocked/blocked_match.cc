@@ -66,6 +66,8 @@ bool in_place(const Node* node) {
   return !name.empty() && name.back() == '_';
 }
 
+bool writable(Node* node) { return !in_place(node) || !read_after(node->input(0), node); }
+
 bool constant_bool(const Value* v, bool* out) {
   const auto c = torch::jit::toIValue(const_cast<Value*>(v));
   if (!c || !c->isBool()) return false;

@@ -15,6 +15,9 @@ namespace memoplan::torch_ext::blocked {
 c10::Symbol symbol(const char* name);
 bool is_kind(const torch::jit::Node* node, std::initializer_list<const char*> kinds);
 bool in_place(const torch::jit::Node* node);  // aten::relu_, aten::add_, ...
+// Whether `node` may run out of place: it is not in place, or nothing reads what it overwrites
+// after it.
+bool writable(torch::jit::Node* node);
 bool constant_bool(const torch::jit::Value* v, bool* out);
 
 // The elementwise function `node` computes on its first input, if oneDNN has it.

@@ -8,9 +8,9 @@
 #include <torch/csrc/jit/runtime/custom_operator.h>
 
 #include "blocked.h"
+#include "blocked_operators.h"
 #include "blocked_tensor.h"
 #include "memoplan/onednn/onednn.h"
-#include "planning/op_record.h"
 #include "tuned/layout_plan.h"
 
 namespace memoplan::torch_ext::blocked {
@@ -20,14 +20,12 @@ using onednn::PostOp;
 
 namespace {
 
-std::vector<PostOp> post_ops(const c10::IValue& kinds, const c10::IValue& alpha,
-                             const c10::IValue& beta) {
-  const std::vector<int64_t> k = kinds.toIntVector();
-  const std::vector<double> al = alpha.toDoubleVector(), be = beta.toDoubleVector();
+std::vector<PostOp> post_ops(const std::vector<int64_t>& kinds, const std::vector<double>& alpha,
+                             const std::vector<double>& beta) {
   std::vector<PostOp> ops;
-  for (size_t i = 0; i < k.size(); ++i) {
-    ops.push_back(
-        {static_cast<int>(k[i]), static_cast<float>(al.at(i)), static_cast<float>(be.at(i))});
+  for (size_t i = 0; i < kinds.size(); ++i) {
+    ops.push_back({static_cast<int>(kinds[i]), static_cast<float>(alpha.at(i)),
+                   static_cast<float>(beta.at(i))});
   }
   return ops;
 }
@@ -77,98 +75,56 @@ Format conversion_target(int64_t graph, int64_t conversion, const at::Tensor& x)
   return planned(graph, edge, decision.get());
 }
 
+at::Tensor bconv(BconvOp op) {
+  ConvArgs a;
+  a.site = op.site;
+  a.post = post_ops(op.post_kinds, op.post_alpha, op.post_beta);
+  a.residual = std::move(op.residual);
+  static_cast<conv::Call&>(a) = conv::take_call(std::move(op));
+  return planned_conv(op.input, a, op.graph, static_cast<int>(op.node),
+                      static_cast<int>(op.residual_conversion));
+}
+
+at::Tensor beltwise(BeltwiseOp op) {
+  return eltwise(op.input, post_ops(op.kinds, op.alpha, op.beta));
+}
+
+at::Tensor bpool(BpoolOp op) {
+  const PoolArgs a{op.avg,
+                   std::move(op.kernel),
+                   std::move(op.stride),
+                   std::move(op.padding),
+                   std::move(op.dilation),
+                   op.ceil_mode,
+                   op.count_include_pad};
+  return pool(op.input, a);
+}
+
+at::Tensor badaptive_avg_pool(BadaptiveAvgPoolOp op) {
+  return adaptive_avg_pool(op.input, op.output_size);
+}
+
+at::Tensor bbinary(BbinaryOp op) {
+  const std::vector<PostOp> post = post_ops(op.post_kinds, op.post_alpha, op.post_beta);
+  conversion_target(op.graph, op.conversion + 1, op.b);
+  return binary(op.a, op.b, static_cast<onednn::BinaryKind>(op.kind), post,
+                conversion_target(op.graph, op.conversion, op.a));
+}
+
+at::Tensor blayout(BlayoutOp op) {
+  return convert(op.self, conversion_target(op.graph, op.conversion, op.self));
+}
+
+at::Tensor blayout_back(BlayoutBackOp op) { return write_into(op.self, op.values); }
+
 torch::jit::RegisterOperators blocked_operators({
-    recorded_operator(
-        "memoplan::bconv(Tensor input, Tensor weight, Tensor? bias, int[] stride, int[] padding, "
-        "int[] dilation, int groups, int site, Tensor? bn_weight, Tensor? bn_bias, "
-        "Tensor? bn_mean, Tensor? bn_var, bool bn_training, float bn_momentum, float bn_eps, "
-        "bool has_bn, int graph, int[] post_kinds, float[] post_alpha, float[] post_beta, "
-        "Tensor? residual, int node, int residual_conversion) -> Tensor",
-        [](torch::jit::Stack& stack) {
-          constexpr size_t kArgs = 23;
-          const c10::IValue* args = &stack[stack.size() - kArgs];
-          ConvArgs a;
-          static_cast<conv::Call&>(a) = conv::read_call(args, 8);
-          a.site = args[7].toInt();
-          const int64_t graph = args[16].toInt();
-          a.post = post_ops(args[17], args[18], args[19]);
-          if (!args[20].isNone()) a.residual = args[20].toTensor();
-          const int node = static_cast<int>(args[21].toInt());
-          const int residual_conversion = static_cast<int>(args[22].toInt());
-          const at::Tensor x = args[0].toTensor();
-          torch::jit::drop(stack, kArgs);
-          stack.emplace_back(planned_conv(x, a, graph, node, residual_conversion));
-        },
-        c10::AliasAnalysisKind::FROM_SCHEMA),
-    recorded_operator(
-        "memoplan::beltwise(Tensor input, int[] kinds, float[] alpha, float[] beta) -> Tensor",
-        [](torch::jit::Stack& stack) {
-          const std::vector<PostOp> chain =
-              post_ops(stack[stack.size() - 3], stack[stack.size() - 2], stack.back());
-          const at::Tensor x = stack[stack.size() - 4].toTensor();
-          torch::jit::drop(stack, 4);
-          stack.emplace_back(eltwise(x, chain));
-        },
-        c10::AliasAnalysisKind::FROM_SCHEMA),
-    recorded_operator(
-        "memoplan::bpool(Tensor input, bool avg, int[] kernel, int[] stride, int[] padding, "
-        "int[] dilation, bool ceil_mode, bool count_include_pad) -> Tensor",
-        [](torch::jit::Stack& stack) {
-          const c10::IValue* args = &stack[stack.size() - 8];
-          PoolArgs a{args[1].toBool(),      args[2].toIntVector(), args[3].toIntVector(),
-                     args[4].toIntVector(), args[5].toIntVector(), args[6].toBool(),
-                     args[7].toBool()};
-          const at::Tensor x = args[0].toTensor();
-          torch::jit::drop(stack, 8);
-          stack.emplace_back(pool(x, a));
-        },
-        c10::AliasAnalysisKind::FROM_SCHEMA),
-    recorded_operator(
-        "memoplan::badaptive_avg_pool(Tensor input, int[] output_size) -> Tensor",
-        [](torch::jit::Stack& stack) {
-          const std::vector<int64_t> size = stack.back().toIntVector();
-          const at::Tensor x = stack[stack.size() - 2].toTensor();
-          torch::jit::drop(stack, 2);
-          stack.emplace_back(adaptive_avg_pool(x, size));
-        },
-        c10::AliasAnalysisKind::FROM_SCHEMA),
-    recorded_operator(
-        "memoplan::bbinary(Tensor a, Tensor b, int kind, int[] post_kinds, float[] post_alpha, "
-        "float[] post_beta, int graph, int conversion) -> Tensor",
-        [](torch::jit::Stack& stack) {
-          // Operand i is conversion `conversion` + i, to the result's edge.
-          const c10::IValue* args = &stack[stack.size() - 8];
-          const auto kind = static_cast<onednn::BinaryKind>(args[2].toInt());
-          const std::vector<PostOp> post = post_ops(args[3], args[4], args[5]);
-          const at::Tensor a = args[0].toTensor(), b = args[1].toTensor();
-          const int64_t graph = args[6].toInt(), conversion = args[7].toInt();
-          torch::jit::drop(stack, 8);
-          conversion_target(graph, conversion + 1, b);
-          stack.emplace_back(binary(a, b, kind, post, conversion_target(graph, conversion, a)));
-        },
-        c10::AliasAnalysisKind::FROM_SCHEMA),
-    // Converts to the layout the plan chose for `conversion`'s edge (NCHW for a use outside the
-    // region); the input itself where it has that layout.
-    recorded_operator(
-        "memoplan::blayout(Tensor(a) self, int graph, int conversion) -> Tensor(a)",
-        [](torch::jit::Stack& stack) {
-          const int64_t conversion = stack.back().toInt();
-          const int64_t graph = stack[stack.size() - 2].toInt();
-          const at::Tensor x = stack[stack.size() - 3].toTensor();
-          torch::jit::drop(stack, 3);
-          stack.emplace_back(convert(x, conversion_target(graph, conversion, x)));
-        },
-        c10::AliasAnalysisKind::FROM_SCHEMA),
-    // After an op outside the region wrote into the converted copy of an activation.
-    recorded_operator(
-        "memoplan::blayout_back_(Tensor(a!) self, Tensor values) -> Tensor(a!)",
-        [](torch::jit::Stack& stack) {
-          const at::Tensor values = stack.back().toTensor();
-          at::Tensor target = stack[stack.size() - 2].toTensor();
-          torch::jit::drop(stack, 2);
-          stack.emplace_back(write_into(target, values));
-        },
-        c10::AliasAnalysisKind::FROM_SCHEMA),
+    op::make_operator<BconvOp, &bconv>(),
+    op::make_operator<BeltwiseOp, &beltwise>(),
+    op::make_operator<BpoolOp, &bpool>(),
+    op::make_operator<BadaptiveAvgPoolOp, &badaptive_avg_pool>(),
+    op::make_operator<BbinaryOp, &bbinary>(),
+    op::make_operator<BlayoutOp, &blayout>(),
+    op::make_operator<BlayoutBackOp, &blayout_back>(),
 });
 
 }  // namespace

@@ -1,9 +1,7 @@
 // The graph half of the blocked layout (blocked.h). One walk over the forward graph, in order:
 //  - aten::conv2d with a module attribute for its weight becomes memoplan::bconv; its input is
-//    read as it comes (at a region's start: the graph's NCHW / NHWC tensor). Fused
-//    into it, each when it is the only op reading the value before it: the batch norm (folded), an
-//    activation, a residual addition of another blocked activation computed before the
-//    convolution, and an activation after that (ResNet's relu(bn(conv(x)) + identity)).
+//    read as it comes (at a region's start: the graph's NCHW / NHWC tensor), what follows it
+//    fused as conv_fusion.h says.
 //  - Activations (relu, ReLU6 / hardtanh, hardswish, hardsigmoid, sigmoid, SiLU, GELU, tanh,
 //    leaky relu), max / average / adaptive average pooling, and add / mul of two blocked
 //    activations (residuals, squeeze-excitation scales, broadcast per channel) on a blocked input
@@ -28,6 +26,8 @@
 
 #include "blocked.h"
 #include "blocked_match.h"
+#include "blocked_operators.h"
+#include "conv_fusion.h"
 #include "memoplan/torch/kernels.h"
 #include "tuned/graph_match.h"
 #include "tuned/layout_plan.h"
@@ -97,20 +97,17 @@ class BlockedRewriter {
     spec_.conversions.push_back({node, input, edge});
     return static_cast<int>(spec_.conversions.size()) - 1;
   }
-  Value* constant(Node* point, int64_t v) {
-    torch::jit::WithInsertPoint insert(point);
-    return graph_.insertConstant(v);
-  }
   // memoplan::blayout(value) before `point`, priced as `conversion`.
   Node* insert_conversion(Node* point, Value* value, int conversion) {
-    return insert_before(point, "memoplan::blayout",
-                         {value, constant(point, handle_), constant(point, conversion)}, value);
+    torch::jit::WithInsertPoint here(point);
+    op::Builder<BlayoutOp> b(graph_);
+    b.set(&BlayoutOp::self, value).constant(&BlayoutOp::graph, handle_);
+    b.constant(&BlayoutOp::conversion, static_cast<int64_t>(conversion));
+    return insert(b.create(), value);
   }
 
-  Node* insert_before(Node* point, const char* kind, std::vector<Value*> inputs,
-                      const Value* typed_like) {
-    torch::jit::WithInsertPoint insert(point);
-    Node* node = graph_.create(symbol(kind), inputs, 1);
+  // `node` (made at the insertion point) inserted there, typed as `typed_like`.
+  Node* insert(Node* node, const Value* typed_like) {
     node->output()->setType(typed_like->type());
     graph_.insertNode(node);
     return node;
@@ -128,9 +125,9 @@ class BlockedRewriter {
     ++to_plain_;
     if (writes_input(user, position)) {
       torch::jit::WithInsertPoint after(user->next());
-      Node* back = graph_.create(symbol("memoplan::blayout_back_"), {value, convert->output()}, 1);
-      back->output()->setType(value->type());
-      graph_.insertNode(back);
+      op::Builder<BlayoutBackOp> b(graph_);
+      b.set(&BlayoutBackOp::self, value).set(&BlayoutBackOp::values, convert->output());
+      insert(b.create(), value);
     }
   }
 
@@ -164,8 +161,11 @@ class BlockedRewriter {
       std::vector<PostOp> chain = {op};
       Node* last = absorb_eltwise(node, chain);
       const int edge = edge_of(node->input(0));
-      Node* made = replace(node, last, "memoplan::beltwise", {node->input(0)}, chain, {});
-      edges_[made->output()] = edge;  // the input's layout
+      torch::jit::WithInsertPoint point(node);
+      op::Builder<BeltwiseOp> b(graph_);
+      b.set(&BeltwiseOp::input, node->input(0));
+      set_post_ops(b, chain, &BeltwiseOp::kinds, &BeltwiseOp::alpha, &BeltwiseOp::beta);
+      edges_[replace(node, last, b)] = edge;  // the input's layout
       ++others_;
     } else if (is_kind(node, {"aten::dropout", "aten::dropout_", "aten::feature_dropout"}) &&
                blocked(node->input(0)) && !train(node)) {
@@ -183,11 +183,14 @@ class BlockedRewriter {
                    node->kind().toQualString());
       const int conversion = new_conversion(index, 0, output);
       new_conversion(index, 1, output);
-      Node* made =
-          replace(node, last, "memoplan::bbinary",
-                  {node->input(0), node->input(1), constant(node, static_cast<int64_t>(kind))},
-                  chain, {constant(node, handle_), constant(node, conversion)});
-      edges_[made->output()] = output;
+      torch::jit::WithInsertPoint point(node);
+      op::Builder<BbinaryOp> b(graph_);
+      b.set(&BbinaryOp::a, node->input(0)).set(&BbinaryOp::b, node->input(1));
+      b.constant(&BbinaryOp::graph, handle_);
+      b.constant(&BbinaryOp::conversion, static_cast<int64_t>(conversion));
+      b.constant(&BbinaryOp::kind, static_cast<int64_t>(kind));
+      set_post_ops(b, chain, &BbinaryOp::post_kinds, &BbinaryOp::post_alpha, &BbinaryOp::post_beta);
+      edges_[replace(node, last, b)] = output;
       ++others_;
     } else {
       for (Block* inner : node->blocks()) {
@@ -201,9 +204,6 @@ class BlockedRewriter {
       }
     }
   }
-
-  // An in-place op may run out of place when nothing reads what it overwrites afterwards.
-  static bool writable(Node* node) { return !in_place(node) || !read_after(node->input(0), node); }
 
   static bool train(const Node* node) {
     bool t = true;
@@ -226,31 +226,29 @@ class BlockedRewriter {
     return last;
   }
 
-  // The post-op list as the ops take it: constants (kinds, alpha, beta) made before `point`.
-  void append_post_ops(Node* point, const std::vector<PostOp>& chain, std::vector<Value*>& inputs) {
-    torch::jit::WithInsertPoint insert(point);
-    std::vector<int64_t> kinds;
-    std::vector<double> alpha, beta;
+  // The post-op chain as the ops take it: constants (kinds, alpha, beta) made at the graph's
+  // insertion point.
+  template <class Op>
+  void set_post_ops(op::Builder<Op>& b, const std::vector<PostOp>& chain,
+                    std::vector<int64_t> Op::*kinds, std::vector<double> Op::*alpha,
+                    std::vector<double> Op::*beta) {
+    std::vector<int64_t> k;
+    std::vector<double> al, be;
     for (const PostOp& op : chain) {
-      kinds.push_back(op.kind);
-      alpha.push_back(op.alpha);
-      beta.push_back(op.beta);
+      k.push_back(op.kind);
+      al.push_back(op.alpha);
+      be.push_back(op.beta);
     }
-    inputs.push_back(graph_.insertConstant(kinds));
-    inputs.push_back(graph_.insertConstant(alpha));
-    inputs.push_back(graph_.insertConstant(beta));
+    b.constant(kinds, k).constant(alpha, al).constant(beta, be);
   }
 
-  // Replaces the nodes `first`..`last` (a chain: each the only reader of the one before) by one
-  // `kind` node at `first` with `inputs`, then the post-op lists (kinds, alpha, beta), then
-  // `trailing`.
-  Node* replace(Node* first, Node* last, const char* kind, std::vector<Value*> inputs,
-                const std::vector<PostOp>& chain, const std::vector<Value*>& trailing) {
-    append_post_ops(first, chain, inputs);
-    inputs.insert(inputs.end(), trailing.begin(), trailing.end());
-    Node* made = insert_before(first, kind, inputs, last->output());
+  // Replaces the nodes `first`..`last` (a chain: each the only reader of the one before) by the
+  // node `b` makes, inserted at the graph's insertion point; returns its output.
+  template <class Op>
+  Value* replace(Node* first, Node* last, const op::Builder<Op>& b) {
+    Node* made = insert(b.create(), last->output());
     retire(first, last, made->output());
-    return made;
+    return made->output();
   }
 
   // Points every use of the chain first..last at `result` (the uses left on the inner values
@@ -269,76 +267,33 @@ class BlockedRewriter {
   }
 
   void convolution(Node* node) {
-    Node* batch_norm = graph_match::following_batch_norm(node, has_set_attr_);
-    Node* last = batch_norm ? batch_norm : node;
-    std::vector<PostOp> post;
-    Value* residual = nullptr;
-    PostOp op;
-    onednn::BinaryKind kind{};
-    for (Node* next = sole_reader(last->output()); next != nullptr;
-         next = sole_reader(last->output())) {
-      if (eltwise_of(next, &op) && next->input(0) == last->output() && writable(next)) {
-        post.push_back(op);
-      } else if (!residual && binary_of(next, &kind) && kind == onednn::BinaryKind::kAdd &&
-                 writable(next)) {
-        Value* other = next->input(next->input(0) == last->output() ? 1 : 0);
-        // The residual must exist when the convolution runs, and (add_ into it) not be read later.
-        if (!blocked(other) || other == last->output() ||
-            !graph_match::defined_before(other, node) ||
-            (in_place(next) && next->input(0) == other && read_after(other, next))) {
-          break;
-        }
-        residual = other;
-        post.push_back({onednn::kResidualAdd, 0.f, 0.f});
-      } else {
-        break;
-      }
-      last = next;
-      ++fused_;
-    }
+    const ConvFusion f =
+        fuse_after(node, has_set_attr_, [this](const Value* v) { return blocked(v); });
+    fused_ += f.taken();
     int input = edge_of(node->input(0));
     if (input < 0) input = new_edge(node->input(0), true);  // the region starts: NCHW
-    const int output = new_edge(last->output(), false);
+    const int output = new_edge(f.last->output(), false);
     std::vector<int> plan_inputs = {input};
-    if (residual) plan_inputs.push_back(edge_of(residual));
-    const int index = new_node(NodeKind::kConv, plan_inputs, output, last->output()->debugName());
-    const int residual_conversion = residual ? new_conversion(index, 1, output) : -1;
-    std::vector<Value*> inputs(node->inputs().begin(), node->inputs().end());
-    {
-      torch::jit::WithInsertPoint point(node);
-      inputs.push_back(graph_.insertConstant(tuned::new_site()));
-      if (batch_norm) {  // weight, bias, running mean and variance, training, momentum, eps
-        for (size_t i : {1, 2, 3, 4, 5, 6, 7}) inputs.push_back(batch_norm->input(i));
-        ++fused_;
-      } else {
-        Value* none = graph_.insertConstant(c10::IValue());
-        inputs.insert(inputs.end(), {none, none, none, none, graph_.insertConstant(false),
-                                     graph_.insertConstant(0.0), graph_.insertConstant(0.0)});
-      }
-      inputs.push_back(graph_.insertConstant(batch_norm != nullptr));
-      inputs.push_back(graph_.insertConstant(handle_));
+    if (f.residual) plan_inputs.push_back(edge_of(f.residual));
+    const int index = new_node(NodeKind::kConv, plan_inputs, output, f.last->output()->debugName());
+    const int residual_conversion = f.residual ? new_conversion(index, 1, output) : -1;
+    torch::jit::WithInsertPoint point(node);
+    op::Builder<BconvOp> b(graph_);
+    b.set(&BconvOp::input, node->input(0));
+    conv::set_conv(b, node);
+    b.constant(&BconvOp::site, tuned::new_site());
+    conv::set_batch_norm(b, graph_, f.batch_norm);
+    b.constant(&BconvOp::graph, handle_);
+    set_post_ops(b, f.post, &BconvOp::post_kinds, &BconvOp::post_alpha, &BconvOp::post_beta);
+    if (f.residual) {
+      b.set(&BconvOp::residual, f.residual);
+    } else {
+      b.constant(&BconvOp::residual, c10::IValue());
     }
-    append_post_ops(node, post, inputs);
-    {
-      torch::jit::WithInsertPoint point(node);
-      inputs.push_back(residual ? residual : graph_.insertConstant(c10::IValue()));
-      inputs.push_back(graph_.insertConstant(static_cast<int64_t>(index)));
-      inputs.push_back(graph_.insertConstant(static_cast<int64_t>(residual_conversion)));
-    }
-    Node* made = insert_before(node, "memoplan::bconv", inputs, last->output());
-    // The chain node -> [batch norm] -> ops: each the only reader of the one before, through its
-    // first input except a residual add's (either operand).
-    std::vector<Node*> chain;
-    for (Node* n = last; n != node;) {
-      chain.push_back(n);
-      Value* from = n->input(0);
-      if (residual && (n->kind() == symbol("aten::add") || n->kind() == symbol("aten::add_")) &&
-          n->input(0) == residual) {
-        from = n->input(1);
-      }
-      n = from->node();
-    }
-    chain.push_back(node);
+    b.constant(&BconvOp::node, static_cast<int64_t>(index));
+    b.constant(&BconvOp::residual_conversion, static_cast<int64_t>(residual_conversion));
+    Node* made = insert(b.create(), f.last->output());
+    const std::vector<Node*> chain = fused_chain(node, f);
     for (Node* n : chain) n->output()->replaceAllUsesWith(made->output());
     for (Node* n : chain) {
       removed_.insert(n);
@@ -354,33 +309,43 @@ class BlockedRewriter {
       return false;
     }
     if (node->kind() == symbol("aten::adaptive_avg_pool2d") && node->inputs().size() == 2) {
-      replace_simple(node, "memoplan::badaptive_avg_pool", {node->input(0), node->input(1)});
+      op::Builder<BadaptiveAvgPoolOp> b(graph_);
+      b.set(&BadaptiveAvgPoolOp::input, node->input(0));
+      b.set(&BadaptiveAvgPoolOp::output_size, node->input(1));
+      replace_simple(node, b);
       return true;
     }
     const bool max = node->kind() == symbol("aten::max_pool2d") && node->inputs().size() == 6;
     const bool avg = node->kind() == symbol("aten::avg_pool2d") && node->inputs().size() == 7 &&
                      node->input(6)->mustBeNone();
     if (!max && !avg) return false;
-    Value* t = nullptr;
-    Value* dilation = nullptr;
-    Value* ceil = nullptr;
-    Value* include_pad = nullptr;
+    op::Builder<BpoolOp> b(graph_);
+    b.set(&BpoolOp::input, node->input(0)).set(&BpoolOp::kernel, node->input(1));
+    b.set(&BpoolOp::stride, node->input(2)).set(&BpoolOp::padding, node->input(3));
     {
       torch::jit::WithInsertPoint point(node);
-      t = graph_.insertConstant(avg);
-      dilation = max ? node->input(4) : graph_.insertConstant(std::vector<int64_t>{1, 1});
-      ceil = node->input(max ? 5 : 4);
-      include_pad = avg ? node->input(5) : graph_.insertConstant(true);
+      b.constant(&BpoolOp::avg, avg);
+      if (max) {
+        b.set(&BpoolOp::dilation, node->input(4));
+      } else {
+        b.constant(&BpoolOp::dilation, std::vector<int64_t>{1, 1});
+      }
+      b.set(&BpoolOp::ceil_mode, node->input(max ? 5 : 4));
+      if (avg) {
+        b.set(&BpoolOp::count_include_pad, node->input(5));
+      } else {
+        b.constant(&BpoolOp::count_include_pad, true);
+      }
     }
-    replace_simple(node, "memoplan::bpool",
-                   {node->input(0), t, node->input(1), node->input(2), node->input(3), dilation,
-                    ceil, include_pad});
+    replace_simple(node, b);
     return true;
   }
 
-  void replace_simple(Node* node, const char* kind, std::vector<Value*> inputs) {
+  template <class Op>
+  void replace_simple(Node* node, const op::Builder<Op>& b) {
     const int edge = edge_of(node->input(0));
-    Node* made = insert_before(node, kind, std::move(inputs), node->output());
+    torch::jit::WithInsertPoint point(node);
+    Node* made = insert(b.create(), node->output());
     node->output()->replaceAllUsesWith(made->output());
     removed_.insert(node);
     node->destroy();

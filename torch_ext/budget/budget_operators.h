@@ -1,0 +1,28 @@
+// memoplan::budget_linear, defined once (planning/op_descriptor.h): aten::linear's arguments, then
+// the module whose budget plan slices it. budget_graph.cc makes it, budget_ops.cc runs it. The
+// budget's convolutions are memory_min/sliced_operators.h's (memory min rewrites them). Torch's IR
+// and ATen types; for budget/ only.
+#pragma once
+
+#include <cstdint>
+#include <tuple>
+
+#include "memory_min/sliced_operators.h"
+#include "planning/op_descriptor.h"
+
+namespace memoplan::torch_ext::budget {
+
+struct BudgetLinearOp {
+  static constexpr const char* kName = "memoplan::budget_linear";
+  static constexpr const char* kReturns = "Tensor";
+  at::Tensor input, weight;
+  c10::optional<at::Tensor> bias;
+  int64_t module = -1;
+  static constexpr auto fields() {
+    using O = BudgetLinearOp;
+    return std::make_tuple(op::field("input", &O::input), op::field("weight", &O::weight),
+                           op::field("bias", &O::bias), op::field("module", &O::module));
+  }
+};
+
+}  // namespace memoplan::torch_ext::budget
