@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "memoplan/layout/layout.h"
+#include "memoplan/torch/kernels.h"
 #include "planning/planning.h"
 
 namespace memoplan::torch_ext::layouts {
@@ -35,19 +36,21 @@ std::map<std::pair<int64_t, std::string>, Context>& contexts() {
 }
 Context& context(int64_t graph) { return contexts()[{graph, runtime_pass::current_key()}]; }
 
-// force_layout(): per candidate count, the layout every free edge takes (-1: the plan's).
-// MEMOPLAN_REGION_LAYOUT=nchw / nhwc / blocked at start sets it for the blocked region's graphs.
-std::map<int, int>& forced() {
-  static auto* table = [] {
-    auto* t = new std::map<int, int>();
-    const char* v = std::getenv("MEMOPLAN_REGION_LAYOUT");
-    const std::string name = v ? v : "";
-    if (name == "nchw") (*t)[kLayouts] = kNchw;
-    if (name == "nhwc") (*t)[kLayouts] = kNhwc;
-    if (name == "blocked") (*t)[kLayouts] = kBlocked;
-    return t;
-  }();
-  return *table;
+// KernelOptions::region_layout: the layout every free edge of a blocked region's graph (the
+// graphs with all kLayouts candidates) takes; -1: the plan's.
+int forced_layout(const GraphSpec& spec) {
+  if (spec.layouts != kLayouts) return -1;
+  switch (kernel_options().region_layout) {
+    case RegionLayout::kNchw:
+      return kNchw;
+    case RegionLayout::kNhwc:
+      return kNhwc;
+    case RegionLayout::kBlocked:
+      return kBlocked;
+    case RegionLayout::kPlanned:
+      break;
+  }
+  return -1;
 }
 
 // Milliseconds to convert the input of each conversion node, from the bytes it saw and the median
@@ -135,9 +138,8 @@ std::shared_ptr<const Decision> plan(const GraphSpec& spec, const Context& c) {
   take(defaults);
   decision->default_ms = layout::total_cost(graph, defaults);
   decision->planned_ms = decision->default_ms;
-  const auto force = forced().find(spec.layouts);
-  if (force != forced().end() && force->second >= 0) {
-    const layout::Assignment a = uniform(force->second);
+  if (const int forced = forced_layout(spec); forced >= 0) {
+    const layout::Assignment a = uniform(forced);
     take(a);
     decision->planned_ms = layout::total_cost(graph, a);
     return decision;
@@ -157,14 +159,6 @@ std::shared_ptr<const Decision> plan(const GraphSpec& spec, const Context& c) {
 
 const char* to_string(Layout layout) {
   return layout == kNhwc ? "NHWC" : layout == kBlocked ? "blocked" : "NCHW";
-}
-
-int force_layout(int layouts, int layout) {
-  std::lock_guard<std::mutex> lock(mutex);
-  auto [it, added] = forced().emplace(layouts, layout);
-  const int before = added ? -1 : it->second;
-  it->second = layout;
-  return before;
 }
 
 int64_t register_graph(GraphSpec spec) {

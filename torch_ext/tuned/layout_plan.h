@@ -77,10 +77,6 @@ struct Decision {
   double default_ms = 0, planned_ms = 0;  // the model's estimate: the default layouts, the plan
 };
 
-// Tests and A/B runs: every edge of a graph with `layouts` candidates that is not fixed takes
-// `layout` instead of the plan (-1: the plan again). Returns the setting before.
-int force_layout(int layouts, int layout);
-
 // Records node `node`'s measurements in the calling thread's current pass key.
 void record_conv(int64_t graph, int node, const ConvCosts& costs);
 // The measurements of `node`, or null when it has none yet for this key.

@@ -4,10 +4,10 @@
 // new shape is measured once, on its first call (during plan()'s warm-up): memoplan's best
 // configuration (best_config) and oneDNN's primitive, each with its weight packed for the
 // measurement only, interleaved on the call's own operands into a scratch output. The winner's
-// packing is then kept at the weight's site; the loser's is never made. MEMOPLAN_GEMM=memoplan or
-// =onednn skips the measurement (oneDNN where it takes the shape); set_kernel_choice's
-// kAlwaysMemoplan runs memoplan's GEMM with its default configuration (oneDNN's with
-// MEMOPLAN_GEMM=onednn), as everywhere.
+// packing is then kept at the weight's site; the loser's is never made. KernelOptions::gemm
+// (kernels.h) kMemoplan or kOneDnn skips the measurement (oneDNN where it takes the shape);
+// KernelChoice::kAlwaysMemoplan runs memoplan's GEMM with its default configuration (oneDNN's with
+// GemmSide::kOneDnn), as everywhere.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
@@ -41,16 +41,6 @@ ChoiceCache<Key, Choice>& choices() {
   return *table;
 }
 
-// MEMOPLAN_GEMM: read at each new shape (a test may set it).
-enum class Forced { kMeasure, kMemoplan, kOneDnn };
-Forced forced() {
-  const char* v = std::getenv("MEMOPLAN_GEMM");
-  const std::string s = v != nullptr ? v : "";
-  if (s == "memoplan") return Forced::kMemoplan;
-  if (s == "onednn") return Forced::kOneDnn;
-  return Forced::kMeasure;
-}
-
 onednn::MatmulSpec spec_of(const Key& key) {
   const auto& [m, k, n, lda, ldc, activation, bias, accumulate, threads] = key;
   onednn::MatmulSpec spec{m, k, n, lda, ldc, bias, {}};
@@ -82,16 +72,16 @@ void run_onednn(const onednn::Matmul& matmul, const at::Tensor& x2d, const void*
 }
 
 // The choice for a new shape. Under a forced kernel choice (tests: kAlwaysMemoplan) nothing is
-// measured: memoplan's GEMM with its default configuration, or oneDNN's with MEMOPLAN_GEMM=onednn.
+// measured: memoplan's GEMM with its default configuration, or oneDNN's with GemmSide::kOneDnn.
 Choice measure(const Key& key, const at::Tensor& x2d, const at::Tensor& w, const float* bias) {
   const auto& [m, k, n, lda, ldc, activation, has_bias, accumulate, threads] = key;
   Choice c;
   const auto act = static_cast<Activation>(activation);
-  const Forced f = forced();
+  const GemmSide f = kernel_options().gemm;
   const bool measuring = choice() == KernelChoice::kMeasure;
-  c.config = measuring && f != Forced::kOneDnn ? best_config(m, k, n, act, has_bias, true)
-                                               : kernels::default_config();
-  if (!measuring && f != Forced::kOneDnn) return c;
+  c.config = measuring && f != GemmSide::kOneDnn ? best_config(m, k, n, act, has_bias, true)
+                                                 : kernels::default_config();
+  if (!measuring && f != GemmSide::kOneDnn) return c;
   if (onednn::block_size() == 0) {
     c.note = "no oneDNN kernels for this CPU";
     return c;
@@ -102,9 +92,9 @@ Choice measure(const Key& key, const at::Tensor& x2d, const at::Tensor& w, const
     c.note = e.what();
     return c;
   }
-  if (!measuring || f != Forced::kMeasure) {
-    c.onednn = f == Forced::kOneDnn;
-    c.note = "MEMOPLAN_GEMM";
+  if (!measuring || f != GemmSide::kMeasure) {
+    c.onednn = f == GemmSide::kOneDnn;
+    c.note = "GemmSide";
     return c;
   }
   // Both packings for the measurement only; a zeroed scratch output (accumulate adds to it). None

@@ -54,7 +54,6 @@ struct LinearOp {
 
 std::atomic<uint64_t> tuned_calls{0}, stock_calls{0}, shapes_tuned{0}, weights_packed{0},
     residuals_in_place{0};
-std::atomic<KernelChoice> forced_choice{KernelChoice::kMeasure};
 
 // What one shape measured: aten vs memoplan's side (tuned::project), milliseconds per call.
 using ShapeChoice = tuned::Measured;
@@ -189,7 +188,6 @@ bool packable(const at::Tensor& w) {
          !w.is_inference() && !(at::GradMode::is_enabled() && w.requires_grad());
 }
 
-KernelChoice choice() { return forced_choice.load(); }
 void count(bool tuned) { ++(tuned ? tuned_calls : stock_calls); }
 void count_in_place() { ++residuals_in_place; }
 
@@ -249,11 +247,12 @@ at::Tensor tuned::linear(const at::Tensor& x, const at::Tensor& w,
   const ShapeKey key{x2d.size(0),   x2d.size(1),          w.size(0), static_cast<int>(activation),
                      b.has_value(), at::get_num_threads()};
   ShapeChoice choice;
-  if (forced_choice.load() == KernelChoice::kAlwaysAten) {
+  const KernelChoice forced = tuned::choice();
+  if (forced == KernelChoice::kAlwaysAten) {
     ++stock_calls;
     return stock(x, w, b, activation);
   }
-  if (forced_choice.load() == KernelChoice::kAlwaysMemoplan) {
+  if (forced == KernelChoice::kAlwaysMemoplan) {
     choice.use_memoplan = true;
   } else {
     choice = shapes().decide(key, [&] { return measure(x2d, w, b, activation, handle); });
@@ -376,8 +375,6 @@ constexpr KernelSet kTunedSet{&replace_hot_ops, &tuned_report};
 const bool registered = (register_kernels(Kernels::kTuned, &kTunedSet), true);
 
 }  // namespace
-
-void set_kernel_choice(KernelChoice choice) { forced_choice.store(choice); }
 
 KernelStats kernel_stats() {
   return {tuned_calls.load(), stock_calls.load(), shapes_tuned.load(), weights_packed.load(),

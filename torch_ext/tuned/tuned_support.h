@@ -108,7 +108,7 @@ std::vector<double> fastest_each(const std::vector<std::function<void()>>& calls
 // calls, in milliseconds.
 double fastest_ms(const std::function<void()>& call, int rounds);
 
-KernelChoice choice();
+KernelChoice choice();  // kernel_options().choice, one atomic load (kernel_options.cc)
 void count(bool tuned);  // one call run by memoplan's kernels (true) or by aten (false)
 void count_in_place();   // one convolution that wrote over its dying residual
 

@@ -95,11 +95,11 @@ TEST(BlockedLayout, EveryRegionLayoutMatchesStock) {
   EXPECT_NE(kernel_report().find("layout plan (graph "), std::string::npos) << kernel_report();
   EXPECT_NE(kernel_report().find(" blocked; modelled "), std::string::npos) << kernel_report();
   EXPECT_NE(kernel_report().find("NCHW->blocked "), std::string::npos) << kernel_report();
-  for (const layouts::Layout forced : {layouts::kNchw, layouts::kNhwc, layouts::kBlocked}) {
-    const int was = layouts::force_layout(layouts::kLayouts, forced);
+  for (const RegionLayout forced :
+       {RegionLayout::kNchw, RegionLayout::kNhwc, RegionLayout::kBlocked}) {
+    on.set([forced](KernelOptions& o) { o.region_layout = forced; });
     check_blocks(torch::randn({2, 3, 40, 36}), 1);
     check_blocks(torch::randn({1, 3, 32, 32}).contiguous(at::MemoryFormat::ChannelsLast), 1);
-    layouts::force_layout(layouts::kLayouts, was);
   }
 }
 

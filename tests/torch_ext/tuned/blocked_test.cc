@@ -27,6 +27,7 @@ namespace memoplan::torch_ext {
 namespace {
 
 using testing::BlockedLayoutGuard;
+using testing::OptionsGuard;
 using testing::relative_difference;
 using testing::tuned;
 using namespace blocked_test;
@@ -73,24 +74,21 @@ TEST(BlockedLayout, ADyingResidualIsWrittenOverInPlace) {
   m.eval();
   torch::jit::Module reference = m.clone();
   // oneDNN's convolutions throughout: memoplan's Winograd (no sum) could win a 3x3 on timing.
-  struct Restore {
-    WinogradChoice was;
-    ~Restore() { set_winograd(was); }
-  } restore{set_winograd(WinogradChoice::kNever)};
-  struct Unforce {
-    int was;
-    ~Unforce() { layouts::force_layout(layouts::kLayouts, was); }
-  } unforce{layouts::force_layout(layouts::kLayouts, -1)};
-  for (const int forced : {-1, int{layouts::kNchw}, int{layouts::kNhwc}, int{layouts::kBlocked}})
+  OptionsGuard options;
+  options.set([](KernelOptions& o) { o.winograd = WinogradChoice::kNever; });
+  const std::pair<RegionLayout, const char*> region_layouts[] = {
+      {RegionLayout::kPlanned, "planned"},
+      {RegionLayout::kNchw, "NCHW"},
+      {RegionLayout::kNhwc, "NHWC"},
+      {RegionLayout::kBlocked, "blocked"}};
+  for (const auto& [forced, name] : region_layouts)
     for (int threads : {1, 2}) {
 #if defined(__SANITIZE_THREAD__)
       if (threads > 1) break;  // aten's OpenMP regions in the reference pass: see above
 #endif
-      layouts::force_layout(layouts::kLayouts, forced);
+      options.set([forced = forced](KernelOptions& o) { o.region_layout = forced; });
       at::set_num_threads(threads);
-      const std::string what =
-          std::to_string(threads) + " threads, layout " +
-          (forced < 0 ? "planned" : layouts::to_string(layouts::Layout(forced)));
+      const std::string what = std::to_string(threads) + " threads, layout " + name;
       torch::jit::Module planned = m.clone();
       c10::InferenceMode guard;
       const at::Tensor x = torch::randn({1, 32, 20, 20}), kept = x.clone();
@@ -150,27 +148,23 @@ TEST(BlockedLayout, ConcurrentThreadsShareThePrimitives) {
 // reports the times.
 TEST(BlockedLayout, WinogradConvolutionsMatchStock) {
   BlockedLayoutGuard on(true);
-  const WinogradChoice was = set_winograd(WinogradChoice::kAlways);
+  on.set([](KernelOptions& o) { o.winograd = WinogradChoice::kAlways; });
   check_blocks(torch::randn({1, 3, 64, 64}), 1);
-  if (!blocked_layout_here()) {
-    set_winograd(was);
-    GTEST_SKIP() << "no blocked layout on this CPU";
-  }
+  if (!blocked_layout_here()) GTEST_SKIP() << "no blocked layout on this CPU";
   const bool ran = kernel_report().find("memoplan:winograd_f2x3") != std::string::npos;
   check_blocks(torch::randn({2, 3, 57, 61}), 1);
 #if !defined(__SANITIZE_THREAD__)
   check_blocks(torch::randn({2, 3, 48, 48}), 2);
 #endif
   // oneDNN's Winograd (AVX-512 only), residual additions included, then all three measured.
-  set_winograd(WinogradChoice::kOneDnn);
+  on.set([](KernelOptions& o) { o.winograd = WinogradChoice::kOneDnn; });
   check_blocks(torch::randn({1, 3, 36, 36}), 1);
 #if !defined(__SANITIZE_THREAD__)
   check_blocks(torch::randn({2, 3, 44, 44}), 2);
 #endif
   const bool onednn_ran = kernel_report().find("wino_2x3") != std::string::npos;
-  set_winograd(WinogradChoice::kMeasure);
+  on.set([](KernelOptions& o) { o.winograd = WinogradChoice::kMeasure; });
   check_blocks(torch::randn({1, 3, 40, 40}), 1);
-  set_winograd(was);
   ASSERT_TRUE(ran) << "memoplan's Winograd did not run on a CPU with AVX2 + FMA:\n"
                    << kernel_report();
   EXPECT_NE(kernel_report().find("conv3x3 1x32x11x11 -> 32 threads 1: "), std::string::npos)

@@ -39,6 +39,7 @@ torch::jit::Module mlp() {
 }
 
 using testing::ChoiceGuard;
+using testing::OptionsGuard;
 using testing::relative_difference;
 using testing::tuned;
 
@@ -226,12 +227,11 @@ TEST(TunedKernels, EncoderLayerWithAMaskGoesToAten) {
   EXPECT_EQ(kernel_stats().stock_calls - before.stock_calls, 1u);
 }
 
-// MEMOPLAN_GEMM (tuned::project's side for new shapes) until the end of the scope.
-struct GemmSideGuard {
-  explicit GemmSideGuard(const char* side) { setenv("MEMOPLAN_GEMM", side, 1); }
-  ~GemmSideGuard() { unsetenv("MEMOPLAN_GEMM"); }
-  GemmSideGuard(const GemmSideGuard&) = delete;
-  GemmSideGuard& operator=(const GemmSideGuard&) = delete;
+// tuned::project's side for new shapes until the end of the scope.
+struct GemmSideGuard : OptionsGuard {
+  explicit GemmSideGuard(GemmSide side) {
+    set([side](KernelOptions& o) { o.gemm = side; });
+  }
 };
 
 TEST(TunedKernels, OneDnnMatmulHonoursStridesBiasAndPostOps) {
@@ -272,7 +272,7 @@ TEST(TunedKernels, OneDnnMatmulHonoursStridesBiasAndPostOps) {
 
 TEST(TunedKernels, LinearsAndEncoderLayersOnOneDnnMatchAten) {
   ChoiceGuard always(KernelChoice::kAlwaysMemoplan);
-  GemmSideGuard side("onednn");
+  GemmSideGuard side(GemmSide::kOneDnn);
   for (int threads : {1, 2}) {
     at::set_num_threads(threads);
     {
@@ -304,7 +304,7 @@ TEST(TunedKernels, LinearsAndEncoderLayersOnOneDnnMatchAten) {
 }
 
 TEST(TunedKernels, MeasuringReportsTheSideOfEveryProduct) {
-  GemmSideGuard side("onednn");  // measured against aten, the product on oneDNN's side
+  GemmSideGuard side(GemmSide::kOneDnn);  // measured against aten, the product on oneDNN's side
   torch::jit::Module reference = mlp(), planned = mlp();
   c10::InferenceMode guard;
   const at::Tensor x = torch::randn({13, 64});

@@ -46,23 +46,37 @@ inline double relative_difference(const at::Tensor& got, const at::Tensor& want)
   return ((got - want).abs().max() / want.abs().max()).item<double>();
 }
 
-// Forces a kernel choice until the end of the scope, then measures again.
-struct ChoiceGuard {
-  explicit ChoiceGuard(KernelChoice c) { set_kernel_choice(c); }
-  ~ChoiceGuard() { set_kernel_choice(KernelChoice::kMeasure); }
-  ChoiceGuard(const ChoiceGuard&) = delete;
-  ChoiceGuard& operator=(const ChoiceGuard&) = delete;
-};
+// The kernel options (kernels.h) as the scope changes them with set(), restored at its end.
+class OptionsGuard {
+ public:
+  OptionsGuard() : was_(kernel_options()) {}
+  ~OptionsGuard() { set_kernel_options(was_); }
+  OptionsGuard(const OptionsGuard&) = delete;
+  OptionsGuard& operator=(const OptionsGuard&) = delete;
 
-// Turns the blocked layout on or off for the graphs planned in the scope (kernels.h).
-struct BlockedLayoutGuard {
-  explicit BlockedLayoutGuard(bool on) : was_(set_blocked_layout(on)) {}
-  ~BlockedLayoutGuard() { set_blocked_layout(was_); }
-  BlockedLayoutGuard(const BlockedLayoutGuard&) = delete;
-  BlockedLayoutGuard& operator=(const BlockedLayoutGuard&) = delete;
+  template <typename Change>
+  void set(const Change& change) {
+    KernelOptions options = kernel_options();
+    change(options);
+    set_kernel_options(options);
+  }
 
  private:
-  bool was_;
+  KernelOptions was_;
+};
+
+// Forces a kernel choice until the end of the scope.
+struct ChoiceGuard : OptionsGuard {
+  explicit ChoiceGuard(KernelChoice c) {
+    set([c](KernelOptions& o) { o.choice = c; });
+  }
+};
+
+// Turns the blocked layout on or off for the graphs planned in the scope.
+struct BlockedLayoutGuard : OptionsGuard {
+  explicit BlockedLayoutGuard(bool on) {
+    set([on](KernelOptions& o) { o.blocked_layout = on; });
+  }
 };
 
 inline PlanOptions tuned() {

@@ -395,12 +395,10 @@ class BlockedRewriter {
   int convolutions_ = 0, fused_ = 0, others_ = 0, to_plain_ = 0, to_blocked_ = 0;
 };
 
-std::atomic<bool> enabled{true};
-
 }  // namespace
 
 int replace_regions(torch::jit::Graph& graph) {
-  if (!enabled.load() || onednn::block_size() == 0 ||
+  if (!kernel_options().blocked_layout || onednn::block_size() == 0 ||
       !graph_match::contains(graph.block(), c10::aten::conv2d)) {
     return 0;
   }
@@ -423,9 +421,3 @@ std::string report() {
 }
 
 }  // namespace memoplan::torch_ext::blocked
-
-namespace memoplan::torch_ext {
-
-bool set_blocked_layout(bool on) { return blocked::enabled.exchange(on); }
-
-}  // namespace memoplan::torch_ext

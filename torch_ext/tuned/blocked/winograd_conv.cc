@@ -53,17 +53,6 @@ class WinogradConv final : public onednn::Conv {
   std::vector<wino::PostOp> post_;
 };
 
-// set_winograd(); MEMOPLAN_WINOGRAD=0 / =1 / =onednn at start.
-std::atomic<WinogradChoice>& mode() {
-  static std::atomic<WinogradChoice> m{[] {
-    const char* v = std::getenv("MEMOPLAN_WINOGRAD");
-    if (!v) return WinogradChoice::kMeasure;
-    if (std::string(v) == "onednn") return WinogradChoice::kOneDnn;
-    return std::string(v) == "0" ? WinogradChoice::kNever : WinogradChoice::kAlways;
-  }()};
-  return m;
-}
-
 // The Winograd post-ops of the spec's epilogue, or false where it has one Winograd lacks.
 bool winograd_post(const onednn::ConvSpec& s, std::vector<wino::PostOp>* out) {
   for (const onednn::PostOp& op : s.post) {
@@ -136,7 +125,7 @@ std::pair<double, double> measure(const onednn::Conv& a, const onednn::Conv& b,
 
 struct Choice {
   std::shared_ptr<const onednn::Conv> conv;
-  // Milliseconds measured (0: not a candidate, or not measured: MEMOPLAN_WINOGRAD=1).
+  // Milliseconds measured (0: not a candidate, or not measured: WinogradChoice::kAlways).
   double winograd_ms = 0, onednn_winograd_ms = 0, direct_ms = 0;
 };
 ChoiceCache<std::vector<int64_t>, Choice>& choices() {
@@ -178,7 +167,7 @@ Choice choose(const onednn::ConvSpec& s, WinogradChoice setting,
 
 std::shared_ptr<const onednn::Conv> best_conv(const onednn::ConvSpec& s) {
   std::shared_ptr<const onednn::Conv> direct = onednn::conv(s);
-  const WinogradChoice setting = mode().load();
+  const WinogradChoice setting = kernel_options().winograd;
   if (setting == WinogradChoice::kNever || !winograd_shape(s)) return direct;
   std::vector<int64_t> key = {
       s.n, s.c, s.h, s.w, s.out_channels, at::get_num_threads(), static_cast<int64_t>(setting)};
@@ -210,9 +199,3 @@ std::string winograd_report() {
 }
 
 }  // namespace memoplan::torch_ext::blocked
-
-namespace memoplan::torch_ext {
-
-WinogradChoice set_winograd(WinogradChoice choice) { return blocked::mode().exchange(choice); }
-
-}  // namespace memoplan::torch_ext

@@ -3,7 +3,7 @@
 // (kernels/winograd.h, for 3x3 stride-1 padding-1 convolutions whose epilogue it has: bias, ReLU /
 // leaky ReLU / clip, a residual addition). Where more than one applies, each is measured on the
 // shape (synthetic operands, three interleaved runs, once per shape and thread count) and the
-// fastest is returned; set_winograd() (kernels.h) or MEMOPLAN_WINOGRAD=0 / =1 keep oneDNN's direct
+// fastest is returned; KernelOptions::winograd (kernels.h) kNever / kAlways keep oneDNN's direct
 // kernels / take memoplan's Winograd wherever it applies. ATen's threads only; for tuned/.
 #pragma once
 

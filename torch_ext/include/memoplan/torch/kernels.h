@@ -1,8 +1,8 @@
 // memoplan's tuned kernels as a user sees them: plan(..., kernels = "tuned")
 // (memoplan/torch/plan.h) replaces hot ops with memoplan's own where they measure faster; these say
-// what ran and let tests and benchmarks pin the choice. They live in libmemoplan_tuned.so: link
-// memoplan::tuned to call them (plan() alone loads the library when asked for kernels "tuned";
-// kernel_report() is in plan.h and needs no link). No torch headers.
+// what ran and let tests and benchmarks pin each choice (KernelOptions). They live in
+// libmemoplan_tuned.so: link memoplan::tuned to call them (plan() alone loads the library when
+// asked for kernels "tuned"; kernel_report() is in plan.h and needs no link). No torch headers.
 #pragma once
 
 #include <cstdint>
@@ -19,22 +19,39 @@ struct KernelStats {
 };
 KernelStats kernel_stats();
 
-// How a shape picks between memoplan's GEMM and aten's op. kMeasure (the default) times both;
-// the other two skip the timing: for tests and for benchmarks that must run one side only.
+// How the tuned kernels choose, one typed setting per choice they make; every default measures.
+// For tests and benchmarks that must run one side only, and for users who pin a choice. Read by
+// each tuned op when it meets a new shape, and by plan() when it rewrites a graph (blocked_layout,
+// region_layout): set them before plan(); choices already measured stay.
+//
+// memoplan's kernels or aten's, for every op a tuned kernel may replace.
 enum class KernelChoice { kMeasure, kAlwaysMemoplan, kAlwaysAten };
-void set_kernel_choice(KernelChoice choice);
-// Convolutions in oneDNN's blocked channel layout (nChw16c / nChw8c: docs/KERNELS.md) for the
-// graphs plan() rewrites from now on: on by default where oneDNN runs AVX2 or better and
-// MEMOPLAN_BLOCKED_LAYOUT is not 0; off, convolutions take the NCHW / NHWC layout plan. Returns
-// whether it was on.
-bool set_blocked_layout(bool enabled);
+// memoplan::linear's products (and the encoder's): memoplan's GEMM or oneDNN's matmul.
+enum class GemmSide { kMeasure, kMemoplan, kOneDnn };
 // Winograd for the blocked layout's 3x3 stride-1 convolutions (docs/KERNELS.md): memoplan's
-// F(2x2, 3x3) and oneDNN's own (its F(2, 3) kernels, AVX-512 only). kMeasure (the default) times
-// them against oneDNN's direct kernels once per shape and thread count and keeps the fastest;
-// kAlways takes memoplan's wherever it applies, kOneDnn oneDNN's wherever it has one, kNever
-// neither. MEMOPLAN_WINOGRAD=1 / =onednn / =0 set kAlways / kOneDnn / kNever at start. Returns
-// the previous setting.
+// F(2x2, 3x3) and oneDNN's own (its F(2, 3) kernels, AVX-512 only). kMeasure times them against
+// oneDNN's direct kernels once per shape and thread count and keeps the fastest; kAlways takes
+// memoplan's wherever it applies, kOneDnn oneDNN's wherever it has one, kNever neither.
 enum class WinogradChoice { kMeasure, kAlways, kNever, kOneDnn };
-WinogradChoice set_winograd(WinogradChoice choice);
+// The layout of every activation of a blocked region that the layout plan may choose: the plan's
+// (kPlanned), or one for all.
+enum class RegionLayout { kPlanned, kNchw, kNhwc, kBlocked };
+
+struct KernelOptions {
+  KernelChoice choice = KernelChoice::kMeasure;
+  GemmSide gemm = GemmSide::kMeasure;
+  WinogradChoice winograd = WinogradChoice::kMeasure;
+  RegionLayout region_layout = RegionLayout::kPlanned;
+  // Convolutions in oneDNN's blocked channel layout (nChw16c / nChw8c: docs/KERNELS.md) where
+  // oneDNN runs AVX2 or better; false: they take the NCHW / NHWC layout plan.
+  bool blocked_layout = true;
+};
+// The settings in force. At load they are the defaults above, except where the environment
+// names another: MEMOPLAN_GEMM=memoplan|onednn, MEMOPLAN_WINOGRAD=0|1|onednn,
+// MEMOPLAN_REGION_LAYOUT=nchw|nhwc|blocked (aliases for programs a benchmark starts, e.g.
+// bench/run_ort_compare.py --also-env; read once, in tuned/kernel_options.cc).
+KernelOptions kernel_options();
+// Makes `options` the settings; returns those before.
+KernelOptions set_kernel_options(const KernelOptions& options);
 
 }  // namespace memoplan::torch_ext
