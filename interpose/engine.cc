@@ -15,6 +15,7 @@
 #include "bootstrap.h"
 #include "fallback.h"
 #include "fault_injection.h"
+#include "memoplan/plan_stage/planned_pass.h"
 #include "stats.h"
 
 extern char** environ;
@@ -185,7 +186,7 @@ static void seek_loaded_pass(ThreadState& t, uint64_t key) {
   const int state = g.replay_pass_state.load(std::memory_order_acquire);
   if (state == 2) {
     t.phase = Phase::kDisabled;
-  } else if (state == 1 && key == g.replay_pass.slots[0].key && !start_loaded_replay(t)) {
+  } else if (state == 1 && key == g.replay_pass->slots[0].key && !start_loaded_replay(t)) {
     t.phase = Phase::kDisabled;
   }
 }

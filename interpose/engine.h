@@ -56,9 +56,8 @@ bool retire_replay(ThreadState& t);
 void retire_replay_at_exit(ThreadState& t, bool after_fork);
 
 // plan_builder.cc. finish_profile: records [first, first + count) as a trace (lifetimes ending
-// after `cut_tick` escape); mode:profile writes it, the other modes plan it and switch the thread
-// to replay at pass position `cursor`. install_replay: gives the thread an arena and a copy of
-// `slots`.
+// after `cut_tick` escape); mode:profile writes it, the other modes plan it (plan_stage::compile)
+// and switch the thread to replay at pass position `cursor`.
 // `records`, when not null, lists the `count` record indices of the pass instead (a detected pass
 // without its one-off requests).
 // `sizes`, when not null (with `records`): the pass varies in size from pass to pass; its slots
@@ -67,11 +66,17 @@ void retire_replay_at_exit(ThreadState& t, bool after_fork);
 bool finish_profile(ThreadState& t, uint64_t first, uint64_t count, uint64_t cut_tick,
                     uint32_t cursor, const uint64_t* records = nullptr,
                     const uint64_t* sizes = nullptr);
-// `replace`: the thread's arena goes even with blocks alive (retired: back with its last free).
-// `size_free`: a plan keyed by call site alone; its escaping blocks get no places in the slab.
-bool install_replay(ThreadState& t, const replay::Slot* slots, uint32_t count, uint64_t slab_bytes,
-                    uint64_t lower_bound_bytes, uint32_t cursor, bool replace = false,
-                    bool size_free = false);
+// How install_replay starts a thread on a plan.
+struct ReplayStart {
+  uint32_t cursor = 0;  // the pass position the thread is at (the matcher's cursor)
+  // The thread's arena goes even with blocks alive (retired: back with its last free); otherwise
+  // it must be empty, or the plan is not installed.
+  bool retire_live_arena = false;
+};
+// Gives the thread an arena of pass.slab_bytes and a copy of pass.slots (from the fallback), and
+// switches it to replay. False (the thread keeps what it had, or runs unplanned) when the slab is
+// above slab_max or cannot be mapped, or the table cannot be allocated.
+bool install_replay(ThreadState& t, const plan_stage::PlannedPass& pass, ReplayStart start);
 // A size-free plan whose pass had a request larger than its slot: planned again with the larger
 // sizes (lifetimes as profiled), in a new arena; the old one is retired.
 void replan_size_free(ThreadState& t);

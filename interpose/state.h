@@ -12,6 +12,10 @@
 #include "memoplan/replay/matcher.h"
 #include "options.h"
 
+namespace memoplan::plan_stage {
+struct PlannedPass;  // memoplan/plan_stage/planned_pass.h
+}  // namespace memoplan::plan_stage
+
 namespace memoplan::shim {
 
 enum class Phase : uint8_t {
@@ -178,20 +182,11 @@ struct Global {
   std::atomic_flag registry_lock = ATOMIC_FLAG_INIT;
   int log_fd = 2;
   bool portable_keys = false;  // see portable_keys(Options)
-  // mode:replay: the pass every inference thread replays, loaded from files once.
-  struct LoadedPass {
-    replay::Slot* slots = nullptr;
-    uint32_t count = 0;
-    uint64_t slab_bytes = 0;
-    uint64_t lower_bound_bytes = 0;
-    uint64_t misses_at_last_cycle = 0;  // recheck.plan_steady_misses when the last pass ended
-    // Size-free plans match by call site, which cannot tell a pass that made fewer requests (a
-    // tensor below min_size at a small shape) from one in step: the cursor would stay behind for
-    // good. When only the pass's first allocation is made with none of its blocks alive, an empty
-    // arena at a request means the pass starts over: the cursor goes back to it.
-    bool resync_at_empty = false;
-  };
-  LoadedPass replay_pass;
+  // mode:replay: the pass every inference thread replays, loaded from files once (with its
+  // escaping blocks' places), under the reentry guard: its memory is the fallback's. Never freed:
+  // a thread may start on it at any time, even while the process exits. Set before
+  // replay_pass_state becomes 1.
+  const plan_stage::PlannedPass* replay_pass = nullptr;
   std::atomic<int> replay_pass_state{0};  // 0 not loaded yet, 1 ready, 2 unusable
 };
 
