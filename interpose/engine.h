@@ -43,7 +43,8 @@ void* profile_alloc(ThreadState& t, size_t size, size_t alignment, uint64_t key,
                     bool zero);
 void profile_free(void* p);
 size_t profile_usable_size(void* p);
-void profile_maybe_detect(ThreadState& t);
+// The thread runs unplanned from here on (says why; its records go back).
+void give_up_profiling(ThreadState& t, const char* why);
 
 // replay.cc: serving from the thread's arena (the hit itself is replay::serve, inline).
 void* replay_alloc(ThreadState& t, size_t size, size_t alignment, uint64_t key);
@@ -97,14 +98,5 @@ void reaper_after_fork_in_child();
 // program's signals never land on it) and a 64 KiB stack where the program's static TLS fits in
 // one. Returns 0 or pthread_create's error.
 int spawn_background_thread(void* (*main)(void*), const char* name);
-
-// callsite.cc: size and a hash of `depth` return addresses above the allocator; `portable`
-// hashes each as (module name, offset), the same in every process. `return_address` (of the
-// allocator's entry, engine_alloc) and `stack` (an address in its frame) identify the call path
-// for the per-thread cache (see CallsiteCacheEntry). `site` gets the same key without the size (the
-// call site alone): what a thread whose pass varies in size (ThreadState::size_free) is replayed
-// by.
-uint64_t cached_callsite_key(ThreadState& t, size_t size, unsigned depth, bool portable,
-                             uintptr_t return_address, uintptr_t stack, uint64_t* site);
 
 }  // namespace memoplan::shim
