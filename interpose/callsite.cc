@@ -1,12 +1,12 @@
 // The key an allocation is matched by: its size and a hash of the few return addresses above the
 // allocator, unwound by libunwind (no malloc; our reentry guard covers the rest) and cached per
 // thread under the call's return address and stack pointer, confirmed by the deeper return
-// addresses still on the stack (CallsiteCacheEntry, state.h).
+// addresses still on the stack (CallsiteCacheEntry, callsite_cache.h).
 #define UNW_LOCAL_ONLY
 #include <dlfcn.h>
 #include <libunwind.h>
 
-#include "engine.h"
+#include "callsite_cache.h"
 
 namespace memoplan::shim {
 namespace {
@@ -97,9 +97,10 @@ __attribute__((noinline)) uint64_t unwind_path(unsigned depth, bool portable, ui
 
 }  // namespace
 
-__attribute__((noinline)) uint64_t cached_callsite_key(ThreadState& t, size_t size, unsigned depth,
-                                                       bool portable, uintptr_t return_address,
-                                                       uintptr_t stack, uint64_t* site) {
+__attribute__((noinline)) uint64_t cached_callsite_key(CallsiteCache& cache, size_t size,
+                                                       unsigned depth, bool portable,
+                                                       uintptr_t return_address, uintptr_t stack,
+                                                       uint64_t* site) {
   const uint64_t sized = mix(0x6d656d6f706c616eull, size);
   constexpr uint64_t kSite = 0x73697a6566726565ull;  // keys without the size
   *site = kSite;
@@ -115,8 +116,8 @@ __attribute__((noinline)) uint64_t cached_callsite_key(ThreadState& t, size_t si
   // The set is chosen from the whole path hash so allocations through one helper spread over the
   // cache; paths that share the tag take separate ways.
   CallsiteCacheEntry* set =
-      &t.callsite_cache[(path >> 17) % (kCallsiteCacheEntries / kCallsiteCacheWays) *
-                        kCallsiteCacheWays];
+      &cache.entries[(path >> 17) % (kCallsiteCacheEntries / kCallsiteCacheWays) *
+                     kCallsiteCacheWays];
   uint64_t hash = 0;
   bool found = false;
   for (size_t way = 0; way < kCallsiteCacheWays && !found; ++way) {
@@ -126,7 +127,7 @@ __attribute__((noinline)) uint64_t cached_callsite_key(ThreadState& t, size_t si
     }
   }
   if (!found) {
-    CallsiteCacheEntry& victim = set[t.callsite_victim++ % kCallsiteCacheWays];
+    CallsiteCacheEntry& victim = set[cache.victim++ % kCallsiteCacheWays];
     hash = unwind_path(depth, portable, stack, path, victim);
   }
   *site = mix(kSite, hash);

@@ -15,6 +15,7 @@
 #include "bootstrap.h"
 #include "fallback.h"
 #include "fault_injection.h"
+#include "memoplan/plan_stage/planned_pass.h"
 #include "stats.h"
 
 extern char** environ;
@@ -185,7 +186,7 @@ static void seek_loaded_pass(ThreadState& t, uint64_t key) {
   const int state = g.replay_pass_state.load(std::memory_order_acquire);
   if (state == 2) {
     t.phase = Phase::kDisabled;
-  } else if (state == 1 && key == g.replay_pass.slots[0].key && !start_loaded_replay(t)) {
+  } else if (state == 1 && key == g.replay_pass->slots[0].key && !start_loaded_replay(t)) {
     t.phase = Phase::kDisabled;
   }
 }
@@ -231,10 +232,10 @@ void* engine_alloc(size_t size, size_t alignment, bool zero) {
     ReentryGuard guard;
     char stack_marker;
     uint64_t site = 0;
-    uint64_t key = cached_callsite_key(*t, size, static_cast<unsigned>(g.options.callsite_depth),
-                                       g.portable_keys,
-                                       reinterpret_cast<uintptr_t>(__builtin_return_address(0)),
-                                       reinterpret_cast<uintptr_t>(&stack_marker), &site);
+    uint64_t key = cached_callsite_key(
+        t->callsite, size, static_cast<unsigned>(g.options.callsite_depth), g.portable_keys,
+        reinterpret_cast<uintptr_t>(__builtin_return_address(0)),
+        reinterpret_cast<uintptr_t>(&stack_marker), &site);
     // A request for stricter alignment is a different request: it needs a differently aligned slot.
     if (alignment > 16) {
       key ^= alignment * 0x9e3779b97f4a7c15ull;

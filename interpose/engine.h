@@ -43,7 +43,8 @@ void* profile_alloc(ThreadState& t, size_t size, size_t alignment, uint64_t key,
                     bool zero);
 void profile_free(void* p);
 size_t profile_usable_size(void* p);
-void profile_maybe_detect(ThreadState& t);
+// The thread runs unplanned from here on (says why; its records go back).
+void give_up_profiling(ThreadState& t, const char* why);
 
 // replay.cc: serving from the thread's arena (the hit itself is replay::serve, inline).
 void* replay_alloc(ThreadState& t, size_t size, size_t alignment, uint64_t key);
@@ -56,9 +57,8 @@ bool retire_replay(ThreadState& t);
 void retire_replay_at_exit(ThreadState& t, bool after_fork);
 
 // plan_builder.cc. finish_profile: records [first, first + count) as a trace (lifetimes ending
-// after `cut_tick` escape); mode:profile writes it, the other modes plan it and switch the thread
-// to replay at pass position `cursor`. install_replay: gives the thread an arena and a copy of
-// `slots`.
+// after `cut_tick` escape); mode:profile writes it, the other modes plan it (plan_stage::compile)
+// and switch the thread to replay at pass position `cursor`.
 // `records`, when not null, lists the `count` record indices of the pass instead (a detected pass
 // without its one-off requests).
 // `sizes`, when not null (with `records`): the pass varies in size from pass to pass; its slots
@@ -67,11 +67,17 @@ void retire_replay_at_exit(ThreadState& t, bool after_fork);
 bool finish_profile(ThreadState& t, uint64_t first, uint64_t count, uint64_t cut_tick,
                     uint32_t cursor, const uint64_t* records = nullptr,
                     const uint64_t* sizes = nullptr);
-// `replace`: the thread's arena goes even with blocks alive (retired: back with its last free).
-// `size_free`: a plan keyed by call site alone; its escaping blocks get no places in the slab.
-bool install_replay(ThreadState& t, const replay::Slot* slots, uint32_t count, uint64_t slab_bytes,
-                    uint64_t lower_bound_bytes, uint32_t cursor, bool replace = false,
-                    bool size_free = false);
+// How install_replay starts a thread on a plan.
+struct ReplayStart {
+  uint32_t cursor = 0;  // the pass position the thread is at (the matcher's cursor)
+  // The thread's arena goes even with blocks alive (retired: back with its last free); otherwise
+  // it must be empty, or the plan is not installed.
+  bool retire_live_arena = false;
+};
+// Gives the thread an arena of pass.slab_bytes and a copy of pass.slots (from the fallback), and
+// switches it to replay. False (the thread keeps what it had, or runs unplanned) when the slab is
+// above slab_max or cannot be mapped, or the table cannot be allocated.
+bool install_replay(ThreadState& t, const plan_stage::PlannedPass& pass, ReplayStart start);
 // A size-free plan whose pass had a request larger than its slot: planned again with the larger
 // sizes (lifetimes as profiled), in a new arena; the old one is retired.
 void replan_size_free(ThreadState& t);
@@ -92,14 +98,5 @@ void reaper_after_fork_in_child();
 // program's signals never land on it) and a 64 KiB stack where the program's static TLS fits in
 // one. Returns 0 or pthread_create's error.
 int spawn_background_thread(void* (*main)(void*), const char* name);
-
-// callsite.cc: size and a hash of `depth` return addresses above the allocator; `portable`
-// hashes each as (module name, offset), the same in every process. `return_address` (of the
-// allocator's entry, engine_alloc) and `stack` (an address in its frame) identify the call path
-// for the per-thread cache (see CallsiteCacheEntry). `site` gets the same key without the size (the
-// call site alone): what a thread whose pass varies in size (ThreadState::size_free) is replayed
-// by.
-uint64_t cached_callsite_key(ThreadState& t, size_t size, unsigned depth, bool portable,
-                             uintptr_t return_address, uintptr_t stack, uint64_t* site);
 
 }  // namespace memoplan::shim

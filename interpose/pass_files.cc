@@ -7,13 +7,11 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <numeric>
 #include <string>
 #include <vector>
 
 #include "engine.h"
-#include "fallback.h"
-#include "memoplan/planner/planner.h"
+#include "memoplan/plan_stage/planned_pass.h"
 #include "memoplan/planner/validator.h"
 #include "memoplan/trace_io.h"
 #include "stats.h"
@@ -82,6 +80,24 @@ void write_pass_trace_unguarded(const ThreadState& t, const Trace& profiled) {
            trace.allocations.size(), path.c_str());
 }
 
+// The plan file o.plan_path, checked to be a valid plan for `trace`.
+Result<Plan> read_checked_plan(const Options& o, const Trace& trace) {
+  Result<Plan> loaded = read_plan(o.plan_path);
+  if (!loaded) return loaded;
+  if (loaded->trace_fingerprint != trace_fingerprint(trace)) {
+    return Error{std::string(o.plan_path) + " was made for another trace (fingerprint " +
+                 loaded->trace_fingerprint + ", " + o.trace_path + " has " +
+                 trace_fingerprint(trace) + ")"};
+  }
+  // Never trust a file with memory safety: the independent validator checks every overlap.
+  const ValidationReport report = validate_plan(trace, *loaded);
+  if (!report.valid) {
+    return Error{std::string(o.plan_path) + " is not a valid plan for " + o.trace_path + ": " +
+                 (report.messages.empty() ? "" : report.messages.front())};
+  }
+  return loaded;
+}
+
 void load_replay_pass_unguarded() {
   Global& g = global();
   if (g.options.mode != Mode::kReplay || g.mode_off) return;
@@ -97,51 +113,30 @@ void load_replay_pass_unguarded() {
   if (trace->allocations.empty() || trace->allocations.size() > (1u << 31)) {
     return give_up(std::string(o.trace_path) + " holds no replayable pass");
   }
-  Plan plan;
+  // Replay matches in allocation order: a file's rows may be in any order. The escaping blocks'
+  // places are laid out once here, for every thread that replays the pass.
+  plan_stage::CompileOptions options;
+  options.order = plan_stage::SlotOrder::kAllocation;
+  options.escaping_limit = g.slabs.arena_bytes();
+  Result<plan_stage::PlannedPass> pass = Error{""};
   if (o.plan_path[0]) {
-    Result<Plan> loaded = read_plan(o.plan_path);
+    Result<Plan> loaded = read_checked_plan(o, *trace);
     if (!loaded) return give_up(loaded.error());
-    if (loaded->trace_fingerprint != trace_fingerprint(*trace)) {
-      return give_up(std::string(o.plan_path) + " was made for another trace (fingerprint " +
-                     loaded->trace_fingerprint + ", " + o.trace_path + " has " +
-                     trace_fingerprint(*trace) + ")");
-    }
-    // Never trust a file with memory safety: the independent validator checks every overlap.
-    const ValidationReport report = validate_plan(*trace, *loaded);
-    if (!report.valid) {
-      return give_up(std::string(o.plan_path) + " is not a valid plan for " + o.trace_path + ": " +
-                     (report.messages.empty() ? "" : report.messages.front()));
-    }
-    plan = std::move(*loaded);
+    pass = plan_stage::lay_out(*trace, std::move(*loaded), options);
   } else {
-    Result<Plan> planned = plan_trace(*trace);
-    if (!planned) return give_up(planned.error());
-    plan = std::move(*planned);
+    pass = plan_stage::compile(*trace, options);
   }
+  if (!pass) return give_up(pass.error());
+  const Plan& plan = pass->plan;
   if (plan.alignment > g.slabs.arena_bytes() || plan.slab_bytes > g.slabs.arena_bytes()) {
     return give_up("the plan needs a " + std::to_string(plan.slab_bytes) +
                    "-byte slab; slab_max is " + std::to_string(g.slabs.arena_bytes()));
   }
-  // Replay matches in allocation order: rows sorted by the tick they were allocated at.
-  const std::vector<Allocation>& rows = trace->allocations;
-  std::vector<size_t> order(rows.size());
-  std::iota(order.begin(), order.end(), size_t{0});
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return rows[a].begin < rows[b].begin; });
-  auto* slots = static_cast<replay::Slot*>(fallback::malloc(rows.size() * sizeof(replay::Slot)));
-  if (!slots) {
-    stats().bookkeeping_failures.fetch_add(1, std::memory_order_relaxed);
-    return give_up("out of memory");
-  }
-  for (size_t i = 0; i < order.size(); ++i) {
-    const Allocation& a = rows[order[i]];
-    slots[i] = {a.provenance.callsite, a.size, plan.offsets[order[i]], a.size > 0 && !a.escapes};
-  }
-  g.replay_pass = {slots, static_cast<uint32_t>(rows.size()), plan.slab_bytes,
-                   plan.lower_bound_bytes};
-  g.replay_pass_state.store(1, std::memory_order_release);
   log_line("memoplan: replaying %s (%zu allocations, %s plan, slab %llu bytes)", o.trace_path,
-           rows.size(), plan.strategy.c_str(), static_cast<unsigned long long>(plan.slab_bytes));
+           trace->allocations.size(), plan.strategy.c_str(),
+           static_cast<unsigned long long>(plan.slab_bytes));
+  g.replay_pass = new plan_stage::PlannedPass(std::move(*pass));  // kept: see Global::replay_pass
+  g.replay_pass_state.store(1, std::memory_order_release);
 }
 
 }  // namespace
@@ -169,8 +164,7 @@ void load_replay_pass() {
 bool start_loaded_replay(ThreadState& t) {
   Global& g = global();
   if (g.replay_pass_state.load(std::memory_order_acquire) != 1) return false;
-  const Global::LoadedPass& pass = g.replay_pass;
-  return install_replay(t, pass.slots, pass.count, pass.slab_bytes, pass.lower_bound_bytes, 0);
+  return install_replay(t, *g.replay_pass, {});
 }
 
 }  // namespace memoplan::shim

@@ -7,9 +7,8 @@
 #include "engine.h"
 #include "fallback.h"
 #include "fault_injection.h"
-#include "memoplan/planner/planner.h"
+#include "memoplan/plan_stage/planned_pass.h"
 #include "memoplan/record/trace_of.h"
-#include "memoplan/replay/escaping.h"
 #include "stats.h"
 
 namespace memoplan::shim {
@@ -20,12 +19,11 @@ constexpr uint32_t kLookahead = 8;
 
 }  // namespace
 
-bool install_replay(ThreadState& t, const replay::Slot* planned, uint32_t count,
-                    uint64_t slab_bytes, uint64_t lower_bound_bytes, uint32_t cursor, bool replace,
-                    bool size_free) {
+bool install_replay(ThreadState& t, const plan_stage::PlannedPass& pass, ReplayStart start) {
   Global& g = global();
+  const uint32_t count = static_cast<uint32_t>(pass.slots.size());
   if (count == 0) return false;
-  if (replace && t.arena && t.arena->live_blocks() != 0) {
+  if (start.retire_live_arena && t.arena && t.arena->live_blocks() != 0) {
     // The pass's blocks of the old plan (its output) are still alive: the old arena goes back
     // with the last of them.
     if (t.arena->peak_live_bytes() > t.peak_live_bytes.load(std::memory_order_relaxed)) {
@@ -35,6 +33,7 @@ bool install_replay(ThreadState& t, const replay::Slot* planned, uint32_t count,
     t.arena = nullptr;
   }
   if (!retire_replay(t)) return false;  // the old arena must be empty first
+  const uint64_t slab_bytes = pass.slab_bytes;
   if (slab_bytes > g.slabs.arena_bytes()) {
     log_line("memoplan: thread %u needs a %llu-byte slab, above slab_max", t.index,
              static_cast<unsigned long long>(slab_bytes));
@@ -46,12 +45,7 @@ bool install_replay(ThreadState& t, const replay::Slot* planned, uint32_t count,
     log_line("memoplan: thread %u runs unplanned: out of memory for its replay table", t.index);
     return false;
   }
-  memcpy(slots, planned, count * sizeof(replay::Slot));
-  const uint64_t planned_bytes = slab_bytes;
-  // A size-free plan's arena holds its pass's blocks only (its outputs go to the fallback): the
-  // arena empty means a pass boundary (see ThreadState::resync_at_empty).
-  if (!size_free)
-    slab_bytes = replay::place_escaping(slots, count, slab_bytes, g.slabs.arena_bytes());
+  memcpy(slots, pass.slots.data(), count * sizeof(replay::Slot));
   // An arena that cannot be mapped (the map count limit, overcommit refused) leaves this thread
   // unplanned: every request of it goes to the fallback, as without memoplan.
   replay::ArenaRegion::Failure failure;
@@ -69,7 +63,7 @@ bool install_replay(ThreadState& t, const replay::Slot* planned, uint32_t count,
   t.slots = slots;
   t.slot_count = count;
   t.arena = arena;
-  t.matcher.start_cyclic(slots, count, kLookahead, cursor);
+  t.matcher.start_cyclic(slots, count, kLookahead, start.cursor);
   const uint32_t redetections = t.recheck.redetections;  // a thread's, over all its plans
   t.recheck = ReplayRecheck{};
   t.recheck.redetections = redetections;
@@ -81,13 +75,13 @@ bool install_replay(ThreadState& t, const replay::Slot* planned, uint32_t count,
         "memoplan: thread %u: replays a plan of %u allocations, slab %llu bytes (lower bound "
         "%llu; %llu for the escaping blocks' two places)",
         t.index, count, static_cast<unsigned long long>(slab_bytes),
-        static_cast<unsigned long long>(lower_bound_bytes),
-        static_cast<unsigned long long>(slab_bytes - planned_bytes));
+        static_cast<unsigned long long>(pass.plan.lower_bound_bytes),
+        static_cast<unsigned long long>(pass.escaping_bytes));
   }
   stats().plans.fetch_add(1, std::memory_order_relaxed);
   stats().slab_bytes.fetch_add(slab_bytes, std::memory_order_relaxed);
-  stats().escaping_bytes.fetch_add(slab_bytes - planned_bytes, std::memory_order_relaxed);
-  stats().lower_bound_bytes.fetch_add(lower_bound_bytes, std::memory_order_relaxed);
+  stats().escaping_bytes.fetch_add(pass.escaping_bytes, std::memory_order_relaxed);
+  stats().lower_bound_bytes.fetch_add(pass.plan.lower_bound_bytes, std::memory_order_relaxed);
   start_reaper();
   // The pages profiling kept for reuse (engine.cc) are of no use to this thread any more; another
   // thread still profiling maps fresh ones.
@@ -151,37 +145,31 @@ bool plan_profile(ThreadState& t, uint64_t first, uint64_t count, uint64_t cut_t
     t.phase = Phase::kDisabled;
     return true;
   }
-  Result<Plan> plan = plan_trace(trace);
-  if (!plan) {
-    log_line("memoplan: planning failed: %s", plan.error().c_str());
-    return false;
+  // Keyed by call site and size, the escaping blocks placed after the slab; size-free: keyed by
+  // the call site alone (the record's site), the escaping blocks left to the fallback (the
+  // arena empty means a pass boundary: ThreadState::resync_at_empty).
+  plan_stage::CompileOptions options;
+  if (sizes) {
+    options.row_keys.resize(count);
+    for (uint64_t i = 0; i < count; ++i) options.row_keys[i] = t.profile->log.at(records[i]).site;
+  } else {
+    options.escaping_limit = global().slabs.arena_bytes();
   }
-  auto* slots = static_cast<replay::Slot*>(fallback::malloc(count * sizeof(replay::Slot)));
-  if (!slots) {
-    stats().bookkeeping_failures.fetch_add(1, std::memory_order_relaxed);
+  Result<plan_stage::PlannedPass> pass = plan_stage::compile(trace, options);
+  if (!pass) {
+    log_line("memoplan: planning failed: %s", pass.error().c_str());
     return false;
-  }
-  for (uint64_t i = 0; i < count; ++i) {
-    const Allocation& a = trace.allocations[i];
-    // Size-free: keyed by the call site alone (the record's site).
-    const uint64_t key = sizes ? t.profile->log.at(records[i]).site : a.provenance.callsite;
-    slots[i] = {key, a.size, plan->offsets[i], !a.escapes};
   }
   uint64_t *wanted = nullptr, *rows = nullptr;
-  if (sizes && !size_free_arrays(trace, &wanted, &rows)) {
-    fallback::free(slots);
-    return false;
-  }
-  const bool ok = install_replay(t, slots, static_cast<uint32_t>(count), plan->slab_bytes,
-                                 plan->lower_bound_bytes, cursor, false, sizes != nullptr);
-  fallback::free(slots);
+  if (sizes && !size_free_arrays(trace, &wanted, &rows)) return false;
+  const bool ok = install_replay(t, *pass, {cursor});
   if (ok && sizes) t.resync_at_empty = only_first_starts_empty(trace);
   if (ok && sizes) {
     stats().size_free_plans.fetch_add(1, std::memory_order_relaxed);
     t.size_free = true;
     t.wanted = wanted;
     t.rows = rows;
-    t.lower_bound_bytes = plan->lower_bound_bytes;
+    t.lower_bound_bytes = pass->plan.lower_bound_bytes;
   } else {
     fallback::free(wanted);
     fallback::free(rows);
@@ -222,25 +210,18 @@ bool replan(ThreadState& t) {
     a.align = t.rows[4 * i + 2];
     a.escapes = t.rows[4 * i + 3] != 0;
   }
-  Result<Plan> plan = plan_trace(trace);
-  if (!plan) return false;
-  auto* slots = static_cast<replay::Slot*>(fallback::malloc(count * sizeof(replay::Slot)));
+  plan_stage::CompileOptions options;  // size-free: no escaping places (see plan_profile)
+  options.row_keys.resize(count);
+  for (uint32_t i = 0; i < count; ++i) options.row_keys[i] = t.slots[i].key;
+  Result<plan_stage::PlannedPass> pass = plan_stage::compile(trace, options);
+  if (!pass) return false;
   uint64_t *wanted = nullptr, *rows = nullptr;
-  if (!slots || !size_free_arrays(trace, &wanted, &rows)) {
-    fallback::free(slots);
-    return false;
-  }
-  for (uint32_t i = 0; i < count; ++i) {
-    const Allocation& a = trace.allocations[i];
-    slots[i] = {t.slots[i].key, a.size, plan->offsets[i], !a.escapes};
-  }
+  if (!size_free_arrays(trace, &wanted, &rows)) return false;
   const uint32_t cursor = t.matcher.cursor();
   const uint64_t replayed = t.replayed_passes;
   const bool resync = t.resync_at_empty;
-  const bool ok = install_replay(t, slots, count, plan->slab_bytes, plan->lower_bound_bytes, cursor,
-                                 /*replace=*/true, /*size_free=*/true);
+  const bool ok = install_replay(t, *pass, {cursor, /*retire_live_arena=*/true});
   t.resync_at_empty = resync;
-  fallback::free(slots);
   if (!ok) {
     fallback::free(wanted);
     fallback::free(rows);
@@ -250,7 +231,7 @@ bool replan(ThreadState& t) {
   t.size_free = true;
   t.wanted = wanted;
   t.rows = rows;
-  t.lower_bound_bytes = plan->lower_bound_bytes;
+  t.lower_bound_bytes = pass->plan.lower_bound_bytes;
   stats().size_free_replans.fetch_add(1, std::memory_order_relaxed);
   return true;
 }

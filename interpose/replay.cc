@@ -8,7 +8,6 @@
 #include "fallback.h"
 #include "fault_injection.h"
 #include "memoplan/replay/serve.h"
-#include "period.h"
 #include "stats.h"
 
 namespace memoplan::shim {
@@ -51,14 +50,7 @@ __attribute__((noinline)) void start_redetection(ThreadState& t, uint64_t key) {
         "request it does not know recurs): detecting again",
         t.index, t.slot_count);
   }
-  t.phase = Phase::kProfiling;
-  t.detect_first_record = t.profile->log.count();
-  t.next_detection = t.profile->log.count() + 64;
-  t.required_key = key;
-  t.redetect_min_period = uint64_t{t.slot_count} + 1;
-  t.redetect_budget = t.slot_count * 16 > 4096 ? t.slot_count * 16 : 4096;
-  t.redetect_relaxed = false;
-  t.irregular_count = 0;
+  detect_again(t, key, t.slot_count);
 }
 
 __attribute__((noinline)) void close_recheck_window(ThreadState& t) {
@@ -96,47 +88,18 @@ __attribute__((noinline)) void release_records(ThreadState& t) {
   stats().released_bytes.fetch_add(give_back_records(*t.profile), std::memory_order_relaxed);
 }
 
-// A plan found through irregular work (t.irregular_count != 0) leaves out the keys that recur
-// irregularly between passes: a miss of one is counted for this pass and is no reason to
-// re-check. A key the search did not see (a response's rarest size) joins them when it is missed
-// between passes (the cursor at the pass start, one pass completed); in a pass, a miss is checked
-// like any other.
-inline bool irregular_miss(ThreadState& t, uint64_t key) {
-  int i = 0;
-  while (i < t.irregular_count && t.irregular[i] != key) ++i;
-  if (i == t.irregular_count) {
-    if (i == 0 || i == ThreadState::kIrregularKeys || t.matcher.cursor() != 0 ||
-        t.replayed_passes == 0) {
-      return false;
-    }
-    t.irregular[t.irregular_count++] = key;
-  }
-  uint8_t& count = t.irregular_history[i][t.irregular_passes % ThreadState::kIrregularHistory];
-  if (count != 255) ++count;
-  return true;
+// A plan found through irregular work leaves out the keys that recur irregularly between passes:
+// a miss of one is counted for this pass and is no reason to re-check (detection.h).
+inline bool irregular_work_miss(ThreadState& t, uint64_t key) {
+  return t.irregular.count != 0 &&
+         irregular_miss(t.irregular, key, t.matcher.cursor() == 0 && t.replayed_passes != 0);
 }
 
-// At a pass end while the plan leaves keys out as irregular: the next pass's counts. Every 16
-// passes from the 32nd on, over the last 32-64 passes, a key whose misses per pass repeat
-// (counts_repeat) is regular at a larger scale than the plan's pass (the plan is one layer of the
-// pass, and the key belongs to its head or tail; or a key that varied in the first passes, as the
-// JIT's do, and no longer does). The thread detects again, requiring that key.
+// At a pass end while the plan leaves keys out as irregular: a key whose misses per pass repeat is
+// regular at a larger scale than the plan's pass: the thread detects again, requiring it.
 __attribute__((noinline, cold)) void note_irregular_pass(ThreadState& t) {
-  constexpr uint32_t kHistory = ThreadState::kIrregularHistory;
-  const uint32_t passes = ++t.irregular_passes;
-  for (int i = 0; i < t.irregular_count; ++i) t.irregular_history[i][passes % kHistory] = 0;
-  if (passes < kHistory / 2 || passes % 16 != 0) return;
-  const uint32_t counted = passes < kHistory ? passes : kHistory;
-  uint8_t counts[kHistory];
-  for (int i = 0; i < t.irregular_count; ++i) {
-    for (uint32_t j = 0; j < counted; ++j) {
-      counts[j] = t.irregular_history[i][(passes - counted + j) % kHistory];
-    }
-    if (counts_repeat(counts, counted)) {
-      start_redetection(t, t.irregular[i]);
-      return;
-    }
-  }
+  const int repeating = irregular_pass_ended(t.irregular);
+  if (repeating >= 0) start_redetection(t, t.irregular.keys[repeating]);
 }
 
 // A detected pass ends with its last planned allocation (every allocation, for a pass of one).
@@ -157,7 +120,7 @@ inline void detected_pass_completed(ThreadState& t) {
   // Publish now and then: a detected pass can be a single allocation long.
   replay::OwnedCounters::bump(t.counters.passes);
   if (t.counters.passes.load(std::memory_order_relaxed) % 64 == 0) flush_counters(t);
-  if (__builtin_expect(t.irregular_count != 0, 0)) note_irregular_pass(t);
+  if (__builtin_expect(t.irregular.count != 0, 0)) note_irregular_pass(t);
 }
 
 // Every request the arena did not serve: counted by reason; a detected plan notes what it did not
@@ -166,7 +129,7 @@ __attribute__((noinline, cold)) void* replay_miss(ThreadState& t, replay::Fallba
                                                   uint64_t key, bool recheck = true) {
   stats().fallback(why);
   const bool checked = why == replay::Fallback::kNotPlanned && !t.explicit_passes && recheck;
-  const bool between = checked && irregular_miss(t, key);
+  const bool between = checked && irregular_work_miss(t, key);
   if (steady(t)) {
     (why == replay::Fallback::kEscaping ? stats().steady_escaping : stats().steady_fallbacks)
         .fetch_add(1, std::memory_order_relaxed);

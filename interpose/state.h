@@ -5,12 +5,18 @@
 #include <atomic>
 #include <cstdint>
 
+#include "callsite_cache.h"
+#include "detection.h"
 #include "memoplan/record/record_log.h"
 #include "memoplan/record/tag_region.h"
 #include "memoplan/replay/arena.h"
 #include "memoplan/replay/counters.h"
 #include "memoplan/replay/matcher.h"
 #include "options.h"
+
+namespace memoplan::plan_stage {
+struct PlannedPass;  // memoplan/plan_stage/planned_pass.h
+}  // namespace memoplan::plan_stage
 
 namespace memoplan::shim {
 
@@ -21,27 +27,6 @@ enum class Phase : uint8_t {
   kSeeking,    // mode:replay without pass marks: waiting for the loaded pass's first allocation
   kDisabled,   // nothing to plan here (no period found, plan failed): pass-through
 };
-
-// Unwinding the stack costs more than the rest of a replay hit together. With callsite_depth >= 2
-// the unwound hash is cached per thread under the call's return address and stack pointer (the
-// tag). The tag alone does not name the path: two callers of one helper at the same depth reach
-// it with both equal (an interpreter's frames, a tensor library's allocate()), and a tag-only
-// cache gave whichever filled the entry last, so a path's key depended on what had evicted what:
-// on the stack addresses, different in every process. So each entry also keeps where the deeper
-// return addresses of its path lie, relative to the stack pointer, and their values: a hit reads
-// them from the stack and compares, which confirms the whole path (the caller at the same stack
-// pointer with the same return address has the same frame, so the next return address lies at
-// the same place, and so on up). Paths that share a tag live side by side in the set's ways.
-inline constexpr unsigned kCallsiteCheckedFrames = 7;  // callsite_depth up to 8 is cached
-struct CallsiteCacheEntry {
-  uint64_t tag = 0;
-  uint64_t hash = 0;
-  uint32_t checked = 0;                           // deeper return addresses kept below
-  uint32_t offset[kCallsiteCheckedFrames] = {};   // each one's stack slot - stack pointer
-  uint64_t address[kCallsiteCheckedFrames] = {};  // the return address found there
-};
-inline constexpr size_t kCallsiteCacheWays = 4;
-inline constexpr size_t kCallsiteCacheEntries = 1024;  // 256 sets of 4 ways
 
 // Re-checking a detected plan (replay.cc): windows of tracked requests, and the keys of requests
 // the plan did not know in this window and in the last window that missed any. A key missed in
@@ -106,8 +91,7 @@ struct ThreadState {
   // rest of the hit) and added to the process-wide statistics at pass ends and thread exit; the
   // statistics at exit add those of threads still running.
   replay::OwnedCounters counters;
-  CallsiteCacheEntry callsite_cache[kCallsiteCacheEntries];
-  uint32_t callsite_victim = 0;  // the way a miss fills next, round robin
+  CallsiteCache callsite;  // callsite.cc's
   Phase phase = Phase::kWarmup;
   bool explicit_passes = false;  // the program called memoplan_pass_begin on this thread
   bool in_pass = false;          // between memoplan_pass_begin and memoplan_pass_end
@@ -115,25 +99,11 @@ struct ThreadState {
 
   // Profiling: the records of this thread's tracked allocations.
   Profile* profile = nullptr;
-  uint64_t pass_first_record = 0;    // explicit passes: first record of the profiled pass
-  uint64_t next_detection = 64;      // automatic passes: record count of the next period search
-  uint64_t detect_first_record = 0;  // detection searches records from here on
-  uint64_t required_key = 0;         // re-detection: the pass must contain this key (0: none)
-  uint64_t redetect_min_period = 1;  // re-detection: and be longer than the plan that missed it
-  uint64_t redetect_budget = 0;      // re-detection: records to find the pass in, then relax / stop
-  bool redetect_relaxed = false;     // re-detection: already searching without required_key
-  // Keys the plan left out as irregular work between passes (keep_regular): their misses in
-  // replay are expected and do not start a re-detection while they stay irregular. Each key's
-  // misses are counted per replayed pass (a ring of the last kIrregularHistory); a key whose
-  // counts repeat (counts_repeat: a pass's head or tail under a plan of one layer, missed every
-  // L-th pass) is not irregular: the thread detects again, requiring it.
-  static constexpr int kIrregularKeys = 16;
-  static constexpr uint32_t kIrregularHistory = 64;
-  int irregular_count = 0;  // nonzero: the plan came from the search through irregular work
-  uint64_t irregular[kIrregularKeys] = {};
-  uint32_t irregular_passes = 0;  // passes counted since the plan; the current one's counts are
-                                  // at irregular_passes % kIrregularHistory
-  uint8_t irregular_history[kIrregularKeys][kIrregularHistory] = {};  // misses per pass, capped
+  uint64_t pass_first_record = 0;  // explicit passes: first record of the profiled pass
+  // Detection (detect:true; detect.cc's): where the search stands, and the keys a plan found
+  // through irregular work leaves out.
+  Detection detection;
+  IrregularWork irregular;
 
   // Replay: the plan's slots in pass order, the matcher's cursor over them and this thread's arena.
   replay::Slot* slots = nullptr;
@@ -178,20 +148,11 @@ struct Global {
   std::atomic_flag registry_lock = ATOMIC_FLAG_INIT;
   int log_fd = 2;
   bool portable_keys = false;  // see portable_keys(Options)
-  // mode:replay: the pass every inference thread replays, loaded from files once.
-  struct LoadedPass {
-    replay::Slot* slots = nullptr;
-    uint32_t count = 0;
-    uint64_t slab_bytes = 0;
-    uint64_t lower_bound_bytes = 0;
-    uint64_t misses_at_last_cycle = 0;  // recheck.plan_steady_misses when the last pass ended
-    // Size-free plans match by call site, which cannot tell a pass that made fewer requests (a
-    // tensor below min_size at a small shape) from one in step: the cursor would stay behind for
-    // good. When only the pass's first allocation is made with none of its blocks alive, an empty
-    // arena at a request means the pass starts over: the cursor goes back to it.
-    bool resync_at_empty = false;
-  };
-  LoadedPass replay_pass;
+  // mode:replay: the pass every inference thread replays, loaded from files once (with its
+  // escaping blocks' places), under the reentry guard: its memory is the fallback's. Never freed:
+  // a thread may start on it at any time, even while the process exits. Set before
+  // replay_pass_state becomes 1.
+  const plan_stage::PlannedPass* replay_pass = nullptr;
   std::atomic<int> replay_pass_state{0};  // 0 not loaded yet, 1 ready, 2 unusable
 };
 

@@ -90,7 +90,7 @@ __attribute__((noinline)) uint64_t key_here(ThreadState& t) {  // in engine_allo
   char marker;
   key_stack = reinterpret_cast<uintptr_t>(&marker);
   uint64_t site = 0;
-  const uint64_t key = cached_callsite_key(t, 4096, engine_options().callsite_depth, false,
+  const uint64_t key = cached_callsite_key(t.callsite, 4096, engine_options().callsite_depth, false,
                                            reinterpret_cast<uintptr_t>(__builtin_return_address(0)),
                                            key_stack, &site);
   asm volatile("" ::: "memory");

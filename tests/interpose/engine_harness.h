@@ -83,7 +83,7 @@ Op realloc_elsewhere(int id, size_t size);
 // are the keys) and at least 4 KiB (so every block is tracked with the default min_size).
 Script network_pass(int chain = 12);
 // Passes after which automatic detection has planned network_pass() (14 allocations a pass): the
-// period must hold for 256 allocations (profile.cc, kMinPeriodicRun), then replay starts.
+// period must hold for 256 allocations (detect.cc, kMinPeriodicRun), then replay starts.
 inline constexpr int kDetectedPlanPasses = 24;
 // Number of allocations a script makes.
 size_t allocations_in(const Script& script);

@@ -1,27 +1,33 @@
 #include "compiled_plan.h"
 
-#include <algorithm>
+#include <utility>
 
-#include "memoplan/planner/planner.h"
+#include "memoplan/plan_stage/planned_pass.h"
 
 namespace memoplan::torch_ext {
 
 Result<CompiledPlan> compile_plan(const Trace& trace, const std::vector<int64_t>& visit_nodes,
                                   const std::string& strategy, const std::vector<size_t>& row_order,
                                   const std::vector<ShareClaim>* claims) {
-  memoplan::PlanOptions options;  // the planner's, not torch_ext::PlanOptions
-  options.strategy = strategy;
-  options.row_order = row_order;
-  options.aliases = claims != nullptr;
-  Result<Plan> plan = plan_trace(trace, options);
-  if (!plan) return Error{plan.error()};
+  // The extension's table: keyed by size, grouped by visit, escaping tensors left unplanned (a
+  // graph's outputs leave the pass; nothing repeats them into the slab).
+  plan_stage::CompileOptions options;
+  options.planner.strategy = strategy;
+  options.planner.row_order = row_order;
+  options.planner.aliases = claims != nullptr;
+  options.key = plan_stage::SlotKey::kSize;
+  options.order = plan_stage::SlotOrder::kVisit;
+  options.visit_nodes = visit_nodes;
+  Result<plan_stage::PlannedPass> pass = plan_stage::compile(trace, options);
+  if (!pass) return Error{pass.error()};
+  const Plan& plan = pass->plan;
   CompiledPlan out;
-  out.slab_bytes = plan->slab_bytes;
-  out.lower_bound_bytes = plan->lower_bound_bytes;
-  out.offset_lower_bound_bytes = plan->offset_lower_bound_bytes;
+  out.slab_bytes = pass->slab_bytes;
+  out.lower_bound_bytes = plan.lower_bound_bytes;
+  out.offset_lower_bound_bytes = plan.offset_lower_bound_bytes;
   std::vector<bool> shares;
   if (claims) {
-    out.share_checks = share_checks(trace, *claims, *plan, shares);
+    out.share_checks = share_checks(trace, *claims, plan, shares);
     if (!out.share_checks.empty()) {
       out.check_begin.assign(visit_nodes.size() + 1, 0);
       for (const ShareCheck& c : out.share_checks) {
@@ -30,37 +36,23 @@ Result<CompiledPlan> compile_plan(const Trace& trace, const std::vector<int64_t>
       for (size_t v = 0; v < visit_nodes.size(); ++v) out.check_begin[v + 1] += out.check_begin[v];
     }
   }
-  out.strategy = plan->strategy;
+  out.strategy = plan.strategy;
   out.ordered = !row_order.empty();
-  out.planning_ms = plan->planning_ms;
-  out.visits.resize(visit_nodes.size());
-  for (size_t v = 0; v < visit_nodes.size(); ++v) out.visits[v].node = visit_nodes[v];
-  // Rows by visit, keeping allocation order inside each (rows are in allocation order).
-  std::vector<size_t> rows(trace.allocations.size());
-  for (size_t i = 0; i < rows.size(); ++i) rows[i] = i;
-  auto visit_of = [&](size_t row) {
-    const int64_t v = trace.allocations[row].provenance.node;
-    return v >= 0 && static_cast<size_t>(v) < visit_nodes.size() ? static_cast<size_t>(v) : 0;
-  };
-  std::stable_sort(rows.begin(), rows.end(),
-                   [&](size_t a, size_t b) { return visit_of(a) < visit_of(b); });
-  out.tensors.reserve(rows.size());
-  for (size_t row : rows) {
-    const Allocation& a = trace.allocations[row];
-    replay::Visit& visit = out.visits[visit_of(row)];
-    if (visit.slot_count == 0) visit.first_slot = static_cast<uint32_t>(out.tensors.size());
-    ++visit.slot_count;
-    const bool planned = a.size > 0 && !a.escapes;
-    out.tensors.push_back({a.size, a.size, plan->offsets[row], planned});
-    (planned ? out.planned_tensors : out.escaping_tensors) += 1;
-    if (planned) out.planned_bytes += a.size;
-    if (!shares.empty() && shares[row]) {
-      out.tensors.back().shares = true;
+  out.planning_ms = plan.planning_ms;
+  // The sharing the plan took, on the slots of the rows laid over live blocks.
+  for (size_t i = 0; i < pass->slots.size(); ++i) {
+    replay::Slot& slot = pass->slots[i];
+    (slot.planned ? out.planned_tensors : out.escaping_tensors) += 1;
+    if (slot.planned) out.planned_bytes += slot.size;
+    if (!shares.empty() && shares[pass->rows[i]]) {
+      slot.shares = true;
       ++out.shared_tensors;
-      out.shared_bytes += a.size;
+      out.shared_bytes += slot.size;
     }
   }
-  out.detail = std::make_shared<const PlanDetail>(PlanDetail{trace, std::move(*plan)});
+  out.visits = std::move(pass->visits);
+  out.tensors = std::move(pass->slots);
+  out.detail = std::make_shared<const PlanDetail>(PlanDetail{trace, std::move(pass->plan)});
   return out;
 }
 

@@ -48,7 +48,9 @@ struct CompiledPlan {
 };
 
 // Plans `trace` (rows in allocation order; provenance.node is the visit index each row was made
-// in) with `strategy` and lays it out by visit. visit_nodes[v] is the graph node of visit v.
+// in) with `strategy` and lays it out by visit through the plan stage (plan_stage::compile, shared
+// with the shim), then adds what only the extension has: the sharing checks and the counts.
+// visit_nodes[v] is the graph node of visit v.
 // `row_order`: a placement order learned on another shape of the same family (the planner's
 // PlanOptions::row_order), or empty.
 // `claims` (memory "min"): what the pass's ShareInputs nodes recorded, already resolved into the

@@ -1,0 +1,377 @@
+// Pass detection (detection.h): the newest profile records searched for a period (period.h) now
+// and then; through irregular work between passes, or by call site alone when sizes vary; the
+// found pass planned (finish_profile). Also what replay asks when its plan may not describe the
+// pass: detect_again, and the irregular keys' per-pass counts.
+#include <algorithm>
+
+#include "detection.h"
+#include "engine.h"
+#include "fallback.h"
+#include "period.h"
+#include "stats.h"
+
+namespace memoplan::shim {
+namespace {
+
+// A period is taken for the pass only once it has held for this many allocations (and for three
+// passes): a pass of identical layers is periodic with the layer until the pass ends, and 256
+// allocations is longer than the layer runs of the transformers measured (docs/SHIM.md, "Pass
+// detection": whole passes of 54 and about 112 requests);
+// deeper stacks are caught by re-detection. A
+// program whose pass is shorter profiles a few more passes (profiling costs little: see
+// TagRegion's retained pages in engine.cc).
+constexpr uint64_t kMinPeriodicRun = 256;
+
+uint64_t mix_live(uint64_t site, uint64_t live) {
+  return (site ^ (live * 0x9e3779b97f4a7c15ull)) * 0xff51afd7ed558ccdull;
+}
+
+// When the exact search finds nothing: the same records by call site alone (Record::site). A pass
+// whose input shapes vary from request to request makes the same requests from the same call
+// sites every pass, with other sizes. Taken only if the call sites repeat for three whole periods
+// and some request's size differs between periods (else the exact search would have found it:
+// whatever repeats here is not a pass of varying sizes). Returns each slot's largest size over
+// the periodic records (fallback::malloc, found->period values) and updates *found and
+// *recurring, or returns null and leaves them.
+uint64_t* search_size_free(ThreadState& t, uint64_t first, uint64_t n, uint64_t* columns,
+                           uint64_t* table, uint64_t table_slots, const PeriodQuery& query,
+                           uint64_t* recurring, PeriodResult* found) {
+  uint64_t *keys = columns, *begins = columns + n, *ends = columns + 2 * n;
+  uint64_t *scratch = columns + 3 * n, *kept = columns + 5 * n;
+  uint64_t* sites = scratch;  // 2n of scratch: sites first, then the search's own use
+  for (uint64_t i = 0; i < n; ++i) sites[i] = t.profile->log.at(first + i).site;
+  // The exact search compacted the columns: load them again (keep_recurring compacts its input).
+  // Call sites alone repeat too easily (a Python program's tensors all come through the same few
+  // frames): each is searched with the number of blocks alive when it was made (among the
+  // searched records), which a pass of other sizes repeats exactly: it follows from the order of
+  // the pass's allocations and frees, not from their sizes. Replay then matches by call site, in
+  // pass order.
+  uint64_t* sorted_ends = columns + 5 * n;  // kept[]'s space until keep_recurring fills it
+  for (uint64_t i = 0; i < n; ++i) {
+    const record::Record& r = t.profile->log.at(first + i);
+    begins[i] = r.begin;
+    const uint64_t end = r.end.load(std::memory_order_relaxed);
+    ends[i] = end == record::kForeign ? record::kLive : end;
+    sorted_ends[i] = ends[i];
+  }
+  std::sort(sorted_ends, sorted_ends + n);
+  for (uint64_t i = 0; i < n; ++i) {
+    const uint64_t ended = static_cast<uint64_t>(
+        std::upper_bound(sorted_ends, sorted_ends + n, begins[i]) - sorted_ends);
+    keys[i] = mix_live(sites[i], i - (ended < i ? ended : i));
+  }
+  const uint64_t m = keep_recurring(keys, begins, ends, n, kept, table, table_slots);
+  const PeriodResult sf = find_period(keys, begins, ends, m, query, scratch);
+  if (!sf.found || sf.run < 3 * sf.period) return nullptr;
+  const uint64_t p = sf.period;
+  auto size_of = [&](uint64_t j) { return t.profile->log.at(first + kept[j]).size; };
+  bool varies = false;
+  for (uint64_t i = sf.start; i < sf.start + p && !varies; ++i)
+    varies = size_of(i) != size_of(i - p);
+  if (!varies) return nullptr;
+  auto* sizes = static_cast<uint64_t*>(fallback::malloc(p * sizeof(uint64_t)));
+  if (!sizes) return nullptr;
+  const uint64_t lowest = m - sf.run;  // the periodic records: [m - run, m)
+  for (uint64_t i = 0; i < p; ++i) {
+    uint64_t j = sf.start + i, largest = 0;
+    while (j >= lowest + p) j -= p;
+    for (; j < m; j += p) largest = size_of(j) > largest ? size_of(j) : largest;
+    sizes[i] = largest;
+  }
+  *found = sf;
+  *recurring = m;
+  return sizes;
+}
+
+// Whether any of the dropped keys' counts per stretch between the anchor's last intervals + 1
+// occurrences (in keys[0, n)) repeat as a pass's head or tail does under a layer's anchor
+// (counts_repeat, over at most IrregularWork::kHistory stretches).
+bool dropped_keys_repeat(const uint64_t* keys, uint64_t n, uint64_t anchor, uint64_t intervals,
+                         const uint64_t* dropped, int dropped_count) {
+  constexpr uint64_t kMaxStretches = IrregularWork::kHistory;
+  uint64_t start = n, seen = 0;
+  for (uint64_t i = n; i-- > 0 && seen < intervals + 1;) {
+    if (keys[i] == anchor) {
+      start = i;
+      ++seen;
+    }
+  }
+  const uint64_t stretches = intervals < kMaxStretches ? intervals : kMaxStretches;
+  for (int d = 0; d < dropped_count; ++d) {
+    uint8_t counts[kMaxStretches] = {};
+    uint64_t stretch = 0;
+    for (uint64_t i = start; i < n && stretch < stretches; ++i) {
+      if (keys[i] == anchor && i != start) ++stretch;
+      if (stretch < stretches && keys[i] == dropped[d] && counts[stretch] != 255) {
+        ++counts[stretch];
+      }
+    }
+    if (counts_repeat(counts, static_cast<uint32_t>(stretches))) return true;
+  }
+  return false;
+}
+
+// When the exact search fails: the same records without the requests that recur irregularly
+// between passes (keep_regular), anchored in turn on the distinct keys among the newest records
+// (the pass makes some of them once). Of the anchors under which a pass is found, the longest pass
+// wins: an anchor a layer makes cuts the pass into layers (the head and tail then look irregular),
+// and where the whole pass is found too, it is longer. The columns' first 6n values are the exact
+// search's (keys, begins, ends, scratch, kept); the recurring records are copied to the four
+// columns after them and restored before each try. On success the compacted columns hold the
+// search's records, *searched of them, and the dropped keys go to t.irregular.keys.
+PeriodResult search_through_irregular_work(ThreadState& t, uint64_t* columns, uint64_t n,
+                                           uint64_t recurring, const PeriodQuery& query,
+                                           uint64_t* searched) {
+  uint64_t *keys = columns, *begins = columns + n, *ends = columns + 2 * n;
+  uint64_t *scratch = columns + 3 * n, *kept = columns + 5 * n, *table = columns + 10 * n;
+  uint64_t* saved = columns + 6 * n;  // keys, begins, ends, kept
+  uint64_t table_slots = 16;
+  while (table_slots < 2 * n) table_slots *= 2;
+  for (uint64_t i = 0; i < recurring; ++i) {
+    saved[i] = keys[i];
+    saved[n + i] = begins[i];
+    saved[2 * n + i] = ends[i];
+    saved[3 * n + i] = kept[i];
+  }
+  // Anchors: of the distinct keys among the newest records, the rarest ones that occur 17 times
+  // or more (a key the pass makes once is as rare as a pass; a layer's keys recur with every layer,
+  // and a layer may have more distinct keys than there are anchors). The counts are
+  // keep_recurring's, still in `table` (two values a slot), read before keep_regular reuses it.
+  constexpr int kAnchors = 8;
+  constexpr uint64_t kMinOccurrences = 17, kAnchorScan = 8192;
+  uint64_t anchors[kAnchors], anchor_counts[kAnchors];
+  int anchor_count = 0;
+  const uint64_t mask = table_slots - 1;
+  auto count_of = [&](uint64_t key) {
+    uint64_t slot = (key * 0x9e3779b97f4a7c15ull) >> 20 & mask;
+    while (table[2 * slot + 1] != 0 && table[2 * slot] != key) slot = (slot + 1) & mask;
+    return table[2 * slot + 1];
+  };
+  for (uint64_t i = recurring; i-- > 0 && recurring - i <= kAnchorScan;) {
+    const uint64_t key = saved[i];
+    bool seen = false;
+    for (int a = 0; a < anchor_count && !seen; ++a) seen = anchors[a] == key;
+    if (seen) continue;
+    const uint64_t count = count_of(key);
+    if (count < kMinOccurrences) continue;
+    if (anchor_count == kAnchors && count >= anchor_counts[kAnchors - 1]) continue;
+    int at = anchor_count < kAnchors ? anchor_count++ : kAnchors - 1;  // drop the most frequent
+    for (; at > 0 && anchor_counts[at - 1] > count; --at) {
+      anchors[at] = anchors[at - 1];
+      anchor_counts[at] = anchor_counts[at - 1];
+    }
+    anchors[at] = key;
+    anchor_counts[at] = count;
+  }
+  // Compacts the columns to the records regular under anchor a and searches them.
+  auto try_anchor = [&](int a, uint64_t* m, int* dropped) -> PeriodResult {
+    for (uint64_t i = 0; i < recurring; ++i) {
+      keys[i] = saved[i];
+      begins[i] = saved[n + i];
+      ends[i] = saved[2 * n + i];
+      kept[i] = i;  // positions in saved, for the check
+    }
+    // keep_recurring's count of the anchor is its count among the recurring records.
+    const uint64_t intervals = anchor_counts[a] - 1 < 32 ? anchor_counts[a] - 1 : 32;
+    *m = keep_regular(keys, begins, ends, kept, recurring, anchors[a], intervals, table,
+                      table_slots, t.irregular.keys, IrregularWork::kKeys, dropped);
+    if (*m == 0 || *dropped == 0 || *dropped >= IrregularWork::kKeys) return {};
+    // The keys a pass makes once (its head and tail) look irregular under a layer's anchor, and
+    // their counts per stretch repeat with the number of layers; a truly irregular key's do not
+    // repeat at any scale. (The JIT's first passes can hide that repetition: the replay checks it
+    // again on the plan's passes, note_irregular_pass.)
+    if (dropped_keys_repeat(saved, recurring, anchors[a], intervals, t.irregular.keys, *dropped)) {
+      return {};
+    }
+    PeriodResult result = find_period(keys, begins, ends, *m, query, scratch);
+    bool required_dropped = false;
+    for (int d = 0; d < *dropped && query.required_key; ++d) {
+      required_dropped |= t.irregular.keys[d] == query.required_key;
+    }
+    if (!result.found && required_dropped) {
+      // The request the old plan missed is itself irregular work: any pass longer than the old
+      // plan will do.
+      PeriodQuery longer = query;
+      longer.required_key = 0;
+      result = find_period(keys, begins, ends, *m, longer, scratch);
+    }
+    return result;
+  };
+  int best = -1;
+  uint64_t best_period = 0;
+  for (int a = 0; a < anchor_count; ++a) {
+    uint64_t m = 0;
+    int dropped = 0;
+    const PeriodResult candidate = try_anchor(a, &m, &dropped);
+    if (candidate.found && candidate.period > best_period) {
+      best = a;
+      best_period = candidate.period;
+    }
+  }
+  if (best < 0) return {};
+  uint64_t m = 0;
+  int dropped = 0;
+  const PeriodResult found = try_anchor(best, &m, &dropped);
+  for (uint64_t i = 0; i < m; ++i) kept[i] = saved[3 * n + kept[i]];
+  *searched = m;
+  t.irregular.count = dropped;
+  t.irregular.passes = 0;
+  for (auto& history : t.irregular.history) {
+    for (uint8_t& count : history) count = 0;
+  }
+  return found;
+}
+
+}  // namespace
+
+void profile_maybe_detect(ThreadState& t) {
+  Global& g = global();
+  if (t.explicit_passes || !g.options.detect || t.profile->log.count() < t.detection.next) return;
+  const uint64_t span = 3 * g.options.max_period;
+  // Search often while the history is short, at most every 2,048 allocations once it is long. A
+  // search costs a few operations per record searched; every sixteenth of the history keeps that
+  // near ten per allocation, and a program that made thousands of requests at start-up (a model's
+  // weights) still has its pass searched for within a pass or two of the third.
+  uint64_t interval = t.profile->log.count() / 16;
+  interval = interval < 64 ? 64 : interval > 2048 ? 2048 : interval;
+  t.detection.next = t.profile->log.count() + interval;
+  const uint64_t records = t.profile->log.count();
+  if (records > 8 * g.options.max_period ||
+      records + record::RecordLog::kPerChunk >=
+          record::RecordLog::kPerChunk * record::RecordLog::kChunks) {
+    give_up_profiling(t,
+                      "no repeating pass found (raise max_period, or mark passes with "
+                      "memoplan_pass_begin/end)");
+    return;
+  }
+  const uint64_t history = t.profile->log.count() - t.detection.first_record;
+  if ((t.detection.required_key || t.detection.relaxed) && history > t.detection.budget) {
+    // The request the old plan missed never recurred inside a repeating pass (a one-off): search
+    // without it once more, then stop profiling rather than profile (and fault) forever.
+    if (!t.detection.relaxed) {
+      t.detection.required_key = 0;
+      t.detection.relaxed = true;
+      t.detection.first_record = t.profile->log.count();
+    } else {
+      give_up_profiling(t, "re-detection found no repeating pass");
+    }
+    return;
+  }
+  // Copy the newest records into columns for the search: keys, begins, ends, the search's scratch
+  // (2n), the kept records' indices (n) and the key-count table (two values a slot).
+  const uint64_t n = history < span ? history : span;
+  const uint64_t first = t.profile->log.count() - n;
+  uint64_t table_slots = 16;
+  while (table_slots < 2 * n) table_slots *= 2;
+  // Four more columns keep the recurring records for the search through irregular work, whose
+  // table takes four values a slot.
+  uint64_t* columns =
+      static_cast<uint64_t*>(fallback::malloc((10 * n + 4 * table_slots) * sizeof(uint64_t)));
+  if (!columns) {  // searched again at the next interval
+    stats().bookkeeping_failures.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  uint64_t *keys = columns, *begins = columns + n, *ends = columns + 2 * n;
+  uint64_t *scratch = columns + 3 * n, *kept = columns + 5 * n, *table = columns + 10 * n;
+  for (uint64_t i = 0; i < n; ++i) {
+    const record::Record& r = t.profile->log.at(first + i);
+    keys[i] = r.key;
+    begins[i] = r.begin;
+    const uint64_t end = r.end.load(std::memory_order_relaxed);
+    ends[i] = end == record::kForeign ? record::kLive : end;
+  }
+  uint64_t recurring = keep_recurring(keys, begins, ends, n, kept, table, table_slots);
+  PeriodQuery query;
+  query.max_period = g.options.max_period;
+  query.required_key = t.detection.required_key;
+  query.min_period = t.detection.required_key ? t.detection.min_period : 1;
+  query.min_run = kMinPeriodicRun;
+  PeriodResult found = find_period(keys, begins, ends, recurring, query, scratch);
+  uint64_t searched = recurring;
+  t.irregular.count = 0;
+  if (!found.found) {
+    found = search_through_irregular_work(t, columns, n, recurring, query, &searched);
+  }
+  uint64_t* sizes = nullptr;  // a pass whose sizes vary: each slot's largest
+  if (!found.found && !t.detection.required_key) {
+    sizes = search_size_free(t, first, n, columns, table, table_slots, query, &recurring, &found);
+    searched = recurring;
+  }
+  // Re-detection: the old slab goes once its last block is freed; until then, keep profiling.
+  if (!found.found || !retire_replay(t)) {
+    fallback::free(sizes);
+    fallback::free(columns);
+    return;
+  }
+  t.phase = Phase::kProfiling;
+  stats().passes.fetch_add(3, std::memory_order_relaxed);  // the three passes the search saw
+  // The pass: the recurring records [found.start, found.start + period), as log indices.
+  uint64_t* pass = kept + found.start;
+  for (uint64_t i = 0; i <= found.period; ++i) pass[i] += first;
+  const uint64_t cut_tick = t.profile->log.at(pass[found.period]).begin;
+  const uint32_t cursor = static_cast<uint32_t>((searched - found.start) % found.period);
+  if (g.options.verbose) {
+    log_line(
+        "memoplan: thread %u: detected a pass of %llu allocations (records %llu-%llu of %llu, "
+        "%llu of the %llu searched made once%s%s)",
+        t.index, static_cast<unsigned long long>(found.period),
+        static_cast<unsigned long long>(pass[0]),
+        static_cast<unsigned long long>(pass[found.period]),
+        static_cast<unsigned long long>(t.profile->log.count()),
+        static_cast<unsigned long long>(n - recurring), static_cast<unsigned long long>(n),
+        t.detection.required_key ? ", containing the missed request" : "",
+        sizes ? "; sizes vary: keyed by call site alone" : "");
+  }
+  const bool planned = finish_profile(t, pass[0], found.period, cut_tick, cursor, pass, sizes);
+  fallback::free(sizes);
+  fallback::free(columns);
+  if (!planned) {
+    give_up_profiling(t, "the detected pass could not be planned");
+  }
+}
+
+void detect_again(ThreadState& t, uint64_t key, uint32_t slot_count) {
+  t.phase = Phase::kProfiling;
+  t.detection.first_record = t.profile->log.count();
+  t.detection.next = t.profile->log.count() + 64;
+  t.detection.required_key = key;
+  t.detection.min_period = uint64_t{slot_count} + 1;
+  t.detection.budget = slot_count * 16 > 4096 ? slot_count * 16 : 4096;
+  t.detection.relaxed = false;
+  t.irregular.count = 0;
+}
+
+// A key the search did not see (a response's rarest size) joins the left-out keys when it is
+// missed between passes; in a pass, a miss is checked like any other.
+bool irregular_miss(IrregularWork& w, uint64_t key, bool between_passes) {
+  int i = 0;
+  while (i < w.count && w.keys[i] != key) ++i;
+  if (i == w.count) {
+    if (i == 0 || i == IrregularWork::kKeys || !between_passes) return false;
+    w.keys[w.count++] = key;
+  }
+  uint8_t& count = w.history[i][w.passes % IrregularWork::kHistory];
+  if (count != 255) ++count;
+  return true;
+}
+
+// Every 16 passes from the 32nd on, over the last 32-64 passes, a key whose misses per pass repeat
+// (counts_repeat) is regular at a larger scale than the plan's pass (the plan is one layer of the
+// pass, and the key belongs to its head or tail; or a key that varied in the first passes, as the
+// JIT's do, and no longer does).
+int irregular_pass_ended(IrregularWork& w) {
+  constexpr uint32_t kHistory = IrregularWork::kHistory;
+  const uint32_t passes = ++w.passes;
+  for (int i = 0; i < w.count; ++i) w.history[i][passes % kHistory] = 0;
+  if (passes < kHistory / 2 || passes % 16 != 0) return -1;
+  const uint32_t counted = passes < kHistory ? passes : kHistory;
+  uint8_t counts[kHistory];
+  for (int i = 0; i < w.count; ++i) {
+    for (uint32_t j = 0; j < counted; ++j)
+      counts[j] = w.history[i][(passes - counted + j) % kHistory];
+    if (counts_repeat(counts, counted)) return i;
+  }
+  return -1;
+}
+
+}  // namespace memoplan::shim

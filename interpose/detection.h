@@ -1,0 +1,56 @@
+// Pass detection (detect:true): how a thread without pass marks finds its pass in its profile
+// records, searches again when a plan turns out not to describe the pass (re-detection), and keeps
+// the keys a plan found through irregular work leaves out. The thread's Detection and
+// IrregularWork are detect.cc's; replay asks it through the functions below.
+#pragma once
+
+#include <cstdint>
+
+namespace memoplan::shim {
+
+struct ThreadState;
+
+// Where the thread stands in its search.
+struct Detection {
+  uint64_t next = 64;         // record count of the next period search
+  uint64_t first_record = 0;  // searches records from here on
+  uint64_t required_key = 0;  // re-detection: the pass must contain this key (0: none)
+  uint64_t min_period = 1;    // re-detection: and be longer than the plan that missed it
+  uint64_t budget = 0;        // re-detection: records to find the pass in, then relax / stop
+  bool relaxed = false;       // re-detection: already searching without required_key
+};
+
+// Keys the plan left out as irregular work between passes (keep_regular): their misses in replay
+// are expected and do not start a re-detection while they stay irregular. Each key's misses are
+// counted per replayed pass (a ring of the last kHistory); a key whose counts repeat
+// (counts_repeat: a pass's head or tail under a plan of one layer, missed every L-th pass) is not
+// irregular: the thread detects again, requiring it.
+struct IrregularWork {
+  static constexpr int kKeys = 16;
+  static constexpr uint32_t kHistory = 64;
+  int count = 0;  // nonzero: the plan came from the search through irregular work
+  uint64_t keys[kKeys] = {};
+  // Passes counted since the plan; the current one's counts are at passes % kHistory.
+  uint32_t passes = 0;
+  uint8_t history[kKeys][kHistory] = {};  // misses per pass, capped
+};
+
+// After each profiled allocation: searches the records for the pass now and then and, when one is
+// found, plans it (finish_profile); gives up profiling when none can be found.
+void profile_maybe_detect(ThreadState& t);
+
+// The plan of `slot_count` slots does not describe the pass: the thread profiles afresh, its next
+// plan required to contain `key` and be longer.
+void detect_again(ThreadState& t, uint64_t key, uint32_t slot_count);
+
+// A request a plan found through irregular work did not know: true when it is irregular work
+// (one of the plan's left-out keys, or a new one missed between passes: `between_passes`), counted
+// for this pass; false when the re-check must look at it like any other.
+bool irregular_miss(IrregularWork& w, uint64_t key, bool between_passes);
+
+// At a pass end while the plan leaves keys out as irregular: starts the next pass's counts, and
+// returns the index in w.keys of a key whose misses per pass repeat (it is regular at a larger
+// scale: the thread must detect again, requiring it), or -1.
+int irregular_pass_ended(IrregularWork& w);
+
+}  // namespace memoplan::shim
