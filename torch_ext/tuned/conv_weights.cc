@@ -5,33 +5,17 @@
 #include <ATen/core/grad_mode.h>  // at::NoGradGuard (LibTorch 2.x: not through ATen.h)
 
 #include <atomic>
-#include <map>
-#include <mutex>
 
 #include "planning/planning.h"
+#include "weight_cache.h"
 
 namespace memoplan::torch_ext::conv {
 namespace {
 
-// What a preparation was made from: each source's storage and version.
-struct Source {
-  const void* data = nullptr;
-  int64_t version = -1;
-  bool operator==(const Source& o) const { return data == o.data && version == o.version; }
-};
-Source source_of(const at::Tensor& t) {
-  if (!t.defined()) return {};
-  return {t.data_ptr(), t.is_inference() ? -1 : t._version()};
-}
-
-struct Site {
-  std::vector<Source> sources;
-  std::shared_ptr<const Weights> weights;
-};
-std::mutex mutex;
-std::map<int64_t, Site>& sites() {
-  static auto* table = new std::map<int64_t, Site>();  // never destroyed: used at exit
-  return *table;
+// One preparation per site, made again when a source changes (weight_cache.h's rule).
+tuned::WeightCache<Weights>& prepared() {
+  static auto* cache = new tuned::WeightCache<Weights>();
+  return *cache;
 }
 
 // scale = gamma / sqrt(var + eps), per output channel.
@@ -47,8 +31,7 @@ at::Tensor fold(const at::Tensor& weight, const at::Tensor& scale) {
 std::shared_ptr<const Weights> prepare(const at::Tensor& weight,
                                        const c10::optional<at::Tensor>& bias, const BatchNorm* bn,
                                        const Geometry& g, Keep keep) {
-  runtime_pass::OffPlan off_plan;
-  at::NoGradGuard no_grad;
+  at::NoGradGuard no_grad;  // beside the plan: WeightCache::get
   static std::atomic<int64_t> generations{0};
   auto w = std::make_shared<Weights>();
   w->generation = ++generations;
@@ -74,24 +57,12 @@ std::shared_ptr<const Weights> prepare(const at::Tensor& weight,
 std::shared_ptr<const Weights> weights(int64_t site, const at::Tensor& weight,
                                        const c10::optional<at::Tensor>& bias, const BatchNorm* bn,
                                        const Geometry& geometry, Keep keep) {
-  std::vector<Source> sources = {source_of(weight), source_of(bias ? *bias : at::Tensor())};
-  if (bn) {
-    for (const at::Tensor* t : {&bn->weight, &bn->bias, &bn->mean, &bn->var}) {
-      sources.push_back(source_of(*t));
-    }
-  }
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    const auto it = sites().find(site);
-    if (it != sites().end() && it->second.sources == sources) return it->second.weights;
-  }
-  // Prepared outside the lock (other sites go on); two threads may prepare one site, harmlessly.
-  std::shared_ptr<const Weights> fresh = prepare(weight, bias, bn, geometry, keep);
-  std::lock_guard<std::mutex> lock(mutex);
-  Site& s = sites()[site];
-  s.sources = std::move(sources);
-  s.weights = fresh;
-  return fresh;
+  tuned::Sources sources;
+  sources.add(weight).add(bias ? *bias : at::Tensor());
+  if (bn) sources.add(bn->weight).add(bn->bias).add(bn->mean).add(bn->var);
+  return prepared().get(
+      site, sources, [](const Weights&) { return true; },
+      [&] { return prepare(weight, bias, bn, geometry, keep); });
 }
 
 at::Tensor folded_weight(const Weights& prepared, const at::Tensor& weight,

@@ -145,8 +145,7 @@ void replace_in_block(torch::jit::Graph& graph, torch::jit::Block* block, int& r
   }
   for (torch::jit::Node* node : found) {
     torch::jit::WithInsertPoint point(node);
-    const int64_t first_site = tuned::new_site();
-    tuned::new_site();  // consecutive: proj
+    const int64_t first_site = tuned::new_site(2);  // qkv, proj
     op::Builder<AttentionArgs> b(graph);
     b.set_leading(node->inputs()).constant(&AttentionArgs::handle, first_site);
     torch::jit::Node* made = b.create(2);

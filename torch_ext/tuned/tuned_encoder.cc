@@ -166,8 +166,7 @@ void replace_in_block(torch::jit::Graph& graph, torch::jit::Block* block, int& r
   }
   for (torch::jit::Node* node : layers) {
     torch::jit::WithInsertPoint point(node);
-    const int64_t first_site = tuned::new_site();
-    for (int i = 1; i < 4; ++i) tuned::new_site();  // consecutive: proj, ffn 1, ffn 2
+    const int64_t first_site = tuned::new_site(4);  // qkv, proj, ffn 1, ffn 2
     op::Builder<LayerArgs> b(graph);
     b.set_leading(node->inputs()).constant(&LayerArgs::handle, first_site);
     torch::jit::Node* layer = b.create();

@@ -14,9 +14,7 @@
 
 #include <algorithm>
 #include <atomic>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <sstream>
 #include <tuple>
 
@@ -30,6 +28,7 @@
 #include "planning/op_descriptor.h"
 #include "planning/planning.h"
 #include "tuned_support.h"
+#include "weight_cache.h"
 
 namespace memoplan::torch_ext {
 namespace {
@@ -65,21 +64,17 @@ ChoiceCache<ShapeKey, ShapeChoice>& shapes() {
 }
 
 using tuned::PackedWeight;
-// One place that packs a weight: its packings, per panel width.
-struct LinearSite {
-  std::mutex mutex;
-  std::map<int, std::shared_ptr<const PackedWeight>> packed;       // by nr
-  std::vector<std::shared_ptr<const tuned::OneDnnWeight>> onednn;  // one per packing layout
-};
-std::mutex sites_mutex;
-std::vector<std::unique_ptr<LinearSite>>& sites() {
-  static auto* table = new std::vector<std::unique_ptr<LinearSite>>();
-  return *table;
+// A weight's packings: in memoplan's panels (one per panel width), in oneDNN's layouts (one per
+// packing layout).
+tuned::WeightCache<PackedWeight>& panel_packings() {
+  static auto* cache = new tuned::WeightCache<PackedWeight>();
+  return *cache;
 }
-LinearSite& site(int64_t handle) {
-  std::lock_guard<std::mutex> lock(sites_mutex);
-  return *sites().at(static_cast<size_t>(handle));
+tuned::WeightCache<tuned::OneDnnWeight>& onednn_packings() {
+  static auto* cache = new tuned::WeightCache<tuned::OneDnnWeight>();
+  return *cache;
 }
+std::atomic<int64_t> next_site{0};
 
 at::Tensor activate(at::Tensor y, Activation activation) {
   if (activation == Activation::kRelu) return at::relu_(y);
@@ -131,56 +126,40 @@ namespace tuned {
 
 std::shared_ptr<const PackedWeight> packed_weight(int64_t handle, const at::Tensor& w, int nr,
                                                   int64_t given_version) {
-  LinearSite& s = site(handle);
-  const int64_t version = given_version >= 0 ? given_version : w._version();
-  std::lock_guard<std::mutex> lock(s.mutex);
-  auto& slot = s.packed[nr];
-  if (!slot || slot->source != w.data_ptr() || slot->version != version) {
-    auto fresh = std::make_shared<PackedWeight>();
-    fresh->panels = kernels::PackedB(
-        kernels::MatrixView{w.data_ptr<float>(), w.size(0), w.size(1), w.stride(0), w.stride(1)}
-            .transposed(),
-        nr);
-    fresh->source = w.data_ptr();
-    fresh->version = version;
-    slot = std::move(fresh);
-    ++weights_packed;
-  }
-  return slot;
+  return panel_packings().get(
+      handle, Sources().add(w, given_version),
+      [nr](const PackedWeight& p) { return p.panels.nr() == nr; },
+      [&] {
+        auto fresh = std::make_shared<PackedWeight>();
+        fresh->panels = kernels::PackedB(
+            kernels::MatrixView{w.data_ptr<float>(), w.size(0), w.size(1), w.stride(0), w.stride(1)}
+                .transposed(),
+            nr);
+        ++weights_packed;
+        return fresh;
+      });
 }
 
 std::shared_ptr<const OneDnnWeight> onednn_weight(
     int64_t handle, const at::Tensor& w, const std::shared_ptr<const onednn::Matmul>& matmul,
     int64_t given_version) {
-  LinearSite& s = site(handle);
-  const int64_t version = given_version >= 0 ? given_version : w._version();
-  std::lock_guard<std::mutex> lock(s.mutex);
-  auto slot = std::find_if(s.onednn.begin(), s.onednn.end(),
-                           [&](const auto& p) { return p->packer->same_packing(*matmul); });
-  if (slot != s.onednn.end() && (*slot)->source == w.data_ptr() && (*slot)->version == version) {
-    return *slot;
-  }
-  auto fresh = std::make_shared<OneDnnWeight>();
-  fresh->packer = matmul;
-  runtime_pass::OffPlan off_plan;  // it outlives the pass
-  fresh->bytes = at::empty({static_cast<int64_t>(matmul->packed_weights_bytes())}, at::kByte);
-  matmul->pack_weights(w.data_ptr<float>(), w.stride(0), w.stride(1), fresh->bytes.data_ptr());
-  fresh->source = w.data_ptr();
-  fresh->version = version;
-  ++weights_packed;
-  if (slot != s.onednn.end()) {
-    *slot = fresh;
-  } else {
-    s.onednn.push_back(fresh);
-  }
-  return fresh;
+  return onednn_packings().get(
+      handle, Sources().add(w, given_version),
+      [&](const OneDnnWeight& p) { return p.packer->same_packing(*matmul); },
+      [&] {
+        auto fresh = std::make_shared<OneDnnWeight>();
+        fresh->packer = matmul;
+        fresh->bytes = at::empty({static_cast<int64_t>(matmul->packed_weights_bytes())}, at::kByte);
+        matmul->pack_weights(w.data_ptr<float>(), w.stride(0), w.stride(1),
+                             fresh->bytes.data_ptr());
+        ++weights_packed;
+        return fresh;
+      });
 }
 
 void forget_packings(int64_t handle) {
-  LinearSite& s = site(handle);
-  std::lock_guard<std::mutex> lock(s.mutex);
-  s.packed.clear();
-  s.onednn.clear();
+  panel_packings().forget(handle);
+  onednn_packings().forget(handle);
 }
 
 bool packable(const at::Tensor& w) {
@@ -283,11 +262,7 @@ torch::jit::RegisterOperators tuned_operators({
 
 }  // namespace
 
-int64_t tuned::new_site() {
-  std::lock_guard<std::mutex> lock(sites_mutex);
-  sites().push_back(std::make_unique<LinearSite>());
-  return static_cast<int64_t>(sites().size()) - 1;
-}
+int64_t tuned::new_site(int count) { return next_site.fetch_add(count); }
 
 namespace {
 

@@ -20,28 +20,25 @@ class Matmul;
 
 namespace memoplan::torch_ext::tuned {
 
-// A weight packed in the micro-kernel's panels, and the tensor state it was packed from.
+// A weight packed in the micro-kernel's panels (kept per site and panel width: weight_cache.h).
 struct PackedWeight {
   kernels::PackedB panels;
-  const void* source = nullptr;
-  int64_t version = -1;
 };
 
 // A weight packed in the layout a oneDNN matmul reads (`packer` packed it; any matmul whose
-// same_packing agrees reads it), and the tensor state it was packed from.
+// same_packing agrees reads it; kept per site: weight_cache.h).
 struct OneDnnWeight {
   std::shared_ptr<const onednn::Matmul> packer;
   at::Tensor bytes;
-  const void* source = nullptr;
-  int64_t version = -1;
 };
 
-// A new place that packs weights (one per weight of a replaced op).
-int64_t new_site();
+// A new place that packs weights (one per weight of a replaced op); with count > 1 the first of
+// `count` consecutive ones (an encoder layer's four weights).
+int64_t new_site(int count = 1);
 // The packing of `weight` (N x K, as aten::linear takes it) for panels of width nr at `site`;
-// repacked when the tensor's storage or version changed since. `version` >= 0 stands for the
-// version counter: for memoplan's own immutable weights (a folded convolution's), which carry a
-// generation number instead and may be inference tensors.
+// repacked when the tensor's storage or version changed since (weight_cache.h's rule). `version` >=
+// 0 stands for the version counter: for memoplan's own immutable weights (a folded convolution's),
+// which carry a generation number instead and may be inference tensors.
 std::shared_ptr<const PackedWeight> packed_weight(int64_t site, const at::Tensor& weight, int nr,
                                                   int64_t version = -1);
 
@@ -108,7 +105,7 @@ std::vector<double> fastest_each(const std::vector<std::function<void()>>& calls
 // calls, in milliseconds.
 double fastest_ms(const std::function<void()>& call, int rounds);
 
-KernelChoice choice();  // kernel_options().choice, one atomic load (kernel_options.cc)
+KernelChoice choice();   // kernel_options().choice, one atomic load (kernel_options.cc)
 void count(bool tuned);  // one call run by memoplan's kernels (true) or by aten (false)
 void count_in_place();   // one convolution that wrote over its dying residual
 

@@ -12,8 +12,6 @@
 
 #include <algorithm>
 #include <functional>
-#include <map>
-#include <mutex>
 #include <sstream>
 
 #include "blocked.h"
@@ -23,6 +21,7 @@
 #include "tuned/conv_weights.h"
 #include "tuned/layout_plan.h"
 #include "tuned/tuned_support.h"
+#include "tuned/weight_cache.h"
 #include "winograd_conv.h"
 
 namespace memoplan::torch_ext::blocked {
@@ -88,17 +87,20 @@ std::shared_ptr<const onednn::Conv> primitive_for(const onednn::ConvSpec& spec) 
   return p->implementation().rfind("ref", 0) == 0 ? nullptr : p;
 }
 
-// The packed weights of one convolution site: per preparation (generation), one packing per
-// weight layout the site's primitives read (usually one for all input shapes).
-struct PackedSite {
-  int64_t generation = -1;
-  std::vector<std::pair<std::shared_ptr<const onednn::Conv>, at::Tensor>> packings;
-  at::Tensor zero_bias;
+// The packed weights of one convolution site: per preparation (its generation, the source), one
+// packing per weight layout the site's primitives read (usually one for all input shapes); and a
+// zero bias where the convolution has none.
+struct Packing {
+  std::shared_ptr<const onednn::Conv> packer;
+  at::Tensor bytes;
 };
-std::mutex sites_mutex;
-std::map<int64_t, PackedSite>& sites() {
-  static auto* table = new std::map<int64_t, PackedSite>();  // never destroyed: used at exit
-  return *table;
+tuned::WeightCache<Packing>& packings() {
+  static auto* cache = new tuned::WeightCache<Packing>();
+  return *cache;
+}
+tuned::WeightCache<at::Tensor>& zero_biases() {
+  static auto* cache = new tuned::WeightCache<at::Tensor>();
+  return *cache;
 }
 
 struct Packed {
@@ -114,25 +116,27 @@ bool sole_owner(const at::Tensor& residual, const at::Tensor& operand) {
 }
 Packed packed_for(int64_t site, const conv::Weights& w, const ConvArgs& a,
                   const std::shared_ptr<const onednn::Conv>& primitive) {
-  std::lock_guard<std::mutex> lock(sites_mutex);
-  PackedSite& s = sites()[site];
-  if (s.generation != w.generation) s = PackedSite{w.generation, {}, {}};
+  tuned::Sources sources;
+  sources.add(at::Tensor(), w.generation);  // the preparation: folded weights never change
   at::Tensor bias = w.bias ? *w.bias : at::Tensor();
-  runtime_pass::OffPlan off_plan;  // they outlive the pass
   if (!bias.defined()) {
-    if (!s.zero_bias.defined()) s.zero_bias = at::zeros({a.weight.size(0)}, at::kFloat);
-    bias = s.zero_bias;
+    bias = *zero_biases().get(
+        site, sources, [](const at::Tensor&) { return true; },
+        [&] { return std::make_shared<at::Tensor>(at::zeros({a.weight.size(0)}, at::kFloat)); });
   }
-  for (const auto& [made_for, packed] : s.packings) {
-    if (made_for->same_packing(*primitive)) return {packed, bias};
-  }
-  at::Tensor packed = at::empty({static_cast<int64_t>(primitive->packed_weights_bytes())},
-                                at::TensorOptions().dtype(at::kByte));
-  const at::Tensor folded =
-      conv::folded_weight(w, a.weight, a.batch_norm ? &*a.batch_norm : nullptr);
-  primitive->pack_weights(folded.data_ptr<float>(), packed.data_ptr());
-  s.packings.emplace_back(primitive, packed);
-  return {packed, bias};
+  const auto packing = packings().get(
+      site, sources, [&](const Packing& p) { return p.packer->same_packing(*primitive); },
+      [&] {
+        auto fresh = std::make_shared<Packing>();
+        fresh->packer = primitive;
+        fresh->bytes = at::empty({static_cast<int64_t>(primitive->packed_weights_bytes())},
+                                 at::TensorOptions().dtype(at::kByte));
+        const at::Tensor folded =
+            conv::folded_weight(w, a.weight, a.batch_norm ? &*a.batch_norm : nullptr);
+        primitive->pack_weights(folded.data_ptr<float>(), fresh->bytes.data_ptr());
+        return fresh;
+      });
+  return {packing->bytes, bias};
 }
 
 }  // namespace
