@@ -36,7 +36,8 @@ __attribute__((noinline)) void detected_pass_completed(ThreadState& t) {
     replan_size_free(t);
   }
   if (__builtin_expect(t.profiling.profile->log.count() != 0, 0)) drop_records(t);
-  keep_replay_peak(r);
+  // A failed replan leaves the thread without an arena (the old one is gone by then).
+  if (__builtin_expect(r.arena != nullptr, 1)) keep_replay_peak(r);
   // Publish now and then: a detected pass can be a single allocation long.
   replay::OwnedCounters::bump(t.counters.passes);
   if (t.counters.passes.load(std::memory_order_relaxed) % 64 == 0) flush_counters(t);
