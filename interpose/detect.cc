@@ -7,6 +7,7 @@
 #include "detection.h"
 #include "engine.h"
 #include "fallback.h"
+#include "lifecycle.h"
 #include "period.h"
 #include "stats.h"
 
@@ -36,10 +37,11 @@ uint64_t mix_live(uint64_t site, uint64_t live) {
 uint64_t* search_size_free(ThreadState& t, uint64_t first, uint64_t n, uint64_t* columns,
                            uint64_t* table, uint64_t table_slots, const PeriodQuery& query,
                            uint64_t* recurring, PeriodResult* found) {
+  const record::RecordLog& log = t.profiling.profile->log;
   uint64_t *keys = columns, *begins = columns + n, *ends = columns + 2 * n;
   uint64_t *scratch = columns + 3 * n, *kept = columns + 5 * n;
   uint64_t* sites = scratch;  // 2n of scratch: sites first, then the search's own use
-  for (uint64_t i = 0; i < n; ++i) sites[i] = t.profile->log.at(first + i).site;
+  for (uint64_t i = 0; i < n; ++i) sites[i] = log.at(first + i).site;
   // The exact search compacted the columns: load them again (keep_recurring compacts its input).
   // Call sites alone repeat too easily (a Python program's tensors all come through the same few
   // frames): each is searched with the number of blocks alive when it was made (among the
@@ -48,7 +50,7 @@ uint64_t* search_size_free(ThreadState& t, uint64_t first, uint64_t n, uint64_t*
   // pass order.
   uint64_t* sorted_ends = columns + 5 * n;  // kept[]'s space until keep_recurring fills it
   for (uint64_t i = 0; i < n; ++i) {
-    const record::Record& r = t.profile->log.at(first + i);
+    const record::Record& r = log.at(first + i);
     begins[i] = r.begin;
     const uint64_t end = r.end.load(std::memory_order_relaxed);
     ends[i] = end == record::kForeign ? record::kLive : end;
@@ -64,7 +66,7 @@ uint64_t* search_size_free(ThreadState& t, uint64_t first, uint64_t n, uint64_t*
   const PeriodResult sf = find_period(keys, begins, ends, m, query, scratch);
   if (!sf.found || sf.run < 3 * sf.period) return nullptr;
   const uint64_t p = sf.period;
-  auto size_of = [&](uint64_t j) { return t.profile->log.at(first + kept[j]).size; };
+  auto size_of = [&](uint64_t j) { return log.at(first + kept[j]).size; };
   bool varies = false;
   for (uint64_t i = sf.start; i < sf.start + p && !varies; ++i)
     varies = size_of(i) != size_of(i - p);
@@ -226,16 +228,17 @@ PeriodResult search_through_irregular_work(ThreadState& t, uint64_t* columns, ui
 
 void profile_maybe_detect(ThreadState& t) {
   Global& g = global();
-  if (t.explicit_passes || !g.options.detect || t.profile->log.count() < t.detection.next) return;
+  const record::RecordLog& log = t.profiling.profile->log;
+  if (t.explicit_passes || !g.options.detect || log.count() < t.detection.next) return;
   const uint64_t span = 3 * g.options.max_period;
   // Search often while the history is short, at most every 2,048 allocations once it is long. A
   // search costs a few operations per record searched; every sixteenth of the history keeps that
   // near ten per allocation, and a program that made thousands of requests at start-up (a model's
   // weights) still has its pass searched for within a pass or two of the third.
-  uint64_t interval = t.profile->log.count() / 16;
+  uint64_t interval = log.count() / 16;
   interval = interval < 64 ? 64 : interval > 2048 ? 2048 : interval;
-  t.detection.next = t.profile->log.count() + interval;
-  const uint64_t records = t.profile->log.count();
+  t.detection.next = log.count() + interval;
+  const uint64_t records = log.count();
   if (records > 8 * g.options.max_period ||
       records + record::RecordLog::kPerChunk >=
           record::RecordLog::kPerChunk * record::RecordLog::kChunks) {
@@ -244,14 +247,14 @@ void profile_maybe_detect(ThreadState& t) {
                       "memoplan_pass_begin/end)");
     return;
   }
-  const uint64_t history = t.profile->log.count() - t.detection.first_record;
+  const uint64_t history = log.count() - t.detection.first_record;
   if ((t.detection.required_key || t.detection.relaxed) && history > t.detection.budget) {
     // The request the old plan missed never recurred inside a repeating pass (a one-off): search
     // without it once more, then stop profiling rather than profile (and fault) forever.
     if (!t.detection.relaxed) {
       t.detection.required_key = 0;
       t.detection.relaxed = true;
-      t.detection.first_record = t.profile->log.count();
+      t.detection.first_record = log.count();
     } else {
       give_up_profiling(t, "re-detection found no repeating pass");
     }
@@ -260,7 +263,7 @@ void profile_maybe_detect(ThreadState& t) {
   // Copy the newest records into columns for the search: keys, begins, ends, the search's scratch
   // (2n), the kept records' indices (n) and the key-count table (two values a slot).
   const uint64_t n = history < span ? history : span;
-  const uint64_t first = t.profile->log.count() - n;
+  const uint64_t first = log.count() - n;
   uint64_t table_slots = 16;
   while (table_slots < 2 * n) table_slots *= 2;
   // Four more columns keep the recurring records for the search through irregular work, whose
@@ -274,7 +277,7 @@ void profile_maybe_detect(ThreadState& t) {
   uint64_t *keys = columns, *begins = columns + n, *ends = columns + 2 * n;
   uint64_t *scratch = columns + 3 * n, *kept = columns + 5 * n, *table = columns + 10 * n;
   for (uint64_t i = 0; i < n; ++i) {
-    const record::Record& r = t.profile->log.at(first + i);
+    const record::Record& r = log.at(first + i);
     keys[i] = r.key;
     begins[i] = r.begin;
     const uint64_t end = r.end.load(std::memory_order_relaxed);
@@ -303,12 +306,12 @@ void profile_maybe_detect(ThreadState& t) {
     fallback::free(columns);
     return;
   }
-  t.phase = Phase::kProfiling;
+  enter_profiling(t);
   stats().passes.fetch_add(3, std::memory_order_relaxed);  // the three passes the search saw
   // The pass: the recurring records [found.start, found.start + period), as log indices.
   uint64_t* pass = kept + found.start;
   for (uint64_t i = 0; i <= found.period; ++i) pass[i] += first;
-  const uint64_t cut_tick = t.profile->log.at(pass[found.period]).begin;
+  const uint64_t cut_tick = log.at(pass[found.period]).begin;
   const uint32_t cursor = static_cast<uint32_t>((searched - found.start) % found.period);
   if (g.options.verbose) {
     log_line(
@@ -317,7 +320,7 @@ void profile_maybe_detect(ThreadState& t) {
         t.index, static_cast<unsigned long long>(found.period),
         static_cast<unsigned long long>(pass[0]),
         static_cast<unsigned long long>(pass[found.period]),
-        static_cast<unsigned long long>(t.profile->log.count()),
+        static_cast<unsigned long long>(log.count()),
         static_cast<unsigned long long>(n - recurring), static_cast<unsigned long long>(n),
         t.detection.required_key ? ", containing the missed request" : "",
         sizes ? "; sizes vary: keyed by call site alone" : "");
@@ -331,9 +334,10 @@ void profile_maybe_detect(ThreadState& t) {
 }
 
 void detect_again(ThreadState& t, uint64_t key, uint32_t slot_count) {
-  t.phase = Phase::kProfiling;
-  t.detection.first_record = t.profile->log.count();
-  t.detection.next = t.profile->log.count() + 64;
+  const record::RecordLog& log = t.profiling.profile->log;
+  enter_profiling(t);
+  t.detection.first_record = log.count();
+  t.detection.next = log.count() + 64;
   t.detection.required_key = key;
   t.detection.min_period = uint64_t{slot_count} + 1;
   t.detection.budget = slot_count * 16 > 4096 ? slot_count * 16 : 4096;

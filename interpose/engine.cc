@@ -15,6 +15,7 @@
 #include "bootstrap.h"
 #include "fallback.h"
 #include "fault_injection.h"
+#include "lifecycle.h"
 #include "memoplan/plan_stage/planned_pass.h"
 #include "stats.h"
 
@@ -182,15 +183,6 @@ void log_line(const char* format, ...) {
   (void)ignored;
 }
 
-static void seek_loaded_pass(ThreadState& t, uint64_t key) {
-  const int state = g.replay_pass_state.load(std::memory_order_acquire);
-  if (state == 2) {
-    t.phase = Phase::kDisabled;
-  } else if (state == 1 && key == g.replay_pass->slots[0].key && !start_loaded_replay(t)) {
-    t.phase = Phase::kDisabled;
-  }
-}
-
 // The program's request meets a failing allocator: it gets NULL and errno ENOMEM, as malloc
 // promises, whatever the allocator behind set (jemalloc's realloc leaves errno alone). The shim's
 // own failing requests count elsewhere.
@@ -243,7 +235,7 @@ void* engine_alloc(size_t size, size_t alignment, bool zero) {
     }
     if (t->phase == Phase::kSeeking) seek_loaded_pass(*t, key);
     if (t->phase == Phase::kReplaying) {
-      p = replay_alloc(*t, size, alignment, t->size_free ? site : key);
+      p = replay_alloc(*t, size, alignment, t->replay.size_free ? site : key);
       if (p && zero) memset(p, 0, size);
     } else if (t->phase == Phase::kProfiling && alignment <= g.tags.slot_bytes()) {
       p = profile_alloc(*t, size, alignment, key, site, zero);
@@ -312,10 +304,10 @@ int engine_trim(size_t pad) {
   if (!g.mode_off && tls_state && !ReentryGuard::active()) {
     ThreadState& t = *tls_state;
     ReentryGuard guard;
-    if (t.arena) released += t.arena->discard_pages();
-    // Records matter only while profiling.
-    if (t.phase != Phase::kProfiling) released += give_back_records(*t.profile);
+    released += trim_replay(t.replay);
     stats().released_bytes.fetch_add(released, std::memory_order_relaxed);
+    // Records matter only while profiling (release_records counts them as released).
+    if (t.phase != Phase::kProfiling) released += release_records(t.profiling);
   }
   return fallback::trim(pad) || released ? 1 : 0;
 }
@@ -325,63 +317,13 @@ void engine_pass_begin() {
   ThreadState* t = thread_state();
   if (!t) return;
   ReentryGuard guard;
-  if (!t->explicit_passes && (t->phase == Phase::kProfiling || t->phase == Phase::kReplaying ||
-                              t->phase == Phase::kSeeking)) {
-    // The program marks its passes: they replace automatic detection (and a plan it made, once
-    // none of that plan's blocks is alive), warm-up passes first.
-    if (retire_replay(*t)) t->phase = Phase::kWarmup;
-  }
-  t->explicit_passes = true;
-  t->in_pass = true;
-  ++t->passes_begun;
-  replay::OwnedCounters::bump(t->counters.passes);
-  switch (t->phase) {
-    case Phase::kWarmup:
-      if (t->passes_begun <= g.options.passes) break;
-      if (g.options.mode != Mode::kReplay) {
-        t->phase = Phase::kProfiling;
-        t->pass_first_record = t->profile->log.count();
-      } else if (start_loaded_replay(*t)) {
-        t->replayed_passes = 1;
-      } else if (g.replay_pass_state.load(std::memory_order_acquire) != 0) {
-        t->phase = Phase::kDisabled;  // unusable files, or no slab for this thread
-      }
-      break;
-    case Phase::kProfiling:
-      // The previous profiled pass ended without memoplan_pass_end: profile this one instead.
-      t->pass_first_record = t->profile->log.count();
-      break;
-    case Phase::kReplaying:
-      t->matcher.set_cursor(0);
-      // The profile's records: the plan is made.
-      if (t->profile->log.count()) {
-        stats().released_bytes.fetch_add(give_back_records(*t->profile), std::memory_order_relaxed);
-      }
-      ++t->replayed_passes;
-      break;
-    case Phase::kSeeking:
-    case Phase::kDisabled:
-      break;
-  }
+  pass_begins(*t);
 }
 
 void engine_pass_end() {
   if (!ready() || g.mode_off) return;
   ThreadState* t = thread_state();
-  if (!t) return;
-  t->in_pass = false;
-  flush_counters(*t);
-  if (t->phase != Phase::kProfiling || !t->explicit_passes) return;
-  ReentryGuard guard;
-  const uint64_t count = t->profile->log.count() - t->pass_first_record;
-  if (!finish_profile(*t, t->pass_first_record, count, t->profile->log.tick(), 0)) {
-    t->phase = Phase::kDisabled;
-    stats().plan_failures.fetch_add(1, std::memory_order_relaxed);
-    log_line("memoplan: thread %u runs unplanned: its profiled pass could not be planned",
-             t->index);
-  }
-  // The first replayed pass starts at the next memoplan_pass_begin.
-  t->matcher.set_cursor(0);
+  if (t) pass_ends(*t);
 }
 
 }  // namespace memoplan::shim

@@ -1,5 +1,6 @@
 // The shim's allocation entry points, called by the exported malloc family (exports.cc). Each
-// decides: pass-through, profile, or replay. Profiling and replay details live in their own files.
+// decides: pass-through, profile, or replay. Profiling and replay details live in their own files
+// (profiling.h, replay_state.h); the pass marks move the thread's lifecycle (lifecycle.h).
 #pragma once
 
 #include <atomic>
@@ -38,24 +39,6 @@ void engine_pass_end();
 // Returns 1 when memory went back to the OS, as glibc's does.
 int engine_trim(size_t pad);
 
-// profile.cc
-void* profile_alloc(ThreadState& t, size_t size, size_t alignment, uint64_t key, uint64_t site,
-                    bool zero);
-void profile_free(void* p);
-size_t profile_usable_size(void* p);
-// The thread runs unplanned from here on (says why; its records go back).
-void give_up_profiling(ThreadState& t, const char* why);
-
-// replay.cc: serving from the thread's arena (the hit itself is replay::serve, inline).
-void* replay_alloc(ThreadState& t, size_t size, size_t alignment, uint64_t key);
-// Gives the thread's arena and replay table back if none of its blocks is alive (true then, and
-// the thread holds no plan afterwards). Owner only.
-bool retire_replay(ThreadState& t);
-// At thread exit: the arena goes to the runtime, which gives it back with its last block's free;
-// the replay table is freed. `after_fork`, for a thread a fork left behind: only forgets the arena
-// (ArenaRegion::after_fork_in_child retired it) and frees the table.
-void retire_replay_at_exit(ThreadState& t, bool after_fork);
-
 // plan_builder.cc. finish_profile: records [first, first + count) as a trace (lifetimes ending
 // after `cut_tick` escape); mode:profile writes it, the other modes plan it (plan_stage::compile)
 // and switch the thread to replay at pass position `cursor`.
@@ -67,19 +50,9 @@ void retire_replay_at_exit(ThreadState& t, bool after_fork);
 bool finish_profile(ThreadState& t, uint64_t first, uint64_t count, uint64_t cut_tick,
                     uint32_t cursor, const uint64_t* records = nullptr,
                     const uint64_t* sizes = nullptr);
-// How install_replay starts a thread on a plan.
-struct ReplayStart {
-  uint32_t cursor = 0;  // the pass position the thread is at (the matcher's cursor)
-  // The thread's arena goes even with blocks alive (retired: back with its last free); otherwise
-  // it must be empty, or the plan is not installed.
-  bool retire_live_arena = false;
-};
-// Gives the thread an arena of pass.slab_bytes and a copy of pass.slots (from the fallback), and
-// switches it to replay. False (the thread keeps what it had, or runs unplanned) when the slab is
-// above slab_max or cannot be mapped, or the table cannot be allocated.
-bool install_replay(ThreadState& t, const plan_stage::PlannedPass& pass, ReplayStart start);
 // A size-free plan whose pass had a request larger than its slot: planned again with the larger
-// sizes (lifetimes as profiled), in a new arena; the old one is retired.
+// sizes (lifetimes as profiled), in a new arena; the old one is retired. Called by replay.cc at
+// the pass end, replan_pending cleared.
 void replan_size_free(ThreadState& t);
 
 // pass_files.cc: mode:profile's trace files and mode:replay's loaded pass.
@@ -88,7 +61,7 @@ void write_pass_trace(const ThreadState& t, const Trace& trace);
 // process unplanned. Called once, from the library's constructor (the C++ runtime is up by then).
 void load_replay_pass();
 // mode:replay: gives the thread the loaded pass (false while it is not loaded or unusable).
-bool start_loaded_replay(ThreadState& t);
+bool start_loaded_replay(ThreadState& t, ReplayStart start = {});
 
 // reaper.cc: the idle-slab reaper thread (option idle_release). start_reaper is cheap once it
 // runs: called with every plan and at pass ends (a fork child's reaper did not come along).

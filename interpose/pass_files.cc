@@ -161,10 +161,10 @@ void load_replay_pass() {
   }
 }
 
-bool start_loaded_replay(ThreadState& t) {
+bool start_loaded_replay(ThreadState& t, ReplayStart start) {
   Global& g = global();
   if (g.replay_pass_state.load(std::memory_order_acquire) != 1) return false;
-  return install_replay(t, *g.replay_pass, {});
+  return install_replay(t, *g.replay_pass, start);
 }
 
 }  // namespace memoplan::shim

@@ -1,41 +1,99 @@
 // Profiling: every tracked allocation gets its own slot of the tag region (record::TagRegion), so
 // its free (from any thread, through any interior pointer) finds its record with a shift; records
 // go to the thread's record::RecordLog. Costs two system calls per allocation, paid only in the
-// passes being profiled. Finding the pass in the records is detect.cc's.
+// passes being profiled. The thread's Profiling (profiling.h) is this file's: its profile is made,
+// emptied and dropped here. Finding the pass in the records is detect.cc's.
 #include <cstring>
+#include <new>
 
 #include "detection.h"
 #include "engine.h"
 #include "fallback.h"
 #include "fault_injection.h"
+#include "lifecycle.h"
+#include "profiling.h"
 #include "stats.h"
 
 namespace memoplan::shim {
-
-void give_up_profiling(ThreadState& t, const char* why) {
-  t.phase = Phase::kDisabled;
-  stats().plan_failures.fetch_add(1, std::memory_order_relaxed);
-  log_line("memoplan: thread %u runs unplanned: %s", t.index, why);
-  // Its records are of no use any more.
-  stats().released_bytes.fetch_add(give_back_records(*t.profile), std::memory_order_relaxed);
-}
-
 namespace {
 
 std::atomic<bool> budget_reported{false};
 
+// The recorder thread (or its exit): forgets the records and gives their memory back; returns the
+// bytes. Waits for other threads' frees that are closing a record right now (a fork child first
+// sets `closing` to 0 in the profiles of the threads it knows: their closers did not come along).
+uint64_t give_back_records(Profile& profile) {
+  if (profile.log.count() == 0 && profile.log.footprint_bytes() == 0) return 0;
+  profile.generation.fetch_add(1, std::memory_order_seq_cst);
+  while (profile.closing.load(std::memory_order_seq_cst) != 0) {  // a few instructions each
+  }
+  std::atomic_thread_fence(std::memory_order_acquire);  // after the closers' last writes
+  const uint64_t bytes = profile.log.footprint_bytes();
+  profile.log.clear();
+  return bytes;
+}
+
+// Drops one reference; the last one frees the profile.
+void release_profile(Profile* profile) {
+  if (profile->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  profile->~Profile();  // gives the records back
+  fallback::free(profile);
+}
+
+// The profile records' memory: the fallback allocator (the fault tests make it fail).
+void* records_allocate(size_t bytes) { return fallback::calloc(1, bytes); }
+void records_release(void* p, size_t) {
+  fallback::free(p);
+  fault::pause_at(fault::Point::kRecordsChunkFreed);  // the fault tests fork here
+}
+
 }  // namespace
+
+bool create_profile(Profiling& p, const ThreadState& t) {
+  void* memory = fallback::calloc(1, sizeof(Profile));
+  if (!memory) return false;
+  p.profile = new (memory) Profile(record::MemorySource{&records_allocate, &records_release});
+  p.profile->recorder.store(&t, std::memory_order_relaxed);
+  return true;
+}
+
+void retire_profile(Profiling& p) {
+  if (!p.profile) return;
+  release_records(p);
+  p.profile->recorder.store(nullptr, std::memory_order_relaxed);
+  release_profile(p.profile);
+}
+
+void profile_after_fork_in_child(Profiling& p) {
+  if (p.profile) p.profile->closing.store(0, std::memory_order_relaxed);
+}
+
+void start_profiled_pass(Profiling& p) { p.pass_first_record = p.profile->log.count(); }
+
+uint64_t release_records(Profiling& p) {
+  const uint64_t bytes = give_back_records(*p.profile);
+  stats().released_bytes.fetch_add(bytes, std::memory_order_relaxed);
+  return bytes;
+}
+
+void give_up_profiling(ThreadState& t, const char* why) {
+  run_unplanned(t);
+  stats().plan_failures.fetch_add(1, std::memory_order_relaxed);
+  log_line("memoplan: thread %u runs unplanned: %s", t.index, why);
+  release_records(t.profiling);  // of no use any more
+}
 
 void* profile_alloc(ThreadState& t, size_t size, size_t alignment, uint64_t key, uint64_t site,
                     bool zero) {
   Global& g = global();
+  Profile* profile = t.profiling.profile;
   if (size > g.tags.slot_bytes()) {
     stats().untracked_large.fetch_add(1, std::memory_order_relaxed);
     return nullptr;
   }
   record::TagRegion::Miss miss;
-  void* p = g.tags.take(size, zero, reinterpret_cast<uintptr_t>(t.profile),
-                        t.profile->record_tag(t.profile->log.count()), &miss);
+  void* p = g.tags.take(size, zero, reinterpret_cast<uintptr_t>(profile),
+                        profile->record_tag(profile->log.count()), &miss);
   if (!p) {
     // Untracked: the fallback serves it, and the plan will not know it (a not_planned fallback).
     // No free slot: 65,536 tracked blocks are alive.
@@ -53,8 +111,7 @@ void* profile_alloc(ThreadState& t, size_t size, size_t alignment, uint64_t key,
     return nullptr;
   }
   record::RecordLog::Full full = record::RecordLog::Full::kNo;
-  if (t.profile->log.append(key, site, size, alignment, t.index, &full) ==
-      record::RecordLog::kNone) {
+  if (profile->log.append(key, site, size, alignment, t.index, &full) == record::RecordLog::kNone) {
     g.tags.give_back(p);
     if (full == record::RecordLog::Full::kOutOfMemory) {
       stats().bookkeeping_failures.fetch_add(1, std::memory_order_relaxed);
@@ -64,7 +121,7 @@ void* profile_alloc(ThreadState& t, size_t size, size_t alignment, uint64_t key,
     }
     return nullptr;
   }
-  t.profile->refs.fetch_add(1, std::memory_order_relaxed);  // the block's: its free drops it
+  profile->refs.fetch_add(1, std::memory_order_relaxed);  // the block's: its free drops it
   stats().profiled.fetch_add(1, std::memory_order_relaxed);
   profile_maybe_detect(t);
   return p;
@@ -92,23 +149,6 @@ void profile_free(void* p) {
   }
   g.tags.give_back(p);
   release_profile(profile);  // the block's reference
-}
-
-uint64_t give_back_records(Profile& profile) {
-  if (profile.log.count() == 0 && profile.log.footprint_bytes() == 0) return 0;
-  profile.generation.fetch_add(1, std::memory_order_seq_cst);
-  while (profile.closing.load(std::memory_order_seq_cst) != 0) {  // a few instructions each
-  }
-  std::atomic_thread_fence(std::memory_order_acquire);  // after the closers' last writes
-  const uint64_t bytes = profile.log.footprint_bytes();
-  profile.log.clear();
-  return bytes;
-}
-
-void release_profile(Profile* profile) {
-  if (profile->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
-  profile->~Profile();  // gives the records back
-  fallback::free(profile);
 }
 
 size_t profile_usable_size(void* p) { return global().tags.owner_of(p).bytes; }

@@ -1,126 +1,47 @@
-// Replay in the shim: the thread's planned slots in pass order, matched by key (call site and
-// size) a few slots past the cursor, the pass repeating; served by replay::serve from the
-// thread's arena. The hit is that inline function and a few counters; everything else is
-// replay_miss, the named slow path.
+// Replay in the shim (replay_state.h): the thread's planned slots in pass order, matched by key
+// (call site and size) a few slots past the cursor, the pass repeating; served by replay::serve
+// from the thread's arena. The hit is that inline function and a few counters; everything else is
+// replay_miss, the named slow path. Also where a thread gets its plan (install_replay) and gives
+// it back (retire_replay).
 #include <cerrno>
+#include <cstring>
 
 #include "engine.h"
 #include "fallback.h"
 #include "fault_injection.h"
+#include "lifecycle.h"
+#include "memoplan/plan_stage/planned_pass.h"
 #include "memoplan/replay/serve.h"
 #include "stats.h"
 
 namespace memoplan::shim {
 namespace {
 
-// Steady state: after the thread's first replayed pass. Marked passes count at pass begin; a
-// detected pass counts when its last slot is used, so its first replayed pass may be partial (the
-// plan starts mid-pass) or a thread's one-off pass that merely matched (mode:replay's seeking):
-// two completed cycles show that the pass repeats.
-inline bool steady(const ThreadState& t) {
-  return t.explicit_passes ? t.replayed_passes > 1 : t.replayed_passes >= 2;
-}
+// How far ahead the matcher looks when the program skipped planned allocations.
+constexpr uint32_t kLookahead = 8;
 
-// A detected plan is re-checked: when requests it does not know about keep coming (a key missed
-// again in kMissingWindows windows of a few passes, with fewer than kCleanWindows windows without
-// a miss in between), it did not describe the pass — detection locked onto a repeated layer, or
-// the program changed — and the thread detects its pass again, now requiring a period that
-// contains the missed key and is longer than the old plan.
-constexpr uint32_t kMissingWindows = 3;
-constexpr uint32_t kMaxRedetections = 8;
-constexpr uint32_t kCleanWindows = 4;  // windows without a miss that end a series of missing ones
-
-// The plan does not describe the pass: profile afresh, requiring a period that contains `key`
-// and is longer than the plan. The old arena stays until its last block is freed (retire_replay).
-__attribute__((noinline)) void start_redetection(ThreadState& t, uint64_t key) {
-  ReplayRecheck& r = t.recheck;
-  if (r.redetections >= kMaxRedetections || !global().options.detect) return;
-  ++r.redetections;
-  stats().redetections.fetch_add(1, std::memory_order_relaxed);
-  // This plan's "steady state" was not the program's: its requests count as before steady state.
-  stats().retracted_steady_hits.fetch_add(r.plan_steady_hits, std::memory_order_relaxed);
-  stats().retracted_steady.fetch_add(r.plan_steady_hits + r.plan_steady_misses,
-                                     std::memory_order_relaxed);
-  stats().retracted_between.fetch_add(r.plan_steady_between, std::memory_order_relaxed);
-  stats().steady_passes.fetch_sub(r.plan_steady_passes, std::memory_order_relaxed);
-  stats().full_passes.fetch_sub(r.plan_full_passes, std::memory_order_relaxed);
-  if (global().options.verbose) {
-    log_line(
-        "memoplan: thread %u: its plan of %u allocations does not describe the pass (a "
-        "request it does not know recurs): detecting again",
-        t.index, t.slot_count);
-  }
-  detect_again(t, key, t.slot_count);
-}
-
-__attribute__((noinline)) void close_recheck_window(ThreadState& t) {
-  ReplayRecheck& r = t.recheck;
-  r.requests = 0;
-  const uint64_t recurring = r.recurring;
-  r.recurring = 0;
-  if (r.missed_count) {  // a pass longer than a window leaves windows without its misses
-    for (int i = 0; i < r.missed_count; ++i) r.previous[i] = r.missed[i];
-    r.previous_count = r.missed_count;
-    r.missed_count = 0;
-    r.clean_windows = 0;
-  } else if (++r.clean_windows >= kCleanWindows) {
-    r.missing_windows = 0;
-  }
-  if (recurring) {
-    ++r.missing_windows;
-    r.unexplained_key = recurring;
-  }
-  if (r.missing_windows < kMissingWindows || t.explicit_passes) return;
-  r.missing_windows = 0;
-  start_redetection(t, r.unexplained_key);
-}
-
-// The arena's peak, where the statistics read it (any thread).
-void keep_peak(ThreadState& t) {
-  const uint64_t arena_peak = t.arena->peak_live_bytes();
-  if (arena_peak > t.peak_live_bytes.load(std::memory_order_relaxed)) {
-    t.peak_live_bytes.store(arena_peak, std::memory_order_relaxed);
-  }
-}
+inline bool steady(const ThreadState& t) { return in_steady_state(t.replay, t.explicit_passes); }
 
 // The profile's records, once the plan is made (profiled blocks still alive close nothing then).
-__attribute__((noinline)) void release_records(ThreadState& t) {
-  stats().released_bytes.fetch_add(give_back_records(*t.profile), std::memory_order_relaxed);
-}
-
-// A plan found through irregular work leaves out the keys that recur irregularly between passes:
-// a miss of one is counted for this pass and is no reason to re-check (detection.h).
-inline bool irregular_work_miss(ThreadState& t, uint64_t key) {
-  return t.irregular.count != 0 &&
-         irregular_miss(t.irregular, key, t.matcher.cursor() == 0 && t.replayed_passes != 0);
-}
-
-// At a pass end while the plan leaves keys out as irregular: a key whose misses per pass repeat is
-// regular at a larger scale than the plan's pass: the thread detects again, requiring it.
-__attribute__((noinline, cold)) void note_irregular_pass(ThreadState& t) {
-  const int repeating = irregular_pass_ended(t.irregular);
-  if (repeating >= 0) start_redetection(t, t.irregular.keys[repeating]);
-}
+__attribute__((noinline)) void drop_records(ThreadState& t) { release_records(t.profiling); }
 
 // A detected pass ends with its last planned allocation (every allocation, for a pass of one).
-inline void detected_pass_completed(ThreadState& t) {
-  if (steady(t)) {
-    stats().steady_passes.fetch_add(1, std::memory_order_relaxed);
-    ++t.recheck.plan_steady_passes;
-    if (t.recheck.plan_steady_misses == t.misses_at_last_cycle) {
-      stats().full_passes.fetch_add(1, std::memory_order_relaxed);
-      ++t.recheck.plan_full_passes;
-    }
+// Out of line: the hit path stays small.
+__attribute__((noinline)) void detected_pass_completed(ThreadState& t) {
+  ReplayState& r = t.replay;
+  recheck_pass_completed(t.recheck, steady(t));
+  ++r.replayed_passes;
+  if (__builtin_expect(r.replan_pending, 0)) {
+    r.replan_pending = false;
+    replan_size_free(t);
   }
-  t.misses_at_last_cycle = t.recheck.plan_steady_misses;
-  ++t.replayed_passes;
-  if (__builtin_expect(t.replan_pending, 0)) replan_size_free(t);
-  if (__builtin_expect(t.profile->log.count() != 0, 0)) release_records(t);
-  keep_peak(t);
+  if (__builtin_expect(t.profiling.profile->log.count() != 0, 0)) drop_records(t);
+  // A failed replan leaves the thread without an arena (the old one is gone by then).
+  if (__builtin_expect(r.arena != nullptr, 1)) keep_replay_peak(r);
   // Publish now and then: a detected pass can be a single allocation long.
   replay::OwnedCounters::bump(t.counters.passes);
   if (t.counters.passes.load(std::memory_order_relaxed) % 64 == 0) flush_counters(t);
-  if (__builtin_expect(t.irregular.count != 0, 0)) note_irregular_pass(t);
+  if (__builtin_expect(t.irregular.count != 0, 0)) recheck_irregular_pass(t);
 }
 
 // Every request the arena did not serve: counted by reason; a detected plan notes what it did not
@@ -128,41 +49,20 @@ inline void detected_pass_completed(ThreadState& t) {
 __attribute__((noinline, cold)) void* replay_miss(ThreadState& t, replay::Fallback why,
                                                   uint64_t key, bool recheck = true) {
   stats().fallback(why);
-  const bool checked = why == replay::Fallback::kNotPlanned && !t.explicit_passes && recheck;
-  const bool between = checked && irregular_work_miss(t, key);
-  if (steady(t)) {
-    (why == replay::Fallback::kEscaping ? stats().steady_escaping : stats().steady_fallbacks)
-        .fetch_add(1, std::memory_order_relaxed);
-    ++t.recheck.plan_steady_misses;
-    if (between) {
-      stats().steady_between.fetch_add(1, std::memory_order_relaxed);
-      ++t.recheck.plan_steady_between;
-    }
-  }
-  if (checked && !between) {
-    // Checked at each miss, not by comparing the two windows' first keys: a pass with more
-    // distinct misses than kKeys, cut at another point by every window, would never match.
-    ReplayRecheck& r = t.recheck;
-    bool known = false;
-    for (int i = 0; i < r.missed_count && !known; ++i) known = r.missed[i] == key;
-    if (!known && r.missed_count < ReplayRecheck::kKeys) r.missed[r.missed_count++] = key;
-    for (int j = 0; j < r.previous_count && !r.recurring; ++j) {
-      if (r.previous[j] == key) r.recurring = key;
-    }
-  }
+  recheck_miss(t, why, key, recheck);
   return nullptr;
 }
 
-void free_slots(ThreadState& t) {
-  replay::Slot* slots = t.slots;
-  t.slots = nullptr;
-  t.slot_count = 0;
-  t.matcher.stop();
+void free_slots(ReplayState& r) {
+  replay::Slot* slots = r.slots;
+  r.slots = nullptr;
+  r.slot_count = 0;
+  r.matcher.stop();
   fallback::free(slots);
-  fallback::free(t.wanted);
-  fallback::free(t.rows);
-  t.wanted = t.rows = nullptr;
-  t.size_free = t.replan_pending = t.resync_at_empty = false;
+  fallback::free(r.wanted);
+  fallback::free(r.rows);
+  r.wanted = r.rows = nullptr;
+  r.size_free = r.replan_pending = r.resync_at_empty = false;
 }
 
 // A size-free plan's request larger than its slot: served by the fallback (counted as not
@@ -170,40 +70,132 @@ void free_slots(ThreadState& t) {
 // the pass end (replan_size_free).
 __attribute__((noinline, cold)) void* replay_exceeded(ThreadState& t, uint32_t index, uint64_t size,
                                                       uint64_t key) {
-  if (size > t.wanted[index]) t.wanted[index] = size;
-  t.replan_pending = true;
+  ReplayState& r = t.replay;
+  if (size > r.wanted[index]) r.wanted[index] = size;
+  r.replan_pending = true;
   return replay_miss(t, replay::Fallback::kNotPlanned, key, /*recheck=*/false);
+}
+
+// The tables install_replay gives the thread, or the reason it gets none (said here).
+bool make_replay(ThreadState& t, const plan_stage::PlannedPass& pass, replay::Slot** slots,
+                 replay::Arena** arena) {
+  Global& g = global();
+  const uint64_t slab_bytes = pass.slab_bytes;
+  if (slab_bytes > g.slabs.arena_bytes()) {
+    log_line("memoplan: thread %u needs a %llu-byte slab, above slab_max", t.index,
+             static_cast<unsigned long long>(slab_bytes));
+    return false;
+  }
+  const size_t bytes = pass.slots.size() * sizeof(replay::Slot);
+  *slots = static_cast<replay::Slot*>(fallback::malloc(bytes));
+  if (!*slots) {
+    stats().bookkeeping_failures.fetch_add(1, std::memory_order_relaxed);
+    log_line("memoplan: thread %u runs unplanned: out of memory for its replay table", t.index);
+    return false;
+  }
+  memcpy(*slots, pass.slots.data(), bytes);
+  // An arena that cannot be mapped (the map count limit, overcommit refused) leaves this thread
+  // unplanned: every request of it goes to the fallback, as without memoplan.
+  replay::ArenaRegion::Failure failure;
+  *arena = g.slabs.create(slab_bytes, &t, &failure);
+  if (!*arena) {
+    fallback::free(*slots);
+    if (failure == replay::ArenaRegion::Failure::kNoArena) {
+      log_line("memoplan: no slab left for thread %u (raise threads)", t.index);
+    } else {
+      log_line("memoplan: thread %u runs unplanned: cannot map its %llu-byte slab", t.index,
+               static_cast<unsigned long long>(slab_bytes));
+    }
+    return false;
+  }
+  return true;
+}
+
+bool install(ThreadState& t, const plan_stage::PlannedPass& pass, const ReplayStart& start) {
+  ReplayState& r = t.replay;
+  const uint32_t count = static_cast<uint32_t>(pass.slots.size());
+  if (count == 0) return false;
+  if (start.retire_live_arena && r.arena && r.arena->live_blocks() != 0) {
+    // The pass's blocks of the old plan (its output) are still alive: the old arena goes back
+    // with the last of them.
+    keep_replay_peak(r);
+    r.arena->retire();
+    r.arena = nullptr;
+  }
+  if (!retire_replay(t)) return false;  // the old arena must be empty first
+  replay::Slot* slots = nullptr;
+  replay::Arena* arena = nullptr;
+  if (!make_replay(t, pass, &slots, &arena)) return false;
+  r.slots = slots;
+  r.slot_count = count;
+  r.arena = arena;
+  r.matcher.start_cyclic(slots, count, kLookahead, start.cursor);
+  if (start.first_pass_begun) r.replayed_passes = 1;
+  if (start.wanted) {
+    r.size_free = true;
+    r.wanted = start.wanted;
+    r.rows = start.rows;
+    r.resync_at_empty = start.resync_at_empty;
+  }
+  recheck_plan_installed(t.recheck, count);
+  enter_replay(t);
+  const Global& g = global();
+  if (g.options.verbose) {
+    log_line(
+        "memoplan: thread %u: replays a plan of %u allocations, slab %llu bytes (lower bound "
+        "%llu; %llu for the escaping blocks' two places)",
+        t.index, count, static_cast<unsigned long long>(pass.slab_bytes),
+        static_cast<unsigned long long>(pass.plan.lower_bound_bytes),
+        static_cast<unsigned long long>(pass.escaping_bytes));
+  }
+  stats().plans.fetch_add(1, std::memory_order_relaxed);
+  stats().slab_bytes.fetch_add(pass.slab_bytes, std::memory_order_relaxed);
+  stats().escaping_bytes.fetch_add(pass.escaping_bytes, std::memory_order_relaxed);
+  stats().lower_bound_bytes.fetch_add(pass.plan.lower_bound_bytes, std::memory_order_relaxed);
+  start_reaper();
+  // The pages profiling kept for reuse (engine.cc) are of no use to this thread any more; another
+  // thread still profiling maps fresh ones.
+  global().tags.trim();
+  return true;
 }
 
 }  // namespace
 
+bool install_replay(ThreadState& t, const plan_stage::PlannedPass& pass, ReplayStart start) {
+  if (install(t, pass, start)) return true;
+  fallback::free(start.wanted);
+  fallback::free(start.rows);
+  return false;
+}
+
 void* replay_alloc(ThreadState& t, size_t size, size_t alignment, uint64_t key) {
-  if (__builtin_expect(++t.recheck.requests == t.recheck.window, 0)) close_recheck_window(t);
-  const uint64_t cycles = t.matcher.cycles();
+  ReplayState& r = t.replay;
+  if (__builtin_expect(recheck_counts_request(t.recheck), 0)) close_recheck_window(t);
+  const uint64_t cycles = r.matcher.cycles();
   replay::Fallback why = replay::Fallback::kNotPlanned;
   void* p;
   bool exceeded = false;
   uint32_t index = replay::Matcher::kNone;
-  if (__builtin_expect(t.size_free, 0)) {
-    if (t.resync_at_empty && t.matcher.cursor() != 0 && t.replayed_passes != 0) {
-      t.arena->drain_remote_frees();
-      if (t.arena->live_blocks() == 0) {  // a pass boundary, and the cursor is not at it
-        t.matcher.set_cursor(0);
+  if (__builtin_expect(r.size_free, 0)) {
+    if (r.resync_at_empty && r.matcher.cursor() != 0 && r.replayed_passes != 0) {
+      r.arena->drain_remote_frees();
+      if (r.arena->live_blocks() == 0) {  // a pass boundary, and the cursor is not at it
+        r.matcher.set_cursor(0);
         detected_pass_completed(t);
       }
     }
     // Keyed by call site alone: a request larger than its slot is this plan's to grow, not one it
     // does not know.
-    index = t.matcher.match(key);
-    exceeded = index != replay::Matcher::kNone && size > t.slots[index].size;
+    index = r.matcher.match(key);
+    exceeded = index != replay::Matcher::kNone && size > r.slots[index].size;
     p = index == replay::Matcher::kNone || exceeded
             ? nullptr
-            : replay::serve_slot(t.slots[index], *t.arena, size, alignment, &why);
+            : replay::serve_slot(r.slots[index], *r.arena, size, alignment, &why);
   } else {
-    p = replay::serve(t.matcher, t.slots, *t.arena, key, size, alignment, &why);
+    p = replay::serve(r.matcher, r.slots, *r.arena, key, size, alignment, &why);
   }
   if (__builtin_expect(exceeded, 0)) replay_exceeded(t, index, size, key);
-  if (__builtin_expect(t.matcher.cycles() != cycles, 0) && !t.explicit_passes) {
+  if (__builtin_expect(r.matcher.cycles() != cycles, 0) && !t.explicit_passes) {
     detected_pass_completed(t);
   }
   if (__builtin_expect(exceeded, 0)) return nullptr;
@@ -211,37 +203,55 @@ void* replay_alloc(ThreadState& t, size_t size, size_t alignment, uint64_t key) 
   replay::OwnedCounters::bump(t.counters.planned_hits);
   if (steady(t)) {
     replay::OwnedCounters::bump(t.counters.steady_hits);
-    ++t.recheck.plan_steady_hits;
+    recheck_steady_hit(t.recheck);
   }
   return p;
 }
 
+void replay_pass_begins(ReplayState& r) {
+  r.matcher.set_cursor(0);
+  ++r.replayed_passes;
+}
+
+void rewind_replay(ReplayState& r) { r.matcher.set_cursor(0); }
+
+void keep_replay_peak(ReplayState& r) {
+  const uint64_t arena_peak = r.arena->peak_live_bytes();
+  if (arena_peak > r.peak_live_bytes.load(std::memory_order_relaxed)) {
+    r.peak_live_bytes.store(arena_peak, std::memory_order_relaxed);
+  }
+}
+
+uint64_t trim_replay(ReplayState& r) { return r.arena ? r.arena->discard_pages() : 0; }
+
 bool retire_replay(ThreadState& t) {
-  if (t.arena) {
-    keep_peak(t);
+  ReplayState& r = t.replay;
+  if (r.arena) {
+    keep_replay_peak(r);
     const int saved = errno;  // giving the arena back unmaps memory
-    const bool released = t.arena->release_if_empty();
+    const bool released = r.arena->release_if_empty();
     errno = saved;
     if (!released) return false;
     fault::pause_at(fault::Point::kSlabReleased);  // the fault tests fork here
-    t.arena = nullptr;
+    r.arena = nullptr;
   }
-  if (t.slots) {
-    free_slots(t);
-    t.phase = Phase::kDisabled;
+  if (r.slots) {
+    free_slots(r);
+    run_unplanned(t);
   }
   return true;
 }
 
 void retire_replay_at_exit(ThreadState& t, bool after_fork) {
-  if (t.arena) {
-    keep_peak(t);
+  ReplayState& r = t.replay;
+  if (r.arena) {
+    keep_replay_peak(r);
     // After a fork the region has retired every arena this thread still owned, going by the
-    // arena table alone: t.arena may be one it had given back (or one now another thread's).
-    if (!after_fork) t.arena->retire();
-    t.arena = nullptr;
+    // arena table alone: its arena may be one it had given back (or one now another thread's).
+    if (!after_fork) r.arena->retire();
+    r.arena = nullptr;
   }
-  if (t.slots) free_slots(t);
+  if (r.slots) free_slots(r);
 }
 
 }  // namespace memoplan::shim

@@ -98,7 +98,7 @@ void log_thread_summary(const ThreadState& t, const char* when) {
   log_line(
       "memoplan: thread %u %s: %s, plan of %u allocations, replayed passes %llu, this plan's "
       "steady-state hits %llu and fallbacks %llu, redetections %u",
-      t.index, when, phase_name(t.phase), t.slot_count, ull{t.replayed_passes},
+      t.index, when, phase_name(t.phase), t.replay.slot_count, ull{t.replay.replayed_passes},
       ull{t.recheck.plan_steady_hits}, ull{t.recheck.plan_steady_misses}, t.recheck.redetections);
 }
 
@@ -145,7 +145,7 @@ void gather(Report& r, bool at_exit) {
         steady.requests = t->flushed_steady_requests;
       }
       keep_busiest(r.busiest, r.busiest_count, steady);
-      const uint64_t thread_peak = t->peak_live_bytes.load(std::memory_order_relaxed);
+      const uint64_t thread_peak = t->replay.peak_live_bytes.load(std::memory_order_relaxed);
       if (thread_peak > r.peak) r.peak = thread_peak;
     }
   }

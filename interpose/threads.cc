@@ -6,7 +6,7 @@
 
 #include "engine.h"
 #include "fallback.h"
-#include "fault_injection.h"
+#include "lifecycle.h"
 #include "stats.h"
 
 namespace memoplan::shim {
@@ -22,22 +22,11 @@ pthread_key_t thread_exit_key;
 // reference dropped (the profile lives on while a profiled block is alive), its state freed.
 void retire_thread(ThreadState& t, bool after_fork) {
   retire_replay_at_exit(t, after_fork);
-  if (t.profile) {
-    // The records go now even if profiled blocks live on (they close nothing afterwards).
-    stats().released_bytes.fetch_add(give_back_records(*t.profile), std::memory_order_relaxed);
-    t.profile->recorder.store(nullptr, std::memory_order_relaxed);
-    release_profile(t.profile);
-  }
+  retire_profile(t.profiling);
   t.~ThreadState();
   fallback::free(&t);
 }
 
-// The profile records' memory: the fallback allocator (the fault tests make it fail).
-void* records_allocate(size_t bytes) { return fallback::calloc(1, bytes); }
-void records_release(void* p, size_t) {
-  fallback::free(p);
-  fault::pause_at(fault::Point::kRecordsChunkFreed);  // the fault tests fork here
-}
 // fork: only the forking thread lives on in the child. The prepare handler takes the registry
 // lock, which a thread holds through its whole start and exit: so at the fork every other thread
 // is either running (on Global::running) or fully exited. A running thread is not stopped: the
@@ -68,8 +57,7 @@ void after_fork_in_child() {
   while (t) {
     ThreadState* next = t->running_next;
     t->running_prev = t->running_next = nullptr;
-    // A free that was closing one of its records at the fork did not come along.
-    if (t->profile) t->profile->closing.store(0, std::memory_order_relaxed);
+    profile_after_fork_in_child(t->profiling);
     if (t == self) {
       t->running_next = global().running;
       global().running = t;
@@ -114,8 +102,8 @@ RegistryLock::RegistryLock() {
 RegistryLock::~RegistryLock() { global().registry_lock.clear(std::memory_order_release); }
 
 void flush_counters(ThreadState& t) {
-  if (t.arena) start_reaper();  // a no-op once it runs (a fork child's did not come along)
-  start_stats_writer();         // the same
+  if (t.replay.arena) start_reaper();  // a no-op once it runs (a fork child's did not come along)
+  start_stats_writer();                // the same
   RegistryLock lock;
   flush_counters_locked(t);
 }
@@ -124,13 +112,8 @@ void flush_counters_locked(ThreadState& t) {
   Stats& s = stats();
   s.add(t.counters.take());
   note_thread_steady(t);
-  if (t.arena) {
-    const uint64_t arena_peak = t.arena->peak_live_bytes();
-    if (arena_peak > t.peak_live_bytes.load(std::memory_order_relaxed)) {
-      t.peak_live_bytes.store(arena_peak, std::memory_order_relaxed);
-    }
-  }
-  const uint64_t thread_peak = t.peak_live_bytes.load(std::memory_order_relaxed);
+  if (t.replay.arena) keep_replay_peak(t.replay);
+  const uint64_t thread_peak = t.replay.peak_live_bytes.load(std::memory_order_relaxed);
   uint64_t peak = s.peak_live_bytes.load(std::memory_order_relaxed);
   while (thread_peak > peak &&
          !s.peak_live_bytes.compare_exchange_weak(peak, thread_peak, std::memory_order_relaxed)) {
@@ -145,24 +128,15 @@ ThreadState* create_thread_state() {
     stats().bookkeeping_failures.fetch_add(1, std::memory_order_relaxed);
     return nullptr;
   }
-  void* profile_memory = fallback::calloc(1, sizeof(Profile));
-  if (!profile_memory) {
+  ThreadState* t = new (memory) ThreadState();
+  if (!create_profile(t->profiling, *t)) {
+    t->~ThreadState();
     fallback::free(memory);
     stats().bookkeeping_failures.fetch_add(1, std::memory_order_relaxed);
     return nullptr;
   }
-  ThreadState* t = new (memory) ThreadState();
-  t->profile =
-      new (profile_memory) Profile(record::MemorySource{&records_allocate, &records_release});
-  t->profile->recorder.store(t, std::memory_order_relaxed);
   t->index = global().next_thread_index.fetch_add(1, std::memory_order_relaxed);
-  // With detection on, record from the first allocation; explicit passes (if the program calls
-  // memoplan_pass_begin) take over and restart profiling after the warm-up passes.
-  if (!global().options.detect) {
-    t->phase = Phase::kWarmup;
-  } else {
-    t->phase = global().options.mode == Mode::kReplay ? Phase::kSeeking : Phase::kProfiling;
-  }
+  start_lifecycle(*t);
   {
     RegistryLock lock;
     t->running_next = global().running;
@@ -174,6 +148,4 @@ ThreadState* create_thread_state() {
   return t;
 }
 
-// mode:replay on a thread without pass marks: replay starts at the loaded pass's first
-// allocation (a wrong start costs one pass of fallbacks: the matcher finds the start again).
 }  // namespace memoplan::shim

@@ -76,10 +76,10 @@ TEST(EngineApi, TrimGivesTheIdleSlabAndTheProfileBack) {
     for (uint64_t pass = 0; pass < first_steady_pass() + 1; ++pass) heap.pass(script);
     ThreadState* t = tls_state;
     ASSERT_NE(t, nullptr);
-    ASSERT_NE(t->arena, nullptr);
-    EXPECT_EQ(t->profile->log.count(), 0u) << "records released once the plan runs";
-    char* base = t->arena->base();
-    const uint64_t bytes = t->arena->bytes();
+    ASSERT_NE(t->replay.arena, nullptr);
+    EXPECT_EQ(t->profiling.profile->log.count(), 0u) << "records released once the plan runs";
+    char* base = t->replay.arena->base();
+    const uint64_t bytes = t->replay.arena->bytes();
     ASSERT_GT(resident_pages(base, bytes), 0u);
     EXPECT_EQ(engine_trim(0), 1);
     EXPECT_EQ(resident_pages(base, bytes), 0u) << "the idle slab went back to the OS";
@@ -118,11 +118,11 @@ TEST(EngineApi, RecordsGoOnceThePlanRunsEvenWhileProfiledBlocksLive) {
     EXPECT_EQ(planned(), allocations_in(script)) << heap.last_pass_origins();
     ThreadState* t = tls_state;
     ASSERT_NE(t, nullptr);
-    EXPECT_EQ(t->profile->live_blocks(), 1u);
-    EXPECT_EQ(t->profile->log.count(), 0u) << "a live profiled block kept the records";
-    EXPECT_EQ(t->profile->log.footprint_bytes(), 0u);
+    EXPECT_EQ(t->profiling.profile->live_blocks(), 1u);
+    EXPECT_EQ(t->profiling.profile->log.count(), 0u) << "a live profiled block kept the records";
+    EXPECT_EQ(t->profiling.profile->log.footprint_bytes(), 0u);
     heap.release_held(/*elsewhere=*/true);
-    EXPECT_EQ(t->profile->live_blocks(), 0u);
+    EXPECT_EQ(t->profiling.profile->live_blocks(), 0u);
     heap.pass(script);
     EXPECT_EQ(planned(), allocations_in(script)) << heap.last_pass_origins();
   });
@@ -153,8 +153,8 @@ TEST(EngineApi, RecordsGoWhileOtherThreadsFreeProfiledBlocks) {
       go.store(true);
       for (int pass = 0; pass < 3; ++pass) heap.pass(script);  // the records go meanwhile
       for (std::thread& f : freers) f.join();
-      EXPECT_EQ(tls_state->profile->live_blocks(), 0u);
-      EXPECT_EQ(tls_state->profile->log.count(), 0u);
+      EXPECT_EQ(tls_state->profiling.profile->live_blocks(), 0u);
+      EXPECT_EQ(tls_state->profiling.profile->log.count(), 0u);
       EXPECT_TRUE(heap.last_pass_all(Origin::kSlab)) << heap.last_pass_origins();
     });
   }

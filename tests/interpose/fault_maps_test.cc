@@ -137,5 +137,36 @@ TEST_F(FaultMaps, SlabMapFailureLeavesThatThreadUnplanned) {
   }
 }
 
+// A plan keyed by call site alone (sizes that vary) is planned again at the end of a pass that
+// outgrew it; when the new slab cannot be mapped the old one is gone already: the thread runs
+// unplanned from there on, every request still served.
+TEST_F(FaultMaps, SlabMapFailureAtAReplanLeavesThatThreadUnplanned) {
+  if (!engine_options().detect) GTEST_SKIP() << "needs detect:true";
+  on_fresh_thread([&] {
+    Heap heap;
+    auto scaled = [&](size_t scale) {
+      Script pass = script_;
+      for (Op& op : pass) op.size *= scale;
+      return pass;
+    };
+    const Counters before = counters();
+    const uint64_t size_free_before = stats().size_free_plans.load();
+    const uint64_t replans_before = stats().size_free_replans.load();
+    uint64_t seed = 7;  // scales 1-3 in no repeating order: no exact key repeats
+    for (int pass = 0; pass < 60; ++pass) {
+      seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+      heap.pass(scaled(1 + (seed >> 33) % 3), /*marks=*/false);
+    }
+    ASSERT_EQ(stats().size_free_plans.load() - size_free_before, 1u);
+    fault::set_rule(Site::kSlabCommit, fail_calls(1, 1));
+    for (int pass = 0; pass < 6; ++pass) heap.pass(scaled(6), /*marks=*/false);
+    fault::clear_rules();
+    const Counters d = counters() - before;
+    EXPECT_EQ(d.slab_map_failures, 1u);
+    EXPECT_EQ(stats().size_free_replans.load() - replans_before, 0u);
+    EXPECT_TRUE(heap.last_pass_all(Origin::kFallback)) << heap.last_pass_origins();
+  });
+}
+
 }  // namespace
 }  // namespace memoplan::shim::testing

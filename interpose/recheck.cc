@@ -1,0 +1,113 @@
+// The re-check of a detected plan (recheck.h): windows of requests, the keys missed in them, and
+// the re-detection when a missed key recurs; what the plan counted in steady state is retracted
+// then, since that steady state was not the program's.
+#include "recheck.h"
+
+#include "detection.h"
+#include "state.h"
+
+namespace memoplan::shim {
+namespace {
+
+// When requests the plan does not know about keep coming (a key missed again in kMissingWindows
+// windows of a few passes, with fewer than kCleanWindows windows without a miss in between), it
+// did not describe the pass — detection locked onto a repeated layer, or the program changed — and
+// the thread detects its pass again, now requiring a period that contains the missed key and is
+// longer than the old plan.
+constexpr uint32_t kMissingWindows = 3;
+constexpr uint32_t kMaxRedetections = 8;
+constexpr uint32_t kCleanWindows = 4;  // windows without a miss that end a series of missing ones
+
+// The plan does not describe the pass: profile afresh, requiring a period that contains `key`
+// and is longer than the plan. The old arena stays until its last block is freed (retire_replay).
+__attribute__((noinline)) void start_redetection(ThreadState& t, uint64_t key) {
+  ReplayRecheck& r = t.recheck;
+  if (r.redetections >= kMaxRedetections || !global().options.detect) return;
+  ++r.redetections;
+  stats().redetections.fetch_add(1, std::memory_order_relaxed);
+  // This plan's "steady state" was not the program's: its requests count as before steady state.
+  stats().retracted_steady_hits.fetch_add(r.plan_steady_hits, std::memory_order_relaxed);
+  stats().retracted_steady.fetch_add(r.plan_steady_hits + r.plan_steady_misses,
+                                     std::memory_order_relaxed);
+  stats().retracted_between.fetch_add(r.plan_steady_between, std::memory_order_relaxed);
+  stats().steady_passes.fetch_sub(r.plan_steady_passes, std::memory_order_relaxed);
+  stats().full_passes.fetch_sub(r.plan_full_passes, std::memory_order_relaxed);
+  if (global().options.verbose) {
+    log_line(
+        "memoplan: thread %u: its plan of %u allocations does not describe the pass (a "
+        "request it does not know recurs): detecting again",
+        t.index, t.replay.slot_count);
+  }
+  detect_again(t, key, t.replay.slot_count);
+}
+
+// A plan found through irregular work leaves out the keys that recur irregularly between passes:
+// a miss of one is counted for this pass and is no reason to re-check (detection.h).
+inline bool irregular_work_miss(ThreadState& t, uint64_t key) {
+  return t.irregular.count != 0 &&
+         irregular_miss(t.irregular, key,
+                        t.replay.matcher.cursor() == 0 && t.replay.replayed_passes != 0);
+}
+
+}  // namespace
+
+void recheck_plan_installed(ReplayRecheck& r, uint32_t slot_count) {
+  const uint32_t redetections = r.redetections;  // a thread's, over all its plans
+  r = ReplayRecheck{};
+  r.redetections = redetections;
+  r.window = slot_count < (1u << 28) ? (slot_count * 4 > 256 ? slot_count * 4 : 256) : (1u << 30);
+}
+
+__attribute__((noinline)) void close_recheck_window(ThreadState& t) {
+  ReplayRecheck& r = t.recheck;
+  r.requests = 0;
+  const uint64_t recurring = r.recurring;
+  r.recurring = 0;
+  if (r.missed_count) {  // a pass longer than a window leaves windows without its misses
+    for (int i = 0; i < r.missed_count; ++i) r.previous[i] = r.missed[i];
+    r.previous_count = r.missed_count;
+    r.missed_count = 0;
+    r.clean_windows = 0;
+  } else if (++r.clean_windows >= kCleanWindows) {
+    r.missing_windows = 0;
+  }
+  if (recurring) {
+    ++r.missing_windows;
+    r.unexplained_key = recurring;
+  }
+  if (r.missing_windows < kMissingWindows || t.explicit_passes) return;
+  r.missing_windows = 0;
+  start_redetection(t, r.unexplained_key);
+}
+
+void recheck_miss(ThreadState& t, replay::Fallback why, uint64_t key, bool recheck) {
+  const bool checked = why == replay::Fallback::kNotPlanned && !t.explicit_passes && recheck;
+  const bool between = checked && irregular_work_miss(t, key);
+  ReplayRecheck& r = t.recheck;
+  if (in_steady_state(t.replay, t.explicit_passes)) {
+    (why == replay::Fallback::kEscaping ? stats().steady_escaping : stats().steady_fallbacks)
+        .fetch_add(1, std::memory_order_relaxed);
+    ++r.plan_steady_misses;
+    if (between) {
+      stats().steady_between.fetch_add(1, std::memory_order_relaxed);
+      ++r.plan_steady_between;
+    }
+  }
+  if (checked && !between) {
+    // Checked at each miss, not by comparing the two windows' first keys: a pass with more
+    // distinct misses than kKeys, cut at another point by every window, would never match.
+    bool known = false;
+    for (int i = 0; i < r.missed_count && !known; ++i) known = r.missed[i] == key;
+    if (!known && r.missed_count < ReplayRecheck::kKeys) r.missed[r.missed_count++] = key;
+    for (int j = 0; j < r.previous_count && !r.recurring; ++j) {
+      if (r.previous[j] == key) r.recurring = key;
+    }
+  }
+}
+
+__attribute__((noinline, cold)) void recheck_irregular_pass(ThreadState& t) {
+  const int repeating = irregular_pass_ended(t.irregular);
+  if (repeating >= 0) start_redetection(t, t.irregular.keys[repeating]);
+}
+
+}  // namespace memoplan::shim
