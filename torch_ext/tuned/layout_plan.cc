@@ -13,6 +13,7 @@
 #include "memoplan/layout/layout.h"
 #include "memoplan/torch/kernels.h"
 #include "planning/planning.h"
+#include "reports.h"
 
 namespace memoplan::torch_ext::layouts {
 namespace {
@@ -229,5 +230,9 @@ std::string layout_report() {
   }
   return out.str();
 }
+
+namespace {
+const bool report_registered = tuned::add_report(60, &layout_report);  // kernel_report()'s order
+}  // namespace
 
 }  // namespace memoplan::torch_ext::layouts

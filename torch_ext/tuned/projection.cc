@@ -20,6 +20,7 @@
 #include "memoplan/onednn/onednn.h"
 #include "planning/choice_cache.h"
 #include "planning/planning.h"
+#include "reports.h"
 #include "tuned_support.h"
 
 namespace memoplan::torch_ext::tuned {
@@ -161,5 +162,9 @@ std::string projection_report() {
   });
   return out.str();
 }
+
+namespace {
+const bool report_registered = add_report(20, &projection_report);  // kernel_report()'s order
+}  // namespace
 
 }  // namespace memoplan::torch_ext::tuned

@@ -16,6 +16,7 @@
 
 #include "planning/choice_cache.h"
 #include "planning/op_descriptor.h"
+#include "reports.h"
 #include "tuned_support.h"
 
 namespace memoplan::torch_ext {
@@ -173,6 +174,10 @@ std::string attention_report() {
   });
   return out;
 }
+
+namespace {
+const bool report_registered = tuned::add_report(40, &attention_report);  // kernel_report()'s order
+}  // namespace
 
 int replace_attention(torch::jit::Graph& graph) {
   int replaced = 0;

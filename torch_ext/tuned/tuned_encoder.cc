@@ -20,6 +20,7 @@
 #include "memoplan/kernels/gemm.h"
 #include "planning/choice_cache.h"
 #include "planning/op_descriptor.h"
+#include "reports.h"
 #include "tuned_support.h"
 
 namespace memoplan::torch_ext {
@@ -217,6 +218,10 @@ std::string encoder_report() {
   });
   return out;
 }
+
+namespace {
+const bool report_registered = tuned::add_report(30, &encoder_report);  // kernel_report()'s order
+}  // namespace
 
 int replace_encoder_layers(torch::jit::Graph& graph) {
   int replaced = 0;

@@ -18,6 +18,7 @@
 #include "memoplan/kernels/gemm.h"
 #include "planning/choice_cache.h"
 #include "planning/op_descriptor.h"
+#include "reports.h"
 #include "tuned_support.h"
 
 namespace memoplan::torch_ext {
@@ -340,5 +341,9 @@ std::string matmul_report() {
   });
   return out.str();
 }
+
+namespace {
+const bool report_registered = tuned::add_report(50, &matmul_report);  // kernel_report()'s order
+}  // namespace
 
 }  // namespace memoplan::torch_ext

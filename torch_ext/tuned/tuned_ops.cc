@@ -27,6 +27,7 @@
 #include "planning/choice_cache.h"
 #include "planning/op_descriptor.h"
 #include "planning/planning.h"
+#include "reports.h"
 #include "tuned_support.h"
 #include "weight_cache.h"
 
@@ -329,8 +330,8 @@ int replace_hot_ops(torch::jit::Graph& graph) {
 
 namespace {
 
-// kernel_report() (memoplan/torch/plan.h) while this library is loaded.
-std::string tuned_report() {
+// The linear layers' decisions (kernel_report()'s first lines).
+std::string linear_report() {
   std::ostringstream out;
   shapes().for_each([&](const ShapeKey& key, const ShapeChoice& choice) {
     const auto& [m, k, n, act, bias, threads] = key;
@@ -339,10 +340,12 @@ std::string tuned_report() {
         << " ms, memoplan " << choice.memoplan_ms << " ms -> "
         << (choice.use_memoplan ? "memoplan" : "aten") << "\n";
   });
-  out << tuned::projection_report() << encoder_report() << attention_report() << matmul_report()
-      << layouts::layout_report() << blocked::report() << blocked::winograd_report();
   return out.str();
 }
+const bool report_registered = tuned::add_report(10, &linear_report);
+
+// kernel_report() (memoplan/torch/plan.h) while this library is loaded.
+std::string tuned_report() { return tuned::all_reports(); }
 
 // The planning runtime runs this rewrite for PlanOptions::kernels == "tuned"; registered when
 // libmemoplan_tuned.so loads.

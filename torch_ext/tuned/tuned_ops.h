@@ -27,10 +27,8 @@ int replace_hot_ops(torch::jit::Graph& graph);
 // the same layer on memoplan's GEMM (projections, attention products, feed-forward) with aten's
 // layer norm and softmax.
 int replace_encoder_layers(torch::jit::Graph& graph);
-std::string encoder_report();  // one line per measured layer shape
 // aten::_native_multi_head_attention -> memoplan::attention (tuned_attention.cc).
 int replace_attention(torch::jit::Graph& graph);
-std::string attention_report();  // one line per measured attention shape
 // The part for aten::addmm, aten::matmul and aten::bmm (tuned_matmul.cc): a product with a weight
 // (a matrix that keeps its storage and version) runs as memoplan::linear on the packed weight;
 // a product of two activations (attention scores) on memoplan's GEMM with B packed per call.

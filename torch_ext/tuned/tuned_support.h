@@ -56,7 +56,6 @@ void forget_packings(int64_t site);
 void project(const at::Tensor& x2d, const at::Tensor& w, const float* bias, int64_t site,
              float* out, int64_t ldc, kernels::Activation activation, bool accumulate,
              int64_t version = -1);
-std::string projection_report();  // one line per measured product shape
 
 // Self-attention's middle: for each (batch, head) on the intra-op threads, softmax(q k^T / sqrt(d))
 // v into `context` ([batch * tokens, e], contiguous), q, k and v read in place from `qkv`

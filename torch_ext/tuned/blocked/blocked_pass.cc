@@ -31,6 +31,7 @@
 #include "memoplan/torch/kernels.h"
 #include "tuned/graph_match.h"
 #include "tuned/layout_plan.h"
+#include "tuned/reports.h"
 #include "tuned/tuned_support.h"
 
 namespace memoplan::torch_ext::blocked {
@@ -419,5 +420,9 @@ std::string report() {
   for (const std::string& line : report_lines()) out += line + "\n";
   return out;
 }
+
+namespace {
+const bool report_registered = tuned::add_report(70, &report);  // kernel_report()'s order
+}  // namespace
 
 }  // namespace memoplan::torch_ext::blocked

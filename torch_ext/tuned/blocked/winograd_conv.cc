@@ -16,6 +16,7 @@
 #include "memoplan/kernels/winograd.h"
 #include "memoplan/torch/kernels.h"
 #include "planning/choice_cache.h"
+#include "tuned/reports.h"
 #include "tuned/tuned_support.h"
 
 namespace memoplan::torch_ext::blocked {
@@ -197,5 +198,9 @@ std::string winograd_report() {
   });
   return out.str();
 }
+
+namespace {
+const bool report_registered = tuned::add_report(80, &winograd_report);  // kernel_report()'s order
+}  // namespace
 
 }  // namespace memoplan::torch_ext::blocked
