@@ -13,6 +13,7 @@ import tempfile
 
 try:
     import torch
+    import torchvision
 except ImportError as error:  # CTest's SKIP_RETURN_CODE
     print(f"SKIP: {error}")
     sys.exit(77)
@@ -23,21 +24,10 @@ def mapped(name):
         return any(name in line for line in maps)
 
 
-class Net(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.conv1 = torch.nn.Conv2d(3, 32, 3, padding=1)
-        self.conv2 = torch.nn.Conv2d(32, 32, 3, padding=1)
-        self.fc = torch.nn.Linear(32, 10)
-
-    def forward(self, x):
-        y = torch.relu(self.conv2(torch.relu(self.conv1(x))))
-        return self.fc(y.mean([2, 3]))
-
-
 def traced(x):
+    """A model the user did not write, exported the way users export it."""
     torch.manual_seed(0)
-    return torch.jit.trace(Net().eval(), x)
+    return torch.jit.trace(torchvision.models.resnet18(weights=None).eval(), x)
 
 
 def main_process(library):
@@ -49,7 +39,7 @@ def main_process(library):
             failures.append(what)
 
     torch.ops.load_library(library)
-    x = torch.randn(1, 3, 32, 32)
+    x = torch.randn(1, 3, 64, 64)
     with torch.no_grad():
         stock = traced(x)
         expected = stock(x)
@@ -72,7 +62,7 @@ def main_process(library):
 def missing_library_process(library):
     """Run with a copy of libmemoplan_torch.so alone in a directory: tuned must fail clearly."""
     torch.ops.load_library(library)
-    x = torch.randn(1, 3, 32, 32)
+    x = torch.randn(1, 3, 64, 64)
     with torch.no_grad():
         module = traced(x)
         expected = module(x)
