@@ -3,7 +3,6 @@
 #include "layout_plan.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <deque>
 #include <map>
 #include <mutex>

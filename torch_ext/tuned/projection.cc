@@ -11,7 +11,6 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
-#include <cstdlib>
 #include <sstream>
 #include <string>
 #include <tuple>

@@ -17,7 +17,6 @@
 // have to change layout. While the first pass measures, every edge is blocked.
 #include <torch/csrc/jit/ir/ir.h>
 
-#include <atomic>
 #include <mutex>
 #include <sstream>
 #include <string>

@@ -5,8 +5,6 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
-#include <atomic>
-#include <cstdlib>
 #include <random>
 #include <sstream>
 #include <string>
