@@ -12,17 +12,33 @@
 # (scripts/cross_aarch64.sh; MEMOPLAN_CROSS=0 skips it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Each stage's wall time, printed as it ends and again, all of them, when the script exits (CI's
+# budget: 60 minutes from a cold machine, docs/INSTALL.md).
+stage_start=$SECONDS
+stage_times=""
+stage_done() {
+  local took=$((SECONDS - stage_start))
+  stage_times+="$(printf '  %-24s %5d s' "$1" "$took")"$'\n'
+  echo "memoplan: stage $1: ${took} s (${SECONDS} s in all)" >&2
+  stage_start=$SECONDS
+}
+trap 'printf "memoplan: stage times (%d s in all)\n%s" "$SECONDS" "$stage_times" >&2' EXIT
 scripts/install_deps.sh
+stage_done install
 # ccache: paths under the checkout hashed relative to it and the build directory left out of the
 # hash (it would be, with -g), so a clone elsewhere (CI's) reuses what another clone compiled.
 export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}" CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-1}"
 # The shim's engine tests fail, rather than skip, where the engine cannot reserve its address space.
 export MEMOPLAN_REQUIRE_PLANS=1
 scripts/build.sh default
+stage_done build
 ctest --preset default -j "$(nproc)"
+stage_done test
 if [ "${MEMOPLAN_SANITIZERS:-1}" != 0 ]; then
   scripts/build.sh asan
+  stage_done asan-build
   ctest --preset asan -j "$(nproc)"
+  stage_done asan-test
   cmake --preset tsan >/dev/null
   # ThreadSanitizer: the shared record/replay runtime, the shim's engine (its unit and fault tests
   # and the deviation fuzzer's bounded slices) and, when LibTorch is installed, the extension's tests (concurrent forward
@@ -32,26 +48,32 @@ if [ "${MEMOPLAN_SANITIZERS:-1}" != 0 ]; then
     tsan_targets+=(torch_ext_tests)
   fi
   cmake --build --preset tsan -j "$(nproc)" --target "${tsan_targets[@]}"
+  stage_done tsan-build
   ctest --preset tsan -j "$(nproc)" -L 'runtime|interpose|torch' -E '^(run|serve)\.'
+  stage_done tsan-test
 fi
 if [ "${MEMOPLAN_FUZZ_SECONDS:-15}" != 0 ]; then
   scripts/run_fuzz.sh "${MEMOPLAN_FUZZ_SECONDS:-15}" --if-available
+  stage_done fuzz
 fi
 if [ "${MEMOPLAN_DEBIAN13:-1}" != 0 ]; then
   # 77: the Debian mirror cannot be reached to make the root (said on stderr): skipped, not failed.
   status=0
   scripts/debian13.sh test || status=$?
   [ "$status" -eq 0 ] || [ "$status" -eq 77 ] || exit "$status"
+  stage_done debian13
 fi
 if [ "${MEMOPLAN_PACKAGES:-1}" != 0 ]; then
   # 77: the Debian mirror cannot be reached (the roots, the packages' dependencies): skipped.
   status=0
   scripts/debian13.sh package-test || status=$?
   [ "$status" -eq 0 ] || [ "$status" -eq 77 ] || exit "$status"
+  stage_done package-test
 fi
 if [ "${MEMOPLAN_CROSS:-1}" != 0 ]; then
   # 77: the cross toolchain or qemu-user could not be installed: skipped, not failed.
   status=0
   scripts/cross_aarch64.sh || status=$?
   [ "$status" -eq 0 ] || [ "$status" -eq 77 ] || exit "$status"
+  stage_done aarch64
 fi
