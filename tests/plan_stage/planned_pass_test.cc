@@ -144,7 +144,9 @@ TEST(PlannedPassTest, LayOutTakesAPlanMadeElsewhere) {
   for (size_t i = 0; i < pass->slots.size(); ++i) {
     EXPECT_EQ(pass->slots[i].offset, compiled->slots[i].offset);
   }
-  EXPECT_FALSE(compile(trace, CompileOptions{PlanOptions{"no_such_strategy"}}).ok());
+  CompileOptions unknown;
+  unknown.planner.strategy = "no_such_strategy";
+  EXPECT_FALSE(compile(trace, unknown).ok());
 }
 
 }  // namespace

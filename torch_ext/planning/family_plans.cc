@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "memoplan/planner/planner.h"
+#include "thread_pass.h"  // process_counters
 
 namespace memoplan::torch_ext::runtime_pass {
 namespace {
@@ -43,7 +44,7 @@ std::shared_ptr<const CompiledPlan> predict_plan(ModuleState& m, const std::stri
   return shared;
 }
 
-bool refresh_family_plan(ModuleState& m, ThreadPass::CachedPlan& cached) {
+bool refresh_family_plan(ModuleState& m, CachedPlan& cached) {
   if (m.plans_replaced.load(std::memory_order_acquire) == cached.replaced) return true;
   std::lock_guard<std::mutex> lock(m.mutex);
   cached.replaced = m.plans_replaced.load(std::memory_order_relaxed);
@@ -97,29 +98,23 @@ void learn_family_order(ModuleState& m, const std::string& family_key,
   if (replaced) m.plans_replaced.fetch_add(1, std::memory_order_release);
 }
 
-void drop_prediction(ThreadPass& t) {
-  const CompiledPlan* plan = t.plan;
-  for (auto it = t.cache.begin(); it != t.cache.end(); ++it) {
-    if (it->plan.get() != plan) continue;
-    ModuleState& m = module_state(it->module);
-    {
-      std::lock_guard<std::mutex> lock(m.mutex);
-      auto p = m.plans.find(plan->key);
-      if (p != m.plans.end() && p->second.get() == plan) {
-        m.plans.erase(p);
-        m.unplanned_passes[plan->key] = 0;
-        for (const std::string& key : m.families[plan->family].note_mispredicted(plan->key)) {
-          m.plans.erase(key);
-        }
+void drop_prediction(ThreadPlans& plans, const CompiledPlan* plan) {
+  family_mispredictions.fetch_add(1, std::memory_order_relaxed);
+  CachedPlan* cached = plans.find(plan);
+  if (!cached) return;
+  ModuleState& m = module_state(cached->module);
+  {
+    std::lock_guard<std::mutex> lock(m.mutex);
+    auto p = m.plans.find(plan->key);
+    if (p != m.plans.end() && p->second.get() == plan) {
+      m.plans.erase(p);
+      m.unplanned_passes[plan->key] = 0;
+      for (const std::string& key : m.families[plan->family].note_mispredicted(plan->key)) {
+        m.plans.erase(key);
       }
     }
-    t.cache.erase(it);  // a family's plan: no arena of its own
-    break;
   }
-  t.plan = nullptr;
-  t.arena = nullptr;
-  t.mode = ThreadPass::Mode::kIdle;
-  family_mispredictions.fetch_add(1, std::memory_order_relaxed);
+  plans.erase(cached);  // last: it holds the plan
 }
 
 uint64_t family_plans_made() { return family_plans.load(std::memory_order_relaxed); }

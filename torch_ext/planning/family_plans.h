@@ -12,7 +12,7 @@
 
 #include "compiled_plan.h"
 #include "module_state.h"
-#include "thread_pass.h"
+#include "thread_plans.h"
 
 namespace memoplan::torch_ext::runtime_pass {
 
@@ -27,7 +27,7 @@ std::shared_ptr<const CompiledPlan> predict_plan(ModuleState& m, const std::stri
 // a pass; the lock only after a replacement. Returns false when the module dropped the key's plan
 // meanwhile (a prediction made before the order): the thread's copy goes too, and the key is
 // predicted again.
-bool refresh_family_plan(ModuleState& m, ThreadPass::CachedPlan& cached);
+bool refresh_family_plan(ModuleState& m, CachedPlan& cached);
 
 // Learns the family's placement order when it wants one (FamilyState::order_wanted), outside the
 // lock, then plans its profiled shapes again in that order, replacing each plan that gets
@@ -37,7 +37,8 @@ void learn_family_order(ModuleState& m, const std::string& family_key,
 
 // A pass that missed its predicted plan: the plan goes (its key is profiled like any new key, and
 // becomes one more shape of the family), and a second such key ends the family's predictions.
-void drop_prediction(ThreadPass& t);
+// `plan` is the thread's: its entry in `plans` goes too.
+void drop_prediction(ThreadPlans& plans, const CompiledPlan* plan);
 
 // Plans made from the formulas and predictions that missed, since the process started.
 uint64_t family_plans_made();

@@ -1,5 +1,6 @@
 // One planned module's shared state (its plans, shape families and counters of replaced plans),
-// kept by pass_runtime.cc under the module's lock and read by family_plans.cc. No torch headers.
+// registered by module_registry.cc and kept under the module's lock by pass_runtime.cc and
+// family_plans.cc. No torch headers.
 #pragma once
 
 #include <atomic>

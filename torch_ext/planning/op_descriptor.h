@@ -160,6 +160,7 @@ std::string schema() {
           if (field.fallback != nullptr) s += std::string("=") + field.fallback;
         };
         (one(f), ...);
+        (void)one;  // an operator without fields
       },
       Op::fields());
   return s + ") -> " + Op::kReturns;
@@ -184,6 +185,7 @@ Op read(c10::IValue* args) {
           op.*(field.member) = Type<T>::read(std::move(args[i++]));
         };
         (one(f), ...);
+        (void)one;  // an operator without fields
       },
       Op::fields());
   return op;

@@ -8,8 +8,8 @@
 //
 // When its files run: at plan time profiler.cc, tagged_allocator.cc, record_table.cc,
 // shadow_stack.cc (the profiled pass) and compiled_plan.cc (planning); on every pass
-// pass_operators.cc and pass_runtime.cc; on every tensor request replay_allocator.cc (the fast
-// path: replay::serve).
+// pass_operators.cc and pass_runtime.cc (the thread's lifecycle); on every tensor request
+// replay_allocator.cc and replay_state.cc (the fast path: replay::serve_slot).
 #pragma once
 
 #include <string>

@@ -1,13 +1,12 @@
 // The replay allocator: c10's CPU allocator once a module is planned. On a thread replaying a
-// plan, each non-empty request is served by replay::serve (the runtime's hit, the same the shim
-// uses) from the slots of the graph visit the thread is in; everything else goes to the allocator
-// installed before (c10's). Frees of arena blocks go back to their arena from any thread.
+// plan, each non-empty request is served by its ReplayState (replay::serve_slot, the runtime's
+// hit, the same the shim uses) from the slots of the graph visit the thread is in; everything
+// else goes to the allocator installed before (c10's). Frees of arena blocks go back to their arena from any thread.
 #include <c10/core/Allocator.h>
 
 #include <mutex>
 
 #include "arena_region.h"
-#include "memoplan/replay/serve.h"
 #include "memoplan/torch/allocator_base.h"
 #include "memoplan/torch/cpu_allocator_swap.h"
 #include "planning.h"
@@ -17,7 +16,6 @@
 namespace memoplan::torch_ext::runtime_pass {
 namespace {
 
-constexpr uint64_t kAlignment = 64;  // c10's; every planned offset is a multiple of it
 // Warm-up passes: tensors this large get exact blocks (a mapping each, given back at their free);
 // smaller ones stay with the allocator behind (whatever it keeps of them is small).
 constexpr size_t kExactBytes = 16 << 10;
@@ -29,17 +27,10 @@ class ReplayAllocator final : public AllocatorBase<ReplayAllocator> {
   c10::DataPtr allocate_block(size_t bytes) const {
     ThreadPass& t = thread_pass();
     if (t.mode == ThreadPass::Mode::kReplay && bytes != 0) {
-      replay::Fallback why = replay::Fallback::kNotPlanned;
-      const uint32_t index = t.matcher.match(bytes);
-      if (index != replay::Matcher::kNone) {
-        const replay::Slot& slot = t.plan->tensors[index];
-        void* p = replay::serve_slot(slot, *t.arena, bytes, kAlignment, &why);
-        if (!p && slot.shares && why == replay::Fallback::kOverlap)
-          p = place_shared(t, slot, bytes, &why);
-        if (p) {
-          ++t.counters.planned_hits;
-          return c10::DataPtr(p, p, &delete_block, c10::Device(c10::DeviceType::CPU));
-        }
+      replay::Fallback why;
+      if (void* p = t.replay.serve(bytes, &why)) {
+        ++t.counters.planned_hits;
+        return c10::DataPtr(p, p, &delete_block, c10::Device(c10::DeviceType::CPU));
       }
       ++t.counters.fallbacks[static_cast<int>(why)];
     }
@@ -53,15 +44,6 @@ class ReplayAllocator final : public AllocatorBase<ReplayAllocator> {
     return next_->allocate(bytes);
   }
   c10::DeleterFnPtr raw_deleter() const override { return &delete_block; }
-
-  // memory "min": the slot lies over live blocks the plan shares it with; laid there only over
-  // those its visit's ShareInputs node found where the plan put them.
-  static void* place_shared(ThreadPass& t, const replay::Slot& slot, size_t bytes,
-                            replay::Fallback* why) {
-    if (t.permit_visit != t.visit || t.permits.empty()) return nullptr;
-    return t.arena->place_shared(slot.offset, bytes, t.permits.data(),
-                                 static_cast<uint32_t>(t.permits.size()), why);
-  }
 
   static void delete_block(void* p) {
     replay::ArenaRegion& arenas = arena_region();
@@ -79,12 +61,6 @@ c10::DeleterFnPtr ReplayAllocator::next_raw_deleter = nullptr;
 TaggedAllocator* ReplayAllocator::tagged = nullptr;
 
 }  // namespace
-
-ToAllocatorBehind::ToAllocatorBehind() : saved_warming_(thread_pass().warming) {
-  thread_pass().warming = false;
-}
-
-ToAllocatorBehind::~ToAllocatorBehind() { thread_pass().warming = saved_warming_; }
 
 void install_replay_allocator() {
   static std::once_flag once;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <utility>
 
 #include "arena_region.h"
 
@@ -11,106 +12,119 @@ namespace {
 
 std::atomic<uint64_t> largest_slab{0};  // bytes of the largest arena made
 
-void note_slab_bytes(uint64_t bytes) {
-  uint64_t seen = largest_slab.load(std::memory_order_relaxed);
-  while (bytes > seen && !largest_slab.compare_exchange_weak(seen, bytes)) {
-  }
-}
-
 // A thread keeps at most this many plans (with their arenas); the least recently used goes.
 constexpr size_t kThreadCachedPlans = 64;
 
-// The arena a family's plan replays in on this thread: the family's, grown (replaced) when the plan
-// needs more; null when none can be had.
-replay::Arena* family_arena(ThreadPass& t, int64_t module, const std::string& family,
-                            uint64_t slab_bytes) {
-  ThreadPass::FamilyArena* found = nullptr;
-  for (ThreadPass::FamilyArena& f : t.family_arenas) {
-    if (f.module == module && f.family == family) found = &f;
-  }
-  if (found && found->arena->bytes() >= slab_bytes) return found->arena;
-  // Exactly what the plan needs: random shapes set a new largest one about ln(passes) times.
-  const uint64_t bytes = slab_bytes;
+// A new arena of `bytes` for the calling thread, counted; null when none can be had.
+replay::Arena* new_arena(uint64_t bytes, replay::Counters& counters) {
   replay::ArenaRegion::Failure failure;
   replay::Arena* arena = arena_region().create(bytes, thread_token(), &failure);
   if (!arena) return nullptr;
-  note_slab_bytes(bytes);
-  ++t.counters.slabs;
-  t.counters.slab_bytes += bytes;
-  if (found) {
-    found->arena->retire();  // back once the blocks it still holds (outputs) are freed
-    found->arena = arena;
-  } else {
-    t.family_arenas.push_back({module, family, arena});
+  ++counters.slabs;
+  counters.slab_bytes += bytes;
+  uint64_t seen = largest_slab.load(std::memory_order_relaxed);
+  while (bytes > seen && !largest_slab.compare_exchange_weak(seen, bytes)) {
   }
   return arena;
 }
 
 }  // namespace
 
-bool start_replay(ThreadPass& t, ThreadPass::CachedPlan& cached) {
-  replay::Arena* arena = cached.arena;
-  if (!arena) {
-    arena = family_arena(t, cached.module, cached.plan->family, cached.plan->slab_bytes);
-    if (!arena) return false;
+ThreadPlans::~ThreadPlans() {
+  for (CachedPlan& c : cache_) {
+    if (c.arena) c.arena->retire();
   }
-  t.mode = ThreadPass::Mode::kReplay;
-  t.plan = cached.plan.get();
-  t.arena = arena;
-  cached.used = ++t.uses;
-  t.visit = 0;
-  t.permit_visit = ~uint32_t{0};
-  const replay::Visit& first = t.plan->visits.front();
-  t.matcher.start_window(t.plan->tensors.data(), first.first_slot, first.slot_count);
-  ++t.counters.planned_passes;
+  for (FamilyArena& f : family_arenas_) f.arena->retire();
+}
+
+bool ThreadPlans::sync_generation(int64_t module, uint64_t generation) {
+  const auto index = static_cast<size_t>(module);
+  if (generations_seen_.size() <= index) generations_seen_.resize(index + 1, 0);
+  if (generations_seen_[index] == generation) return false;
+  generations_seen_[index] = generation;
+  for (size_t i = 0; i < cache_.size();) {
+    if (cache_[i].module == module) {
+      erase(&cache_[i]);
+    } else {
+      ++i;
+    }
+  }
+  for (size_t i = 0; i < family_arenas_.size();) {
+    if (family_arenas_[i].module != module) {
+      ++i;
+      continue;
+    }
+    family_arenas_[i].arena->retire();
+    family_arenas_[i] = std::move(family_arenas_.back());
+    family_arenas_.pop_back();
+  }
   return true;
 }
 
-ThreadPass::CachedPlan* cache_plan(ThreadPass& t, int64_t module, uint64_t generation,
-                                   uint64_t replaced, const std::string& key,
-                                   std::shared_ptr<const CompiledPlan> plan) {
-  replay::Arena* arena = nullptr;
-  if (plan->family.empty()) {
-    replay::ArenaRegion::Failure failure;
-    arena = arena_region().create(plan->slab_bytes, thread_token(), &failure);
-    if (!arena) return nullptr;
-    ++t.counters.slabs;
-    t.counters.slab_bytes += plan->slab_bytes;
-    note_slab_bytes(plan->slab_bytes);
+CachedPlan* ThreadPlans::find(int64_t module, const std::string& key) {
+  for (CachedPlan& c : cache_) {
+    if (c.module == module && c.key == key) return &c;
   }
-  if (t.cache.size() >= kThreadCachedPlans) {
-    auto oldest = std::min_element(t.cache.begin(), t.cache.end(),
-                                   [](const ThreadPass::CachedPlan& a,
-                                      const ThreadPass::CachedPlan& b) { return a.used < b.used; });
-    if (oldest->arena) oldest->arena->retire();
-    *oldest = std::move(t.cache.back());
-    t.cache.pop_back();
-  }
-  t.cache.push_back({module, generation, key, std::move(plan), arena, 0, replaced});
-  return &t.cache.back();
+  return nullptr;
 }
 
-void forget_thread_plans(ThreadPass& t, int64_t module) {
-  for (size_t i = 0; i < t.cache.size();) {
-    if (t.cache[i].module != module) {
-      ++i;
-      continue;
-    }
-    if (t.cache[i].arena) t.cache[i].arena->retire();
-    t.cache[i] = std::move(t.cache.back());
-    t.cache.pop_back();
+CachedPlan* ThreadPlans::find(const CompiledPlan* plan) {
+  for (CachedPlan& c : cache_) {
+    if (c.plan.get() == plan) return &c;
   }
-  for (size_t i = 0; i < t.family_arenas.size();) {
-    if (t.family_arenas[i].module != module) {
-      ++i;
-      continue;
-    }
-    t.family_arenas[i].arena->retire();
-    t.family_arenas[i] = std::move(t.family_arenas.back());
-    t.family_arenas.pop_back();
+  return nullptr;
+}
+
+void ThreadPlans::erase(CachedPlan* cached) {
+  if (cached->arena) cached->arena->retire();
+  *cached = std::move(cache_.back());
+  cache_.pop_back();
+}
+
+CachedPlan* ThreadPlans::add(int64_t module, uint64_t generation, uint64_t replaced,
+                             const std::string& key, std::shared_ptr<const CompiledPlan> plan,
+                             replay::Counters& counters) {
+  replay::Arena* arena = nullptr;
+  if (plan->family.empty()) {
+    arena = new_arena(plan->slab_bytes, counters);
+    if (!arena) return nullptr;
   }
-  t.plan = nullptr;
-  t.arena = nullptr;
+  if (cache_.size() >= kThreadCachedPlans) {
+    erase(&*std::min_element(cache_.begin(), cache_.end(),
+                             [](const CachedPlan& a, const CachedPlan& b) { return a.used < b.used; }));
+  }
+  cache_.push_back({module, generation, key, std::move(plan), arena, 0, replaced});
+  return &cache_.back();
+}
+
+replay::Arena* ThreadPlans::arena_for(CachedPlan& cached, replay::Counters& counters) {
+  replay::Arena* arena = cached.arena;
+  if (!arena) {
+    arena = family_arena(cached.module, cached.plan->family, cached.plan->slab_bytes, counters);
+    if (!arena) return nullptr;
+  }
+  cached.used = ++uses_;
+  return arena;
+}
+
+// The family's arena, grown (replaced) when the plan needs more.
+replay::Arena* ThreadPlans::family_arena(int64_t module, const std::string& family,
+                                         uint64_t slab_bytes, replay::Counters& counters) {
+  FamilyArena* found = nullptr;
+  for (FamilyArena& f : family_arenas_) {
+    if (f.module == module && f.family == family) found = &f;
+  }
+  if (found && found->arena->bytes() >= slab_bytes) return found->arena;
+  // Exactly what the plan needs: random shapes set a new largest one about ln(passes) times.
+  replay::Arena* arena = new_arena(slab_bytes, counters);
+  if (!arena) return nullptr;
+  if (found) {
+    found->arena->retire();  // back once the blocks it still holds (outputs) are freed
+    found->arena = arena;
+  } else {
+    family_arenas_.push_back({module, family, arena});
+  }
+  return arena;
 }
 
 uint64_t largest_slab_bytes() { return largest_slab.load(std::memory_order_relaxed); }

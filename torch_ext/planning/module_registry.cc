@@ -1,0 +1,97 @@
+// The planned modules: their registry (ids a rewritten graph's AllocateSlab carries) and what
+// plan() asks of a module's plans (pass_runtime.h). Each module's state is module_state.h's.
+#include <c10/util/Exception.h>
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+
+#include "family_plans.h"
+#include "module_state.h"
+#include "pass_runtime.h"
+#include "tagged_allocator.h"
+#include "thread_pass.h"
+#include "thread_plans.h"
+
+namespace memoplan::torch_ext::runtime_pass {
+namespace {
+
+// Module states by id, read without a lock on every pass; written once each, never freed.
+constexpr int64_t kMaxModules = 4096;
+std::mutex registry_mutex;  // registration only
+std::atomic<ModuleState*> registry[kMaxModules];
+std::atomic<int64_t> registered{0};
+
+}  // namespace
+
+ModuleState& module_state(int64_t id) {
+  ModuleState* m =
+      id >= 0 && id < kMaxModules ? registry[id].load(std::memory_order_acquire) : nullptr;
+  TORCH_CHECK(m, "memoplan: unknown planned module ", id,
+              " (was the graph rewritten in another process?)");
+  return *m;
+}
+
+int64_t register_module(const PlanOptions& options) {
+  install_replay_allocator();
+  TaggedAllocator::instance().prepare();  // the warm-up's exact blocks need the tag region
+  std::lock_guard<std::mutex> lock(registry_mutex);
+  const int64_t id = registered.load();
+  TORCH_CHECK(id < kMaxModules, "memoplan: more than ", kMaxModules, " planned modules");
+  auto* m = new ModuleState();
+  m->options = options;
+  registry[id].store(m, std::memory_order_release);
+  registered.store(id + 1);
+  return id;
+}
+
+bool has_plan(int64_t module, const std::string& key, PlanSummary* summary) {
+  ModuleState& m = module_state(module);
+  std::lock_guard<std::mutex> lock(m.mutex);
+  auto it = m.plans.find(key);
+  if (it == m.plans.end()) return false;
+  if (summary) {
+    const CompiledPlan& p = *it->second;
+    summary->key = key;
+    summary->slab_bytes = p.slab_bytes;
+    summary->lower_bound_bytes = p.lower_bound_bytes;
+    summary->offset_lower_bound_bytes = p.offset_lower_bound_bytes;
+    summary->shared_tensors = p.shared_tensors;
+    summary->coalesced_bytes = p.shared_bytes;
+    summary->planned_bytes = p.planned_bytes;
+    summary->planned_tensors = p.planned_tensors;
+    summary->escaping_tensors = p.escaping_tensors;
+    summary->visits = p.visits.size() - 1;
+    summary->strategy = p.strategy;
+    summary->planning_ms = p.planning_ms;
+  }
+  return true;
+}
+
+std::shared_ptr<const PlanDetail> plan_detail(int64_t module, const std::string& key) {
+  ModuleState& m = module_state(module);
+  std::lock_guard<std::mutex> lock(m.mutex);
+  auto it = m.plans.find(key);
+  return it == m.plans.end() ? nullptr : it->second->detail;
+}
+
+void request_key(int64_t module, const std::string& key) {
+  ModuleState& m = module_state(module);
+  std::lock_guard<std::mutex> lock(m.mutex);
+  m.requested.insert(key);
+}
+
+void forget_plans(int64_t module) {
+  ModuleState& m = module_state(module);
+  std::lock_guard<std::mutex> lock(m.mutex);
+  m.plans.clear();
+  m.unplanned_passes.clear();
+  m.families.clear();
+  ++m.generation;
+}
+
+FamilyCounts family_counts() {
+  return {family_plans_made(), family_mispredictions_seen(), largest_slab_bytes()};
+}
+
+}  // namespace memoplan::torch_ext::runtime_pass
