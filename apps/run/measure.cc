@@ -46,10 +46,6 @@ struct Shared {
   Progress* measuring = nullptr;  // set before `go`
 };
 
-double ms_since(Clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-}
-
 void fail(Shared& shared) {
   std::lock_guard<std::mutex> lock(shared.mutex);
   if (!shared.error) shared.error = std::current_exception();

@@ -15,6 +15,12 @@
 
 namespace memoplan::run {
 
+// Milliseconds on the steady clock since `start`: how each phase and pass is timed.
+inline double ms_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+      .count();
+}
+
 class Progress {
  public:
   // total 0: unknown (elapsed time only). enabled false: silent.

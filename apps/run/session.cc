@@ -30,10 +30,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double ms_since(Clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-}
-
 // One line out of a LibTorch message: TorchScript errors carry the script's traceback first and
 // the error last ("RuntimeError: ..."); c10 errors their C++ backtrace after the first line.
 std::string one_line(const std::exception& e) {

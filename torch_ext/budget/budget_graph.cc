@@ -21,8 +21,6 @@ bool is_conv2d(const Node* node) {
              "aten::conv2d(Tensor input, Tensor weight, Tensor? bias=None, int[2] stride=1, "
              "int[2] padding=0, int[2] dilation=1, int groups=1) -> Tensor");
 }
-const c10::Symbol kModuleAttribute = c10::Symbol::attr("memoplan_module");
-const c10::Symbol kStepAttribute = c10::Symbol::attr("memoplan_step");
 
 bool holds_tensor(const c10::TypePtr& type) {
   if (type->kind() == c10::TypeKind::TensorType) return true;

@@ -1,7 +1,8 @@
 // memoplan::budget_linear, defined once (planning/op_descriptor.h): aten::linear's arguments, then
-// the module whose budget plan slices it. budget_graph.cc makes it, budget_ops.cc runs it. The
-// budget's convolutions are memory_min/sliced_operators.h's (memory min rewrites them). Torch's IR
-// and ATen types; for budget/ only.
+// the module whose budget plan slices it; and memoplan::BudgetStep's two attributes.
+// budget_graph.cc makes them, budget_ops.cc runs them. The budget's convolutions are
+// memory_min/sliced_operators.h's (memory min rewrites them). Torch's IR and ATen types; for
+// budget/ only.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +12,10 @@
 #include "planning/op_descriptor.h"
 
 namespace memoplan::torch_ext::budget {
+
+// memoplan::BudgetStep's attributes: the module whose budget plan it belongs to, and the step.
+inline const c10::Symbol kModuleAttribute = c10::Symbol::attr("memoplan_module");
+inline const c10::Symbol kStepAttribute = c10::Symbol::attr("memoplan_step");
 
 struct BudgetLinearOp {
   static constexpr const char* kName = "memoplan::budget_linear";

@@ -15,9 +15,6 @@
 namespace memoplan::torch_ext::budget {
 namespace {
 
-const c10::Symbol kModuleAttribute = c10::Symbol::attr("memoplan_module");
-const c10::Symbol kStepAttribute = c10::Symbol::attr("memoplan_step");
-
 torch::jit::Operation budget_step_op(const torch::jit::Node* node) {
   const int64_t module = node->i(kModuleAttribute);
   const int64_t step = node->i(kStepAttribute);

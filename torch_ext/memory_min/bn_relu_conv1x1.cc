@@ -32,9 +32,6 @@ namespace {
 using blas_bands::Blocking;
 using blas_bands::Call;
 
-// A band saves at least this many bytes of the normalized activation, or the op runs whole.
-constexpr int64_t kWorthBytes = 256 << 10;
-
 // The batch norm's input -- one tensor, or a concatenation's inputs (concatenated along `dim`)
 // -- and its arguments.
 struct BnArgs {
@@ -46,8 +43,6 @@ struct BnArgs {
   double momentum = 0.1, eps = 1e-5;
   bool cudnn_enabled = false;
 };
-
-bool no_autograd(const at::Tensor& t) { return !(at::GradMode::is_enabled() && t.requires_grad()); }
 
 bool float_vector(const c10::optional<at::Tensor>& t, int64_t size) {
   return !t || !t->defined() ||

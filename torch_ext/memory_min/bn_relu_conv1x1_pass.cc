@@ -67,9 +67,9 @@ bool single_use_by(const torch::jit::Value* value, const torch::jit::Node* user)
   return value->uses().size() == 1 && value->uses()[0].user == user && value->uses()[0].offset == 0;
 }
 
-void collect(torch::jit::Block* block, std::vector<torch::jit::Node*>& out) {
+void collect_fusable(torch::jit::Block* block, std::vector<torch::jit::Node*>& out) {
   for (torch::jit::Node* node : block->nodes()) {
-    for (torch::jit::Block* inner : node->blocks()) collect(inner, out);
+    for (torch::jit::Block* inner : node->blocks()) collect_fusable(inner, out);
     if (node->kind() != c10::aten::conv2d ||
         !node->matches("aten::conv2d(Tensor input, Tensor weight, Tensor? bias=None, "
                        "int[2] stride=1, int[2] padding=0, int[2] dilation=1, int groups=1) -> "
@@ -157,7 +157,7 @@ void shape_from_inputs(torch::jit::Graph& graph, torch::jit::Node* cat) {
 
 int fuse_bn_relu_conv1x1(torch::jit::Graph& graph) {
   std::vector<torch::jit::Node*> convs;
-  collect(graph.block(), convs);
+  collect_fusable(graph.block(), convs);
   for (torch::jit::Node* conv : convs) {
     torch::jit::Node* relu = conv->input(0)->node();
     torch::jit::Node* bn = relu->input(0)->node();

@@ -6,6 +6,7 @@
 
 #include <ATen/core/Generator.h>
 #include <ATen/core/Tensor.h>
+#include <c10/core/GradMode.h>
 
 #include <cstdint>
 #include <memory>
@@ -16,6 +17,15 @@
 #include "planning/choice_cache.h"  // the checks of parts, once per key
 
 namespace memoplan::torch_ext {
+
+// Slicing is for temporaries of at least this many bytes (a band of bn_relu_conv1x1 too); below,
+// the calls it adds cost more than the bytes are worth.
+constexpr int64_t kWorthBytes = 256 << 10;
+
+// Whether `t` takes no part in autograd: memory min's ops compute in parts only then.
+inline bool no_autograd(const at::Tensor& t) {
+  return !(at::GradMode::is_enabled() && t.requires_grad());
+}
 
 // aten::conv2d's arguments, as memoplan's convolution ops take them first (sliced_operators.h).
 struct ConvArgs {

@@ -32,9 +32,6 @@
 namespace memoplan::torch_ext {
 namespace {
 
-// Slicing is for temporaries of at least this many bytes; below, the calls it adds cost more than
-// the bytes are worth.
-constexpr int64_t kWorthBytes = 256 << 10;
 // A convolution runs in about this many parts (slices of at least 8 channels, a multiple of 8:
 // oneDNN's AVX2 channel block); a pooling's images in 16 slices of channels each.
 constexpr int64_t kConvParts = 8;
@@ -42,8 +39,6 @@ constexpr int64_t kPoolSlices = 16;
 
 std::atomic<uint64_t> sliced_convolutions{0}, sliced_poolings{0}, whole_after_check{0},
     whole_saving_little{0};
-
-bool no_autograd(const at::Tensor& t) { return !(at::GradMode::is_enabled() && t.requires_grad()); }
 
 // A dense float NCHW tensor on the CPU, as aten's oneDNN path takes it without converting it.
 bool plain_float(const at::Tensor& t, int64_t dim) {
@@ -301,9 +296,9 @@ bool fuser_takes(const torch::jit::Node* conv) {
   return w.dim() == 4 && w.size(1) == 1 && groups->isInt() && groups->toInt() == w.size(0);
 }
 
-void collect(torch::jit::Block* block, std::vector<torch::jit::Node*>& out) {
+void collect_sliceable(torch::jit::Block* block, std::vector<torch::jit::Node*>& out) {
   for (torch::jit::Node* node : block->nodes()) {
-    for (torch::jit::Block* inner : node->blocks()) collect(inner, out);
+    for (torch::jit::Block* inner : node->blocks()) collect_sliceable(inner, out);
     const bool conv = node->kind() == c10::aten::conv2d &&
                       node->matches(
                           "aten::conv2d(Tensor input, Tensor weight, Tensor? bias=None, "
@@ -337,7 +332,7 @@ int replace_sliced_ops(torch::jit::Graph& graph) {
   // First: a batch norm + ReLU + 1x1 convolution becomes one op, its convolution no longer a node.
   const int fused = fuse_bn_relu_conv1x1(graph);
   std::vector<torch::jit::Node*> nodes;
-  collect(graph.block(), nodes);
+  collect_sliceable(graph.block(), nodes);
   for (torch::jit::Node* node : nodes) {
     // Each takes the arguments of the node it replaces, in their order.
     torch::jit::Node* sliced =

@@ -231,7 +231,8 @@ std::string layout_report() {
 }
 
 namespace {
-const bool report_registered = tuned::add_report(60, &layout_report);  // kernel_report()'s order
+const bool layout_report_registered =
+    tuned::add_report(60, &layout_report);  // kernel_report()'s order
 }  // namespace
 
 }  // namespace memoplan::torch_ext::layouts

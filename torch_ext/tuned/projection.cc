@@ -36,7 +36,7 @@ struct Choice {
   double memoplan_ms = 0, onednn_ms = 0;         // 0: not measured
   std::string note;                              // why oneDNN is not a candidate, if it is not
 };
-ChoiceCache<Key, Choice>& choices() {
+ChoiceCache<Key, Choice>& projection_choices() {
   static auto* table = new ChoiceCache<Key, Choice>();
   return *table;
 }
@@ -129,7 +129,7 @@ void project(const at::Tensor& x2d, const at::Tensor& w, const float* bias, int6
   if (choice() != KernelChoice::kMeasure) {
     uncached = measure(key, x2d, w, bias);
   } else {
-    chosen = &choices().decide(key, [&] { return measure(key, x2d, w, bias); });
+    chosen = &projection_choices().decide(key, [&] { return measure(key, x2d, w, bias); });
   }
   const Choice& c = *chosen;
   if (c.onednn) {
@@ -145,7 +145,7 @@ void project(const at::Tensor& x2d, const at::Tensor& w, const float* bias, int6
 
 std::string projection_report() {
   std::ostringstream out;
-  choices().for_each([&](const Key& key, const Choice& c) {
+  projection_choices().for_each([&](const Key& key, const Choice& c) {
     const auto& [m, k, n, lda, ldc, activation, bias, accumulate, threads] = key;
     out << "product " << m << "x" << k << "x" << n << " "
         << to_string(static_cast<Activation>(activation)) << (bias ? " +bias" : "")
@@ -163,7 +163,8 @@ std::string projection_report() {
 }
 
 namespace {
-const bool report_registered = add_report(20, &projection_report);  // kernel_report()'s order
+const bool projection_report_registered =
+    add_report(20, &projection_report);  // kernel_report()'s order
 }  // namespace
 
 }  // namespace memoplan::torch_ext::tuned

@@ -99,7 +99,7 @@ at::Tensor memoplan_attention(const AttentionArgs& a) {
 
 // Per shape: memoplan's attention or aten's, measured once.
 using AttentionKey = std::tuple<int64_t, int64_t, int64_t, int64_t, int>;
-ChoiceCache<AttentionKey, tuned::Measured>& choices() {
+ChoiceCache<AttentionKey, tuned::Measured>& attention_choices() {
   static auto* table = new ChoiceCache<AttentionKey, tuned::Measured>();
   return *table;
 }
@@ -110,7 +110,7 @@ bool use_memoplan(const AttentionArgs& a) {
   const AttentionKey key{a.query.size(0), a.query.size(1), a.embed_dim, a.num_heads,
                          at::get_num_threads()};
   // Cold caches, as the layers of a pass see their weights.
-  return choices()
+  return attention_choices()
       .decide(key,
               [&] {
                 return tuned::measure_both([&] { memoplan_attention(a); },
@@ -135,10 +135,11 @@ std::tuple<at::Tensor, at::Tensor> attention_op(AttentionArgs a) { return attent
 torch::jit::RegisterOperators attention_operators(
     {op::make_operator<AttentionArgs, &attention_op>()});
 
-void replace_in_block(torch::jit::Graph& graph, torch::jit::Block* block, int& replaced) {
+void replace_attention_in_block(torch::jit::Graph& graph, torch::jit::Block* block, int& replaced) {
   std::vector<torch::jit::Node*> found;
   for (torch::jit::Node* node : block->nodes()) {
-    for (torch::jit::Block* inner : node->blocks()) replace_in_block(graph, inner, replaced);
+    for (torch::jit::Block* inner : node->blocks())
+      replace_attention_in_block(graph, inner, replaced);
     if (node->kind() == kAtenAttention && node->inputs().size() == 13 &&
         node->outputs().size() == 2) {
       found.push_back(node);
@@ -164,7 +165,7 @@ void replace_in_block(torch::jit::Graph& graph, torch::jit::Block* block, int& r
 
 std::string attention_report() {
   std::string out;
-  choices().for_each([&](const AttentionKey& key, const tuned::Measured& c) {
+  attention_choices().for_each([&](const AttentionKey& key, const tuned::Measured& c) {
     const auto& [batch, tokens, e, heads, threads] = key;
     out += "attention " + std::to_string(batch) + "x" + std::to_string(tokens) + "x" +
            std::to_string(e) + " heads " + std::to_string(heads) + " threads " +
@@ -176,12 +177,13 @@ std::string attention_report() {
 }
 
 namespace {
-const bool report_registered = tuned::add_report(40, &attention_report);  // kernel_report()'s order
+const bool attention_report_registered =
+    tuned::add_report(40, &attention_report);  // kernel_report()'s order
 }  // namespace
 
 int replace_attention(torch::jit::Graph& graph) {
   int replaced = 0;
-  replace_in_block(graph, graph.block(), replaced);
+  replace_attention_in_block(graph, graph.block(), replaced);
   return replaced;
 }
 

@@ -123,7 +123,7 @@ at::Tensor memoplan_layer(const LayerArgs& a) {
 
 // Per shape and settings: memoplan's layer or aten's, measured once.
 using LayerKey = std::tuple<int64_t, int64_t, int64_t, int64_t, bool, bool, int>;
-ChoiceCache<LayerKey, tuned::Measured>& choices() {
+ChoiceCache<LayerKey, tuned::Measured>& encoder_choices() {
   static auto* table = new ChoiceCache<LayerKey, tuned::Measured>();
   return *table;
 }
@@ -135,7 +135,7 @@ bool use_memoplan(const LayerArgs& a) {
                      a.use_gelu,    a.norm_first,  at::get_num_threads()};
   // The first (untimed) call of memoplan's layer also measures and caches each GEMM shape. Cold
   // caches: a layer's weights (28 MiB in BERT-base) come from memory in a pass of several layers.
-  return choices()
+  return encoder_choices()
       .decide(key,
               [&] {
                 return tuned::measure_both([&] { memoplan_layer(a); }, [&] { aten_layer(a); }, 3,
@@ -159,10 +159,11 @@ at::Tensor encoder_layer_op(LayerArgs a) { return encoder_layer(a); }
 torch::jit::RegisterOperators encoder_operators(
     {op::make_operator<LayerArgs, &encoder_layer_op>()});
 
-void replace_in_block(torch::jit::Graph& graph, torch::jit::Block* block, int& replaced) {
+void replace_encoder_in_block(torch::jit::Graph& graph, torch::jit::Block* block, int& replaced) {
   std::vector<torch::jit::Node*> layers;
   for (torch::jit::Node* node : block->nodes()) {
-    for (torch::jit::Block* inner : node->blocks()) replace_in_block(graph, inner, replaced);
+    for (torch::jit::Block* inner : node->blocks())
+      replace_encoder_in_block(graph, inner, replaced);
     if (node->kind() == kAtenLayer && node->inputs().size() == 20) layers.push_back(node);
   }
   for (torch::jit::Node* node : layers) {
@@ -208,7 +209,7 @@ void attend(const at::Tensor& qkv, int64_t batch, int64_t tokens, int64_t e, int
 
 std::string encoder_report() {
   std::string out;
-  choices().for_each([&](const LayerKey& key, const tuned::Measured& c) {
+  encoder_choices().for_each([&](const LayerKey& key, const tuned::Measured& c) {
     const auto& [batch, tokens, e, heads, gelu, norm_first, threads] = key;
     out += "encoder layer " + std::to_string(batch) + "x" + std::to_string(tokens) + "x" +
            std::to_string(e) + " heads " + std::to_string(heads) + (gelu ? " gelu" : " relu") +
@@ -220,12 +221,13 @@ std::string encoder_report() {
 }
 
 namespace {
-const bool report_registered = tuned::add_report(30, &encoder_report);  // kernel_report()'s order
+const bool encoder_report_registered =
+    tuned::add_report(30, &encoder_report);  // kernel_report()'s order
 }  // namespace
 
 int replace_encoder_layers(torch::jit::Graph& graph) {
   int replaced = 0;
-  replace_in_block(graph, graph.block(), replaced);
+  replace_encoder_in_block(graph, graph.block(), replaced);
   return replaced;
 }
 

@@ -289,10 +289,10 @@ Activation fusable_activation(torch::jit::Node* linear, torch::jit::Node** activ
   return Activation::kNone;
 }
 
-void replace_in_block(torch::jit::Graph& graph, torch::jit::Block* block, int& replaced) {
+void replace_linear_in_block(torch::jit::Graph& graph, torch::jit::Block* block, int& replaced) {
   std::vector<torch::jit::Node*> linears;
   for (torch::jit::Node* node : block->nodes()) {
-    for (torch::jit::Block* inner : node->blocks()) replace_in_block(graph, inner, replaced);
+    for (torch::jit::Block* inner : node->blocks()) replace_linear_in_block(graph, inner, replaced);
     if (node->kind() == c10::Symbol::fromQualString("aten::linear") && node->inputs().size() == 3) {
       linears.push_back(node);
     }
@@ -320,7 +320,7 @@ void replace_in_block(torch::jit::Graph& graph, torch::jit::Block* block, int& r
 
 int replace_hot_ops(torch::jit::Graph& graph) {
   int replaced = 0;
-  replace_in_block(graph, graph.block(), replaced);
+  replace_linear_in_block(graph, graph.block(), replaced);
   replaced += replace_encoder_layers(graph) + replace_attention(graph) + replace_matmul_ops(graph);
   // The blocked layout's regions first; what they leave (convolutions on computed weights) goes
   // to the NCHW / NHWC layout plan.
@@ -342,7 +342,7 @@ std::string linear_report() {
   });
   return out.str();
 }
-const bool report_registered = tuned::add_report(10, &linear_report);
+const bool linear_report_registered = tuned::add_report(10, &linear_report);
 
 // kernel_report() (memoplan/torch/plan.h) while this library is loaded.
 std::string tuned_report() { return tuned::all_reports(); }

@@ -9,6 +9,7 @@
 #include <torch/script.h>
 
 #include "memoplan/torch/plan.h"
+#include "torch_test_support.h"
 
 namespace memoplan::torch_ext {
 namespace {
@@ -51,7 +52,7 @@ torch::jit::Module branches() {
   return m;
 }
 
-at::Tensor run(torch::jit::Module& m, const at::Tensor& x) { return m.forward({x}).toTensor(); }
+using testing::run;
 
 PlanOptions memory_min() {
   PlanOptions options;

@@ -15,6 +15,7 @@
 #include "memoplan/torch/graph_node.h"
 #include "memoplan/torch/profiler.h"
 #include "planning.h"  // runtime_pass::Unrecorded
+#include "resident.h"
 
 namespace memoplan::torch_ext {
 namespace {
@@ -167,12 +168,7 @@ TEST(TaggedAllocator, FreesFromOtherThreadsAndAfterTheSession) {
   EXPECT_EQ(next.end().allocations.size(), 1u);
 }
 
-// Pages of the page holding p that are resident (mincore works on any mapping, PROT_NONE too).
-bool resident(const void* p) {
-  unsigned char in_core = 0;
-  const auto page = reinterpret_cast<uintptr_t>(p) & ~uintptr_t{4095};
-  return mincore(reinterpret_cast<void*>(page), 4096, &in_core) == 0 && (in_core & 1);
-}
+using testing::resident;
 
 // A profiled pass's memory is its live blocks: a freed slot's pages go back at once (keeping them
 // for the next block added up to 64 MiB to a planned process's peak RSS).

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "memoplan/torch/plan.h"
+#include "torch_test_support.h"
 
 namespace memoplan::torch_ext {
 namespace {
@@ -38,7 +39,7 @@ torch::jit::Module small_cnn() {
   return m;
 }
 
-at::Tensor run(torch::jit::Module& m, const at::Tensor& x) { return m.forward({x}).toTensor(); }
+using testing::run;
 
 TEST(Plan, OutputsAreIdenticalAndEveryPlannedTensorComesFromTheSlab) {
   at::set_num_threads(1);

@@ -9,16 +9,12 @@
 #include <vector>
 
 #include "planning.h"
+#include "resident.h"
 
 namespace memoplan::torch_ext {
 namespace {
 
-bool resident(const void* p) {
-  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-  unsigned char in_core = 0;
-  void* start = reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(p) & ~(page - 1));
-  return mincore(start, page, &in_core) == 0 && (in_core & 1);
-}
+using testing::resident;
 
 TEST(ReleaseFreeMemory, FreeHeapPagesInTheMiddleGoBack) {
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)

@@ -75,7 +75,7 @@ TEST(ResolveClaims, AConcatWholeInTheNextBecomesItsSlice) {
   EXPECT_EQ(t.allocations[1].slice_offset, 128u);
   EXPECT_EQ(check_trace(t), "");
 
-  PlanOptions options;
+  memoplan::PlanOptions options;
   options.aliases = true;
   Result<Plan> plan = plan_trace(t, options);
   ASSERT_TRUE(plan.ok()) << plan.error();

@@ -421,7 +421,7 @@ std::string report() {
 }
 
 namespace {
-const bool report_registered = tuned::add_report(70, &report);  // kernel_report()'s order
+const bool blocked_report_registered = tuned::add_report(70, &report);  // kernel_report()'s order
 }  // namespace
 
 }  // namespace memoplan::torch_ext::blocked

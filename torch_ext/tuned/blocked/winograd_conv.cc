@@ -127,7 +127,7 @@ struct Choice {
   // Milliseconds measured (0: not a candidate, or not measured: WinogradChoice::kAlways).
   double winograd_ms = 0, onednn_winograd_ms = 0, direct_ms = 0;
 };
-ChoiceCache<std::vector<int64_t>, Choice>& choices() {
+ChoiceCache<std::vector<int64_t>, Choice>& winograd_choices() {
   static auto* table = new ChoiceCache<std::vector<int64_t>, Choice>();
   return *table;
 }
@@ -175,12 +175,12 @@ std::shared_ptr<const onednn::Conv> best_conv(const onednn::ConvSpec& s) {
     key.push_back(static_cast<int64_t>(op.alpha * 1e6f));
     key.push_back(static_cast<int64_t>(op.beta * 1e6f));
   }
-  return choices().decide(key, [&] { return choose(s, setting, direct); }).conv;
+  return winograd_choices().decide(key, [&] { return choose(s, setting, direct); }).conv;
 }
 
 std::string winograd_report() {
   std::ostringstream out;
-  choices().for_each([&](const std::vector<int64_t>& key, const Choice& choice) {
+  winograd_choices().for_each([&](const std::vector<int64_t>& key, const Choice& choice) {
     out << "conv3x3 " << key[0] << "x" << key[1] << "x" << key[2] << "x" << key[3] << " -> "
         << key[4] << " threads " << key[5] << ": " << choice.conv->implementation();
     const char* sep = " (";
@@ -198,7 +198,8 @@ std::string winograd_report() {
 }
 
 namespace {
-const bool report_registered = tuned::add_report(80, &winograd_report);  // kernel_report()'s order
+const bool winograd_report_registered =
+    tuned::add_report(80, &winograd_report);  // kernel_report()'s order
 }  // namespace
 
 }  // namespace memoplan::torch_ext::blocked
