@@ -1,6 +1,8 @@
 // A thread's replay of its plan (replay_state.h).
 #include "replay_state.h"
 
+#include <c10/core/alignment.h>  // c10::gAlignment: every planned offset is a multiple of it
+
 #include <algorithm>
 
 #include "memoplan/replay/serve.h"
@@ -8,7 +10,6 @@
 namespace memoplan::torch_ext::runtime_pass {
 namespace {
 
-constexpr uint64_t kAlignment = 64;  // c10's; every planned offset is a multiple of it
 // How many visits on a graph that took another path finds its node's visit.
 constexpr uint32_t kVisitLookahead = 8;
 
@@ -73,7 +74,7 @@ void* ReplayState::serve(size_t bytes, replay::Fallback* why) {
   const uint32_t index = matcher_.match(bytes);
   if (index == replay::Matcher::kNone) return nullptr;
   const replay::Slot& slot = plan_->tensors[index];
-  void* p = replay::serve_slot(slot, *arena_, bytes, kAlignment, why);
+  void* p = replay::serve_slot(slot, *arena_, bytes, c10::gAlignment, why);
   // memory "min": the slot lies over live blocks the plan shares it with; laid there only over
   // those its visit's ShareInputs node found where the plan put them.
   if (!p && slot.shares && *why == replay::Fallback::kOverlap && permit_visit_ == visit_ &&

@@ -1,5 +1,7 @@
 #include "tagged_allocator.h"
 
+#include <c10/core/alignment.h>
+
 #include <cstdlib>
 #include <iterator>
 
@@ -8,7 +10,6 @@
 namespace memoplan::torch_ext {
 namespace {
 
-constexpr size_t kAlignment = 64;  // c10's CPU alignment (gAlignment)
 // 256 MiB slots (16 TiB of address space, reserved, not committed), smaller when the address space
 // is short (sanitizers, ulimit -v). As in the shim.
 constexpr unsigned kLargestSlotShift = 28;
@@ -91,7 +92,7 @@ c10::DataPtr TaggedAllocator::make_block(size_t bytes) {
     data = region_.take(bytes, false, table ? session : 0, table ? table->next_row() : 0, &miss);
   }
   const bool tagged = data != nullptr;
-  if (!tagged && posix_memalign(&data, kAlignment, bytes) != 0) data = nullptr;
+  if (!tagged && posix_memalign(&data, c10::gAlignment, bytes) != 0) data = nullptr;
   TORCH_CHECK(data, "memoplan: not enough memory: you tried to allocate ", bytes, " bytes");
   const uint64_t row = table ? table->add(bytes, tagged, thread, where) : 0;
   if (!tagged) {
