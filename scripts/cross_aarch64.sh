@@ -5,8 +5,14 @@
 # (dpkg --add-architecture arm64) when missing; exit 77 when they cannot be installed (no package
 # mirror), as the Debian 13 stage does.
 #   scripts/cross_aarch64.sh [BUILD_DIR]     (default build-aarch64/)
+#   scripts/cross_aarch64.sh --install-only  installs what is missing, builds nothing
 set -euo pipefail
 cd "$(dirname "$0")/.."
+install_only=0
+if [ "${1:-}" = --install-only ]; then
+  install_only=1
+  shift
+fi
 build=${1:-build-aarch64}
 sudo=""
 [ "$(id -u)" = 0 ] || sudo=sudo
@@ -27,6 +33,7 @@ if ! command -v aarch64-linux-gnu-g++ > /dev/null || ! command -v qemu-aarch64 >
     exit 77
   fi
 fi
+[ "$install_only" = 0 ] || exit 0
 launcher=()
 command -v ccache > /dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 cmake -S tests/cross -B "$build" -G Ninja -DCMAKE_TOOLCHAIN_FILE="$PWD/cmake/aarch64-linux-gnu.cmake" \

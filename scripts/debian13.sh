@@ -5,6 +5,8 @@
 #   scripts/debian13.sh root              makes the root (debootstrap trixie) and installs in it the
 #                                         packages of scripts/install_deps.sh under their Debian 13
 #                                         names, plus libtorch-test; a second run takes seconds
+#   scripts/debian13.sh roots             root, then package-test's clean root (scripts/run_tests.sh
+#                                         makes both while the Debian 12 build compiles)
 #   scripts/debian13.sh build             root, then builds this clone in it (CMake preset
 #                                         debian13: build-debian13/, ccache kept in the root)
 #   scripts/debian13.sh test              build, then runs every test with CTest in the root
@@ -59,11 +61,11 @@ mapfile -t PACKAGES < <("$repo/scripts/install_deps.sh" --list trixie)
 
 usage() {
   echo "usage:" >&2
-  sed -n '5,22p' "$0" | sed 's/^#//' >&2
+  sed -n '5,24p' "$0" | sed 's/^#//' >&2
   exit 2
 }
 case "${1:-}" in
-  root | build | test | main | package | package-test | shell) ;;
+  root | roots | build | test | main | package | package-test | shell) ;;
   *) usage ;;
 esac
 
@@ -338,6 +340,12 @@ case "$cmd" in
     [ $# -eq 0 ] || usage
     prepare_root
     echo "memoplan: Debian 13 root ready: $ROOT"
+    ;;
+  roots)
+    [ $# -eq 0 ] || usage
+    prepare_root
+    make_root "$CLEAN_ROOT"
+    echo "memoplan: Debian 13 roots ready: $ROOT, $CLEAN_ROOT"
     ;;
   build | test)
     [ $# -eq 0 ] || usage

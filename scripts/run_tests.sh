@@ -22,9 +22,26 @@ stage_done() {
   echo "memoplan: stage $1: ${took} s (${SECONDS} s in all)" >&2
   stage_start=$SECONDS
 }
-trap 'printf "memoplan: stage times (%d s in all)\n%s" "$SECONDS" "$stage_times" >&2' EXIT
+prep_pid=""
+trap '[ -z "$prep_pid" ] || wait "$prep_pid" 2>/dev/null
+      printf "memoplan: stage times (%d s in all)\n%s" "$SECONDS" "$stage_times" >&2' EXIT
 scripts/install_deps.sh
 stage_done install
+# The Debian 13 roots (scripts/debian13.sh roots) and the aarch64 toolchain are installed in the
+# background while the Debian 12 build compiles: debootstrap and apt wait mostly on the mirror
+# and the disk. They are waited for before the first tests, whose timings they must not disturb;
+# what fails here is tried again, and reported, by its own stage.
+prep_log="$(mktemp)"
+{
+  if [ "${MEMOPLAN_DEBIAN13:-1}" != 0 ] || [ "${MEMOPLAN_PACKAGES:-1}" != 0 ]; then
+    scripts/debian13.sh roots || echo "memoplan: debian13.sh roots: exit $?"
+  fi
+  if [ "${MEMOPLAN_CROSS:-1}" != 0 ]; then
+    scripts/cross_aarch64.sh --install-only ||
+      echo "memoplan: cross_aarch64.sh --install-only: exit $?"
+  fi
+} > "$prep_log" 2>&1 &
+prep_pid=$!
 # ccache: paths under the checkout hashed relative to it and the build directory left out of the
 # hash (it would be, with -g), so a clone elsewhere (CI's) reuses what another clone compiled.
 export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}" CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-1}"
@@ -32,6 +49,11 @@ export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}" CCACHE_NOHASHDIR="${CCACHE_NOHAS
 export MEMOPLAN_REQUIRE_PLANS=1
 scripts/build.sh default
 stage_done build
+wait "$prep_pid" || true
+prep_pid=""
+sed 's/^/  (background) /' "$prep_log" >&2
+rm -f "$prep_log"
+stage_done background-wait
 ctest --preset default -j "$(nproc)"
 stage_done test
 if [ "${MEMOPLAN_SANITIZERS:-1}" != 0 ]; then

@@ -17,8 +17,6 @@
 namespace memoplan::shim::testing {
 namespace {
 
-uint64_t first_steady_pass() { return engine_options().passes + 2; }
-
 // Pages of [p, p + bytes) resident now.
 size_t resident_pages(const void* p, size_t bytes) {
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));

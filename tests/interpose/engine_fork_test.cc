@@ -11,8 +11,6 @@
 namespace memoplan::shim::testing {
 namespace {
 
-uint64_t first_steady_pass() { return engine_options().passes + 2; }
-
 // The child reports through its exit status: 0 when every check held.
 void run_passes_after_fork(bool child) {
   Heap heap;

@@ -81,6 +81,8 @@ const Options& engine_options() {
   return global().options;
 }
 
+uint64_t first_steady_pass() { return engine_options().passes + 2; }
+
 bool engine_plans() {
   engine_options();
   return !global().mode_off;

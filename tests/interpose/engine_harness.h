@@ -25,6 +25,10 @@ const char* to_string(Origin origin);
 // The options the engine runs with; initializes the engine.
 const Options& engine_options();
 
+// The index of the first pass a thread serves from its plan under engine_options(): its profiled
+// passes and two more.
+uint64_t first_steady_pass();
+
 // False when the engine runs unplanned for the whole process: mode:off, or it could not reserve
 // its address space (16 TiB of tag slots, more than ThreadSanitizer lets a program map).
 bool engine_plans();

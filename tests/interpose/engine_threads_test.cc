@@ -18,8 +18,6 @@
 namespace memoplan::shim::testing {
 namespace {
 
-uint64_t first_steady_pass() { return engine_options().passes + 2; }
-
 uint32_t slabs_in_use() { return global().slabs.arenas_in_use(); }
 
 // A thread that reaches the steady state and runs `extra` more passes, then exits.

@@ -26,8 +26,6 @@ namespace {
 
 using nlohmann::json;
 
-uint64_t first_steady_pass() { return engine_options().passes + 2; }
-
 // stats_json into a buffer as large as it says it needs.
 std::string stats_text(bool at_exit = false) {
   std::vector<char> buf(256);

@@ -12,6 +12,7 @@
 #include "memoplan/planner/validator.h"
 #include "offset_placer.h"
 #include "order_search.h"
+#include "plan_checks.h"
 #include "random_traces.h"
 #include "trace_rows.h"
 
@@ -20,14 +21,9 @@ namespace {
 
 using testing::TraceShape;
 
-constexpr uint64_t KiB = 1024;
+using testing::KiB;
 
-Result<Plan> plan_with(const Trace& trace, const std::string& strategy, double time_limit_s) {
-  PlanOptions options;
-  options.strategy = strategy;
-  options.strategy_options.time_limit_s = time_limit_s;
-  return plan_trace(trace, options);
-}
+using testing::plan_with;
 
 std::vector<std::string> portfolio_members() {
   std::vector<std::string> names;

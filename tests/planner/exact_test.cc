@@ -30,7 +30,7 @@ namespace {
 
 using testing::TraceShape;
 
-constexpr uint64_t KiB = 1024;
+using testing::KiB;
 
 using testing::plan_with;
 using testing::problem_of;

@@ -10,7 +10,7 @@
 namespace memoplan {
 namespace {
 
-constexpr uint64_t KiB = 1024;
+using testing::KiB;
 
 uint64_t planned_slab(const Trace& trace, const std::string& strategy) {
   PlanOptions options;

@@ -187,9 +187,6 @@ TEST(MinCostFlowSolver, MatchesBruteForceOnRandomAssignments) {
 
 using testing::Row;
 
-Trace hand_built(const std::vector<Row>& rows) {
-  return testing::trace_from_rows(rows, "hand_built");
-}
 
 Plan plan_with_flow(const Trace& trace) {
   PlanOptions options;
@@ -233,7 +230,7 @@ TEST(MincostFlowStrategy, SameSeedSamePlan) {
 
 TEST(MincostFlowStrategy, AlternatingChainNeedsTwoObjects) {
   // A [0,2), B [1,3), C [2,4): C reuses A. Objects {A, C}, {B}.
-  const Trace trace = hand_built({{4096, 0, 2}, {4096, 1, 3}, {4096, 2, 4}});
+  const Trace trace = testing::trace_from_rows({{4096, 0, 2}, {4096, 1, 3}, {4096, 2, 4}});
   const Plan plan = plan_with_flow(trace);
   EXPECT_EQ(plan.slab_bytes, 8192u);
   EXPECT_EQ(plan.slab_bytes, plan.lower_bound_bytes);
@@ -242,7 +239,7 @@ TEST(MincostFlowStrategy, AlternatingChainNeedsTwoObjects) {
 
 TEST(MincostFlowStrategy, DiamondJoinReusesTheInput) {
   // X [0,2) forks into L and R [1,3), which join into J [2,4): J reuses X.
-  const Trace trace = hand_built({{4096, 0, 2}, {2048, 1, 3}, {2048, 1, 3}, {4096, 2, 4}});
+  const Trace trace = testing::trace_from_rows({{4096, 0, 2}, {2048, 1, 3}, {2048, 1, 3}, {4096, 2, 4}});
   const Plan plan = plan_with_flow(trace);
   EXPECT_EQ(plan.slab_bytes, 8192u);
   EXPECT_EQ(plan.slab_bytes, shared_lower_bound(trace));
@@ -251,7 +248,7 @@ TEST(MincostFlowStrategy, DiamondJoinReusesTheInput) {
 
 TEST(MincostFlowStrategy, ResidualBlockOutputReusesTheFirstConv) {
   // Skip input I [0,4), conv A [1,3), conv B [2,4), sum O [3,5): O reuses A.
-  const Trace trace = hand_built({{4096, 0, 4}, {4096, 1, 3}, {4096, 2, 4}, {4096, 3, 5}});
+  const Trace trace = testing::trace_from_rows({{4096, 0, 4}, {4096, 1, 3}, {4096, 2, 4}, {4096, 3, 5}});
   const Plan plan = plan_with_flow(trace);
   EXPECT_EQ(plan.slab_bytes, 3 * 4096u);
   EXPECT_EQ(plan.slab_bytes, plan.lower_bound_bytes);
@@ -260,7 +257,7 @@ TEST(MincostFlowStrategy, ResidualBlockOutputReusesTheFirstConv) {
 
 TEST(MincostFlowStrategy, GrowingIntoAnObjectBeatsANewOne) {
   // B (8 KiB) may take over A's 4 KiB object for a growth of 4 KiB instead of 8 KiB new.
-  const Trace trace = hand_built({{4096, 0, 1}, {8192, 1, 2}});
+  const Trace trace = testing::trace_from_rows({{4096, 0, 1}, {8192, 1, 2}});
   const Plan plan = plan_with_flow(trace);
   EXPECT_EQ(plan.slab_bytes, 8192u);
   EXPECT_EQ(plan.offsets[0], plan.offsets[1]);
@@ -271,7 +268,7 @@ TEST(MincostFlowStrategy, LongAlternatingChainStillNeedsOnlyTwoObjects) {
   // chain. Two new objects cost 2 * size; any third would cost more, so the flow cannot open one.
   std::vector<Row> rows;
   for (uint64_t i = 0; i < 3000; ++i) rows.push_back({65536, i, i + 2});
-  const Trace trace = hand_built(rows);
+  const Trace trace = testing::trace_from_rows(rows);
   const Plan plan = plan_with_flow(trace);
   EXPECT_EQ(plan.slab_bytes, 2 * 65536u);
   EXPECT_EQ(plan.status, SolveStatus::kOptimal);

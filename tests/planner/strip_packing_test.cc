@@ -83,9 +83,6 @@ TEST(StripPackingSkyline, LowestIsLeftmostAmongEqualAndRaisingMerges) {
 
 using testing::Row;
 
-Trace hand_built(const std::vector<Row>& rows) {
-  return testing::trace_from_rows(rows, "hand_built");
-}
 
 Plan plan_with_strip_packing(const Trace& trace) {
   PlanOptions options;
@@ -120,7 +117,7 @@ TEST(StripPackingStrategy, SameTraceSamePlan) {
 
 TEST(StripPackingStrategy, AlternatingChainReachesTheLowerBound) {
   // A [0,2), B [1,3), C [2,4): A at 0, then C fits the empty [2,4) at 0, then B on top.
-  const Trace trace = hand_built({{4096, 0, 2}, {4096, 1, 3}, {4096, 2, 4}});
+  const Trace trace = testing::trace_from_rows({{4096, 0, 2}, {4096, 1, 3}, {4096, 2, 4}});
   const Plan plan = plan_with_strip_packing(trace);
   EXPECT_EQ(plan.slab_bytes, plan.lower_bound_bytes);
   EXPECT_EQ(plan.offsets, (std::vector<uint64_t>{0, 4096, 0}));
@@ -129,7 +126,7 @@ TEST(StripPackingStrategy, AlternatingChainReachesTheLowerBound) {
 TEST(StripPackingStrategy, DiamondRaisesWastedSegmentsAndReachesTheLowerBound) {
   // X [0,2) 4K forks into L, R [1,3) 2K each, which join into J [2,4) 4K. X and J fill the floor;
   // L goes on top; the gaps [0,1) and [3,4) beside it fit nothing and are raised; R lands on L.
-  const Trace trace = hand_built({{4096, 0, 2}, {2048, 1, 3}, {2048, 1, 3}, {4096, 2, 4}});
+  const Trace trace = testing::trace_from_rows({{4096, 0, 2}, {2048, 1, 3}, {2048, 1, 3}, {4096, 2, 4}});
   const Plan plan = plan_with_strip_packing(trace);
   EXPECT_EQ(plan.slab_bytes, 8192u);
   EXPECT_EQ(plan.slab_bytes, plan.lower_bound_bytes);
@@ -138,7 +135,7 @@ TEST(StripPackingStrategy, DiamondRaisesWastedSegmentsAndReachesTheLowerBound) {
 
 TEST(StripPackingStrategy, ResidualBlockReachesTheLowerBound) {
   // Skip input I [0,4) is the longest and goes first; the sum O [3,5) lands where conv A ended.
-  const Trace trace = hand_built({{4096, 0, 4}, {4096, 1, 3}, {4096, 2, 4}, {4096, 3, 5}});
+  const Trace trace = testing::trace_from_rows({{4096, 0, 4}, {4096, 1, 3}, {4096, 2, 4}, {4096, 3, 5}});
   const Plan plan = plan_with_strip_packing(trace);
   EXPECT_EQ(plan.slab_bytes, 3 * 4096u);
   EXPECT_EQ(plan.slab_bytes, plan.lower_bound_bytes);
@@ -148,7 +145,7 @@ TEST(StripPackingStrategy, ResidualBlockReachesTheLowerBound) {
 TEST(StripPackingStrategy, LongerLifetimeWinsTheLowestSegment) {
   // Both fit the empty strip; the longer-lived small block goes to the floor first, so the big
   // short one sits on it: best fit fills the segment's span, not its height.
-  const Trace trace = hand_built({{65536, 1, 2}, {4096, 0, 3}});
+  const Trace trace = testing::trace_from_rows({{65536, 1, 2}, {4096, 0, 3}});
   const Plan plan = plan_with_strip_packing(trace);
   EXPECT_EQ(plan.offsets, (std::vector<uint64_t>{4096, 0}));
 }

@@ -10,6 +10,9 @@
 
 namespace memoplan::testing {
 
+// Sizes in hand-written rows.
+inline constexpr uint64_t KiB = 1024;
+
 struct Row {
   uint64_t size = 0;
   uint64_t begin = 0;
