@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the `fuzz` preset (clang, libFuzzer, ASan + UBSan) and runs every fuzz target of
-# tests/fuzz/ in turn (docs/RELIABILITY.md).
+# tests/fuzz/, as many at once as the cores hold (docs/RELIABILITY.md).
 #
 #   scripts/run_fuzz.sh [SECONDS]          each target SECONDS seconds (default 30)
 #   scripts/run_fuzz.sh --hours H          the long run: H hours in all, split over the targets
@@ -35,8 +35,13 @@ while [ $# -gt 0 ]; do
        exit 2 ;;
   esac
 done
+# The targets side by side, as many at once as the cores hold their jobs (2 cores, 1 job each:
+# two at a time); each prints when all are done, in order.
+at_once=$(($(nproc) / jobs))
+[ "$at_once" -ge 1 ] || at_once=1
 if [ -n "$hours" ]; then
-  seconds=$(awk -v h="$hours" -v n="${#targets[@]}" 'BEGIN { printf "%d", h * 3600 / n }')
+  seconds=$(awk -v h="$hours" -v n="${#targets[@]}" -v k="$at_once" \
+    'BEGIN { printf "%d", h * 3600 * (n < k ? n : k) / n }')
 fi
 
 # libFuzzer ships with clang (Debian: clang and libclang-rt-14-dev, scripts/install_deps.sh).
@@ -57,14 +62,15 @@ if [ "$build" = 1 ]; then
 fi
 
 work="build-fuzz/fuzz-work"
-summary=()
-failed=0
-for t in "${targets[@]}"; do
-  dir="$work/$t"
+# fuzz_one TARGET: fuzzes TARGET and writes what it prints to $work/TARGET/out, its summary row to
+# $work/TARGET/row and, when it crashed, leaked, timed out or ran out of memory, $work/TARGET/failed.
+fuzz_one() {
+  local t="$1" dir="$work/$1"
   mkdir -p "$dir/corpus" "$dir/crashes"
+  rm -f "$dir/row" "$dir/failed"
   cp -rn "tests/fuzz/corpus/$t/." "$dir/corpus/"
-  args=(-max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1
-        -artifact_prefix="$dir/crashes/")
+  local args=(-max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1
+              -artifact_prefix="$dir/crashes/")
   [ -f "tests/fuzz/dict/$t.dict" ] && args+=(-dict="tests/fuzz/dict/$t.dict")
   case "$t" in
     trace_json|plan_json) args+=(-max_len=16384) ;;
@@ -73,9 +79,9 @@ for t in "${targets[@]}"; do
   esac
   # -fork: J worker processes; a crash stops the run (-ignore_crashes=0, the default).
   [ "$jobs" -gt 1 ] && args+=(-fork="$jobs")
+  local crashes_before status=0 start elapsed crashes last runs cov ft corp per_s
   crashes_before=$(find "$dir/crashes" -type f | wc -l)
   echo "== $t: ${seconds}s, $jobs job(s), corpus $(find "$dir/corpus" -type f | wc -l) inputs"
-  status=0
   start=$(date +%s)
   "build-fuzz/tests/fuzz/fuzz_$t" "${args[@]}" "$dir/corpus" >"$dir/log" 2>&1 || status=$?
   elapsed=$(($(date +%s) - start))
@@ -89,17 +95,29 @@ for t in "${targets[@]}"; do
   corp=$(grep -oE 'corp: [0-9]+' <<<"$last" | awk '{print $2}' || true)
   per_s=$(awk -v r="${runs:-0}" -v s="$elapsed" 'BEGIN { printf "%d", s ? r / s : 0 }')
   if [ "$status" != 0 ] || [ "$crashes" -gt 0 ]; then
-    failed=1
+    touch "$dir/failed"
     echo "   FAILED (exit $status): log $dir/log, inputs in $dir/crashes/"
     grep -E '^(==[0-9]+==ERROR|SUMMARY|.*check failed|.*runtime error)' "$dir/log" | head -5 || true
   fi
-  summary+=("$(printf '%-15s %12s %8s %7s %7s %7s %6ss %8s' "$t" "${runs:-?}" "$per_s" \
-    "${cov:-?}" "${ft:-?}" "${corp:-?}" "$elapsed" "$crashes")")
+  printf '%-15s %12s %8s %7s %7s %7s %6ss %8s\n' "$t" "${runs:-?}" "$per_s" \
+    "${cov:-?}" "${ft:-?}" "${corp:-?}" "$elapsed" "$crashes" > "$dir/row"
+}
+
+for t in "${targets[@]}"; do
+  mkdir -p "$work/$t"
+  fuzz_one "$t" > "$work/$t/out" 2>&1 &
+  while [ "$(jobs -rp | wc -l)" -ge "$at_once" ]; do wait -n || true; done
+done
+wait
+failed=0
+for t in "${targets[@]}"; do
+  cat "$work/$t/out"
+  [ ! -f "$work/$t/failed" ] && [ -f "$work/$t/row" ] || failed=1
 done
 
 echo
 printf '%-15s %12s %8s %7s %7s %7s %7s %8s\n' target executions exec/s cov ft corpus time crashes
-printf '%s\n' "${summary[@]}"
+for t in "${targets[@]}"; do cat "$work/$t/row" 2>/dev/null || echo "$t: no result"; done
 if [ "$failed" = 1 ]; then
   echo "run_fuzz: crashes found; inputs under $work/*/crashes/"
   exit 1

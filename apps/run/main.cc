@@ -195,15 +195,17 @@ int main(int argc, char** argv) {
       if (options.progress) {
         fmt::print(stderr, "measuring peak RSS in {} fresh processes\n", tuned ? 3 : 2);
       }
-      report.peak_rss_bytes_unplanned =
+      const memoplan::run::ProbeRss unplanned =
           memoplan::run::measure_peak_rss(options, "unplanned", &report.rss_error);
+      report.peak_rss_bytes_unplanned = unplanned.peak_bytes;
+      report.runtime_rss_bytes = unplanned.runtime_bytes;
       if (report.rss_error.empty()) {
         report.peak_rss_bytes_planned =
-            memoplan::run::measure_peak_rss(options, "planned", &report.rss_error);
+            memoplan::run::measure_peak_rss(options, "planned", &report.rss_error).peak_bytes;
       }
       if (tuned && report.rss_error.empty()) {
         report.peak_rss_bytes_tuned =
-            memoplan::run::measure_peak_rss(options, "tuned", &report.rss_error);
+            memoplan::run::measure_peak_rss(options, "tuned", &report.rss_error).peak_bytes;
       }
     }
     if (options.json) {

@@ -132,6 +132,17 @@ std::string format_text(const RunReport& r) {
                        format_bytes(r.peak_rss_bytes_tuned),
                        ratio(r.peak_rss_bytes_tuned, r.peak_rss_bytes_unplanned));
     }
+    if (r.runtime_rss_bytes) {
+      const auto net = [&](uint64_t peak) {
+        return format_bytes(peak > r.runtime_rss_bytes ? peak - r.runtime_rss_bytes : 0);
+      };
+      s += fmt::format("  {:<36}{:>12}{:>12}{}   (before the model: {})\n",
+                       "net of the process before the model", net(r.peak_rss_bytes_unplanned),
+                       net(r.peak_rss_bytes_planned),
+                       r.peak_rss_bytes_tuned ? fmt::format("{:>12}", net(r.peak_rss_bytes_tuned))
+                                              : std::string(),
+                       format_bytes(r.runtime_rss_bytes));
+    }
   } else if (!r.rss_error.empty()) {
     s += fmt::format("  peak RSS not measured: {}\n", r.rss_error);
   }
@@ -249,6 +260,9 @@ std::string format_json(const RunReport& r) {
     j["peak_rss_bytes_tuned"] =
         r.peak_rss_bytes_tuned ? nlohmann::json(r.peak_rss_bytes_tuned) : nlohmann::json();
   }
+  // The unplanned probe's RSS before it loaded the model (the process and the runtime alone).
+  j["runtime_rss_bytes"] =
+      r.runtime_rss_bytes ? nlohmann::json(r.runtime_rss_bytes) : nlohmann::json();
   if (!r.rss_error.empty()) j["rss_error"] = r.rss_error;
   j["passes_compared"] = r.passes_compared;
   j["outputs_identical"] = r.passes_differing == 0;

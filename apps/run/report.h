@@ -76,6 +76,9 @@ struct RunReport {
   // measured (--no-rss) or the probe failed (rss_error says why).
   uint64_t peak_rss_bytes_unplanned = 0, peak_rss_bytes_planned = 0;
   uint64_t peak_rss_bytes_tuned = 0;  // --kernels tuned only
+  // The unplanned probe's RSS before it loaded the model (the process and the runtime's
+  // libraries): peak minus it is what the model and its passes took.
+  uint64_t runtime_rss_bytes = 0;
   std::string rss_error;
 
   // The library whose malloc the process runs on (both copies; the plan serves the planned

@@ -12,7 +12,20 @@ extern char** environ;
 
 namespace memoplan::run {
 
-uint64_t measure_peak_rss(const RunOptions& options, const std::string& which, std::string* error) {
+uint64_t status_bytes(const char* key) {
+  unsigned long long kib = 0;
+  const std::string format = std::string(key) + ": %llu kB";
+  if (std::FILE* status = std::fopen("/proc/self/status", "r")) {
+    char line[256];
+    while (std::fgets(line, sizeof line, status)) {
+      if (std::sscanf(line, format.c_str(), &kib) == 1) break;
+    }
+    std::fclose(status);
+  }
+  return kib * 1024;
+}
+
+ProbeRss measure_peak_rss(const RunOptions& options, const std::string& which, std::string* error) {
   std::vector<std::string> args = {"memoplan-run", options.model,
                                    "--threads",    std::to_string(options.threads),
                                    "--intra-op",   std::to_string(options.intra_op),
@@ -34,7 +47,7 @@ uint64_t measure_peak_rss(const RunOptions& options, const std::string& which, s
   int out[2];
   if (pipe(out) != 0) {
     *error = "pipe failed";
-    return 0;
+    return {};
   }
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
@@ -47,7 +60,7 @@ uint64_t measure_peak_rss(const RunOptions& options, const std::string& which, s
   if (rc != 0) {
     close(out[0]);
     *error = fmt::format("cannot run the {} probe ({})", which, rc);
-    return 0;
+    return {};
   }
   std::string text;
   char buffer[256];
@@ -55,14 +68,15 @@ uint64_t measure_peak_rss(const RunOptions& options, const std::string& which, s
   close(out[0]);
   int status = 0;
   waitpid(pid, &status, 0);
-  unsigned long long bytes = 0;
-  const size_t at = text.find("peak_rss_bytes ");
+  unsigned long long peak = 0, runtime = 0;
+  const size_t at = text.find("runtime_rss_bytes ");
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || at == std::string::npos ||
-      std::sscanf(text.c_str() + at, "peak_rss_bytes %llu", &bytes) != 1) {
+      std::sscanf(text.c_str() + at, "runtime_rss_bytes %llu peak_rss_bytes %llu", &runtime,
+                  &peak) != 2) {
     *error = fmt::format("the {} probe failed (status {})", which, status);
-    return 0;
+    return {};
   }
-  return bytes;
+  return {peak, runtime};
 }
 
 }  // namespace memoplan::run

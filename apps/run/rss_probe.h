@@ -13,11 +13,21 @@
 
 namespace memoplan::run {
 
-// The probe process's part (session.cc): prints "peak_rss_bytes N" on stdout.
+// The probe process's part (session.cc): prints "runtime_rss_bytes N" (VmRSS before the model is
+// loaded: the process, LibTorch and memoplan) and "peak_rss_bytes N" (VmHWM at the end) on stdout.
 void run_rss_probe(const RunOptions& options);
 
-// The run's part: spawns the probe for `which` ("unplanned" or "planned") and returns its peak
-// RSS in bytes; 0 and `error` set when it could not be measured.
-uint64_t measure_peak_rss(const RunOptions& options, const std::string& which, std::string* error);
+// A probe's two figures; both 0 when it could not be measured.
+struct ProbeRss {
+  uint64_t peak_bytes = 0;
+  uint64_t runtime_bytes = 0;
+};
+
+// The run's part: spawns the probe for `which` ("unplanned", "planned" or "tuned") and returns
+// its figures; zeros and `error` set when it could not be measured.
+ProbeRss measure_peak_rss(const RunOptions& options, const std::string& which, std::string* error);
+
+// This process's /proc/self/status field `key` ("VmRSS", "VmHWM") in bytes; 0 when unreadable.
+uint64_t status_bytes(const char* key);
 
 }  // namespace memoplan::run

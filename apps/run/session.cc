@@ -386,6 +386,8 @@ void run_rss_probe(const RunOptions& options) {
   at::set_num_threads(options.intra_op);
   limit_openblas_threads(options.intra_op);
   check_file(options.model);
+  // The process before the model: the runtime's own share of the peak (LibTorch alone is ~190 MB).
+  const uint64_t runtime_bytes = status_bytes("VmRSS");
   torch::jit::ExtraFilesMap extra{{"input_shape", ""}, {"input_dtype", ""}, {"input_high", ""}};
   torch::jit::Module module = load(options.model, &extra);
   const InputSpec spec = input_spec(options, extra);
@@ -417,16 +419,13 @@ void run_rss_probe(const RunOptions& options) {
   for (std::thread& t : threads) t.join();
   // VmHWM, the peak of this process's own memory: ru_maxrss would not do, Linux carries it across
   // exec (a probe spawned by a run that holds two copies of the model would report the run's).
-  unsigned long long kib = 0;
-  if (std::FILE* status = std::fopen("/proc/self/status", "r")) {
-    char line[256];
-    while (std::fgets(line, sizeof line, status)) {
-      if (std::sscanf(line, "VmHWM: %llu kB", &kib) == 1) break;
-    }
-    std::fclose(status);
+  const uint64_t peak_bytes = status_bytes("VmHWM");
+  if (peak_bytes == 0 || runtime_bytes == 0) {
+    throw std::runtime_error("cannot read VmRSS and VmHWM from /proc/self/status");
   }
-  if (kib == 0) throw std::runtime_error("cannot read VmHWM from /proc/self/status");
-  std::printf("peak_rss_bytes %llu\n", kib * 1024);
+  std::printf("runtime_rss_bytes %llu peak_rss_bytes %llu\n",
+              static_cast<unsigned long long>(runtime_bytes),
+              static_cast<unsigned long long>(peak_bytes));
 }
 
 }  // namespace memoplan::run

@@ -20,7 +20,7 @@ FIELDS = ["model", "input", "threads", "unplanned_ms", "planned_ms", "unplanned_
           "planned_p99_ms", "slab_bytes", "lower_bound_bytes",
           "tensor_mallocs_per_pass_unplanned", "tensor_mallocs_per_pass_planned", "fallbacks",
           "planning_ms", "outputs_identical", "peak_rss_bytes_unplanned",
-          "peak_rss_bytes_planned"]
+          "peak_rss_bytes_planned", "runtime_rss_bytes"]
 
 
 
@@ -81,6 +81,9 @@ def check_json(memoplan, models):
         unplanned, planned = report["peak_rss_bytes_unplanned"], report["peak_rss_bytes_planned"]
         check(unplanned and planned and unplanned > 100 << 20, f"peak RSS: {out}")
         check(planned < unplanned, f"planned peak RSS not below unplanned: {out}")
+        # The process before the model: LibTorch's libraries and more (~190 MB), below the peak.
+        runtime = report["runtime_rss_bytes"]
+        check(runtime and 20 << 20 < runtime < unplanned, f"runtime RSS: {out}")
         with open(svg) as f:
             check(f.read(200).lstrip().startswith(("<svg", "<?xml")), "heap map is no SVG")
         # The text report: same run, for people.
