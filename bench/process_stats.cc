@@ -3,22 +3,16 @@
 #include <dlfcn.h>
 
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
+#include <cstdint>
 #include <fstream>
-#include <string>
+
+#include "memoplan/process_status.h"
 
 namespace memoplan::bench {
 
 long status_kib(const char* field) {
-  std::ifstream status("/proc/self/status");
-  const size_t length = std::strlen(field);
-  for (std::string line; std::getline(status, line);) {
-    if (line.compare(0, length, field) == 0 && line[length] == ':') {
-      return std::atol(line.c_str() + length + 1);
-    }
-  }
-  return -1;
+  const uint64_t bytes = status_bytes(field);
+  return bytes ? static_cast<long>(bytes / 1024) : -1;
 }
 
 bool reset_peak_rss() {

@@ -12,19 +12,6 @@ extern char** environ;
 
 namespace memoplan::run {
 
-uint64_t status_bytes(const char* key) {
-  unsigned long long kib = 0;
-  const std::string format = std::string(key) + ": %llu kB";
-  if (std::FILE* status = std::fopen("/proc/self/status", "r")) {
-    char line[256];
-    while (std::fgets(line, sizeof line, status)) {
-      if (std::sscanf(line, format.c_str(), &kib) == 1) break;
-    }
-    std::fclose(status);
-  }
-  return kib * 1024;
-}
-
 ProbeRss measure_peak_rss(const RunOptions& options, const std::string& which, std::string* error) {
   std::vector<std::string> args = {"memoplan-run", options.model,
                                    "--threads",    std::to_string(options.threads),

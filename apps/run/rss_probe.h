@@ -27,7 +27,4 @@ struct ProbeRss {
 // its figures; zeros and `error` set when it could not be measured.
 ProbeRss measure_peak_rss(const RunOptions& options, const std::string& which, std::string* error);
 
-// This process's /proc/self/status field `key` ("VmRSS", "VmHWM") in bytes; 0 when unreadable.
-uint64_t status_bytes(const char* key);
-
 }  // namespace memoplan::run

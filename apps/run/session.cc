@@ -23,6 +23,7 @@
 #include "memoplan/torch/plan.h"
 #include "memoplan/trace_io.h"
 #include "progress.h"
+#include "memoplan/process_status.h"
 #include "rss_probe.h"
 
 namespace memoplan::run {

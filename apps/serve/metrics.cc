@@ -2,9 +2,10 @@
 
 #include <fmt/format.h>
 
-#include <fstream>
 #include <iterator>
 #include <tuple>
+
+#include "memoplan/process_status.h"
 
 namespace memoplan::serve {
 namespace {
@@ -235,18 +236,6 @@ std::string Metrics::render_models(const std::vector<ModelView>& models) {
   return out;
 }
 
-uint64_t resident_bytes() {
-  std::ifstream status("/proc/self/status");
-  std::string key;
-  while (status >> key) {
-    if (key == "VmRSS:") {
-      uint64_t kib = 0;
-      status >> kib;
-      return kib * 1024;
-    }
-    status.ignore(1 << 20, '\n');
-  }
-  return 0;
-}
+uint64_t resident_bytes() { return status_bytes("VmRSS"); }
 
 }  // namespace memoplan::serve
