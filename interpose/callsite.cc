@@ -5,6 +5,9 @@
 #define UNW_LOCAL_ONLY
 #include <dlfcn.h>
 #include <libunwind.h>
+#include <sched.h>
+
+#include <atomic>
 
 #include "callsite_cache.h"
 
@@ -38,6 +41,28 @@ uint64_t portable_address(void* address) {
   }
   return mix(h, reinterpret_cast<uintptr_t>(address) - reinterpret_cast<uintptr_t>(info.dli_fbase));
 }
+
+// The gate fork closes (unwind_gate_close_for_fork): threads inside an unwind, and whether a fork
+// is waiting for them to leave. The forking thread itself passes (an allocation from another
+// fork handler after ours).
+std::atomic<int> unwinding{0};
+std::atomic<bool> fork_waiting{false};
+__thread bool tls_forking __attribute__((tls_model("initial-exec"))) = false;
+
+class UnwindGate {
+ public:
+  UnwindGate() {
+    for (;;) {
+      unwinding.fetch_add(1, std::memory_order_seq_cst);
+      if (!fork_waiting.load(std::memory_order_seq_cst) || tls_forking) return;
+      unwinding.fetch_sub(1, std::memory_order_seq_cst);
+      while (fork_waiting.load(std::memory_order_acquire)) sched_yield();
+    }
+  }
+  ~UnwindGate() { unwinding.fetch_sub(1, std::memory_order_release); }
+  UnwindGate(const UnwindGate&) = delete;
+  UnwindGate& operator=(const UnwindGate&) = delete;
+};
 
 // Whether the stack still holds the entry's path: its deeper return addresses where they were.
 // Reads only slots above the stack pointer, each in the frame the previous one confirmed.
@@ -128,10 +153,25 @@ __attribute__((noinline)) uint64_t cached_callsite_key(CallsiteCache& cache, siz
   }
   if (!found) {
     CallsiteCacheEntry& victim = set[cache.victim++ % kCallsiteCacheWays];
+    UnwindGate gate;
     hash = unwind_path(depth, portable, stack, path, victim);
   }
   *site = mix(kSite, hash);
   return mix(sized, hash);
+}
+
+void unwind_gate_close_for_fork() {
+  tls_forking = true;
+  fork_waiting.store(true, std::memory_order_seq_cst);
+  while (unwinding.load(std::memory_order_seq_cst) != 0) sched_yield();
+}
+
+void unwind_gate_open_after_fork(bool in_child) {
+  // In the child no other thread exists: one that was backing off from the gate at the fork left
+  // its count behind.
+  if (in_child) unwinding.store(0, std::memory_order_relaxed);
+  tls_forking = false;
+  fork_waiting.store(false, std::memory_order_release);
 }
 
 }  // namespace memoplan::shim

@@ -42,4 +42,11 @@ struct CallsiteCache {
 uint64_t cached_callsite_key(CallsiteCache& cache, size_t size, unsigned depth, bool portable,
                              uintptr_t return_address, uintptr_t stack, uint64_t* site);
 
+// fork and the unwinder: libunwind and the loader keep locks of their own, which a thread that is
+// unwinding at the fork would leave held in the child for good (the child then hangs at its first
+// unwind). The fork's prepare handler waits until no thread is unwinding and holds new unwinds
+// back until the fork is done, in the parent and in the child.
+void unwind_gate_close_for_fork();
+void unwind_gate_open_after_fork(bool in_child);
+
 }  // namespace memoplan::shim

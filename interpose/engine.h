@@ -67,6 +67,10 @@ bool start_loaded_replay(ThreadState& t, ReplayStart start = {});
 // runs: called with every plan and at pass ends (a fork child's reaper did not come along).
 void start_reaper();
 void reaper_after_fork_in_child();
+// False only while the reaper thread is being started: its start-up runs in the C library (and
+// under a sanitizer, in the sanitizer's allocator, which keeps its locks across a fork in GCC 12's
+// runtime), so the fork tests wait for this before they fork.
+bool reaper_settled();
 // A detached background thread running `main`, named `name`, with every signal blocked (the
 // program's signals never land on it) and a 64 KiB stack where the program's static TLS fits in
 // one. Returns 0 or pthread_create's error.

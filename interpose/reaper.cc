@@ -21,6 +21,7 @@ namespace {
 
 enum : int { kNotStarted, kRunning, kUnavailable };
 std::atomic<int> reaper_state{kNotStarted};
+std::atomic<bool> reaper_looping{false};  // the thread is past its start-up, in its loop
 
 uint64_t now_ns() {
   timespec ts;
@@ -38,6 +39,7 @@ void* reaper_main(void*) {
                                            : interval_ns;
   const timespec interval{static_cast<time_t>(interval_ns / 1000000000),
                           static_cast<long>(interval_ns % 1000000000)};
+  reaper_looping.store(true, std::memory_order_release);
   for (;;) {
     nanosleep(&interval, nullptr);
     global().slabs.discard_idle(now_ns(), idle_ns);
@@ -88,7 +90,13 @@ void start_reaper() {
   }
 }
 
+bool reaper_settled() {
+  const int state = reaper_state.load(std::memory_order_acquire);
+  return state != kRunning || reaper_looping.load(std::memory_order_acquire);
+}
+
 void reaper_after_fork_in_child() {
+  reaper_looping.store(false, std::memory_order_relaxed);
   if (reaper_state.load(std::memory_order_relaxed) == kRunning) {
     reaper_state.store(kNotStarted, std::memory_order_relaxed);
   }

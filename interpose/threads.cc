@@ -4,6 +4,7 @@
 
 #include <new>
 
+#include "callsite_cache.h"
 #include "engine.h"
 #include "fallback.h"
 #include "lifecycle.h"
@@ -34,11 +35,16 @@ void retire_thread(ThreadState& t, bool after_fork) {
 // relies on that state being whole (docs/SHIM.md, "Fork"): arenas are retired from the arena
 // table, records are forgotten before they are given back, and a half-done step leaves a leak
 // in the child, never a double release (tests/interpose/fault_fork_halfway_test.cc).
+// Unwinding threads are let finish first (libunwind's and the loader's locks; callsite.cc).
 void before_fork() {
   while (global().registry_lock.test_and_set(std::memory_order_acquire)) {
   }
+  unwind_gate_close_for_fork();
 }
-void after_fork_in_parent() { global().registry_lock.clear(std::memory_order_release); }
+void after_fork_in_parent() {
+  unwind_gate_open_after_fork(/*in_child=*/false);
+  global().registry_lock.clear(std::memory_order_release);
+}
 
 // In the child the other threads are gone, but their arenas and profiles stay reachable through
 // the blocks they owned. An arena lock held by another thread's free at the fork is released.
@@ -47,6 +53,7 @@ void after_fork_in_parent() { global().registry_lock.clear(std::memory_order_rel
 // threads would find no slab left for its own), else when the child frees its last block; their
 // profiles lose the thread's reference.
 void after_fork_in_child() {
+  unwind_gate_open_after_fork(/*in_child=*/true);
   stats().forks.fetch_add(1, std::memory_order_relaxed);
   reaper_after_fork_in_child();
   stats_file_after_fork_in_child();

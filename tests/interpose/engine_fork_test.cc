@@ -22,7 +22,7 @@ void run_passes_after_fork(bool child) {
 
   heap.begin_pass();
   heap.run(first_half);  // blocks from the slab are alive across the fork
-  const pid_t pid = fork();
+  const pid_t pid = fork_quietly();
   ASSERT_GE(pid, 0);
   const bool under_test = (pid == 0) == child;
   if (pid == 0 && !under_test) _exit(0);  // this test watches the parent

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -355,6 +356,13 @@ void Heap::check_all() const {
   };
   for (const auto& [id, block] : by_id_) check(block);
   for (const Block& block : held_) check(block);
+}
+
+int fork_quietly() {
+  for (int waited_ms = 0; !reaper_settled() && waited_ms < 10000; ++waited_ms) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return fork();
 }
 
 int child_status(int pid) {

@@ -56,6 +56,11 @@ Counters counters();
 // Runs fn on a new thread, so it starts with a fresh per-thread engine state, and waits for it.
 void on_fresh_thread(const std::function<void()>& fn);
 
+// fork(), once the shim's background thread is past its start-up: a thread starting at the fork
+// may hold the C library's or the sanitizer's allocator locks, which a fork child cannot take back
+// (GCC 12's ASan runtime has no fork handler for its allocator; the child hung in CI).
+int fork_quietly();
+
 // Waits for a forked child: its exit code, 128 + the signal that killed it, or -1.
 int child_status(int pid);
 

@@ -82,7 +82,7 @@ TEST(FaultForkHalfway, ChildCopesWithAThreadStoppedWhileGivingItsRecordsBack) {
     EXPECT_TRUE(heap.last_pass_all(Origin::kSlab)) << heap.last_pass_origins();
   });
   Stopper::wait_until_stopped();
-  const pid_t pid = fork();
+  const pid_t pid = fork_quietly();
   ASSERT_GE(pid, 0);
   if (pid == 0) _exit(child_keeps_working(slabs_before));
   EXPECT_EQ(child_status(pid), 0) << "the child gave the stopped thread's records back twice "
@@ -111,7 +111,7 @@ TEST(FaultForkHalfway, ChildCopesWithAThreadStoppedBetweenReleasingAndForgetting
   Stopper::wait_until_stopped();
   ASSERT_TRUE(planned.load()) << "the worker's pass was not detected";
   EXPECT_EQ(slabs_in_use(), slabs_before) << "the stopped thread gave its slab back";
-  const pid_t pid = fork();
+  const pid_t pid = fork_quietly();
   ASSERT_GE(pid, 0);
   if (pid == 0) _exit(child_keeps_working(slabs_before));
   EXPECT_EQ(child_status(pid), 0) << "the child released the stopped thread's slab again "

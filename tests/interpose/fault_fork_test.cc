@@ -67,7 +67,7 @@ TEST(FaultFork, BothSidesKeepAllocatingAfterAForkMidPass) {
     heap.begin_pass();
     heap.run(Script(script.begin(), script.begin() + script.size() / 2));
     const Counters before = counters();
-    const pid_t pid = fork();
+    const pid_t pid = fork_quietly();
     ASSERT_GE(pid, 0);
     // Both sides: finish the pass, then 300 deviating passes, then plain ones that must replay.
     heap.run(Script(script.begin() + script.size() / 2, script.end()));
@@ -118,7 +118,7 @@ TEST(FaultFork, ChildReleasesTheSlabsOfThreadsThatDidNotFollow) {
   ASSERT_EQ(origin_of(given.p), Origin::kSlab);
   EXPECT_EQ(slabs_in_use(), slabs_before + 4);
   const Counters before = counters();
-  const pid_t pid = fork();
+  const pid_t pid = fork_quietly();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
     // Only the blocked thread's slab stays: its blocks are alive in this process's memory. The

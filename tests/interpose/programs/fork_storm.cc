@@ -1,7 +1,11 @@
 // fork while other threads run passes: 4 threads run planned passes without pause (and hand
-// blocks to each other) while the main thread forks 40 times. Each child frees blocks that
+// blocks to each other) while the main thread forks 200 times. Each child frees blocks that
 // belonged to threads that did not come along, runs planned passes of its own and checks every
-// pattern; the parent checks that every child exited cleanly.
+// pattern; the parent checks that every child exited cleanly. Each pass's first block is asked
+// for at a different stack depth, so the shim unwinds the stack (libunwind, with its own locks)
+// for most passes: a fork that catches a thread unwinding must not leave the child stuck at its
+// first unwind (an alarm turns a stuck child into a failure).
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -16,7 +20,7 @@
 namespace {
 
 constexpr int kWorkers = 4;
-constexpr int kForks = 40;
+constexpr int kForks = 200;
 constexpr int kChain = 8;
 
 std::atomic<bool> stop{false};
@@ -34,6 +38,15 @@ bool intact(const char* p, size_t size, uint32_t seed) {
   return true;
 }
 
+// malloc(size) from `depth` frames further down the stack: the same call path (at the shim's
+// callsite depth) from another stack pointer, which its call-site cache does not know.
+__attribute__((noinline)) char* allocate_deeper(size_t size, unsigned depth) {
+  if (depth == 0) return static_cast<char*>(malloc(size));
+  char* p = allocate_deeper(size, depth - 1);
+  asm volatile("" : : "r"(p) : "memory");  // not a tail call: each level keeps its frame
+  return p;
+}
+
 // One planned pass: kChain blocks, each freed two allocations later; the first one handed on
 // (`hand_on`: the child, whose copy of the mutex may be held by a thread that did not come along,
 // frees it instead).
@@ -42,7 +55,7 @@ void one_pass(int index, uint32_t& seed, bool hand_on = true) {
   char* block[kChain];
   for (int i = 0; i < kChain; ++i) {
     const size_t size = BIG + 4096 * static_cast<size_t>(i) + 64 * static_cast<size_t>(index);
-    block[i] = static_cast<char*>(malloc(size));
+    block[i] = i == 0 ? allocate_deeper(size, 8 + (seed * 2654435761u) % 4096) : static_cast<char*>(malloc(size));
     if (!block[i]) {
       ++failures;
       return;
@@ -110,8 +123,20 @@ int main() {
     const pid_t pid = fork();
     CHECK(pid >= 0);
     if (pid == 0) child();
+    // A child stuck on a lock that a thread which did not come along held (libunwind's blocks
+    // every signal while it waits: no alarm in the child would fire) fails after 10 s.
     int status = 0;
-    CHECK(waitpid(pid, &status, 0) == pid);
+    pid_t done = 0;
+    for (int waited_ms = 0; (done = waitpid(pid, &status, WNOHANG)) == 0 && waited_ms < 10000;
+         ++waited_ms) {
+      usleep(1000);
+    }
+    if (done == 0) {
+      fprintf(stderr, "fork_storm: child %d is stuck after 10 s\n", f);
+      kill(pid, SIGKILL);
+      CHECK(waitpid(pid, &status, 0) == pid);
+    }
+    CHECK(done >= 0);
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
       fprintf(stderr, "fork_storm: child %d ended with status %d\n", f, status);
       ++children_failed;
