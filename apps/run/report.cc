@@ -165,6 +165,11 @@ std::string format_text(const RunReport& r) {
                      format_bytes(r.tuned_lower_bound_bytes), r.tuned_lower_bound_bytes,
                      format_bytes(r.tuned_offset_lower_bound_bytes));
     s += fmt::format(
+        "  tuned weights: packed {}; plain {} in their file, {} of it read by a planned pass "
+        "(resident)\n",
+        format_bytes(r.packed_weight_bytes), format_bytes(r.plain_weight_bytes),
+        format_bytes(r.plain_weight_resident_bytes));
+    s += fmt::format(
         "  tuned coverage: {:.1f}% of {:.3g} GFLOP per pass (convolutions and products) on "
         "memoplan's kernels{}\n",
         100.0 * tuned_flops_fraction(r), r.flops / 1e9,
@@ -297,6 +302,9 @@ std::string format_json(const RunReport& r) {
     j["tuned_slab_bytes"] = r.tuned_slab_bytes;
     j["tuned_lower_bound_bytes"] = r.tuned_lower_bound_bytes;
     j["tuned_offset_lower_bound_bytes"] = r.tuned_offset_lower_bound_bytes;
+    j["packed_weight_bytes"] = r.packed_weight_bytes;
+    j["plain_weight_bytes"] = r.plain_weight_bytes;
+    j["plain_weight_resident_bytes"] = r.plain_weight_resident_bytes;
     j["tuned_flops_fraction"] = round_to(tuned_flops_fraction(r), 4);
     j["flops_per_pass"] = r.flops;
     nlohmann::json left = nlohmann::json::array();

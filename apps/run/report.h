@@ -32,6 +32,9 @@ struct RunReport {
   std::string kernel_report;  // per shape: aten vs memoplan, measured during plan()
   // The tuned copy's plan: its slab and both bounds (with and without sharing).
   uint64_t tuned_slab_bytes = 0, tuned_lower_bound_bytes = 0, tuned_offset_lower_bound_bytes = 0;
+  // The tuned copy's weights after plan(): packed forms kept; plain weights moved into their file
+  // (release_weights) and of those the bytes a planned pass read (resident).
+  uint64_t packed_weight_bytes = 0, plain_weight_bytes = 0, plain_weight_resident_bytes = 0;
   // The tuned copy's coverage (PlanSummary::coverage): convolution and product FLOPs of a pass,
   // those on memoplan's kernels, and each op kind left on aten with its reason.
   double flops = 0, tuned_flops = 0;

@@ -314,11 +314,15 @@ RunReport run_session(const RunOptions& options) {
     progress.emplace("planning with tuned kernels (measuring each GEMM shape)", 0,
                      options.progress);
     plan_options.kernels = Kernels::kTuned;
+    plan_options.release_weights = true;  // this copy is ours (released_weights.h)
     try {
       const torch_ext::PlanSummary tuned_summary = torch_ext::plan(*tuned, inputs, plan_options);
       report.tuned_slab_bytes = tuned_summary.slab_bytes;
       report.tuned_lower_bound_bytes = tuned_summary.lower_bound_bytes;
       report.tuned_offset_lower_bound_bytes = tuned_summary.offset_lower_bound_bytes;
+      report.packed_weight_bytes = tuned_summary.packed_weight_bytes;
+      report.plain_weight_bytes = tuned_summary.released_weight_bytes;
+      report.plain_weight_resident_bytes = tuned_summary.released_weight_resident_bytes;
       report.flops = tuned_summary.coverage.flops;
       report.tuned_flops = tuned_summary.coverage.tuned_flops;
       for (const torch_ext::Coverage::Left& l : tuned_summary.coverage.left) {
@@ -398,7 +402,10 @@ void run_rss_probe(const RunOptions& options) {
     torch_ext::PlanOptions plan_options;
     plan_options.strategy = options.strategy;
     plan_options.memory = options.memory;
-    if (options.rss_probe == "tuned") plan_options.kernels = Kernels::kTuned;
+    if (options.rss_probe == "tuned") {
+      plan_options.kernels = Kernels::kTuned;
+      plan_options.release_weights = true;
+    }
     torch_ext::plan(module, source(0), plan_options);
   }
   // The run's passes, with the run's inputs: each thread its warm-up, then the timed ones shared

@@ -22,21 +22,6 @@ namespace {
 
 using State = BudgetState;
 
-std::string default_dir() {
-  if (const char* dir = std::getenv("MEMOPLAN_WEIGHTS_DIR"); dir && *dir) return dir;
-  if (const char* cache = std::getenv("XDG_CACHE_HOME"); cache && *cache)
-    return std::string(cache) + "/memoplan/weights";
-  if (const char* home = std::getenv("HOME"); home && *home)
-    return std::string(home) + "/.cache/memoplan/weights";
-  return "/tmp/memoplan-weights";
-}
-
-void make_dirs(const std::string& dir) {
-  for (size_t at = 1; at <= dir.size(); ++at) {
-    if (at == dir.size() || dir[at] == '/') ::mkdir(dir.substr(0, at).c_str(), 0755);
-  }
-}
-
 std::mutex states_mutex;
 std::unordered_map<int64_t, std::shared_ptr<State>>& states() {
   static auto* map = new std::unordered_map<int64_t, std::shared_ptr<State>>();
@@ -114,9 +99,7 @@ void prepare(torch::jit::Module& module, torch::jit::Graph& graph, int64_t id,
   state->sliceable_bytes = std::move(weights.sliceable_bytes);
   state->conv = std::move(weights.conv);
   const std::vector<std::vector<c10::StorageImpl*>>& groups = weights.storages;
-  const std::string where = dir.empty() ? default_dir() : dir;
-  make_dirs(where);
-  state->file = WeightFile::map(groups, where);
+  state->file = WeightFile::map(groups, weights_dir(dir));
   insert_budget_steps(graph, id);  // the same steps: the copy was made from this graph
   for (size_t g = 0; g < groups.size(); ++g) {
     state->problem.groups[g].bytes = state->file->group_bytes(g);

@@ -57,6 +57,10 @@ class WeightFile {
   int fd_ = -1;
 };
 
+// `dir`, or where empty $MEMOPLAN_WEIGHTS_DIR, else $XDG_CACHE_HOME/memoplan/weights, else
+// ~/.cache/memoplan/weights, else /tmp/memoplan-weights; made if missing.
+std::string weights_dir(const std::string& dir);
+
 // The page size the mapping is laid out in.
 uint64_t page_bytes();
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "budget/budget_runtime.h"
+#include "budget/released_weights.h"
 #include "memory_min/sharing_pass.h"
 #include "memory_min/sliced_ops.h"
 #include "planning/attribute_constants.h"
@@ -175,6 +176,10 @@ int64_t rewrite_forward(torch::jit::Module& module, const PlanOptions& options) 
   canonicalize(graph);
   // Before the allocation marks: a replacement op's output is planned like any other tensor.
   if (KernelRewrite rewrite = registered_kernels(options.kernels)) rewrite(*graph);
+  // Before any pass packs a weight: a packing is keyed by its source's address.
+  if (options.release_weights && options.kernels == Kernels::kTuned) {
+    budget::map_for_release(module, *graph, id, options.weights_dir);
+  }
   // Before the marks too: budget_linear's output is planned like aten::linear's.
   if (options.budget_bytes > 0) {
     budget::prepare(module, *graph, id, options.budget_bytes, options.weights_dir);

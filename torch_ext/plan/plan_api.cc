@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "budget/budget_runtime.h"
+#include "budget/released_weights.h"
 #include "budget_api.h"
 #include "graph_pass.h"
 #include "kernel_library.h"
@@ -31,6 +32,7 @@ struct PlanOp {
   bool plan_new_keys = true;
   std::string kernels, memory;
   int64_t budget = 0;
+  bool release_weights = false;
   static constexpr auto fields() {
     using O = PlanOp;
     return std::make_tuple(op::field("module", &O::module),
@@ -40,7 +42,8 @@ struct PlanOp {
                            op::field("plan_new_keys", &O::plan_new_keys, nullptr, "True"),
                            op::field("kernels", &O::kernels, nullptr, "\"stock\""),
                            op::field("memory", &O::memory, nullptr, "\"offset\""),
-                           op::field("budget", &O::budget, nullptr, "0"));
+                           op::field("budget", &O::budget, nullptr, "0"),
+                           op::field("release_weights", &O::release_weights, nullptr, "False"));
   }
 };
 c10::Dict<std::string, int64_t> plan_op(PlanOp op);
@@ -117,19 +120,29 @@ PlanSummary plan(torch::jit::Module& module, const std::vector<c10::IValue>& inp
   // Warm-up passes, then the profiled one; a few more in case another thread profiles this key.
   bool planned = runtime_pass::has_plan(id, key, &summary);
   for (int pass = 0; !planned && pass < options.warmup_passes + 8; ++pass) {
+    begin_packed_census();  // a pass's new packings replace its sites' older ones (weight_cache.h)
     module.forward(inputs);
     planned = runtime_pass::has_plan(id, key, &summary);
   }
   if (planned) {
     // The tuned kernels' coverage: one more pass, on the plan, watched (coverage.h).
+    // Its census keeps only the packed weights that pass used (weight_cache.h).
     if (options.kernels != Kernels::kStock) {
+      begin_packed_census();
       summary.coverage = measure_coverage(
           [&] { module.forward(inputs); },
           *torch::jit::toGraphFunction(module.get_method("forward").function()).graph());
       remember_coverage(id, summary.coverage);
+      summary.packed_weight_bytes = end_packed_census();
     }
     drop_optimized_graph_cache(
         torch::jit::toGraphFunction(module.get_method("forward").function()));
+    // What a planned pass read of the plain weights is resident now; the rest goes (packed by now:
+    // released_weights.h), and would fault back in only for a path that reads it.
+    const budget::ReleasedWeights released = budget::released_weights(id);
+    summary.released_weight_bytes = released.mapped_bytes;
+    summary.released_weight_resident_bytes = released.resident_bytes;
+    budget::drop_released(id);
     release_free_memory();
     if (budget::budgeted(id)) {
       budget::arm(id, summary.slab_bytes);
@@ -182,6 +195,7 @@ c10::Dict<std::string, int64_t> plan_op(PlanOp op) {
   options.kernels = *kernels_named;
   options.memory = *memory_named;
   options.budget_bytes = static_cast<uint64_t>(budget);
+  options.release_weights = op.release_weights;
   const c10::ArrayRef<c10::IValue> list = op.inputs.toListRef();
   PlanSummary summary;
   try {
@@ -198,6 +212,10 @@ c10::Dict<std::string, int64_t> plan_op(PlanOp op) {
   out.insert("escaping_tensors", static_cast<int64_t>(summary.escaping_tensors));
   out.insert("visits", static_cast<int64_t>(summary.visits));
   out.insert("planned_bytes", static_cast<int64_t>(summary.planned_bytes));
+  out.insert("packed_weight_bytes", static_cast<int64_t>(summary.packed_weight_bytes));
+  out.insert("released_weight_bytes", static_cast<int64_t>(summary.released_weight_bytes));
+  out.insert("released_weight_resident_bytes",
+             static_cast<int64_t>(summary.released_weight_resident_bytes));
   out.insert("coalesced_bytes", static_cast<int64_t>(summary.coalesced_bytes));
   if (summary.coverage.measured) {
     out.insert("flops", static_cast<int64_t>(summary.coverage.flops));

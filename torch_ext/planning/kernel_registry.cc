@@ -23,6 +23,21 @@ KernelRewrite registered_kernels(Kernels kernels) {
   return set ? set->rewrite : nullptr;
 }
 
+void begin_packed_census() {
+  const KernelSet* set = tuned_set.load(std::memory_order_acquire);
+  if (set && set->begin_census) set->begin_census();
+}
+
+uint64_t end_packed_census() {
+  const KernelSet* set = tuned_set.load(std::memory_order_acquire);
+  return set && set->end_census ? set->end_census() : 0;
+}
+
+uint64_t packed_weight_bytes() {
+  const KernelSet* set = tuned_set.load(std::memory_order_acquire);
+  return set && set->packed_bytes ? set->packed_bytes() : 0;
+}
+
 std::string kernel_report() {
   const KernelSet* set = tuned_set.load(std::memory_order_acquire);
   return set && set->report ? set->report() : std::string();

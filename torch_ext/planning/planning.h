@@ -12,6 +12,7 @@
 // replay_allocator.cc and replay_state.cc (the fast path: replay::serve_slot).
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "memoplan/torch/plan.h"  // Kernels
@@ -30,6 +31,11 @@ using KernelRewrite = int (*)(torch::jit::Graph& graph);
 struct KernelSet {
   KernelRewrite rewrite = nullptr;
   std::string (*report)() = nullptr;
+  // The packed weights' census (tuned/weight_cache.h): begin before a pass, end after it keeps
+  // only the forms that pass used and returns their bytes; packed_bytes counts what is kept.
+  void (*begin_census)() = nullptr;
+  uint64_t (*end_census)() = nullptr;
+  uint64_t (*packed_bytes)() = nullptr;
 };
 // Makes `*set` what PlanOptions::kernels == `kernels` selects (Kernels::kStock selects none).
 // Called at load time by the library that provides the kernels (libmemoplan_tuned.so, never
@@ -37,6 +43,10 @@ struct KernelSet {
 void register_kernels(Kernels kernels, const KernelSet* set);
 // The rewrite registered for `kernels`; nullptr when none is (and for Kernels::kStock).
 KernelRewrite registered_kernels(Kernels kernels);
+// The registered tuned set's census and byte count (0 and no-ops where none is loaded).
+void begin_packed_census();
+uint64_t end_packed_census();
+uint64_t packed_weight_bytes();
 
 // Gives back to the system what the allocator underneath malloc keeps free (glibc, tcmalloc,
 // mimalloc or jemalloc, whichever serves it): plan() calls it once a plan is made.

@@ -14,7 +14,10 @@ namespace {
 
 // One preparation per site, made again when a source changes (weight_cache.h's rule).
 tuned::WeightCache<Weights>& prepared() {
-  static auto* cache = new tuned::WeightCache<Weights>();
+  static auto* cache = new tuned::WeightCache<Weights>([](const Weights& w) -> uint64_t {
+    return (w.folded_copy ? w.weight.nbytes() : 0) + (w.bias ? w.bias->nbytes() : 0) +
+           (w.onednn_weight.defined() ? w.onednn_weight.nbytes() : 0);
+  });
   return *cache;
 }
 
@@ -38,6 +41,7 @@ std::shared_ptr<const Weights> prepare(const at::Tensor& weight,
   if (bn) {
     const at::Tensor scale = scale_of(*bn);
     if (keep != Keep::kPackingsOnly) w->weight = fold(weight, scale);
+    w->folded_copy = w->weight.defined();
     at::Tensor b = bias ? (*bias - bn->mean) * scale : -bn->mean * scale;
     if (bn->bias.defined()) b = b + bn->bias;
     w->bias = b.contiguous();

@@ -34,6 +34,7 @@ struct Weights {
   at::Tensor onednn_weight;        // `weight` in oneDNN's blocked layout for this geometry (aten's
                                    // packing: undefined for the blocked path, which packs its own)
   int64_t generation = 0;          // unique per preparation: what packings of `weight` key on
+  bool folded_copy = false;        // `weight` is a folded copy, not the convolution's own
 };
 
 // What a convolution op of the tuned graph computes, shared by memoplan::conv2d and

@@ -68,11 +68,13 @@ using tuned::PackedWeight;
 // A weight's packings: in memoplan's panels (one per panel width), in oneDNN's layouts (one per
 // packing layout).
 tuned::WeightCache<PackedWeight>& panel_packings() {
-  static auto* cache = new tuned::WeightCache<PackedWeight>();
+  static auto* cache = new tuned::WeightCache<PackedWeight>(
+      [](const PackedWeight& w) -> uint64_t { return w.panels.bytes(); });
   return *cache;
 }
 tuned::WeightCache<tuned::OneDnnWeight>& onednn_packings() {
-  static auto* cache = new tuned::WeightCache<tuned::OneDnnWeight>();
+  static auto* cache = new tuned::WeightCache<tuned::OneDnnWeight>(
+      [](const tuned::OneDnnWeight& w) -> uint64_t { return w.bytes.nbytes(); });
   return *cache;
 }
 std::atomic<int64_t> next_site{0};
@@ -349,7 +351,8 @@ std::string tuned_report() { return tuned::all_reports(); }
 
 // The planning runtime runs this rewrite for PlanOptions::kernels == "tuned"; registered when
 // libmemoplan_tuned.so loads.
-constexpr KernelSet kTunedSet{&replace_hot_ops, &tuned_report};
+constexpr KernelSet kTunedSet{&replace_hot_ops, &tuned_report, &tuned::begin_census,
+                              &tuned::end_census, &tuned::packed_bytes};
 const bool registered = (register_kernels(Kernels::kTuned, &kTunedSet), true);
 
 }  // namespace

@@ -95,11 +95,13 @@ struct Packing {
   at::Tensor bytes;
 };
 tuned::WeightCache<Packing>& packings() {
-  static auto* cache = new tuned::WeightCache<Packing>();
+  static auto* cache = new tuned::WeightCache<Packing>(
+      [](const Packing& p) -> uint64_t { return p.bytes.nbytes(); });
   return *cache;
 }
 tuned::WeightCache<at::Tensor>& zero_biases() {
-  static auto* cache = new tuned::WeightCache<at::Tensor>();
+  static auto* cache = new tuned::WeightCache<at::Tensor>(
+      [](const at::Tensor& t) -> uint64_t { return t.nbytes(); });
   return *cache;
 }
 
@@ -253,9 +255,16 @@ layouts::ConvCosts measure(const at::Tensor& x_in, const ConvArgs& a) {
       c.in = in;
       c.out = out;
       c.primitive = primitive;
-      // Packed here, not at the site: the site keeps the packings the passes use.
-      c.packed = at::empty({static_cast<int64_t>(primitive->packed_weights_bytes())}, at::kByte);
-      primitive->pack_weights(folded.data_ptr<float>(), c.packed.data_ptr());
+      // Packed here, not at the site: the site keeps the packings the passes use. One packing per
+      // weight layout, shared by the candidates that read it (a 512 -> 512 3x3's nine candidates
+      // held nine 9 MiB packings at once).
+      for (const Candidate& earlier : candidates) {
+        if (earlier.primitive->same_packing(*primitive)) c.packed = earlier.packed;
+      }
+      if (!c.packed.defined()) {
+        c.packed = at::empty({static_cast<int64_t>(primitive->packed_weights_bytes())}, at::kByte);
+        primitive->pack_weights(folded.data_ptr<float>(), c.packed.data_ptr());
+      }
       out_shape = primitive->output();
       c.y = new_tensor(out_shape, static_cast<Format>(out), x.options());
       if (a.residual)

@@ -132,33 +132,84 @@ ChoiceCache<std::vector<int64_t>, Choice>& winograd_choices() {
   return *table;
 }
 
+// A Winograd form of a 3x3 weight takes 16/9 of the direct packing's bytes (4x4 tiles): it is
+// taken over the direct kernels only where it measured at least this much faster.
+constexpr double kWinogradMinGain = 0.10;
+bool worth_its_bytes(double winograd_ms, double direct_ms) {
+  return winograd_ms < direct_ms * (1.0 - kWinogradMinGain);
+}
+
 // The fastest of oneDNN's direct kernels (`direct`), its Winograd and memoplan's for `s`, as
-// `setting` allows.
+// `setting` allows (a Winograd over the direct kernels only where worth_its_bytes).
+// The spec a choice is measured on: `s` with at most the output channels whose weight fits in
+// kMeasuredWeightBytes (a multiple of 16, the block), so the measurement's operands (a random
+// weight and up to two packings of it, one 16/9 its size) never set the process's peak: a
+// 512 -> 512 layer measured whole held 34-50 MiB at once. Each kernel's time is linear in the
+// output channels; the choice compares two on the same slice.
+constexpr int64_t kMeasuredWeightBytes = int64_t{4} << 20;
+onednn::ConvSpec measured_spec(const onednn::ConvSpec& s) {
+  onednn::ConvSpec m = s;
+  const int64_t per_channel = s.c * 9 * static_cast<int64_t>(sizeof(float));
+  const int64_t fit = kMeasuredWeightBytes / per_channel / 16 * 16;
+  if (fit >= 16 && fit < s.out_channels) m.out_channels = fit;
+  return m;
+}
+
+// memoplan's Winograd for `s`, or null where it has none.
+std::shared_ptr<const onednn::Conv> memoplan_winograd(const onednn::ConvSpec& s) {
+  std::vector<wino::PostOp> post;
+  if (!wino::available(onednn::block_size()) || !winograd_post(s, &post)) return nullptr;
+  return std::make_shared<const WinogradConv>(s, std::move(post));
+}
+
+// The fastest of oneDNN's direct kernels (`direct`), its Winograd and memoplan's for `s`, as
+// `setting` allows (a Winograd over the direct kernels only where worth_its_bytes), measured on
+// measured_spec(s).
 Choice choose(const onednn::ConvSpec& s, WinogradChoice setting,
               const std::shared_ptr<const onednn::Conv>& direct) {
-  std::shared_ptr<const onednn::Conv> ours;
-  std::vector<wino::PostOp> post;
-  if (wino::available(onednn::block_size()) && winograd_post(s, &post)) {
-    ours = std::make_shared<const WinogradConv>(s, std::move(post));
-  }
+  std::shared_ptr<const onednn::Conv> ours =
+      setting == WinogradChoice::kMeasure || setting == WinogradChoice::kAlways
+          ? memoplan_winograd(s)
+          : nullptr;
+  std::shared_ptr<const onednn::Conv> theirs =
+      setting == WinogradChoice::kMeasure || setting == WinogradChoice::kOneDnn
+          ? onednn_winograd(s)
+          : nullptr;
   Choice choice{direct};
   if (setting == WinogradChoice::kAlways) {
     if (ours) choice.conv = ours;
-  } else if (setting == WinogradChoice::kOneDnn) {
-    if (auto theirs = onednn_winograd(s)) choice.conv = theirs;
-  } else {
-    // oneDNN's direct kernels against its Winograd, then the faster against memoplan's.
-    if (auto theirs = onednn_winograd(s)) {
-      std::tie(choice.onednn_winograd_ms, choice.direct_ms) = measure(*theirs, *direct, s);
-      if (choice.onednn_winograd_ms < choice.direct_ms) choice.conv = theirs;
-    }
-    if (ours) {
-      double best_ms = 0;
-      std::tie(choice.winograd_ms, best_ms) = measure(*ours, *choice.conv, s);
-      if (choice.conv == direct) choice.direct_ms = best_ms;
-      if (choice.winograd_ms < best_ms) choice.conv = ours;
+    return choice;
+  }
+  if (setting == WinogradChoice::kOneDnn) {
+    if (theirs) choice.conv = theirs;
+    return choice;
+  }
+  // The same candidates on the measured slice (the full-size ones are only made, never run).
+  const onednn::ConvSpec m = measured_spec(s);
+  const bool sliced = m.out_channels != s.out_channels;
+  const std::shared_ptr<const onednn::Conv> direct_m = sliced ? onednn::conv(m) : direct;
+  const std::shared_ptr<const onednn::Conv> theirs_m =
+      !theirs ? nullptr : sliced ? onednn_winograd(m) : theirs;
+  const std::shared_ptr<const onednn::Conv> ours_m =
+      !ours ? nullptr : sliced ? memoplan_winograd(m) : ours;
+  // oneDNN's direct kernels against its Winograd, then the faster against memoplan's.
+  std::shared_ptr<const onednn::Conv> best = direct, best_m = direct_m;
+  if (theirs && theirs_m) {
+    std::tie(choice.onednn_winograd_ms, choice.direct_ms) = measure(*theirs_m, *direct_m, m);
+    if (worth_its_bytes(choice.onednn_winograd_ms, choice.direct_ms)) {
+      best = theirs;
+      best_m = theirs_m;
     }
   }
+  if (ours && ours_m) {
+    double best_ms = 0;
+    std::tie(choice.winograd_ms, best_ms) = measure(*ours_m, *best_m, m);
+    if (best == direct) choice.direct_ms = best_ms;
+    const bool better = best == direct ? worth_its_bytes(choice.winograd_ms, best_ms)
+                                       : choice.winograd_ms < best_ms;
+    if (better) best = ours;
+  }
+  choice.conv = best;
   return choice;
 }
 

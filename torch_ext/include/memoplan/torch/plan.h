@@ -68,6 +68,13 @@ struct PlanOptions {
   // without a pass. Only the first plan() of a module decides whether it has one.
   uint64_t budget_bytes = 0;
   std::string weights_dir;
+  // Kernels "tuned" only: the weights are held once. They move into a file-backed mapping in
+  // `weights_dir` before the first planned pass, and once plan() has packed them their pages are
+  // given back: a weight read only through its packed form leaves memory, one a path still reads
+  // plain keeps one copy (faulted in from the file). The weights become read-only: changing one
+  // in place afterwards faults. For callers that own the module (memoplan run, memoplan-serve).
+  // Only the first plan() of a module decides.
+  bool release_weights = false;
 };
 
 // How much of one planned pass runs on memoplan's kernels (kernels "tuned"): the pass's
@@ -112,6 +119,13 @@ struct PlanSummary {
   std::string strategy;
   double planning_ms = 0;
   Coverage coverage;
+  // The weights after plan(), kernels "tuned": the packed forms kept (every planned module's; those
+  // its last pass did not use are dropped), and with release_weights the plain weights moved into
+  // their file and of those the bytes a planned pass read (a path that reads them plain: they stay
+  // resident). 0 where not so.
+  uint64_t packed_weight_bytes = 0;
+  uint64_t released_weight_bytes = 0;
+  uint64_t released_weight_resident_bytes = 0;
   double coalesced_bytes_fraction() const {
     return planned_bytes > 0 ? static_cast<double>(coalesced_bytes) / planned_bytes : 0.0;
   }

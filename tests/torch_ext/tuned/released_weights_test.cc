@@ -1,0 +1,122 @@
+// Weights held once (PlanOptions::release_weights, budget/released_weights.h) and the packed
+// weights' census (tuned/weight_cache.h): a tuned plan that owns its module keeps the packed forms
+// a planned pass uses and nothing else; the plain weights leave memory and still read correctly.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <torch/script.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include "blocked_test_support.h"
+#include "memoplan/torch/plan.h"
+#include "tuned_test_support.h"
+#include "weight_cache.h"
+
+namespace memoplan::torch_ext {
+namespace {
+
+using testing::tuned;
+
+// Four 3x3 convolutions of 64 channels (147 KiB of weights each) with batch norms, and a small
+// linear head (below a page: it stays on the heap).
+torch::jit::Module conv_net() {
+  torch::manual_seed(11);
+  torch::jit::Module m("ReleasedNet");
+  for (const char* name : {"a", "b", "c", "d"}) {
+    blocked_test::add_conv(m, name, 64, 64, 3);
+    blocked_test::add_bn(m, std::string(name) + "_bn", 64);
+  }
+  m.register_parameter("fc", torch::randn({10, 64}) * 0.1, false);
+  m.register_attribute("training", c10::BoolType::get(), false);
+  m.define(R"(
+    def block(self, x, w, bw, bb, bm, bv):
+        y = torch.conv2d(x, w, None, [1, 1], [1, 1])
+        return torch.relu(torch.batch_norm(y, bw, bb, bm, bv, False, 0.1, 1e-5, False))
+    def forward(self, x):
+        h = self.block(x, self.a, self.a_bn_w, self.a_bn_b, self.a_bn_m, self.a_bn_v)
+        h = self.block(h, self.b, self.b_bn_w, self.b_bn_b, self.b_bn_m, self.b_bn_v) + h
+        h = self.block(h, self.c, self.c_bn_w, self.c_bn_b, self.c_bn_m, self.c_bn_v)
+        h = self.block(h, self.d, self.d_bn_w, self.d_bn_b, self.d_bn_m, self.d_bn_v) + h
+        return torch.linear(h.mean([2, 3]), self.fc, None)
+  )");
+  m.eval();
+  return m;
+}
+
+std::string temp_dir() {
+  char name[] = "/tmp/memoplan-released-XXXXXX";
+  const char* made = ::mkdtemp(name);
+  return made ? made : "/tmp";
+}
+
+TEST(ReleasedWeights, ATunedPlanKeepsThePackedFormsAndGivesThePlainWeightsBack) {
+  torch::jit::Module kept = conv_net();
+  torch::jit::Module released = kept.clone();
+  torch::jit::Module original = kept.clone();  // never planned: the weights' values
+  const torch::Tensor x = torch::randn({1, 64, 20, 20});
+  c10::InferenceMode inference;
+  const PlanSummary with_copy = plan(kept, {x}, tuned());
+  PlanOptions options = tuned();
+  options.release_weights = true;
+  options.weights_dir = temp_dir();
+  const PlanSummary once = plan(released, {x}, options);
+
+  EXPECT_EQ(with_copy.released_weight_bytes, 0u);
+  // Every convolution's weight (4 x 147,456 B) went into the file; the head is below a page.
+  EXPECT_GE(once.released_weight_bytes, 4u * 147456);
+  EXPECT_LT(once.released_weight_bytes, 4u * 147456 + 4u * 4096);
+  EXPECT_GT(once.packed_weight_bytes, 0u);
+  if (blocked_test::blocked_layout_here()) {
+    // Every convolution runs on its packed form: a planned pass read none of the plain weights.
+    EXPECT_EQ(once.released_weight_resident_bytes, 0u);
+  }
+  // The same kernels on the same inputs: the same bits, pass after pass.
+  for (int pass = 0; pass < 3; ++pass) {
+    const torch::Tensor input = torch::randn({1, 64, 20, 20});
+    EXPECT_TRUE(torch::equal(released.forward({input}).toTensor(),
+                             kept.forward({input}).toTensor()));
+  }
+  // The plain weights still read as they were (from the file, faulted back in).
+  for (const char* name : {"a", "b", "c", "d", "fc"}) {
+    EXPECT_TRUE(torch::equal(released.attr(name).toTensor(), original.attr(name).toTensor()))
+        << name;
+  }
+  std::filesystem::remove_all(options.weights_dir);  // mapped still: unlinked, not gone yet
+}
+
+// The census keeps only the forms a pass used; a site that makes a new form while one runs drops
+// its forms that pass has not used.
+TEST(PackedCensus, KeepsOnlyTheFormsThePassUsed) {
+  auto* cache = new tuned::WeightCache<int>([](const int&) -> uint64_t { return 100; });
+  const at::Tensor weight = torch::ones({4});
+  tuned::Sources sources;
+  sources.add(weight);
+  auto get = [&](int64_t site, int form) {
+    return *cache->get(
+        site, sources, [form](const int& f) { return f == form; },
+        [form] { return std::make_shared<int>(form); });
+  };
+  EXPECT_EQ(get(1, 10), 10);
+  EXPECT_EQ(get(1, 11), 11);  // two forms of one site, made in the same census
+  EXPECT_EQ(get(2, 20), 20);
+  EXPECT_EQ(cache->bytes(), 300u);
+  tuned::begin_census();
+  EXPECT_EQ(get(1, 11), 11);  // used: kept
+  EXPECT_EQ(get(2, 21), 21);  // a new form of site 2: its unused 20 goes at once
+  EXPECT_EQ(cache->bytes(), 300u);
+  tuned::end_census();  // site 1's form 10 was not used
+  EXPECT_EQ(cache->bytes(), 200u);
+  int made = 0;
+  cache->get(
+      1, sources, [](const int& f) { return f == 10; },
+      [&made] {
+        ++made;
+        return std::make_shared<int>(10);
+      });
+  EXPECT_EQ(made, 1) << "a form the census dropped is made again on use";
+}
+
+}  // namespace
+}  // namespace memoplan::torch_ext
