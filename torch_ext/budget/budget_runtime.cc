@@ -9,10 +9,10 @@
 #include <cstdlib>
 #include <memory>
 #include <mutex>
-#include <unordered_map>
 
 #include "budget_graph.h"
 #include "budget_state.h"
+#include "module_table.h"
 #include "memoplan/planner/budget.h"
 #include "weight_file.h"
 #include "weight_groups.h"
@@ -22,17 +22,12 @@ namespace {
 
 using State = BudgetState;
 
-std::mutex states_mutex;
-std::unordered_map<int64_t, std::shared_ptr<State>>& states() {
-  static auto* map = new std::unordered_map<int64_t, std::shared_ptr<State>>();
-  return *map;
+ModuleTable<State>& states() {
+  static auto* table = new ModuleTable<State>();
+  return *table;
 }
 
-std::shared_ptr<State> find(int64_t id) {
-  std::lock_guard<std::mutex> lock(states_mutex);
-  auto it = states().find(id);
-  return it == states().end() ? nullptr : it->second;
-}
+std::shared_ptr<State> find(int64_t id) { return states().find(id); }
 
 std::shared_ptr<State> get(int64_t id) {
   std::shared_ptr<State> state = find(id);
@@ -108,8 +103,7 @@ void prepare(torch::jit::Module& module, torch::jit::Graph& graph, int64_t id,
   state->budget_bytes = budget_bytes;
   state->problem.budget_bytes = budget_bytes;
   state->install(make_schedule(state->problem, streaming_plan(state->problem), 0));
-  std::lock_guard<std::mutex> lock(states_mutex);
-  states()[id] = std::move(state);
+  states().put(id, std::move(state));
 }
 
 bool budgeted(int64_t id) { return find(id) != nullptr; }

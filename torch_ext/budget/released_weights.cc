@@ -6,28 +6,22 @@
 #include <torch/csrc/jit/ir/ir.h>
 
 #include <memory>
-#include <mutex>
-#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
+#include "module_table.h"
 #include "weight_file.h"
 #include "planning/planning.h"
 
 namespace memoplan::torch_ext::budget {
 namespace {
 
-std::mutex mutex;
-std::unordered_map<int64_t, std::shared_ptr<WeightFile>>& files() {
-  static auto* map = new std::unordered_map<int64_t, std::shared_ptr<WeightFile>>();
-  return *map;
+ModuleTable<WeightFile>& files() {
+  static auto* table = new ModuleTable<WeightFile>();
+  return *table;
 }
 
-std::shared_ptr<WeightFile> file_of(int64_t id) {
-  std::lock_guard<std::mutex> lock(mutex);
-  auto it = files().find(id);
-  return it == files().end() ? nullptr : it->second;
-}
+std::shared_ptr<WeightFile> file_of(int64_t id) { return files().find(id); }
 
 // Tensors of a page or more that own plain CPU memory (not one already mapped).
 struct Collector {
@@ -63,9 +57,7 @@ void map_for_release(torch::jit::Module& module, const torch::jit::Graph& graph,
   }
   found.add_block(graph.block());
   if (found.storages.empty()) return;
-  std::shared_ptr<WeightFile> file = WeightFile::map({found.storages}, weights_dir(dir));
-  std::lock_guard<std::mutex> lock(mutex);
-  files()[id] = std::move(file);
+  files().put(id, WeightFile::map({found.storages}, weights_dir(dir)));
 }
 
 bool released(int64_t id) { return file_of(id) != nullptr; }
@@ -75,11 +67,7 @@ void drop_released(int64_t id) {
 }
 
 void give_back_after_packing() {
-  std::vector<std::shared_ptr<WeightFile>> all;
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    for (const auto& [id, file] : files()) all.push_back(file);
-  }
+  const std::vector<std::shared_ptr<WeightFile>> all = files().all();
   for (const auto& file : all) file->drop(0, file->bytes());
   // What the packing's measurement freed (candidates' packings, outputs, a folded weight) would
   // stay with the allocator until plan() ends: given back now (resnet18's planning peak: 29 MiB).
