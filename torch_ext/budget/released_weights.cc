@@ -66,11 +66,11 @@ void drop_released(int64_t id) {
   if (std::shared_ptr<WeightFile> file = file_of(id)) file->drop(0, file->bytes());
 }
 
-void give_back_after_packing() {
+void give_back_plain_weights() {
   const std::vector<std::shared_ptr<WeightFile>> all = files().all();
   for (const auto& file : all) file->drop(0, file->bytes());
-  // What the packing's measurement freed (candidates' packings, outputs, a folded weight) would
-  // stay with the allocator until plan() ends: given back now (resnet18's planning peak: 29 MiB).
+  // What a measurement freed (candidates' packings, outputs, a folded weight) would stay with the
+  // allocator until plan() ends: given back now (resnet18's planning peak: 29 MiB).
   if (!all.empty()) release_free_memory();
 }
 

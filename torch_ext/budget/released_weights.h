@@ -25,12 +25,13 @@ bool released(int64_t id);
 // Gives back the pages of `id`'s weights (a no-op for a module that has none mapped).
 void drop_released(int64_t id);
 
-// A packed form was just made (tuned/weight_cache.h): where any module holds released weights, the
+// Called by the tuned kernels when a packed form was just made (tuned/weight_cache.h), a weight
+// folded for a measurement or a measurement done: where any module holds released weights, the
 // pages of every released mapping go back now, not only at the end of plan(), so planning never
 // holds every plain weight beside every packed one, and so does what the allocator keeps free.
 // The pages a path reads in plain form come back from the file at its next read (the mappings
 // are read-only and shared: a concurrent reader sees the same bytes).
-void give_back_after_packing();
+void give_back_plain_weights();
 
 struct ReleasedWeights {
   uint64_t mapped_bytes = 0;    // the weights moved into the file

@@ -102,7 +102,7 @@ class WeightCache final : public WeightCacheBase {
       runtime_pass::OffPlan off_plan;
       made = make();
     }
-    budget::give_back_after_packing();
+    budget::give_back_plain_weights();
     std::lock_guard<std::mutex> lock(mutex_);
     if (auto found = find(site, sources, matches)) return found;
     // The site's forms not used since the census began belong to a graph the passes left (the

@@ -18,6 +18,7 @@
 #include "blocked_tensor.h"
 #include "memoplan/onednn/onednn.h"
 #include "planning/planning.h"
+#include "budget/released_weights.h"
 #include "tuned/conv_weights.h"
 #include "tuned/layout_plan.h"
 #include "tuned/tuned_support.h"
@@ -229,13 +230,16 @@ layouts::ConvCosts measure(const at::Tensor& x_in, const ConvArgs& a) {
   runtime_pass::OffPlan off_plan;  // synthetic operands, not the pass's tensors
   const at::Tensor folded =
       conv::folded_weight(*prepared, a.weight, a.batch_norm ? &*a.batch_norm : nullptr);
+  budget::give_back_plain_weights();  // the fold read them (released_weights.h)
   const at::Tensor bias =
       prepared->bias ? *prepared->bias : at::zeros({a.weight.size(0)}, at::kFloat);
   std::ostringstream summary;
   summary << x.size(1) << "x" << x.size(2) << "x" << x.size(3) << " -> " << a.weight.size(0) << " "
           << a.weight.size(2) << "x" << a.weight.size(3) << " /" << a.groups << ":";
-  // The primitive of each (input, output) pair oneDNN has one for, with its operands; then all of
-  // them timed in interleaved rounds (an untimed call each first), the fastest round of each.
+  // The primitive of each (input, output) pair oneDNN has one for, with its operands; then, per
+  // weight layout, the candidates that read it timed in interleaved rounds (an untimed call each
+  // first), the fastest round of each. One packing alive at a time: a 512 -> 512 3x3 held up to
+  // three 9 MiB packings at once beside its folded weight.
   struct Candidate {
     int in = 0, out = 0;
     std::shared_ptr<const onednn::Conv> primitive;
@@ -255,16 +259,6 @@ layouts::ConvCosts measure(const at::Tensor& x_in, const ConvArgs& a) {
       c.in = in;
       c.out = out;
       c.primitive = primitive;
-      // Packed here, not at the site: the site keeps the packings the passes use. One packing per
-      // weight layout, shared by the candidates that read it (a 512 -> 512 3x3's nine candidates
-      // held nine 9 MiB packings at once).
-      for (const Candidate& earlier : candidates) {
-        if (earlier.primitive->same_packing(*primitive)) c.packed = earlier.packed;
-      }
-      if (!c.packed.defined()) {
-        c.packed = at::empty({static_cast<int64_t>(primitive->packed_weights_bytes())}, at::kByte);
-        primitive->pack_weights(folded.data_ptr<float>(), c.packed.data_ptr());
-      }
       out_shape = primitive->output();
       c.y = new_tensor(out_shape, static_cast<Format>(out), x.options());
       if (a.residual)
@@ -278,10 +272,31 @@ layouts::ConvCosts measure(const at::Tensor& x_in, const ConvArgs& a) {
                      c.residual.defined() ? c.residual.data_ptr<float>() : nullptr,
                      c.y.data_ptr<float>(), data_or_null(c.scratch));
   };
-  std::vector<std::function<void()>> calls;
-  for (const Candidate& c : candidates) calls.push_back([&run, &c] { run(c); });
-  const std::vector<double> ms = tuned::fastest_each(calls, 3);
-  for (size_t i = 0; i < candidates.size(); ++i) candidates[i].ms = ms[i];
+  // Packed here, not at the site: the site keeps the packings the passes use.
+  std::vector<bool> timed(candidates.size(), false);
+  for (size_t first = 0; first < candidates.size(); ++first) {
+    if (timed[first]) continue;
+    std::vector<size_t> group;
+    for (size_t i = first; i < candidates.size(); ++i) {
+      if (!timed[i] && candidates[i].primitive->same_packing(*candidates[first].primitive)) {
+        group.push_back(i);
+        timed[i] = true;
+      }
+    }
+    const std::shared_ptr<const onednn::Conv>& packer = candidates[first].primitive;
+    at::Tensor packed = at::empty({static_cast<int64_t>(packer->packed_weights_bytes())}, at::kByte);
+    packer->pack_weights(folded.data_ptr<float>(), packed.data_ptr());
+    std::vector<std::function<void()>> calls;
+    for (size_t i : group) {
+      candidates[i].packed = packed;
+      calls.push_back([&run, &c = candidates[i]] { run(c); });
+    }
+    const std::vector<double> ms = tuned::fastest_each(calls, 3);
+    for (size_t k = 0; k < group.size(); ++k) {
+      candidates[group[k]].ms = ms[k];
+      candidates[group[k]].packed = at::Tensor();  // the packing goes with this group
+    }
+  }
   double direct[kF][kF];
   for (auto& row : direct) std::fill(std::begin(row), std::end(row), layouts::kForbidden);
   for (const Candidate& c : candidates) {

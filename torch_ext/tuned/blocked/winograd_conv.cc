@@ -11,6 +11,7 @@
 #include <tuple>
 #include <vector>
 
+#include "budget/released_weights.h"
 #include "memoplan/kernels/winograd.h"
 #include "memoplan/torch/kernels.h"
 #include "planning/choice_cache.h"
@@ -226,7 +227,14 @@ std::shared_ptr<const onednn::Conv> best_conv(const onednn::ConvSpec& s) {
     key.push_back(static_cast<int64_t>(op.alpha * 1e6f));
     key.push_back(static_cast<int64_t>(op.beta * 1e6f));
   }
-  return winograd_choices().decide(key, [&] { return choose(s, setting, direct); }).conv;
+  return winograd_choices()
+      .decide(key,
+              [&] {
+                Choice choice = choose(s, setting, direct);
+                budget::give_back_plain_weights();  // the measurement's operands, freed
+                return choice;
+              })
+      .conv;
 }
 
 std::string winograd_report() {
