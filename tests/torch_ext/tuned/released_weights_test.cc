@@ -1,6 +1,7 @@
 // Weights held once (PlanOptions::release_weights, budget/released_weights.h) and the packed
 // weights' census (tuned/weight_cache.h): a tuned plan that owns its module keeps the packed forms
 // a planned pass uses and nothing else; the plain weights leave memory and still read correctly.
+// (An unplanned module runs aten: original.forward below is the reference.)
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <torch/script.h>
@@ -72,11 +73,14 @@ TEST(ReleasedWeights, ATunedPlanKeepsThePackedFormsAndGivesThePlainWeightsBack) 
     // Every convolution runs on its packed form: a planned pass read none of the plain weights.
     EXPECT_EQ(once.released_weight_resident_bytes, 0u);
   }
-  // The same kernels on the same inputs: the same bits, pass after pass.
+  // What the tuned kernels promise, pass after pass: within 1e-5 of aten's (the copy that keeps its
+  // weights and the unplanned module). Not bit for bit: each graph measures its own layout plan
+  // and thread splits, which a loaded machine may decide otherwise (1 in 8-12 runs under load).
   for (int pass = 0; pass < 3; ++pass) {
     const torch::Tensor input = torch::randn({1, 64, 20, 20});
-    EXPECT_TRUE(torch::equal(released.forward({input}).toTensor(),
-                             kept.forward({input}).toTensor()));
+    const torch::Tensor got = released.forward({input}).toTensor();
+    EXPECT_LT(testing::relative_difference(got, kept.forward({input}).toTensor()), 1e-5);
+    EXPECT_LT(testing::relative_difference(got, original.forward({input}).toTensor()), 1e-5);
   }
   // The plain weights still read as they were (from the file, faulted back in).
   for (const char* name : {"a", "b", "c", "d", "fc"}) {
