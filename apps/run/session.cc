@@ -19,11 +19,11 @@
 #include "input_spec.h"
 #include "measure.h"
 #include "memoplan/heapmap.h"
+#include "memoplan/process_status.h"
 #include "memoplan/torch/budget.h"
 #include "memoplan/torch/plan.h"
 #include "memoplan/trace_io.h"
 #include "progress.h"
-#include "memoplan/process_status.h"
 #include "rss_probe.h"
 
 namespace memoplan::run {

@@ -1,12 +1,10 @@
 #include "budget_runtime.h"
 
-#include <sys/stat.h>
 #include <torch/csrc/jit/api/module.h>
 #include <torch/csrc/jit/ir/ir.h>
 
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
 #include <memory>
 #include <mutex>
 

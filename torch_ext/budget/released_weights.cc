@@ -60,8 +60,6 @@ void map_for_release(torch::jit::Module& module, const torch::jit::Graph& graph,
   files().put(id, WeightFile::map({found.storages}, weights_dir(dir)));
 }
 
-bool released(int64_t id) { return file_of(id) != nullptr; }
-
 void drop_released(int64_t id) {
   if (std::shared_ptr<WeightFile> file = file_of(id)) file->drop(0, file->bytes());
 }
@@ -79,7 +77,6 @@ ReleasedWeights released_weights(int64_t id) {
   if (std::shared_ptr<WeightFile> file = file_of(id)) {
     r.mapped_bytes = file->bytes();
     r.resident_bytes = file->resident_bytes();
-    r.file = file->path();
   }
   return r;
 }

@@ -21,7 +21,6 @@ namespace memoplan::torch_ext::budget {
 // (empty: as the budget's). Throws std::runtime_error naming the file when it cannot be written.
 void map_for_release(torch::jit::Module& module, const torch::jit::Graph& graph, int64_t id,
                      const std::string& dir);
-bool released(int64_t id);
 // Gives back the pages of `id`'s weights (a no-op for a module that has none mapped).
 void drop_released(int64_t id);
 
@@ -36,7 +35,6 @@ void give_back_plain_weights();
 struct ReleasedWeights {
   uint64_t mapped_bytes = 0;    // the weights moved into the file
   uint64_t resident_bytes = 0;  // of them in this process's memory now
-  std::string file;
 };
 ReleasedWeights released_weights(int64_t id);
 
