@@ -130,7 +130,10 @@ void HttpServer::add_routes() {
         });
   s.Get(kModelPath, [served](const httplib::Request& req, httplib::Response& res) {
     if (const auto model = served(req, res)) {
-      res.set_content(encode_model_metadata(model->model().spec()), kJson);
+      const ModelMemory memory = model->memory();
+      res.set_content(encode_model_metadata(model->model().spec(), &memory,
+                                            model->config().workers),
+                      kJson);
     }
   });
   s.Post(std::string(kModelPath) + "/infer", [this, served](const httplib::Request& req,
@@ -210,8 +213,10 @@ void HttpServer::add_routes() {
       g.workers += m.workers;
       g.busy_workers += m.busy_workers;
       g.ready = g.ready && m.ready;
+      g.charged_bytes += m.charged_bytes;
       views.push_back({model->name(), &model->metrics(), m});
     }
+    g.memory_limit_bytes = models_.memory_limit();
     g.ready = g.ready && !models.empty();
     const torch_ext::PlanStats plan =
         options_.plan_stats ? options_.plan_stats() : torch_ext::PlanStats{};

@@ -45,7 +45,10 @@ struct InferResponseBody {
 InferResponseBody encode_infer_response(const std::string& model_name, const InferRequest& request,
                                         const std::vector<HostTensor>& outputs);
 
-std::string encode_model_metadata(const ModelSpec& spec);
+// With `memory` (not null): its figures among the parameters (memory_bytes: what the limits charge
+// with `workers` slabs; weights_plain_bytes, weights_packed_bytes, slab_bytes, slab_per_worker_bytes).
+std::string encode_model_metadata(const ModelSpec& spec, const ModelMemory* memory = nullptr,
+                                  int workers = 1);
 std::string encode_server_metadata(const std::string& version);
 std::string encode_error(const std::string& message);
 

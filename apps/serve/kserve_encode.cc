@@ -58,7 +58,7 @@ InferResponseBody encode_infer_response(const std::string& model_name, const Inf
   return response;
 }
 
-std::string encode_model_metadata(const ModelSpec& spec) {
+std::string encode_model_metadata(const ModelSpec& spec, const ModelMemory* memory, int workers) {
   json doc = {{"name", spec.name}, {"versions", {spec.version}}, {"platform", spec.platform}};
   doc["inputs"] = json::array();
   for (const TensorSpec& t : spec.inputs) doc["inputs"].push_back(spec_json(t));
@@ -66,6 +66,14 @@ std::string encode_model_metadata(const ModelSpec& spec) {
   for (const TensorSpec& t : spec.outputs) doc["outputs"].push_back(spec_json(t));
   // Requests may name a tensor as listed here or by Triton's position (INPUT__0, OUTPUT__1).
   doc["parameters"] = {{"tensor_names", "name_or_position"}};
+  if (memory) {
+    json& p = doc["parameters"];
+    p["memory_bytes"] = memory->charged(workers);
+    p["weights_plain_bytes"] = memory->weights_plain;
+    p["weights_packed_bytes"] = memory->weights_packed;
+    p["slab_bytes"] = memory->slabs;
+    p["slab_per_worker_bytes"] = memory->slab_per_worker;
+  }
   return doc.dump();
 }
 

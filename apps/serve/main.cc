@@ -42,6 +42,9 @@ struct Options {
   int http_threads = 0;  // 0: max(64, workers + queue + 4)
   std::string strategy{memoplan::planner::kDefaultStrategy};
   bool no_plan = false;
+  std::string kernels = "stock";
+  std::string memory = "offset";
+  uint64_t memory_limit = 0;
   std::vector<std::string> inputs;
   int max_batch_size = 0;  // dynamic batching: 0 or 1 off
   std::vector<int> preferred_batch_sizes;
@@ -86,6 +89,8 @@ int serve(const Options& o) {
   defaults.queue = o.queue;
   defaults.strategy = o.strategy;
   defaults.plan = !o.no_plan;
+  defaults.kernels = o.kernels;
+  defaults.memory = o.memory;
   defaults.batching.max_batch_size = o.max_batch_size;
   defaults.batching.preferred_batch_sizes = o.preferred_batch_sizes;
   defaults.batching.max_queue_delay = std::chrono::microseconds(o.max_queue_delay_us);
@@ -96,7 +101,7 @@ int serve(const Options& o) {
     return kExitBadInput;
   }
   Metrics metrics;
-  ModelRegistry models(metrics, o.repository, defaults);
+  ModelRegistry models(metrics, o.repository, defaults, o.memory_limit);
   std::shared_ptr<ServedModel> single;
   if (o.repository.empty()) {
     ModelConfig config = defaults;
@@ -168,7 +173,7 @@ int serve(const Options& o) {
   int status = 0;
   try {
     if (single) {
-      log(single->prepare());
+      log(models.prepare(*single));
     } else {
       models.load_all(log);
     }
@@ -261,6 +266,20 @@ int main(int argc, char** argv) {
   app.add_flag("--no-plan", o.no_plan,
                "serve without memoplan's plan (LibTorch's allocator, or whatever LD_PRELOAD "
                "gives): the baseline to compare against");
+  app.add_option("--kernels", o.kernels,
+                 "stock: aten's ops; tuned: memoplan's kernels and oneDNN where each shape "
+                 "measured faster, the weights held once (docs/KERNELS.md)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"stock", "tuned"}));
+  app.add_option("--memory", o.memory,
+                 "offset: every planned tensor its own bytes; min: tensors share bytes and "
+                 "convolutions run in parts where that shrinks the slab (docs/TORCH_EXT.md)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"offset", "min"}));
+  app.add_option("--memory-limit", o.memory_limit,
+                 "bytes all models together may hold (weights plain and packed, a slab per "
+                 "worker; e.g. 2G): a load that would pass it is refused (docs/SERVE.md)")
+      ->transform(CLI::AsSizeValue(false));
   app.add_option("--input", o.inputs,
                  "default input per forward tensor argument, SHAPE[:DATATYPE] (e.g. 1x3x224x224, "
                  "1x128:INT64), planned before ready; default: the file's extra files "

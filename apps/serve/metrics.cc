@@ -162,6 +162,13 @@ std::string Metrics::render(const Gauges& gauges, const torch_ext::PlanStats& pl
          gauges.ready ? 1 : 0);
   metric(out, "memoplan_serve_resident_memory_bytes", "gauge", "VmRSS of the server process.",
          resident_bytes());
+  metric(out, "memoplan_serve_models_memory_bytes", "gauge",
+         "What the memory limit charges the loaded models: their weights, plain and packed, and a "
+         "slab per worker (memoplan_model_memory_charged_bytes summed).",
+         gauges.charged_bytes);
+  metric(out, "memoplan_serve_memory_limit_bytes", "gauge",
+         "--memory-limit: what all models together may be charged (0: no limit).",
+         gauges.memory_limit_bytes);
 
   // The LibTorch extension's process-wide counters (memoplan::torch_ext::plan_stats()).
   header(out, "memoplan_passes_total", "counter",
@@ -211,6 +218,21 @@ std::string Metrics::render_models(const std::vector<ModelView>& models) {
         [](const ModelView& m) { return m.gauges.queue_depth; });
   gauge("memoplan_model_workers", "The model's inference worker threads.",
         [](const ModelView& m) { return static_cast<uint64_t>(m.gauges.workers); });
+  header(out, "memoplan_model_memory_bytes", "gauge",
+         "What the model holds now: part=\"weights_plain\" its weights' resident pages, "
+         "\"weights_packed\" the tuned kernels' packed forms, \"slabs\" its workers' slabs.");
+  for (const ModelView& m : models) {
+    sample(out, "memoplan_model_memory_bytes", m.gauges.weights_plain_bytes,
+           label(m) + ",part=\"weights_plain\"");
+    sample(out, "memoplan_model_memory_bytes", m.gauges.weights_packed_bytes,
+           label(m) + ",part=\"weights_packed\"");
+    sample(out, "memoplan_model_memory_bytes", m.gauges.slab_bytes, label(m) + ",part=\"slabs\"");
+  }
+  gauge("memoplan_model_memory_charged_bytes",
+        "What the memory limits charge the model: its weights and a slab per worker.",
+        [](const ModelView& m) { return m.gauges.charged_bytes; });
+  gauge("memoplan_model_memory_limit_bytes", "The model's memory_limit (0: none).",
+        [](const ModelView& m) { return m.gauges.memory_limit_bytes; });
   header(out, "memoplan_model_inferences_total", "counter",
          "The model's forward calls that returned.");
   for (const ModelView& m : models) {

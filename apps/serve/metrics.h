@@ -21,6 +21,13 @@ struct Gauges {
   int workers = 0;
   int busy_workers = 0;
   bool ready = false;
+  // Per model (ModelMemory): plain weights resident, packed forms, slabs held by its workers, what
+  // the memory limits charge it, and its memory_limit (0: none).
+  uint64_t weights_plain_bytes = 0;
+  uint64_t weights_packed_bytes = 0;
+  uint64_t slab_bytes = 0;
+  uint64_t charged_bytes = 0;
+  uint64_t memory_limit_bytes = 0;
 };
 
 class Metrics {

@@ -127,6 +127,9 @@ struct Model::Impl {
     }
     torch_ext::PlanOptions plan_options;
     plan_options.strategy = options.strategy;
+    plan_options.kernels = torch_ext::parse_kernels(options.kernels).value();  // checked by config
+    plan_options.memory = torch_ext::parse_memory(options.memory).value();
+    plan_options.release_weights = plan_options.kernels == torch_ext::Kernels::kTuned;
     const torch_ext::PlanSummary s = torch_ext::plan(module, inputs, plan_options);
     planned.store(true, std::memory_order_release);
     std::string shapes;
@@ -137,7 +140,12 @@ struct Model::Impl {
     summary = "planned " + shapes + ": slab " + std::to_string(s.slab_bytes) +
               " bytes (lower bound " + std::to_string(s.lower_bound_bytes) + "), " +
               std::to_string(s.planned_tensors) + " planned tensors per pass, " + s.strategy +
-              " in " + c10::str(s.planning_ms) + " ms";
+              " in " + c10::str(s.planning_ms) + " ms, kernels " + options.kernels + ", memory " +
+              options.memory;
+    if (s.coverage.measured) {
+      summary += ", tuned FLOPs " + c10::str(s.coverage.tuned_flops_fraction()) +
+                 ", packed weights " + std::to_string(s.packed_weight_bytes) + " bytes";
+    }
   }
 
   // Records the outputs' names, datatypes and shapes for the metadata (and the inputs' datatypes
@@ -219,7 +227,9 @@ Model::Model(const ModelOptions& options) : impl_(std::make_unique<Impl>()) {
   }
 }
 
-Model::~Model() = default;
+Model::~Model() {
+  if (impl_ && impl_->options.plan) torch_ext::forget_module(impl_->module);
+}
 
 std::string Model::prepare() {
   Impl& m = *impl_;
@@ -283,6 +293,11 @@ std::vector<HostTensor> Model::infer(const std::vector<HostTensor>& inputs) {
   } catch (const std::exception& e) {
     throw bad_request("inference failed: " + message_of(e));
   }
+}
+
+ModelMemory Model::memory() const {
+  const torch_ext::ModuleMemory m = torch_ext::module_memory(impl_->module);
+  return {m.weight_resident_bytes, m.packed_weight_bytes, m.slab_bytes, m.plan_slab_bytes};
 }
 
 ModelSpec Model::spec() const {

@@ -21,6 +21,10 @@ struct ModelOptions {
   std::string strategy = "greedy_by_size";
   // false (--no-plan): serve with LibTorch's own allocator, for comparing against the plan.
   bool plan = true;
+  // PlanOptions::kernels and ::memory by name ("stock"/"tuned", "offset"/"min"); with "tuned" the
+  // server owns the module, so its weights are held once (PlanOptions::release_weights).
+  std::string kernels = "stock";
+  std::string memory = "offset";
 };
 
 class Model {
@@ -28,6 +32,7 @@ class Model {
   // Loads the file. Throws std::runtime_error when it cannot be read or its forward takes
   // arguments the server cannot feed (non-tensor arguments without a default).
   explicit Model(const ModelOptions& options);
+  // Once no worker runs it: what memoplan keeps for the module goes with it (forget_module).
   ~Model();
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
@@ -46,6 +51,7 @@ class Model {
   std::vector<HostTensor> infer(const std::vector<HostTensor>& inputs);
 
   ModelSpec spec() const;  // outputs: empty until a forward has run
+  ModelMemory memory() const;
 
  private:
   struct Impl;

@@ -7,6 +7,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "memoplan/torch/plan.h"  // parse_kernels, parse_memory
+
 namespace memoplan::serve {
 namespace {
 
@@ -54,6 +56,18 @@ void apply_config_json(const std::string& text, ModelConfig& config) {
     } else if (key == "plan") {
       if (!value.is_boolean()) throw bad(key, "must be true or false");
       config.plan = value.get<bool>();
+    } else if (key == "kernels") {
+      if (!value.is_string() || !torch_ext::parse_kernels(value.get<std::string>())) {
+        throw bad(key, "must be \"stock\" or \"tuned\"");
+      }
+      config.kernels = value.get<std::string>();
+    } else if (key == "memory") {
+      if (!value.is_string() || !torch_ext::parse_memory(value.get<std::string>())) {
+        throw bad(key, "must be \"offset\" or \"min\"");
+      }
+      config.memory = value.get<std::string>();
+    } else if (key == "memory_limit") {
+      config.memory_limit = static_cast<uint64_t>(integer(value, key, 0, INT64_MAX));
     } else if (key == "max_batch_size") {
       config.batching.max_batch_size = static_cast<int>(integer(value, key, 0, 4096));
     } else if (key == "preferred_batch_size") {
@@ -105,8 +119,9 @@ void apply_config_json(const std::string& text, ModelConfig& config) {
       }
     } else {
       throw bad(key,
-                "is not a key memoplan-serve takes (workers, queue, strategy, plan, "
-                "max_batch_size, preferred_batch_size, max_queue_delay_us, inputs)");
+                "is not a key memoplan-serve takes (workers, queue, strategy, plan, kernels, "
+                "memory, memory_limit, max_batch_size, preferred_batch_size, max_queue_delay_us, "
+                "inputs)");
     }
   }
 }

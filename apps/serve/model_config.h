@@ -5,13 +5,15 @@
 // values are the defaults):
 //
 //   {"workers": 2, "queue": 32, "strategy": "greedy_by_size", "plan": true,
-//    "max_batch_size": 8, "preferred_batch_size": [4, 8], "max_queue_delay_us": 500,
+//    "kernels": "tuned", "memory": "min", "memory_limit": 268435456, "max_batch_size": 8, "preferred_batch_size": [4, 8], "max_queue_delay_us": 500,
 //    "inputs": [{"name": "x", "dims": [1, 3, 224, 224], "datatype": "FP32",
 //                "max_dims": [16, 3, 224, 224]}]}
 //
 // `inputs` lists forward's tensor arguments in order: `dims` is the default input planned before
 // the model reports ready (as --input), `max_dims` the largest request taken (larger ones are
-// answered 400; -1 or absent: any). Unknown keys and ill-typed values are errors, never ignored.
+// answered 400; -1 or absent: any). `kernels`, `memory`: as --kernels and --memory.
+// `memory_limit`: bytes the model may hold (weights plain and packed, a slab per worker); a load
+// that would hold more is refused. Unknown keys and ill-typed values are errors, never ignored.
 #pragma once
 
 #include <cstdint>
@@ -31,6 +33,9 @@ struct ModelConfig {
   size_t queue = 32;
   std::string strategy;
   bool plan = true;
+  std::string kernels = "stock";  // memoplan::torch_ext::name(Kernels)
+  std::string memory = "offset";  // memoplan::torch_ext::name(Memory)
+  uint64_t memory_limit = 0;      // bytes; 0: none
   std::vector<InputDefault> inputs;            // default inputs, forward's order
   std::vector<std::vector<int64_t>> max_dims;  // per input; empty: no limit
   BatchingOptions batching;

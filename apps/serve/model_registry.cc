@@ -1,6 +1,9 @@
 #include "model_registry.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <future>
 #include <stdexcept>
 
 #include "http_error.h"
@@ -15,6 +18,8 @@ ServedModel::ServedModel(const ModelConfig& config, Metrics& server_metrics)
   options.inputs = config.inputs;
   options.strategy = config.strategy;
   options.plan = config.plan;
+  options.kernels = config.kernels;
+  options.memory = config.memory;
   model_ = std::make_unique<Model>(options);
   // The workers exist (and have set their intra-op threads) before the model is planned.
   pool_ = std::make_unique<WorkerPool>(config.workers, config.queue,
@@ -54,8 +59,21 @@ ServedModel::~ServedModel() {
 }
 
 std::string ServedModel::prepare() {
-  std::string line = model_->prepare();
-  ready_.store(true, std::memory_order_release);
+  auto done = std::make_shared<std::promise<std::string>>();
+  std::future<std::string> line_of = done->get_future();
+  Model& model = *model_;
+  WorkerPool::Job job;
+  job.run = [&model, done] {
+    try {
+      done->set_value(model.prepare());
+    } catch (...) {
+      done->set_exception(std::current_exception());
+    }
+  };
+  job.finish = [] {};
+  // The workers are idle (nothing is routed to a model before it is ready): the job is taken.
+  if (!pool_->try_submit(std::move(job))) throw std::runtime_error("the workers are stopping");
+  std::string line = line_of.get();
   if (batcher_) {
     line += "; dynamic batching up to " + std::to_string(config_.batching.max_batch_size) +
             " rows, queue delay " + std::to_string(config_.batching.max_queue_delay.count()) +
@@ -71,17 +89,67 @@ Gauges ServedModel::gauges() const {
   g.workers = pool_->workers();
   g.busy_workers = pool_->busy();
   g.ready = ready();
+  const ModelMemory m = memory();
+  g.weights_plain_bytes = m.weights_plain;
+  g.weights_packed_bytes = m.weights_packed;
+  g.slab_bytes = m.slabs;
+  g.charged_bytes = m.charged(config_.workers);
+  g.memory_limit_bytes = config_.memory_limit;
   return g;
 }
 
-ModelRegistry::ModelRegistry(Metrics& server_metrics, std::string repository, ModelConfig defaults)
+ModelRegistry::ModelRegistry(Metrics& server_metrics, std::string repository, ModelConfig defaults,
+                             uint64_t memory_limit)
     : server_metrics_(server_metrics),
       repository_(std::move(repository)),
-      defaults_(std::move(defaults)) {}
+      defaults_(std::move(defaults)),
+      memory_limit_(memory_limit) {}
+
+namespace {
+
+std::string mib(uint64_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+  return text;
+}
+
+}  // namespace
+
+void ModelRegistry::check_memory(const ModelConfig& config, uint64_t bytes,
+                                  const char* what) const {
+  if (config.memory_limit > 0 && bytes > config.memory_limit) {
+    throw std::runtime_error(std::string(what) + " would hold " + mib(bytes) +
+                             ", over its memory_limit of " + mib(config.memory_limit));
+  }
+  if (memory_limit_ == 0) return;
+  uint64_t others = 0;
+  for (const auto& model : models()) {
+    if (model->name() != config.name) others += model->charged_bytes();
+  }
+  if (others + bytes > memory_limit_) {
+    throw std::runtime_error(std::string(what) + " would hold " + mib(bytes) + " beside the " +
+                             mib(others) + " the other models hold: over --memory-limit " +
+                             mib(memory_limit_) + " (no model was unloaded)");
+  }
+}
+
+std::string ModelRegistry::prepare(ServedModel& model) {
+  std::string line = model.prepare();
+  const ModelMemory m = model.memory();
+  const uint64_t charged = m.charged(model.config().workers);
+  check_memory(model.config(), charged, "it");
+  model.set_ready();
+  return line + "; memory " + mib(charged) + " (weights " + mib(m.weights_plain) + " plain, " +
+         mib(m.weights_packed) + " packed; slabs " + std::to_string(model.config().workers) +
+         " x " + mib(m.slab_per_worker) + ")";
+}
 
 ModelRegistry::~ModelRegistry() { stop_all(); }
 
 std::shared_ptr<ServedModel> ModelRegistry::add(const ModelConfig& config) {
+  std::error_code ec;
+  const uintmax_t file_bytes = std::filesystem::file_size(config.path, ec);
+  if (!ec) check_memory(config, file_bytes, "its file");
   auto model = std::make_shared<ServedModel>(config, server_metrics_);
   std::lock_guard<std::mutex> lock(mutex_);
   loaded_[config.name] = model;  // listed, not ready, until it is planned
@@ -109,7 +177,7 @@ void ModelRegistry::load_all(const std::function<void(const std::string&)>& log)
   for (size_t i = 0; i < added.size(); ++i) {
     const ModelConfig& config = sources[i]->config;
     try {
-      log("model '" + config.name + "' (" + config.path + "): " + added[i]->prepare());
+      log("model '" + config.name + "' (" + config.path + "): " + prepare(*added[i]));
     } catch (const std::exception& e) {
       std::lock_guard<std::mutex> lock(mutex_);
       loaded_.erase(config.name);
@@ -226,8 +294,11 @@ void ModelRegistry::load(const std::string& name) {
   std::shared_ptr<ServedModel> model;
   std::string error;
   try {
+    std::error_code ec;
+    const uintmax_t file_bytes = std::filesystem::file_size(it->config.path, ec);
+    if (!ec) check_memory(it->config, file_bytes, "its file");
     model = std::make_shared<ServedModel>(it->config, server_metrics_);
-    model->prepare();
+    prepare(*model);
   } catch (const std::exception& e) {
     error = e.what();
     model.reset();

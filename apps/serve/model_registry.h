@@ -22,14 +22,17 @@
 namespace memoplan::serve {
 
 // One served model. Loads its file and starts its workers in the constructor (throws
-// std::runtime_error when the file cannot be loaded), plans its default input in prepare().
+// std::runtime_error when the file cannot be loaded), plans its default input in prepare(); the
+// registry makes it ready once its memory passes the limits.
 class ServedModel {
  public:
   ServedModel(const ModelConfig& config, Metrics& server_metrics);
   ~ServedModel();  // stops the batcher, answers what is queued, joins the workers
 
-  // Plans the default input; the model is ready afterwards. Returns a line for the log. Throws.
+  // Plans the default input, on one of the model's workers (its slab is then a worker's, as it
+  // would be at the first request). Returns a line for the log. Throws.
   std::string prepare();
+  void set_ready() { ready_.store(true, std::memory_order_release); }
 
   const ModelConfig& config() const { return config_; }
   const std::string& name() const { return config_.name; }
@@ -38,6 +41,9 @@ class ServedModel {
   Metrics& metrics() { return metrics_; }
   bool ready() const { return ready_.load(std::memory_order_acquire); }
   Gauges gauges() const;
+  ModelMemory memory() const { return model_->memory(); }
+  // What the memory limits charge it (ModelMemory::charged with its workers).
+  uint64_t charged_bytes() const { return memory().charged(config_.workers); }
 
  private:
   ModelConfig config_;
@@ -52,13 +58,21 @@ class ServedModel {
 class ModelRegistry {
  public:
   // `repository`: the directory --model-repository names (empty: no repository, the models are
-  // add()ed); `defaults`: the command line's settings, which a model's config.json overrides.
-  ModelRegistry(Metrics& server_metrics, std::string repository, ModelConfig defaults);
+  // add()ed); `defaults`: the command line's settings, which a model's config.json overrides;
+  // `memory_limit`: bytes all models together may be charged (--memory-limit; 0: no limit).
+  ModelRegistry(Metrics& server_metrics, std::string repository, ModelConfig defaults,
+                uint64_t memory_limit = 0);
   ~ModelRegistry();
 
-  // Loads one model and lists it, not ready until its prepare() (the single-file mode loads
-  // before it listens and plans after). Throws std::runtime_error.
+  // Loads one model and lists it, not ready until prepare() (the single-file mode loads before it
+  // listens and plans after). Throws std::runtime_error, also when its file alone is more than
+  // the memory limits leave.
   std::shared_ptr<ServedModel> add(const ModelConfig& config);
+  // Plans a model add() listed and makes it ready; throws std::runtime_error (the model is then
+  // not ready, and unlisted by the caller) when planning fails or its memory would pass its
+  // memory_limit or the server's. Returns a line for the log.
+  std::string prepare(ServedModel& model);
+  uint64_t memory_limit() const { return memory_limit_; }
   // Repository mode: loads every model of the repository; one that fails is listed
   // UNAVAILABLE with its reason (and logged through `log`), the others serve.
   void load_all(const std::function<void(const std::string&)>& log);
@@ -91,6 +105,10 @@ class ModelRegistry {
   Metrics& server_metrics_;
   const std::string repository_;
   const ModelConfig defaults_;
+  const uint64_t memory_limit_;
+  // Throws when `bytes` charged to `config`'s model pass its memory_limit or, with every loaded
+  // model but `config.name`'s, the server's. `what`: "its file" or "it".
+  void check_memory(const ModelConfig& config, uint64_t bytes, const char* what) const;
   mutable std::mutex mutex_;
   std::map<std::string, std::shared_ptr<ServedModel>> loaded_;
   std::map<std::string, std::string> unavailable_;  // name -> why

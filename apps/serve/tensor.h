@@ -39,6 +39,19 @@ struct ModelSpec {
   std::vector<TensorSpec> outputs;
 };
 
+// What a model holds now (memoplan::torch_ext::module_memory): its plain weights resident, the
+// packed forms the tuned kernels keep, the slabs its workers hold, and one worker's slab (the
+// largest plan's).
+struct ModelMemory {
+  uint64_t weights_plain = 0, weights_packed = 0, slabs = 0, slab_per_worker = 0;
+  // What memory limits charge the model: its weights and a slab per worker (a worker that has not
+  // served yet takes its slab at its first request).
+  uint64_t charged(int workers) const {
+    const uint64_t all_slabs = static_cast<uint64_t>(workers) * slab_per_worker;
+    return weights_plain + weights_packed + (slabs > all_slabs ? slabs : all_slabs);
+  }
+};
+
 int64_t element_count(const std::vector<int64_t>& shape);
 std::string shape_text(const std::vector<int64_t>& shape);  // "[1,3,224,224]"
 

@@ -1,5 +1,9 @@
 #include "memoplan/process_status.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 
@@ -19,6 +23,26 @@ uint64_t status_bytes(const char* field) {
     std::fclose(status);
   }
   return kib * 1024;
+}
+
+uint64_t resident_bytes(const void* start, uint64_t bytes) {
+  if (bytes == 0) return 0;
+  const auto page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  const uint64_t first = reinterpret_cast<uintptr_t>(start) / page;
+  const uint64_t pages = (reinterpret_cast<uintptr_t>(start) + bytes + page - 1) / page - first;
+  const int fd = ::open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  uint64_t resident = 0;
+  uint64_t entries[1024];
+  for (uint64_t done = 0; done < pages;) {
+    const uint64_t n = std::min<uint64_t>(sizeof entries / 8, pages - done);
+    const ssize_t got = ::pread(fd, entries, n * 8, static_cast<off_t>((first + done) * 8));
+    if (got <= 0) break;
+    for (ssize_t i = 0; i < got / 8; ++i) resident += (entries[i] >> 63) & 1;  // present
+    done += static_cast<uint64_t>(got) / 8;
+  }
+  ::close(fd);
+  return resident * page;
 }
 
 }  // namespace memoplan

@@ -27,6 +27,12 @@ ModuleTable<State>& states() {
 
 std::shared_ptr<State> find(int64_t id) { return states().find(id); }
 
+}  // namespace
+
+void forget(int64_t id) { states().erase(id); }
+
+namespace {
+
 std::shared_ptr<State> get(int64_t id) {
   std::shared_ptr<State> state = find(id);
   if (!state)

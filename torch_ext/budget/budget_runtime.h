@@ -33,6 +33,9 @@ BudgetSummary summary(int64_t id);
 void set_sampling(int64_t id, bool on);
 uint64_t resident_peak(int64_t id, bool reset);
 void drop_page_cache(int64_t id);
+// The module will not run again: its budget state (loader thread, schedule) goes; its mapping
+// once its weights' storages have died.
+void forget(int64_t id);
 
 // Called by the graph's nodes.
 void step(int64_t id, int64_t step);

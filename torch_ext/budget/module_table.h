@@ -1,5 +1,6 @@
 // A table of one shared state per planned module (by the id plan() registered it under), made once
-// and never destroyed (deleters and late passes read it at exit). No torch headers.
+// and never destroyed (deleters and late passes read it at exit); a module forgotten
+// (forget_module) leaves it. No torch headers.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +22,15 @@ class ModuleTable {
   void put(int64_t id, std::shared_ptr<T> value) {
     std::lock_guard<std::mutex> lock(mutex_);
     map_[id] = std::move(value);
+  }
+  // The state goes with its last holder (a pass of the module under way keeps it).
+  void erase(int64_t id) {
+    std::shared_ptr<T> gone;  // destroyed outside the lock
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = map_.find(id);
+    if (it == map_.end()) return;
+    gone = std::move(it->second);
+    map_.erase(it);
   }
   std::vector<std::shared_ptr<T>> all() {
     std::lock_guard<std::mutex> lock(mutex_);

@@ -6,10 +6,10 @@
 #include <torch/csrc/jit/ir/ir.h>
 
 #include <memory>
-#include <unordered_set>
 #include <vector>
 
 #include "module_table.h"
+#include "module_weights.h"
 #include "weight_file.h"
 #include "planning/planning.h"
 
@@ -23,41 +23,16 @@ ModuleTable<WeightFile>& files() {
 
 std::shared_ptr<WeightFile> file_of(int64_t id) { return files().find(id); }
 
-// Tensors of a page or more that own plain CPU memory (not one already mapped).
-struct Collector {
-  std::vector<c10::StorageImpl*> storages;
-  std::unordered_set<c10::StorageImpl*> seen;
-  void add(const c10::IValue& value) {
-    if (!value.isTensor()) return;
-    const at::Tensor& t = value.toTensor();
-    if (!t.defined() || !t.device().is_cpu() || !t.has_storage() || t.is_mkldnn()) return;
-    c10::StorageImpl* storage = t.storage().unsafeGetStorageImpl();
-    if (storage->nbytes() < page_bytes() || !storage->data()) return;
-    if (seen.insert(storage).second) storages.push_back(storage);
-  }
-  void add_block(const torch::jit::Block* block) {
-    for (const torch::jit::Node* node : block->nodes()) {
-      if (node->kind() == c10::prim::Constant && node->output()->type()->cast<c10::TensorType>()) {
-        add(torch::jit::toIValue(node->output()).value());
-      }
-      for (const torch::jit::Block* sub : node->blocks()) add_block(sub);
-    }
-  }
-};
-
 }  // namespace
 
 void map_for_release(torch::jit::Module& module, const torch::jit::Graph& graph, int64_t id,
                      const std::string& dir) {
-  Collector found;
-  for (const torch::jit::Module& m : module.modules()) {
-    for (const torch::jit::NameValue& attribute : m.named_attributes(/*recurse=*/false)) {
-      found.add(attribute.value);
-    }
+  std::vector<c10::StorageImpl*> storages;  // a page or more each
+  for (c10::StorageImpl* storage : module_weights(module, &graph)) {
+    if (storage->nbytes() >= page_bytes()) storages.push_back(storage);
   }
-  found.add_block(graph.block());
-  if (found.storages.empty()) return;
-  files().put(id, WeightFile::map({found.storages}, weights_dir(dir)));
+  if (storages.empty()) return;
+  files().put(id, WeightFile::map({storages}, weights_dir(dir)));
 }
 
 void drop_released(int64_t id) {
@@ -71,6 +46,8 @@ void give_back_plain_weights() {
   // allocator until plan() ends: given back now (resnet18's planning peak: 29 MiB).
   if (!all.empty()) release_free_memory();
 }
+
+void forget_released(int64_t id) { files().erase(id); }
 
 ReleasedWeights released_weights(int64_t id) {
   ReleasedWeights r;

@@ -32,6 +32,9 @@ void drop_released(int64_t id);
 // are read-only and shared: a concurrent reader sees the same bytes).
 void give_back_plain_weights();
 
+// The module will not run again: its mapping goes once its weights' storages have died.
+void forget_released(int64_t id);
+
 struct ReleasedWeights {
   uint64_t mapped_bytes = 0;    // the weights moved into the file
   uint64_t resident_bytes = 0;  // of them in this process's memory now

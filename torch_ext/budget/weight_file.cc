@@ -14,6 +14,8 @@
 #include <mutex>
 #include <stdexcept>
 
+#include "memoplan/process_status.h"
+
 namespace memoplan::torch_ext::budget {
 namespace {
 
@@ -288,23 +290,9 @@ void WeightFile::drop(uint64_t offset, uint64_t bytes) const {
 
 uint64_t WeightFile::resident_bytes(uint64_t offset, uint64_t bytes) const {
   const uint64_t page = page_bytes();
-  const int fd = ::open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
-  uint64_t resident = 0;
-  std::vector<uint64_t> entries(4096);
-  const uint64_t first = offset / page;
-  const uint64_t pages = std::min(size_, offset + bytes) / page - std::min(first, size_ / page);
-  for (uint64_t done = 0; done < pages;) {
-    const uint64_t n = std::min<uint64_t>(entries.size(), pages - done);
-    const off_t at =
-        static_cast<off_t>((reinterpret_cast<uintptr_t>(base_) / page + first + done) * 8);
-    const ssize_t got = ::pread(fd, entries.data(), n * 8, at);
-    if (got <= 0) break;
-    for (ssize_t i = 0; i < got / 8; ++i) resident += (entries[i] >> 63) & 1;  // present
-    done += static_cast<uint64_t>(got) / 8;
-  }
-  ::close(fd);
-  return resident * page;
+  const uint64_t from = std::min(size_, offset / page * page);
+  const uint64_t to = std::min(size_, (offset + bytes) / page * page);  // whole pages inside
+  return to > from ? memoplan::resident_bytes(base_ + from, to - from) : 0;
 }
 
 void WeightFile::drop_page_cache() const {

@@ -27,6 +27,11 @@ void remember_coverage(int64_t id, const Coverage& coverage) {
   coverages()[id] = coverage;
 }
 
+void forget_coverage(int64_t id) {
+  std::lock_guard<std::mutex> lock(coverage_mutex);
+  coverages().erase(id);
+}
+
 namespace {
 
 // Python: torch.ops.memoplan.coverage(module) -> {"flops", "tuned_flops",

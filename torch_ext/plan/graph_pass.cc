@@ -175,7 +175,7 @@ int64_t rewrite_forward(torch::jit::Module& module, const PlanOptions& options) 
   // rewrites match (aten::_convolution as aten::conv2d, ...), the same bits.
   canonicalize(graph);
   // Before the allocation marks: a replacement op's output is planned like any other tensor.
-  if (KernelRewrite rewrite = registered_kernels(options.kernels)) rewrite(*graph);
+  if (KernelRewrite rewrite = registered_kernels(options.kernels)) rewrite(*graph, id);
   // Before any pass packs a weight: a packing is keyed by its source's address.
   if (options.release_weights && options.kernels == Kernels::kTuned) {
     budget::map_for_release(module, *graph, id, options.weights_dir);

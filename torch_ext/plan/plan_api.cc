@@ -120,7 +120,7 @@ PlanSummary plan(torch::jit::Module& module, const std::vector<c10::IValue>& inp
   // Warm-up passes, then the profiled one; a few more in case another thread profiles this key.
   bool planned = runtime_pass::has_plan(id, key, &summary);
   for (int pass = 0; !planned && pass < options.warmup_passes + 8; ++pass) {
-    begin_packed_census();  // a pass's new packings replace its sites' older ones (weight_cache.h)
+    begin_packed_census(id);  // a pass's new packings replace its sites' older ones (weight_cache.h)
     module.forward(inputs);
     planned = runtime_pass::has_plan(id, key, &summary);
   }
@@ -128,12 +128,12 @@ PlanSummary plan(torch::jit::Module& module, const std::vector<c10::IValue>& inp
     // The tuned kernels' coverage: one more pass, on the plan, watched (coverage.h).
     // Its census keeps only the packed weights that pass used (weight_cache.h).
     if (options.kernels != Kernels::kStock) {
-      begin_packed_census();
+      begin_packed_census(id);
       summary.coverage = measure_coverage(
           [&] { module.forward(inputs); },
           *torch::jit::toGraphFunction(module.get_method("forward").function()).graph());
       remember_coverage(id, summary.coverage);
-      summary.packed_weight_bytes = end_packed_census();
+      summary.packed_weight_bytes = end_packed_census(id);
     }
     drop_optimized_graph_cache(
         torch::jit::toGraphFunction(module.get_method("forward").function()));

@@ -25,5 +25,6 @@ Coverage measure_coverage(const std::function<void()>& pass, const torch::jit::G
 // Keeps `coverage` as module `id`'s latest, for torch.ops.memoplan.coverage(module)
 // (coverage_api.cc: {"flops", "tuned_flops", "tuned_flops_fraction", "left: OP (REASON)"}).
 void remember_coverage(int64_t id, const Coverage& coverage);
+void forget_coverage(int64_t id);
 
 }  // namespace memoplan::torch_ext

@@ -23,19 +23,24 @@ KernelRewrite registered_kernels(Kernels kernels) {
   return set ? set->rewrite : nullptr;
 }
 
-void begin_packed_census() {
+void begin_packed_census(int64_t module) {
   const KernelSet* set = tuned_set.load(std::memory_order_acquire);
-  if (set && set->begin_census) set->begin_census();
+  if (set && set->begin_census) set->begin_census(module);
 }
 
-uint64_t end_packed_census() {
+uint64_t end_packed_census(int64_t module) {
   const KernelSet* set = tuned_set.load(std::memory_order_acquire);
-  return set && set->end_census ? set->end_census() : 0;
+  return set && set->end_census ? set->end_census(module) : 0;
 }
 
-uint64_t packed_weight_bytes() {
+uint64_t packed_weight_bytes(int64_t module) {
   const KernelSet* set = tuned_set.load(std::memory_order_acquire);
-  return set && set->packed_bytes ? set->packed_bytes() : 0;
+  return set && set->packed_bytes ? set->packed_bytes(module) : 0;
+}
+
+void forget_packed_weights(int64_t module) {
+  const KernelSet* set = tuned_set.load(std::memory_order_acquire);
+  if (set && set->forget) set->forget(module);
 }
 
 std::string kernel_report() {

@@ -2,6 +2,7 @@
 // plan() asks of a module's plans (pass_runtime.h). Each module's state is module_state.h's.
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <atomic>
 #include <memory>
 #include <mutex>
@@ -16,11 +17,14 @@
 namespace memoplan::torch_ext::runtime_pass {
 namespace {
 
-// Module states by id, read without a lock on every pass; written once each, never freed.
-constexpr int64_t kMaxModules = 4096;
+// Module states by id, read without a lock on every pass; written once each, never freed (a
+// forgotten module's keeps a few hundred bytes). 512 KiB of address space, its pages touched as
+// ids are taken: a server that loads a model anew every hour takes 7 years to run out.
+constexpr int64_t kMaxModules = 65536;
 std::mutex registry_mutex;  // registration only
 std::atomic<ModuleState*> registry[kMaxModules];
 std::atomic<int64_t> registered{0};
+std::atomic<uint64_t> forgotten{0};
 
 }  // namespace
 
@@ -88,6 +92,33 @@ void forget_plans(int64_t module) {
   m.unplanned_passes.clear();
   m.families.clear();
   ++m.generation;
+}
+
+uint64_t forgotten_modules() { return forgotten.load(std::memory_order_acquire); }
+
+void forget_module(int64_t module) {
+  forget_plans(module);
+  ModuleState& m = module_state(module);
+  {
+    std::lock_guard<std::mutex> lock(m.mutex);
+    m.requested.clear();
+  }
+  m.forgotten.store(true, std::memory_order_release);
+  forgotten.fetch_add(1, std::memory_order_acq_rel);
+  // The calling thread's own slabs of it go now (plan()'s last passes ran on this thread).
+  ThreadPass& t = thread_pass();
+  if (t.plans.drop_forgotten()) t.replay.stop();
+}
+
+SlabBytes slab_bytes(int64_t module) {
+  ModuleState& m = module_state(module);
+  SlabBytes bytes;
+  bytes.held = m.arena_bytes.load(std::memory_order_relaxed);
+  std::lock_guard<std::mutex> lock(m.mutex);
+  for (const auto& [key, plan] : m.plans) {
+    bytes.largest_plan = std::max(bytes.largest_plan, plan->slab_bytes);
+  }
+  return bytes;
 }
 
 FamilyCounts family_counts() {

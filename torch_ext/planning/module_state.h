@@ -29,7 +29,15 @@ struct ModuleState {
   // Bumped when a family's plan is replaced by a smaller one (its placement order was learned):
   // threads look such keys up again at their next pass.
   std::atomic<uint64_t> plans_replaced{0};
+  // Bytes of the module's arenas threads hold now (thread_plans.cc): made, less retired.
+  std::atomic<uint64_t> arena_bytes{0};
+  // forget_module: every thread drops its plans and arenas of the module at its next pass of any
+  // module (ThreadPlans::drop_forgotten).
+  std::atomic<bool> forgotten{false};
 };
+
+// How many modules were forgotten so far: a thread that saw another count sweeps its cache.
+uint64_t forgotten_modules();
 
 // The state of module `id` (register_module's); fails with a message for an unknown id.
 ModuleState& module_state(int64_t id);

@@ -80,8 +80,9 @@ void allocate_slab(int64_t module, const std::string& key, FamilyOf family) {
   ++t.counters.passes;
   ModuleState& m = module_state(module);
   const uint64_t generation = m.generation.load();
-  // forget_plans: this thread's slabs of the module go.
+  // forget_plans: this thread's slabs of the module go; forget_module: of any forgotten module.
   if (t.plans.sync_generation(module, generation)) t.replay.stop();
+  if (t.plans.forgotten_changed() && t.plans.drop_forgotten()) t.replay.stop();
   if (CachedPlan* cached = t.plans.find(module, key)) {
     if (cached->arena || refresh_family_plan(m, *cached)) {
       if (!start_replay(t, *cached)) run_unplanned(t);  // no arena to be had

@@ -47,6 +47,14 @@ std::shared_ptr<const PlanDetail> plan_detail(int64_t module, const std::string&
 void request_key(int64_t module, const std::string& key);
 // Forgets the plan for `key`: the next passes with it are profiled again (after warm-up).
 void forget_plans(int64_t module);
+// forget_plans, and what plan() was asked for: for a module that will not run again.
+void forget_module(int64_t module);
+// The bytes of `module`'s arenas (slabs) held by threads now, and the largest slab among its plans
+// (what one more thread that runs it would take).
+struct SlabBytes {
+  uint64_t held = 0, largest_plan = 0;
+};
+SlabBytes slab_bytes(int64_t module);
 
 // Plans made from a family's formulas, passes that missed one (its key then profiled), and the
 // bytes of the largest arena (slab) made so far.

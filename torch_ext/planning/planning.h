@@ -24,18 +24,21 @@ struct Graph;
 namespace memoplan::torch_ext {
 
 // A graph rewrite that replaces ops with faster kernels, run on the inlined forward before the
-// allocation marks go in (a replacement's outputs are planned like any other tensor). Returns how
-// many ops it replaced.
-using KernelRewrite = int (*)(torch::jit::Graph& graph);
+// allocation marks go in (a replacement's outputs are planned like any other tensor); what it
+// keeps for the graph (packed weights, measurements) belongs to `module`. Returns how many ops it
+// replaced.
+using KernelRewrite = int (*)(torch::jit::Graph& graph, int64_t module);
 // What a kernel set provides: its rewrite and its report (kernel_report(), memoplan/torch/plan.h).
 struct KernelSet {
   KernelRewrite rewrite = nullptr;
   std::string (*report)() = nullptr;
-  // The packed weights' census (tuned/weight_cache.h): begin before a pass, end after it keeps
-  // only the forms that pass used and returns their bytes; packed_bytes counts what is kept.
-  void (*begin_census)() = nullptr;
-  uint64_t (*end_census)() = nullptr;
-  uint64_t (*packed_bytes)() = nullptr;
+  // A module's packed weights' census (tuned/weight_cache.h): begin before a pass, end after it
+  // keeps only the forms that pass used and returns their bytes; packed_bytes counts what one
+  // module keeps (-1: every module); forget drops everything kept for the module.
+  void (*begin_census)(int64_t module) = nullptr;
+  uint64_t (*end_census)(int64_t module) = nullptr;
+  uint64_t (*packed_bytes)(int64_t module) = nullptr;
+  void (*forget)(int64_t module) = nullptr;
 };
 // Makes `*set` what PlanOptions::kernels == `kernels` selects (Kernels::kStock selects none).
 // Called at load time by the library that provides the kernels (libmemoplan_tuned.so, never
@@ -43,10 +46,12 @@ struct KernelSet {
 void register_kernels(Kernels kernels, const KernelSet* set);
 // The rewrite registered for `kernels`; nullptr when none is (and for Kernels::kStock).
 KernelRewrite registered_kernels(Kernels kernels);
-// The registered tuned set's census and byte count (0 and no-ops where none is loaded).
-void begin_packed_census();
-uint64_t end_packed_census();
-uint64_t packed_weight_bytes();
+// The registered tuned set's census, byte count and forgetting for one module (0 and no-ops where
+// none is loaded); packed_weight_bytes(-1) counts every module's.
+void begin_packed_census(int64_t module);
+uint64_t end_packed_census(int64_t module);
+uint64_t packed_weight_bytes(int64_t module);
+void forget_packed_weights(int64_t module);
 
 // Gives back to the system what the allocator underneath malloc keeps free (glibc, tcmalloc,
 // mimalloc or jemalloc, whichever serves it): plan() calls it once a plan is made.

@@ -15,26 +15,33 @@ std::atomic<uint64_t> largest_slab{0};  // bytes of the largest arena made
 // A thread keeps at most this many plans (with their arenas); the least recently used goes.
 constexpr size_t kThreadCachedPlans = 64;
 
-// A new arena of `bytes` for the calling thread, counted; null when none can be had.
-replay::Arena* new_arena(uint64_t bytes, replay::Counters& counters) {
+// A new arena of `bytes` for the calling thread and `module`, counted; null when none can be had.
+replay::Arena* new_arena(uint64_t bytes, int64_t module, replay::Counters& counters) {
   replay::ArenaRegion::Failure failure;
   replay::Arena* arena = arena_region().create(bytes, thread_token(), &failure);
   if (!arena) return nullptr;
   ++counters.slabs;
   counters.slab_bytes += bytes;
+  module_state(module).arena_bytes.fetch_add(arena->bytes(), std::memory_order_relaxed);
   uint64_t seen = largest_slab.load(std::memory_order_relaxed);
   while (bytes > seen && !largest_slab.compare_exchange_weak(seen, bytes)) {
   }
   return arena;
 }
 
+// The thread is done with `module`'s arena (it goes once the blocks it still holds are freed).
+void retire(replay::Arena* arena, int64_t module) {
+  module_state(module).arena_bytes.fetch_sub(arena->bytes(), std::memory_order_relaxed);
+  arena->retire();
+}
+
 }  // namespace
 
 ThreadPlans::~ThreadPlans() {
   for (CachedPlan& c : cache_) {
-    if (c.arena) c.arena->retire();
+    if (c.arena) retire(c.arena, c.module);
   }
-  for (FamilyArena& f : family_arenas_) f.arena->retire();
+  for (FamilyArena& f : family_arenas_) retire(f.arena, f.module);
 }
 
 bool ThreadPlans::sync_generation(int64_t module, uint64_t generation) {
@@ -54,11 +61,35 @@ bool ThreadPlans::sync_generation(int64_t module, uint64_t generation) {
       ++i;
       continue;
     }
-    family_arenas_[i].arena->retire();
+    retire(family_arenas_[i].arena, module);
     family_arenas_[i] = std::move(family_arenas_.back());
     family_arenas_.pop_back();
   }
   return true;
+}
+
+bool ThreadPlans::drop_forgotten() {
+  forgotten_seen_ = forgotten_modules();
+  bool dropped = false;
+  for (size_t i = 0; i < cache_.size();) {
+    if (module_state(cache_[i].module).forgotten.load(std::memory_order_acquire)) {
+      erase(&cache_[i]);
+      dropped = true;
+    } else {
+      ++i;
+    }
+  }
+  for (size_t i = 0; i < family_arenas_.size();) {
+    if (!module_state(family_arenas_[i].module).forgotten.load(std::memory_order_acquire)) {
+      ++i;
+      continue;
+    }
+    retire(family_arenas_[i].arena, family_arenas_[i].module);
+    family_arenas_[i] = std::move(family_arenas_.back());
+    family_arenas_.pop_back();
+    dropped = true;
+  }
+  return dropped;
 }
 
 CachedPlan* ThreadPlans::find(int64_t module, const std::string& key) {
@@ -76,7 +107,7 @@ CachedPlan* ThreadPlans::find(const CompiledPlan* plan) {
 }
 
 void ThreadPlans::erase(CachedPlan* cached) {
-  if (cached->arena) cached->arena->retire();
+  if (cached->arena) retire(cached->arena, cached->module);
   *cached = std::move(cache_.back());
   cache_.pop_back();
 }
@@ -86,7 +117,7 @@ CachedPlan* ThreadPlans::add(int64_t module, uint64_t generation, uint64_t repla
                              replay::Counters& counters) {
   replay::Arena* arena = nullptr;
   if (plan->family.empty()) {
-    arena = new_arena(plan->slab_bytes, counters);
+    arena = new_arena(plan->slab_bytes, module, counters);
     if (!arena) return nullptr;
   }
   if (cache_.size() >= kThreadCachedPlans) {
@@ -116,10 +147,10 @@ replay::Arena* ThreadPlans::family_arena(int64_t module, const std::string& fami
   }
   if (found && found->arena->bytes() >= slab_bytes) return found->arena;
   // Exactly what the plan needs: random shapes set a new largest one about ln(passes) times.
-  replay::Arena* arena = new_arena(slab_bytes, counters);
+  replay::Arena* arena = new_arena(slab_bytes, module, counters);
   if (!arena) return nullptr;
   if (found) {
-    found->arena->retire();  // back once the blocks it still holds (outputs) are freed
+    retire(found->arena, module);  // back once the blocks it still holds (outputs) are freed
     found->arena = arena;
   } else {
     family_arenas_.push_back({module, family, arena});

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "compiled_plan.h"
+#include "module_state.h"  // forgotten_modules
 #include "memoplan/replay/arena.h"
 #include "memoplan/replay/counters.h"
 
@@ -34,6 +35,10 @@ class ThreadPlans {
   // After forget_plans (the module's generation moved on since this thread last saw it): the
   // thread's cached plans of `module` and its family arenas go. True when they went.
   bool sync_generation(int64_t module, uint64_t generation);
+  // After forget_module (forgotten_modules() moved on since this thread last looked): the thread's
+  // plans and family arenas of forgotten modules go. True when any went.
+  bool drop_forgotten();
+  bool forgotten_changed() const { return forgotten_seen_ != forgotten_modules(); }
   // The cached plan of `module` for `key`; null when there is none.
   CachedPlan* find(int64_t module, const std::string& key);
   // The cached plan whose plan is `plan`; null when there is none.
@@ -63,6 +68,7 @@ class ThreadPlans {
   std::vector<FamilyArena> family_arenas_;
   std::vector<uint64_t> generations_seen_;  // per module id: the plans' generation last seen
   uint64_t uses_ = 0;
+  uint64_t forgotten_seen_ = 0;
 };
 
 // Bytes of the largest arena (slab) made so far, by any thread.

@@ -13,6 +13,7 @@
 #include "memoplan/torch/kernels.h"
 #include "planning/planning.h"
 #include "reports.h"
+#include "weight_cache.h"  // tuned::rewrite_owner
 
 namespace memoplan::torch_ext::layouts {
 namespace {
@@ -28,6 +29,11 @@ std::mutex mutex;
 // stay valid while more graphs are registered.
 std::deque<GraphSpec>& specs() {
   static auto* table = new std::deque<GraphSpec>();
+  return *table;
+}
+// By graph: the module whose rewrite registered it (weight_cache.h's RewriteOwner).
+std::deque<int64_t>& owners() {
+  static auto* table = new std::deque<int64_t>();
   return *table;
 }
 std::map<std::pair<int64_t, std::string>, Context>& contexts() {
@@ -164,7 +170,21 @@ const char* to_string(Layout layout) {
 int64_t register_graph(GraphSpec spec) {
   std::lock_guard<std::mutex> lock(mutex);
   specs().push_back(std::move(spec));
+  owners().push_back(tuned::rewrite_owner());
   return static_cast<int64_t>(specs().size()) - 1;
+}
+
+void forget_graphs(int64_t module) {
+  if (module < 0) return;
+  std::lock_guard<std::mutex> lock(mutex);
+  for (size_t graph = 0; graph < owners().size(); ++graph) {
+    // The spec stays (a few KiB: the graph's nodes carry its handle and indices, and a module that
+    // runs after all needs it); its measurements and decisions go.
+    if (owners()[graph] != module) continue;
+    const auto id = static_cast<int64_t>(graph);
+    contexts().erase(contexts().lower_bound({id, std::string()}),
+                     contexts().lower_bound({id + 1, std::string()}));
+  }
 }
 
 void set_graph_spec(int64_t graph, GraphSpec spec) {

@@ -53,8 +53,11 @@ struct GraphSpec {
   Layout default_layout = kNchw;
 };
 
-// Registers a graph's spec; returns the handle its nodes carry.
+// Registers a graph's spec, owned by the module being rewritten; returns the handle its nodes carry.
 int64_t register_graph(GraphSpec spec);
+// The module will not run again: its graphs' measurements and layout decisions go (measured
+// again if it runs after all).
+void forget_graphs(int64_t module);
 // Replaces a registered graph's spec (the graph pass registers first, for the handle its nodes
 // carry, and fills the spec in as it rewrites; nothing runs the graph meanwhile).
 void set_graph_spec(int64_t graph, GraphSpec spec);

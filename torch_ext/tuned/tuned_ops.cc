@@ -77,7 +77,6 @@ tuned::WeightCache<tuned::OneDnnWeight>& onednn_packings() {
       [](const tuned::OneDnnWeight& w) -> uint64_t { return w.bytes.nbytes(); });
   return *cache;
 }
-std::atomic<int64_t> next_site{0};
 
 at::Tensor activate(at::Tensor y, Activation activation) {
   if (activation == Activation::kRelu) return at::relu_(y);
@@ -265,8 +264,6 @@ torch::jit::RegisterOperators tuned_operators({
 
 }  // namespace
 
-int64_t tuned::new_site(int count) { return next_site.fetch_add(count); }
-
 namespace {
 
 // The activation fused after `linear` when its output's only use is one; else kNone.
@@ -320,7 +317,8 @@ void replace_linear_in_block(torch::jit::Graph& graph, torch::jit::Block* block,
 
 }  // namespace
 
-int replace_hot_ops(torch::jit::Graph& graph) {
+int replace_hot_ops(torch::jit::Graph& graph, int64_t module) {
+  tuned::RewriteOwner owner(module);  // the sites, layout graphs and report lines made below
   int replaced = 0;
   replace_linear_in_block(graph, graph.block(), replaced);
   replaced += replace_encoder_layers(graph) + replace_attention(graph) + replace_matmul_ops(graph);
@@ -351,8 +349,15 @@ std::string tuned_report() { return tuned::all_reports(); }
 
 // The planning runtime runs this rewrite for PlanOptions::kernels == "tuned"; registered when
 // libmemoplan_tuned.so loads.
-constexpr KernelSet kTunedSet{&replace_hot_ops, &tuned_report, &tuned::begin_census,
-                              &tuned::end_census, &tuned::packed_bytes};
+// The module will not run again: its packed weights, layout graphs and report lines go.
+void forget_module(int64_t module) {
+  tuned::forget_sites(module);
+  layouts::forget_graphs(module);
+  blocked::forget_reports(module);
+}
+
+constexpr KernelSet kTunedSet{&replace_hot_ops,    &tuned_report,        &tuned::begin_census,
+                              &tuned::end_census,  &tuned::packed_bytes, &forget_module};
 const bool registered = (register_kernels(Kernels::kTuned, &kTunedSet), true);
 
 }  // namespace

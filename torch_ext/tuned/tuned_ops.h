@@ -21,8 +21,9 @@ namespace memoplan::torch_ext {
 
 // Replaces every aten::linear of `graph` (inlined) whose weight is a float matrix with
 // memoplan::linear; a relu or gelu (approximate 'none') that is the linear's only user is fused
-// into it. Returns how many linears were replaced.
-int replace_hot_ops(torch::jit::Graph& graph);
+// into it; then the other rewrites below. What they make belongs to `module`. Returns how many ops
+// were replaced.
+int replace_hot_ops(torch::jit::Graph& graph, int64_t module);
 // The part for aten::_transformer_encoder_layer_fwd (tuned_encoder.cc): memoplan::encoder_layer,
 // the same layer on memoplan's GEMM (projections, attention products, feed-forward) with aten's
 // layer norm and softmax.

@@ -13,6 +13,7 @@
 
 #include "memoplan/kernels/gemm.h"
 #include "tuned_ops.h"
+#include "weight_cache.h"  // new_site
 
 namespace memoplan::onednn {
 class Matmul;
@@ -32,9 +33,6 @@ struct OneDnnWeight {
   at::Tensor bytes;
 };
 
-// A new place that packs weights (one per weight of a replaced op); with count > 1 the first of
-// `count` consecutive ones (an encoder layer's four weights).
-int64_t new_site(int count = 1);
 // The packing of `weight` (N x K, as aten::linear takes it) for panels of width nr at `site`;
 // repacked when the tensor's storage or version changed since (weight_cache.h's rule). `version` >=
 // 0 stands for the version counter: for memoplan's own immutable weights (a folded convolution's),

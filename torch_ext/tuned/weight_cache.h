@@ -6,6 +6,8 @@
 // carry a generation number instead. When any source differs from what the site's forms were made
 // from, all of them are dropped and made again on use. A census (plan()'s last pass) keeps only the
 // forms that pass used: the candidates a measurement packed and the forms of layouts given up go.
+// Each site belongs to the module whose graph was being rewritten when it was made (RewriteOwner):
+// a census, a byte count and forget_module act on one module's sites, never another's.
 // ATen types; for tuned/.
 #pragma once
 
@@ -19,7 +21,6 @@
 #include <unordered_map>
 #include <vector>
 
-#include "budget/released_weights.h"
 #include "budget/released_weights.h"
 #include "planning/planning.h"  // runtime_pass::OffPlan
 
@@ -58,25 +59,51 @@ class Sources {
   size_t count_ = 0;
 };
 
-// Every WeightCache, for the census and the byte count (weight_cache.cc).
+// While one is alive, what the calling thread's rewrite makes (sites, layout graphs, report lines)
+// belongs to `module` (the id plan() registered it under); outside one, to no module (-1).
+class RewriteOwner {
+ public:
+  explicit RewriteOwner(int64_t module);
+  ~RewriteOwner();
+  RewriteOwner(const RewriteOwner&) = delete;
+  RewriteOwner& operator=(const RewriteOwner&) = delete;
+
+ private:
+  int64_t saved_;
+};
+int64_t rewrite_owner();
+// A new place that packs weights (one per weight of a replaced op), owned by rewrite_owner(); with
+// count > 1 the first of `count` consecutive ones (an encoder layer's four weights).
+int64_t new_site(int count = 1);
+// The module `site` belongs to; -1 for one made outside a rewrite.
+int64_t site_module(int64_t site);
+
+// Every WeightCache, for the census and the byte counts (weight_cache.cc).
 class WeightCacheBase {
  public:
   WeightCacheBase();  // registers: caches are made with new and never destroyed
-  virtual void drop_unused_since(uint64_t epoch) = 0;
-  virtual uint64_t bytes() = 0;
+  // Drops the forms of `module`'s sites (every site's for -1) not used since `epoch`.
+  virtual void drop_unused_since(uint64_t epoch, int64_t module) = 0;
+  // The bytes of the forms kept for `module`'s sites (every site's for -1).
+  virtual uint64_t bytes(int64_t module) = 0;
 
  protected:
   ~WeightCacheBase() = default;
 };
-// The census: forms used from now on are marked; end_census() drops every form of every cache not
-// used since the matching begin_census() (made again on use) and returns the bytes kept. While one
-// runs, a site that makes a new form drops its forms not used since it began. plan() begins one
-// with each of its passes and ends it after the last.
-void begin_census();
-uint64_t end_census();
-// The bytes of every form kept now.
-uint64_t packed_bytes();
+// The census of one module: its sites' forms used from now on are marked; end_census() drops every
+// form of its sites not used since the matching begin_census() (made again on use) and returns the
+// bytes its sites keep. While one runs, a site of the module that makes a new form drops its forms
+// not used since it began. plan() begins one with each of its passes and ends it after the last.
+void begin_census(int64_t module);
+uint64_t end_census(int64_t module);
+// The epoch `module`'s census began in; 0 while it has none.
+uint64_t census_start(int64_t module);
+// The epoch a form used now is marked with.
 uint64_t census_epoch();
+// The bytes of the forms kept now for `module`'s sites (every site's for -1).
+uint64_t packed_bytes(int64_t module);
+// The module will not run again: its sites' forms go (forms are made again if it does).
+void forget_sites(int64_t module);
 
 // Made with new, never destroyed (reports and late passes may read it at exit).
 template <typename Form>
@@ -107,12 +134,13 @@ class WeightCache final : public WeightCacheBase {
     if (auto found = find(site, sources, matches)) return found;
     // The site's forms not used since the census began belong to a graph the passes left (the
     // profiling executor's first graph, a layout given up): they go now, not at the census' end.
+    // Outside its module's census (serving) no form is dropped: another shape's is not stale.
     std::vector<Kept>& forms = sites_[site].forms;
-    const uint64_t epoch = census_epoch();
+    const uint64_t since = census_start(site_module(site));
     forms.erase(std::remove_if(forms.begin(), forms.end(),
-                               [&](const Kept& k) { return k.used < epoch; }),
+                               [&](const Kept& k) { return k.used < since; }),
                 forms.end());
-    forms.push_back({made, bytes_of_(*made), epoch});
+    forms.push_back({made, bytes_of_(*made), census_epoch()});
     return made;
   }
 
@@ -122,9 +150,13 @@ class WeightCache final : public WeightCacheBase {
     sites_.erase(site);
   }
 
-  void drop_unused_since(uint64_t epoch) override {
+  void drop_unused_since(uint64_t epoch, int64_t module) override {
     std::lock_guard<std::mutex> lock(mutex_);
     for (auto it = sites_.begin(); it != sites_.end();) {
+      if (module >= 0 && site_module(it->first) != module) {
+        ++it;
+        continue;
+      }
       auto& forms = it->second.forms;
       forms.erase(std::remove_if(forms.begin(), forms.end(),
                                  [&](const Kept& k) { return k.used < epoch; }),
@@ -133,10 +165,11 @@ class WeightCache final : public WeightCacheBase {
     }
   }
 
-  uint64_t bytes() override {
+  uint64_t bytes(int64_t module) override {
     std::lock_guard<std::mutex> lock(mutex_);
     uint64_t total = 0;
     for (const auto& [site, s] : sites_) {
+      if (module >= 0 && site_module(site) != module) continue;
       for (const Kept& k : s.forms) total += k.bytes;
     }
     return total;

@@ -1,5 +1,7 @@
 // This process's own figures from /proc/self/status: its resident memory now (VmRSS) and at its
-// peak (VmHWM). One reader for memoplan run's probes, memoplan-serve's metrics and the benchmarks.
+// peak (VmHWM); and from /proc/self/pagemap, how much of a range of its memory is resident. One
+// reader for memoplan run's probes, memoplan-serve's metrics, the weights' accounting and the
+// benchmarks.
 #pragma once
 
 #include <cstdint>
@@ -9,5 +11,10 @@ namespace memoplan {
 // The /proc/self/status field `field` ("VmRSS", "VmHWM", any "kB" field) in bytes; 0 when it
 // cannot be read.
 uint64_t status_bytes(const char* field);
+
+// Bytes of the pages of [start, start + bytes) that are resident in this process now (present in
+// its page table: /proc/self/pagemap; swapped or never touched pages are not). Every page the
+// range touches counts whole. 0 when the page map cannot be read.
+uint64_t resident_bytes(const void* start, uint64_t bytes);
 
 }  // namespace memoplan

@@ -1,14 +1,18 @@
-// Weights held once (PlanOptions::release_weights, budget/released_weights.h) and the packed
-// weights' census (tuned/weight_cache.h): a tuned plan that owns its module keeps the packed forms
-// a planned pass uses and nothing else; the plain weights leave memory and still read correctly.
+// Weights held once (PlanOptions::release_weights, budget/released_weights.h), the packed
+// weights' census (tuned/weight_cache.h) and forget_module: a tuned plan that owns its module keeps
+// the packed forms a planned pass uses and nothing else; the plain weights leave memory and still
+// read correctly; a module forgotten leaves nothing behind.
 // (An unplanned module runs aten: original.forward below is the reference.)
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <torch/script.h>
 
+#include <condition_variable>
 #include <cstdlib>
 #include <filesystem>
+#include <mutex>
 #include <string>
+#include <thread>
 
 #include "blocked_test_support.h"
 #include "memoplan/torch/plan.h"
@@ -91,9 +95,23 @@ TEST(ReleasedWeights, ATunedPlanKeepsThePackedFormsAndGivesThePlainWeightsBack) 
 }
 
 // The census keeps only the forms a pass used; a site that makes a new form while one runs drops
-// its forms that pass has not used.
+// its forms that pass has not used. Another module's sites are left alone, by the census as by
+// forget_sites.
 TEST(PackedCensus, KeepsOnlyTheFormsThePassUsed) {
   auto* cache = new tuned::WeightCache<int>([](const int&) -> uint64_t { return 100; });
+  const int64_t module = 1 << 20, other = module + 1;  // ids no plan() gave out
+  int64_t site1, site2, site_other;
+  {
+    tuned::RewriteOwner owner(module);
+    site1 = tuned::new_site(2);
+    site2 = site1 + 1;
+  }
+  {
+    tuned::RewriteOwner owner(other);
+    site_other = tuned::new_site();
+  }
+  EXPECT_EQ(tuned::site_module(site2), module);
+  EXPECT_EQ(tuned::site_module(site_other), other);
   const at::Tensor weight = torch::ones({4});
   tuned::Sources sources;
   sources.add(weight);
@@ -102,24 +120,94 @@ TEST(PackedCensus, KeepsOnlyTheFormsThePassUsed) {
         site, sources, [form](const int& f) { return f == form; },
         [form] { return std::make_shared<int>(form); });
   };
-  EXPECT_EQ(get(1, 10), 10);
-  EXPECT_EQ(get(1, 11), 11);  // two forms of one site, made in the same census
-  EXPECT_EQ(get(2, 20), 20);
-  EXPECT_EQ(cache->bytes(), 300u);
-  tuned::begin_census();
-  EXPECT_EQ(get(1, 11), 11);  // used: kept
-  EXPECT_EQ(get(2, 21), 21);  // a new form of site 2: its unused 20 goes at once
-  EXPECT_EQ(cache->bytes(), 300u);
-  tuned::end_census();  // site 1's form 10 was not used
-  EXPECT_EQ(cache->bytes(), 200u);
+  EXPECT_EQ(get(site1, 10), 10);
+  EXPECT_EQ(get(site1, 11), 11);  // two forms of one site, made in the same census
+  EXPECT_EQ(get(site2, 20), 20);
+  EXPECT_EQ(get(site_other, 30), 30);
+  EXPECT_EQ(cache->bytes(module), 300u);
+  EXPECT_EQ(cache->bytes(-1), 400u);
+  tuned::begin_census(module);
+  EXPECT_EQ(get(site1, 11), 11);  // used: kept
+  EXPECT_EQ(get(site2, 21), 21);  // a new form of site 2: its unused 20 goes at once
+  EXPECT_EQ(cache->bytes(module), 300u);
+  const uint64_t kept = tuned::end_census(module);  // site 1's form 10 was not used
+  EXPECT_EQ(kept, tuned::packed_bytes(module));
+  EXPECT_EQ(cache->bytes(module), 200u);
+  EXPECT_EQ(cache->bytes(other), 100u) << "another module's census is its own";
   int made = 0;
   cache->get(
-      1, sources, [](const int& f) { return f == 10; },
+      site1, sources, [](const int& f) { return f == 10; },
       [&made] {
         ++made;
         return std::make_shared<int>(10);
       });
   EXPECT_EQ(made, 1) << "a form the census dropped is made again on use";
+  EXPECT_EQ(cache->bytes(module), 300u) << "outside a census a new form drops none";
+  tuned::forget_sites(module);
+  EXPECT_EQ(cache->bytes(module), 0u);
+  EXPECT_EQ(cache->bytes(other), 100u);
+  tuned::forget_sites(other);
+}
+
+// forget_module: the module's packed forms and slabs go (the calling thread's at once, another
+// thread's at its next pass of any module); another module's stay; a forgotten module that runs
+// after all is planned anew and still right.
+TEST(ForgetModule, DropsWhatTheModuleHeldAndLeavesOthers) {
+  torch::jit::Module gone = conv_net();
+  torch::jit::Module stays = gone.clone();
+  torch::jit::Module original = gone.clone();
+  const torch::Tensor x = torch::randn({1, 64, 20, 20});
+  c10::InferenceMode inference;
+  plan(gone, {x}, tuned());
+  plan(stays, {x}, tuned());
+  // A second thread serves both (a worker): it holds a slab of each.
+  std::mutex mutex;
+  std::condition_variable changed;
+  int step = 0;
+  std::thread worker([&] {
+    c10::InferenceMode worker_inference;
+    gone.forward({x});
+    stays.forward({x});
+    std::unique_lock<std::mutex> lock(mutex);
+    step = 1;
+    changed.notify_all();
+    changed.wait(lock, [&] { return step == 2; });
+    stays.forward({x});  // its next pass: the forgotten module's slab goes
+    step = 3;
+    changed.notify_all();
+  });
+  {
+    std::unique_lock<std::mutex> lock(mutex);
+    changed.wait(lock, [&] { return step == 1; });
+  }
+  const ModuleMemory before = module_memory(gone);
+  const ModuleMemory other = module_memory(stays);
+  EXPECT_GT(before.packed_weight_bytes, 0u);
+  EXPECT_GT(before.weight_bytes, 4u * 147456);
+  EXPECT_GE(before.slab_bytes, before.plan_slab_bytes);  // the worker's, and this thread's
+  EXPECT_GT(before.plan_slab_bytes, 0u);
+
+  forget_module(gone);
+  const ModuleMemory after = module_memory(gone);
+  EXPECT_EQ(after.packed_weight_bytes, 0u);
+  EXPECT_EQ(after.plan_slab_bytes, 0u);
+  EXPECT_LT(after.slab_bytes, before.slab_bytes) << "this thread's slab went at once";
+  {
+    std::unique_lock<std::mutex> lock(mutex);
+    step = 2;
+    changed.notify_all();
+    changed.wait(lock, [&] { return step == 3; });
+  }
+  worker.join();
+  EXPECT_EQ(module_memory(gone).slab_bytes, 0u) << "the worker's went at its next pass";
+  EXPECT_EQ(module_memory(stays).packed_weight_bytes, other.packed_weight_bytes);
+
+  for (int pass = 0; pass < 6; ++pass) {  // warm-up, profile and replay again
+    const torch::Tensor input = torch::randn({1, 64, 20, 20});
+    const torch::Tensor want = original.forward({input}).toTensor();
+    EXPECT_LT(testing::relative_difference(gone.forward({input}).toTensor(), want), 1e-5);
+    EXPECT_LT(testing::relative_difference(stays.forward({input}).toTensor(), want), 1e-5);
+  }
 }
 
 }  // namespace

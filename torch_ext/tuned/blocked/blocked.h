@@ -29,6 +29,8 @@ namespace memoplan::torch_ext::blocked {
 int replace_regions(torch::jit::Graph& graph);
 // What the pass did, one line per graph (for kernel_report()).
 std::string report();
+// The module will not run again: its graphs' lines go.
+void forget_reports(int64_t module);
 
 struct ConvArgs : conv::Call {
   int64_t site = -1;  // where its packed weights live

@@ -17,6 +17,7 @@
 // have to change layout. While the first pass measures, every edge is blocked.
 #include <torch/csrc/jit/ir/ir.h>
 
+#include <algorithm>
 #include <mutex>
 #include <sstream>
 #include <string>
@@ -32,6 +33,7 @@
 #include "tuned/layout_plan.h"
 #include "tuned/reports.h"
 #include "tuned/tuned_support.h"
+#include "tuned/weight_cache.h"  // tuned::rewrite_owner
 
 namespace memoplan::torch_ext::blocked {
 namespace {
@@ -48,8 +50,9 @@ const char* const kConvSchema =
     "int[2] padding=0, int[2] dilation=1, int groups=1) -> Tensor";
 
 std::mutex report_mutex;
-std::vector<std::string>& report_lines() {
-  static auto* lines = new std::vector<std::string>();  // never destroyed: read at exit
+// By the module whose graph it describes.
+std::vector<std::pair<int64_t, std::string>>& report_lines() {
+  static auto* lines = new std::vector<std::pair<int64_t, std::string>>();  // never destroyed
   return *lines;
 }
 
@@ -408,7 +411,7 @@ int replace_regions(torch::jit::Graph& graph) {
   layouts::set_graph_spec(handle, rewriter.take_spec());
   if (convolutions > 0) {
     std::lock_guard<std::mutex> lock(report_mutex);
-    report_lines().push_back(rewriter.summary());
+    report_lines().emplace_back(tuned::rewrite_owner(), rewriter.summary());
   }
   return convolutions;
 }
@@ -416,8 +419,16 @@ int replace_regions(torch::jit::Graph& graph) {
 std::string report() {
   std::lock_guard<std::mutex> lock(report_mutex);
   std::string out;
-  for (const std::string& line : report_lines()) out += line + "\n";
+  for (const auto& [module, line] : report_lines()) out += line + "\n";
   return out;
+}
+
+void forget_reports(int64_t module) {
+  std::lock_guard<std::mutex> lock(report_mutex);
+  auto& lines = report_lines();
+  lines.erase(std::remove_if(lines.begin(), lines.end(),
+                             [&](const auto& line) { return line.first == module; }),
+              lines.end());
 }
 
 namespace {

@@ -150,6 +150,32 @@ PlanSummary plan(torch::jit::Module& module, const std::vector<c10::IValue>& inp
 // torch.ops.memoplan.forget_plans(module).
 void forget_plans(const torch::jit::Module& module);
 
+// The module will not run again (it is about to be dropped): its plans, what its shape families
+// learned, its tuned kernels' packed weights and measurements, its budget's state and its coverage
+// go now; each thread's slabs of it at the thread's next pass of it or its exit; its weights' file
+// mapping once the weights themselves die. For a server that unloads models: without it each load
+// leaves that state behind. Acts on every module of its rewritten type (as forget_plans); one that
+// runs after all is warmed up, profiled and planned anew, its packings made again. Does nothing
+// for a module plan() never rewrote. Python: torch.ops.memoplan.forget_module(module).
+void forget_module(const torch::jit::Module& module);
+
+// What one module holds in memory now, planned or not: its plain weights (the tensors among its
+// attributes, every submodule's, and its forward graph's tensor constants, each storage once) and
+// of them the bytes resident (/proc/self/pagemap: weights moved into a file mapping count only the
+// pages paged in), the packed forms the tuned kernels keep for it, and its slabs. Python:
+// torch.ops.memoplan.module_memory(module) (a dict of these names).
+struct ModuleMemory {
+  uint64_t weight_bytes = 0;
+  uint64_t weight_resident_bytes = 0;
+  uint64_t packed_weight_bytes = 0;
+  uint64_t slab_bytes = 0;       // the arenas threads hold for it now
+  uint64_t plan_slab_bytes = 0;  // the largest slab among its plans: one more thread's
+  uint64_t resident_bytes() const {
+    return weight_resident_bytes + packed_weight_bytes + slab_bytes;
+  }
+};
+ModuleMemory module_memory(const torch::jit::Module& module);
+
 // Process-wide counters of planned modules, all threads.
 struct PlanStats {
   uint64_t passes = 0;                // AllocateSlab executions
