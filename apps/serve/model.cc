@@ -228,7 +228,9 @@ Model::Model(const ModelOptions& options) : impl_(std::make_unique<Impl>()) {
 }
 
 Model::~Model() {
-  if (impl_ && impl_->options.plan) torch_ext::forget_module(impl_->module);
+  if (impl_->options.plan) torch_ext::forget_module(impl_->module);
+  impl_.reset();  // the module, its weights and graphs
+  torch_ext::release_free_memory();
 }
 
 std::string Model::prepare() {

@@ -53,9 +53,7 @@ uint64_t end_packed_census(int64_t module);
 uint64_t packed_weight_bytes(int64_t module);
 void forget_packed_weights(int64_t module);
 
-// Gives back to the system what the allocator underneath malloc keeps free (glibc, tcmalloc,
-// mimalloc or jemalloc, whichever serves it): plan() calls it once a plan is made.
-void release_free_memory();
+// release_free_memory(): memoplan/torch/plan.h.
 
 namespace runtime_pass {
 

@@ -159,6 +159,11 @@ void forget_plans(const torch::jit::Module& module);
 // for a module plan() never rewrote. Python: torch.ops.memoplan.forget_module(module).
 void forget_module(const torch::jit::Module& module);
 
+// Gives back to the system what the allocator underneath malloc keeps free (glibc, tcmalloc,
+// mimalloc or jemalloc, whichever serves it): plan() calls it once a plan is made, memoplan-serve
+// once an unloaded model is gone.
+void release_free_memory();
+
 // What one module holds in memory now, planned or not: its plain weights (the tensors among its
 // attributes, every submodule's, and its forward graph's tensor constants, each storage once) and
 // of them the bytes resident (/proc/self/pagemap: weights moved into a file mapping count only the
