@@ -10,7 +10,7 @@ A cell is a model of the zoo, a batch and a count T of intra-op threads (one inf
 In every round each cell runs two processes, ONNX Runtime's first in even rounds and memoplan's
 first in odd ones, both with OPENBLAS_NUM_THREADS=T and OMP_NUM_THREADS=T:
 
-- ONNX Runtime 1.20.1, the npm package onnxruntime-node (its CPU build; the package carries
+- ONNX Runtime 1.30.0, the npm package onnxruntime-node (its CPU build; the package carries
   libonnxruntime.so), run by bench/ort/run_ort.mjs: every graph optimization, memory pattern and
   CPU arena on, sequential execution, T intra-op threads, one inter-op thread; --warmup passes,
   then --iters passes each timed on its own. The package is installed on first use with
@@ -22,6 +22,11 @@ first in odd ones, both with OPENBLAS_NUM_THREADS=T and OMP_NUM_THREADS=T:
   (--warm-passes 1: the copies would otherwise evict each other's weights from the caches, which
   ORT's process, running one model, never does); the JSON's `tuned_ms` (median) is compared,
   `stock_ms` is reported for context.
+
+--memory also measures memory: memoplan run without --no-rss (its probe processes: the tuned and
+planned copies' peak RSS, each in a process of its own, and the RSS before the model is loaded)
+and ORT's VmHWM and its VmRSS before the InferenceSession is made. Net = peak - that RSS before
+the model: what the model costs each runtime, apart from node's and LibTorch's own start.
 
 Per process the median pass; per cell the per-round ratio memoplan tuned ms / ORT ms (below 1:
 memoplan is faster), its median and range over the rounds, then the geometric mean of the cells'
@@ -90,6 +95,8 @@ def parse_args():
     p.add_argument("--memoplan", default=os.path.join(ROOT, "build", "src", "memoplan"))
     p.add_argument("--out", help="results directory (default bench/results/ort_<UTC stamp>)")
     p.add_argument("--report-only", metavar="DIR", help="only rewrite DIR/report.md from DIR/raw")
+    p.add_argument("--memory", action="store_true",
+                   help="also each side's peak RSS and net memory (memoplan's probe processes)")
     p.add_argument("--also-env", metavar="NAME=VALUE",
                    help="a third side: memoplan run with NAME=VALUE in its environment")
     args = p.parse_args()
@@ -228,8 +235,9 @@ def run_ort(ort_dir, onnx, entry, cell_input, threads, args):
 def run_memoplan(entry, shape, threads, args, extra_env=None):
     command = [args.memoplan, "run", os.path.join(ROOT, "models", entry["file"]), "--kernels",
                "tuned", "--json", "--input", shape, "--iters", str(args.iters), "--warmup",
-               str(args.warmup), "--intra-op", str(threads), "--warm-passes", "1", "--no-rss",
-               "-q"]
+               str(args.warmup), "--intra-op", str(threads), "--warm-passes", "1", "-q"]
+    if not args.memory:
+        command.append("--no-rss")
     record = run_process(command, threads, extra_env)
     if "report" in record:  # exit code 1 with a report: planned and stock outputs differed
         record["ms"] = record["report"]["tuned_ms"]
@@ -361,10 +369,42 @@ def report(out):
                      f"worst cell: {worst[0]} b{worst[1]} t{worst[2]} ({medians[worst]:.3f}).")
     if settings.get("also_env"):
         lines += report_also(cells, models, settings["also_env"])
+    if settings.get("memory"):
+        lines += report_memory(cells, models)
     lines += [""] + notes if notes else []
     text = "\n".join(lines).rstrip() + "\n"
     open(os.path.join(out, "report.md"), "w").write(text)
     return text
+
+
+def report_memory(cells, models):
+    """The memory table: each side's peak RSS and net (peak - RSS before the model), MiB."""
+    mib = 1 << 20
+    lines = ["", "Memory, MiB, median over the rounds: peak RSS (VmHWM) of the process and net = "
+             "peak - its RSS before the model (ORT: before the InferenceSession; memoplan: the "
+             "probe's before torch::jit::load). memoplan's figures come from `memoplan run`'s "
+             "probes, one process per copy.", "",
+             "| model | batch | threads | ORT peak | ORT net | tuned peak | tuned net | "
+             "stock planned peak | stock planned net | tuned net / ORT net |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for key in sorted(cells, key=lambda k: (models.index(k[0]) if k[0] in models else 99, k[1:])):
+        ort = [r["report"] for r in cells[key].get("ort", {}).values()
+               if "report" in r and r["report"].get("peak_rss_bytes")]
+        mp = [r["report"] for r in cells[key].get("memoplan", {}).values()
+              if "report" in r and r["report"].get("peak_rss_bytes_tuned")]
+        if not ort or not mp:
+            continue
+        med = statistics.median
+        ort_peak = med(r["peak_rss_bytes"] for r in ort)
+        ort_net = med(r["peak_rss_bytes"] - r["rss_before_session_bytes"] for r in ort)
+        tuned_peak = med(r["peak_rss_bytes_tuned"] for r in mp)
+        tuned_net = med(r["peak_rss_bytes_tuned"] - r["runtime_rss_bytes"] for r in mp)
+        planned_peak = med(r["peak_rss_bytes_planned"] for r in mp)
+        planned_net = med(r["peak_rss_bytes_planned"] - r["runtime_rss_bytes"] for r in mp)
+        lines.append("| %s | %d | %d | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.2f |" % (
+            *key, ort_peak / mib, ort_net / mib, tuned_peak / mib, tuned_net / mib,
+            planned_peak / mib, planned_net / mib, tuned_net / ort_net))
+    return lines
 
 
 def report_also(cells, models, also_env):

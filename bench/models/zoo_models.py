@@ -52,6 +52,13 @@ class BertEncoder(nn.Module):
                                            dropout=0.0, activation="gelu", batch_first=True)
         # No padding mask is fed: the nested-tensor path would only change the graph's ops.
         self.encoder = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        # TransformerEncoder deep-copies `layer`: every layer would hold the same weights, which an
+        # ONNX export stores once (ONNX Runtime then held a twelfth of them). A trained BERT's
+        # layers differ: each matrix drawn anew, as MultiheadAttention and Linear draw theirs.
+        for copy in self.encoder.layers:
+            for p in copy.parameters():
+                if p.dim() > 1:
+                    nn.init.xavier_uniform_(p)
 
     def forward(self, ids):
         positions = torch.arange(ids.size(1), device=ids.device).unsqueeze(0)

@@ -1,5 +1,6 @@
 // ONNX Runtime's CPU side of bench/run_ort_compare.py: one model, one input, W warm-up passes
-// then N timed passes in this process; prints one JSON object on stdout.
+// then N timed passes in this process; prints one JSON object on stdout (with the process's VmRSS
+// before the InferenceSession is made, and its VmHWM and VmRSS at the end).
 //
 //   node bench/ort/run_ort.mjs --ort-dir ~/.cache/memoplan/ort-node --model M.onnx \
 //     --input in.bin --shape 1x3x224x224 --dtype float32 --threads 1 --warmup 2 --iters 5 \
@@ -88,9 +89,17 @@ async function serve(session, feeds, args) {
   }
 }
 
+// A /proc/self/status field in bytes (VmRSS, VmHWM).
+function statusBytes(field) {
+  const line = readFileSync('/proc/self/status', 'utf8').split('\n')
+    .find((l) => l.startsWith(field + ':'));
+  return line ? Number(line.split(/\s+/)[1]) * 1024 : 0;
+}
+
 async function main() {
   const args = parseArgs(process.argv.slice(2));
   const ort = createRequire(join(args.ort_dir, 'package.json'))('onnxruntime-node');
+  const rssBeforeSession = statusBytes('VmRSS');  // node and the ORT library, before the model
   const dims = args.shape.split('x').map(Number);
   const loadStart = process.hrtime.bigint();
   const session = await ort.InferenceSession.create(args.model, {
@@ -132,6 +141,9 @@ async function main() {
     output_name: session.outputNames[0],
     output_shape: first.dims,
     output_dtype: first.type,
+    rss_before_session_bytes: rssBeforeSession,
+    peak_rss_bytes: statusBytes('VmHWM'),
+    rss_bytes: statusBytes('VmRSS'),
   }));
 }
 
