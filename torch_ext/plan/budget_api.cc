@@ -13,6 +13,11 @@
 
 namespace memoplan::torch_ext {
 
+torch::jit::Module module_argument(const c10::IValue& value, const char* op) {
+  TORCH_CHECK(value.isObject(), op, ": expected a TorchScript module, got ", value.tagKind());
+  return torch::jit::Module(value.toObject());
+}
+
 c10::Dict<std::string, int64_t> budget_dict(const BudgetSummary& summary) {
   c10::Dict<std::string, int64_t> out;
   out.insert("budget_bytes", static_cast<int64_t>(summary.budget_bytes));
@@ -50,12 +55,10 @@ struct SetBudgetOp {
 
 c10::Dict<std::string, int64_t> set_budget_op(SetBudgetOp op) {
   const int64_t budget = op.budget;
-  const c10::IValue& module_value = op.module;
-  TORCH_CHECK(module_value.isObject(), "memoplan.set_budget: expected a TorchScript module, got ",
-              module_value.tagKind());
+  const torch::jit::Module module = module_argument(op.module, "memoplan.set_budget");
   TORCH_CHECK(budget > 0, "memoplan.set_budget: budget must be > 0, got ", budget);
   try {
-    return budget_dict(set_budget(torch::jit::Module(module_value.toObject()), budget));
+    return budget_dict(set_budget(module, budget));
   } catch (const std::runtime_error& e) {
     TORCH_CHECK(false, e.what());
   }

@@ -46,10 +46,7 @@ struct CoverageOp {
 };
 
 c10::Dict<std::string, double> coverage_op(CoverageOp op) {
-  const c10::IValue& module_value = op.module;
-  TORCH_CHECK(module_value.isObject(), "memoplan.coverage: expected a TorchScript module, got ",
-              module_value.tagKind());
-  const int64_t id = module_id(torch::jit::Module(module_value.toObject()));
+  const int64_t id = module_id(module_argument(op.module, "memoplan.coverage"));
   c10::Dict<std::string, double> out;
   std::lock_guard<std::mutex> lock(coverage_mutex);
   if (const auto it = coverages().find(id); it != coverages().end()) {

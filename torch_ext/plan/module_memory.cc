@@ -60,9 +60,7 @@ struct ForgetModuleOp {
   }
 };
 void forget_module_op(ForgetModuleOp op) {
-  TORCH_CHECK(op.module.isObject(), "memoplan.forget_module: expected a TorchScript module, got ",
-              op.module.tagKind());
-  forget_module(torch::jit::Module(op.module.toObject()));
+  forget_module(module_argument(op.module, "memoplan.forget_module"));
 }
 
 struct ModuleMemoryOp {
@@ -74,9 +72,7 @@ struct ModuleMemoryOp {
   }
 };
 c10::Dict<std::string, int64_t> module_memory_op(ModuleMemoryOp op) {
-  TORCH_CHECK(op.module.isObject(), "memoplan.module_memory: expected a TorchScript module, got ",
-              op.module.tagKind());
-  const ModuleMemory m = module_memory(torch::jit::Module(op.module.toObject()));
+  const ModuleMemory m = module_memory(module_argument(op.module, "memoplan.module_memory"));
   c10::Dict<std::string, int64_t> out;
   out.insert("weight_bytes", static_cast<int64_t>(m.weight_bytes));
   out.insert("weight_resident_bytes", static_cast<int64_t>(m.weight_resident_bytes));

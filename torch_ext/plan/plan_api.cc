@@ -73,9 +73,7 @@ struct KernelReportOp {
 std::string kernel_report_op(KernelReportOp) { return kernel_report(); }
 
 void forget_plans_op(ForgetPlansOp op) {
-  TORCH_CHECK(op.module.isObject(), "memoplan.forget_plans: expected a TorchScript module, got ",
-              op.module.tagKind());
-  forget_plans(torch::jit::Module(op.module.toObject()));
+  forget_plans(module_argument(op.module, "memoplan.forget_plans"));
 }
 
 torch::jit::RegisterOperators memoplan_python_operators({
@@ -179,11 +177,8 @@ c10::Dict<std::string, int64_t> plan_op(PlanOp op) {
   const int64_t budget = op.budget;
   const std::string& memory = op.memory;
   const std::string& kernels = op.kernels;
-  const c10::IValue& module_value = op.module;
   TORCH_CHECK(budget >= 0, "memoplan.plan: budget must be >= 0, got ", budget);
-  TORCH_CHECK(module_value.isObject(), "memoplan.plan: expected a TorchScript module, got ",
-              module_value.tagKind());
-  torch::jit::Module module(module_value.toObject());
+  torch::jit::Module module = module_argument(op.module, "memoplan.plan");
   PlanOptions options;
   options.strategy = op.strategy;
   options.warmup_passes = static_cast<int>(op.warmup_passes);
