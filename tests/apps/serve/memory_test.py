@@ -89,9 +89,17 @@ def memory_series(server, name):
             for part in ("weights_plain", "weights_packed", "slabs")}, m
 
 
+def cpu_has(flag):
+    with open("/proc/cpuinfo") as f:
+        return any(line.startswith("flags") and flag in line.split() for line in f)
+
+
 def run(binary, tmp):
     x = torch.randn(SHAPE)
     weights = 0
+    # The tuned kernels pack these convolutions where oneDNN runs AVX2 or better (docs/KERNELS.md);
+    # elsewhere the "tuned" model runs as tuned chooses, and the packing checks are left out.
+    packs = cpu_has("avx2")
     repo = repository(tmp, {"tuned": {"workers": 2, "kernels": "tuned"},
                             "stock": {"workers": 1},
                             "capped": {"workers": 1, "memory_limit": 1 << 20}})
@@ -116,16 +124,17 @@ def run(binary, tmp):
         tuned, m = memory_series(server, "tuned")
         # Held once: the plain weights leave memory once packed (a path that reads one plain keeps
         # that one: the linear's, if it measured aten faster).
-        check(tuned["weights_packed"] > weights / 2 and tuned["weights_plain"] < weights * 0.7,
-              "tuned: weights held once? %s (plain weights %d)" % (tuned, weights))
+        if packs:
+            check(tuned["weights_packed"] > weights / 2 and tuned["weights_plain"] < weights * 0.7,
+                  "tuned: weights held once? %s (plain weights %d)" % (tuned, weights))
         charged = m['memoplan_model_memory_charged_bytes{model="tuned"}']
         check(charged >= sum(tuned.values()), "tuned charged %d < %s" % (charged, tuned))
         total = m["memoplan_serve_models_memory_bytes"]
         check(total == charged + m['memoplan_model_memory_charged_bytes{model="stock"}'],
               "server total %d" % total)
         meta = get_json(server, "/v2/models/tuned")["parameters"]
-        check(meta["weights_packed_bytes"] > 0 and meta["memory_bytes"] >= charged * 0.9,
-              "metadata: %s" % meta)
+        check((meta["weights_packed_bytes"] > 0 or not packs) and
+              meta["memory_bytes"] >= charged * 0.9, "metadata: %s" % meta)
         print("weights %.1f MiB; stock %s; tuned %s, charged %.1f MiB" %
               (weights / 2**20, {k: round(v / 2**20, 1) for k, v in stock.items()},
                {k: round(v / 2**20, 1) for k, v in tuned.items()}, charged / 2**20))
