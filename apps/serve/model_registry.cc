@@ -133,6 +133,12 @@ void ModelRegistry::check_memory(const ModelConfig& config, uint64_t bytes,
   }
 }
 
+void ModelRegistry::check_file_memory(const ModelConfig& config) const {
+  std::error_code ec;
+  const uintmax_t file_bytes = std::filesystem::file_size(config.path, ec);
+  if (!ec) check_memory(config, file_bytes, "its file");  // an unreadable file fails its load
+}
+
 std::string ModelRegistry::prepare(ServedModel& model) {
   std::string line = model.prepare();
   const ModelMemory m = model.memory();
@@ -147,9 +153,7 @@ std::string ModelRegistry::prepare(ServedModel& model) {
 ModelRegistry::~ModelRegistry() { stop_all(); }
 
 std::shared_ptr<ServedModel> ModelRegistry::add(const ModelConfig& config) {
-  std::error_code ec;
-  const uintmax_t file_bytes = std::filesystem::file_size(config.path, ec);
-  if (!ec) check_memory(config, file_bytes, "its file");
+  check_file_memory(config);
   auto model = std::make_shared<ServedModel>(config, server_metrics_);
   std::lock_guard<std::mutex> lock(mutex_);
   loaded_[config.name] = model;  // listed, not ready, until it is planned
@@ -294,9 +298,7 @@ void ModelRegistry::load(const std::string& name) {
   std::shared_ptr<ServedModel> model;
   std::string error;
   try {
-    std::error_code ec;
-    const uintmax_t file_bytes = std::filesystem::file_size(it->config.path, ec);
-    if (!ec) check_memory(it->config, file_bytes, "its file");
+    check_file_memory(it->config);
     model = std::make_shared<ServedModel>(it->config, server_metrics_);
     prepare(*model);
   } catch (const std::exception& e) {

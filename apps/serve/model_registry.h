@@ -109,6 +109,8 @@ class ModelRegistry {
   // Throws when `bytes` charged to `config`'s model pass its memory_limit or, with every loaded
   // model but `config.name`'s, the server's. `what`: "its file" or "it".
   void check_memory(const ModelConfig& config, uint64_t bytes, const char* what) const;
+  // check_memory with the model file's size, before it is loaded.
+  void check_file_memory(const ModelConfig& config) const;
   mutable std::mutex mutex_;
   std::map<std::string, std::shared_ptr<ServedModel>> loaded_;
   std::map<std::string, std::string> unavailable_;  // name -> why

@@ -44,35 +44,12 @@ ThreadPlans::~ThreadPlans() {
   for (FamilyArena& f : family_arenas_) retire(f.arena, f.module);
 }
 
-bool ThreadPlans::sync_generation(int64_t module, uint64_t generation) {
-  const auto index = static_cast<size_t>(module);
-  if (generations_seen_.size() <= index) generations_seen_.resize(index + 1, 0);
-  if (generations_seen_[index] == generation) return false;
-  generations_seen_[index] = generation;
-  for (size_t i = 0; i < cache_.size();) {
-    if (cache_[i].module == module) {
-      erase(&cache_[i]);
-    } else {
-      ++i;
-    }
-  }
-  for (size_t i = 0; i < family_arenas_.size();) {
-    if (family_arenas_[i].module != module) {
-      ++i;
-      continue;
-    }
-    retire(family_arenas_[i].arena, module);
-    family_arenas_[i] = std::move(family_arenas_.back());
-    family_arenas_.pop_back();
-  }
-  return true;
-}
-
-bool ThreadPlans::drop_forgotten() {
-  forgotten_seen_ = forgotten_modules();
+// Drops the cached plans and family arenas of every module `drop(module)` names; true when any went.
+template <typename Drop>
+bool ThreadPlans::drop_modules(const Drop& drop) {
   bool dropped = false;
   for (size_t i = 0; i < cache_.size();) {
-    if (module_state(cache_[i].module).forgotten.load(std::memory_order_acquire)) {
+    if (drop(cache_[i].module)) {
       erase(&cache_[i]);
       dropped = true;
     } else {
@@ -80,7 +57,7 @@ bool ThreadPlans::drop_forgotten() {
     }
   }
   for (size_t i = 0; i < family_arenas_.size();) {
-    if (!module_state(family_arenas_[i].module).forgotten.load(std::memory_order_acquire)) {
+    if (!drop(family_arenas_[i].module)) {
       ++i;
       continue;
     }
@@ -90,6 +67,21 @@ bool ThreadPlans::drop_forgotten() {
     dropped = true;
   }
   return dropped;
+}
+
+bool ThreadPlans::sync_generation(int64_t module, uint64_t generation) {
+  const auto index = static_cast<size_t>(module);
+  if (generations_seen_.size() <= index) generations_seen_.resize(index + 1, 0);
+  if (generations_seen_[index] == generation) return false;
+  generations_seen_[index] = generation;
+  drop_modules([module](int64_t m) { return m == module; });
+  return true;
+}
+
+bool ThreadPlans::drop_forgotten() {
+  forgotten_seen_ = forgotten_modules();
+  return drop_modules(
+      [](int64_t m) { return module_state(m).forgotten.load(std::memory_order_acquire); });
 }
 
 CachedPlan* ThreadPlans::find(int64_t module, const std::string& key) {

@@ -63,6 +63,8 @@ class ThreadPlans {
   };
   replay::Arena* family_arena(int64_t module, const std::string& family, uint64_t slab_bytes,
                               replay::Counters& counters);
+  template <typename Drop>
+  bool drop_modules(const Drop& drop);
 
   std::vector<CachedPlan> cache_;
   std::vector<FamilyArena> family_arenas_;
