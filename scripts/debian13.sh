@@ -359,7 +359,11 @@ case "$cmd" in
       # As scripts/run_tests.sh: the shim's engine tests fail, rather than skip, where the engine
       # cannot reserve its address space.
       # shellcheck disable=SC2016
-      MEMOPLAN_REQUIRE_PLANS=1 in_src sh -c 'ctest --preset debian13 -j "$(nproc)"' || status=$?
+      # A failure runs the failed tests once more, their output last (CI shows a log's tail); the
+      # stage fails whatever that run gives.
+      MEMOPLAN_REQUIRE_PLANS=1 in_src sh -c 'ctest --preset debian13 -j "$(nproc)" || {
+        s=$?; echo "memoplan: the failed tests once more, for their output:"
+        ctest --preset debian13 --rerun-failed --output-on-failure; exit "$s"; }' || status=$?
     fi
     exit "$status"
     ;;

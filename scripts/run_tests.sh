@@ -54,12 +54,23 @@ prep_pid=""
 sed 's/^/  (background) /' "$prep_log" >&2
 rm -f "$prep_log"
 stage_done background-wait
-ctest --preset default -j "$(nproc)"
+# run_ctest PRESET [ARGS...]: a failure runs the failed tests once more, their output last (CI
+# shows a log's tail); the stage fails whatever that run gives.
+run_ctest() {
+  local preset="$1" status=0
+  shift
+  ctest --preset "$preset" -j "$(nproc)" "$@" || status=$?
+  [ "$status" -eq 0 ] && return 0
+  echo "memoplan: the failed tests once more, for their output:" >&2
+  ctest --preset "$preset" --rerun-failed --output-on-failure || true
+  return "$status"
+}
+run_ctest default
 stage_done test
 if [ "${MEMOPLAN_SANITIZERS:-1}" != 0 ]; then
   scripts/build.sh asan
   stage_done asan-build
-  ctest --preset asan -j "$(nproc)"
+  run_ctest asan
   stage_done asan-test
   cmake --preset tsan >/dev/null
   # ThreadSanitizer: the shared record/replay runtime, the shim's engine (its unit and fault tests
@@ -71,7 +82,7 @@ if [ "${MEMOPLAN_SANITIZERS:-1}" != 0 ]; then
   fi
   cmake --build --preset tsan -j "$(nproc)" --target "${tsan_targets[@]}"
   stage_done tsan-build
-  ctest --preset tsan -j "$(nproc)" -L 'runtime|interpose|torch' -E '^(run|serve)\.'
+  run_ctest tsan -L 'runtime|interpose|torch' -E '^(run|serve)\.'
   stage_done tsan-test
 fi
 if [ "${MEMOPLAN_FUZZ_SECONDS:-15}" != 0 ]; then
