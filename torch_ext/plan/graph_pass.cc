@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "budget/budget_runtime.h"
+#include "budget/module_weights.h"
 #include "budget/released_weights.h"
 #include "memory_min/sharing_pass.h"
 #include "memory_min/sliced_ops.h"
@@ -153,7 +154,11 @@ int64_t rewrite_forward(torch::jit::Module& module, const PlanOptions& options) 
     return id;
   }
 
-  const int64_t id = runtime_pass::register_module(options);
+  uint64_t weight_bytes = 0;
+  for (const c10::StorageImpl* s : budget::module_weights(module, graph.get())) {
+    weight_bytes += s->nbytes();
+  }
+  const int64_t id = runtime_pass::register_module(options, weight_bytes);
   torch::jit::Inline(*graph);
   // Before the cleanup: the branches on the module's settings fold away with it.
   keep_folded(id, fold_attributes(module, *graph));

@@ -141,6 +141,9 @@ PlanSummary plan(torch::jit::Module& module, const std::vector<c10::IValue>& inp
     summary.released_weight_bytes = released.mapped_bytes;
     summary.released_weight_resident_bytes = released.resident_bytes;
     budget::drop_released(id);
+    // The coverage pass replayed on this thread: its slab's pages go back until this thread runs
+    // the module again (a server plans on one thread and serves on others).
+    runtime_pass::discard_thread_slabs(id);
     release_free_memory();
     if (budget::budgeted(id)) {
       budget::arm(id, summary.slab_bytes);

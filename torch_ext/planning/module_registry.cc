@@ -36,7 +36,7 @@ ModuleState& module_state(int64_t id) {
   return *m;
 }
 
-int64_t register_module(const PlanOptions& options) {
+int64_t register_module(const PlanOptions& options, uint64_t weight_bytes) {
   install_replay_allocator();
   TaggedAllocator::instance().prepare();  // the warm-up's exact blocks need the tag region
   std::lock_guard<std::mutex> lock(registry_mutex);
@@ -44,6 +44,7 @@ int64_t register_module(const PlanOptions& options) {
   TORCH_CHECK(id < kMaxModules, "memoplan: more than ", kMaxModules, " planned modules");
   auto* m = new ModuleState();
   m->options = options;
+  m->weight_bytes = weight_bytes;
   registry[id].store(m, std::memory_order_release);
   registered.store(id + 1);
   return id;
@@ -119,6 +120,18 @@ SlabBytes slab_bytes(int64_t module) {
     bytes.largest_plan = std::max(bytes.largest_plan, plan->slab_bytes);
   }
   return bytes;
+}
+
+uint64_t module_weight_bytes(int64_t module) {
+  return module >= 0 ? module_state(module).weight_bytes : 0;
+}
+
+const PlanOptions* module_options(int64_t module) {
+  return module >= 0 ? &module_state(module).options : nullptr;
+}
+
+uint64_t discard_thread_slabs(int64_t module) {
+  return thread_pass().plans.discard_pages(module);
 }
 
 FamilyCounts family_counts() {

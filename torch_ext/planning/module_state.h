@@ -34,6 +34,9 @@ struct ModuleState {
   // forget_module: every thread drops its plans and arenas of the module at its next pass of any
   // module (ThreadPlans::drop_forgotten).
   std::atomic<bool> forgotten{false};
+  // The bytes of its weights when it was rewritten (plan/graph_pass.cc): what the tuned kernels
+  // weigh a packed form's extra bytes against.
+  uint64_t weight_bytes = 0;
 };
 
 // How many modules were forgotten so far: a thread that saw another count sweeps its cache.

@@ -15,8 +15,9 @@
 
 namespace memoplan::torch_ext::runtime_pass {
 
-// A planned module's id (its graph's AllocateSlab carries it). Options apply to every key.
-int64_t register_module(const PlanOptions& options);
+// A planned module's id (its graph's AllocateSlab carries it). Options apply to every key;
+// `weight_bytes`: its weights' bytes (module_weight_bytes, planning.h).
+int64_t register_module(const PlanOptions& options, uint64_t weight_bytes);
 
 // The shape family of a pass's inputs: the key with every tensor's sizes taken out, and those
 // sizes (graph_pass.cc's family_key). Written only when a pass's exact key has no plan yet.
@@ -55,6 +56,10 @@ struct SlabBytes {
   uint64_t held = 0, largest_plan = 0;
 };
 SlabBytes slab_bytes(int64_t module);
+// Gives back the pages of the calling thread's arenas of `module` that hold no block now (plan()
+// ends with this: a thread that planned and does not serve keeps no slab's pages; one that
+// serves faults them in again at its next pass). Returns the bytes given back.
+uint64_t discard_thread_slabs(int64_t module);
 
 // Plans made from a family's formulas, passes that missed one (its key then profiled), and the
 // bytes of the largest arena (slab) made so far.

@@ -105,5 +105,11 @@ class ToAllocatorBehind {
   bool saved_warming_;
 };
 
+// The bytes of `module`'s weights when plan() rewrote it (its parameters, buffers and tensor
+// constants); 0 for -1 (no module).
+uint64_t module_weight_bytes(int64_t module);
+// The options `module` was planned with; null for -1 (no module).
+const PlanOptions* module_options(int64_t module);
+
 }  // namespace runtime_pass
 }  // namespace memoplan::torch_ext

@@ -150,6 +150,17 @@ replay::Arena* ThreadPlans::family_arena(int64_t module, const std::string& fami
   return arena;
 }
 
+uint64_t ThreadPlans::discard_pages(int64_t module) {
+  uint64_t bytes = 0;
+  for (const CachedPlan& c : cache_) {
+    if (c.module == module && c.arena) bytes += c.arena->discard_pages();
+  }
+  for (const FamilyArena& f : family_arenas_) {
+    if (f.module == module) bytes += f.arena->discard_pages();
+  }
+  return bytes;
+}
+
 uint64_t largest_slab_bytes() { return largest_slab.load(std::memory_order_relaxed); }
 
 }  // namespace memoplan::torch_ext::runtime_pass

@@ -52,6 +52,9 @@ class ThreadPlans {
   // The arena `cached` replays in on this thread (its own, or its family's, made or grown now),
   // marking it used; null when none could be had.
   replay::Arena* arena_for(CachedPlan& cached, replay::Counters& counters);
+  // Gives back the pages of this thread's arenas of `module` that hold no block (the arenas stay:
+  // their next pass faults them in again); returns their bytes.
+  uint64_t discard_pages(int64_t module);
 
  private:
   // One arena per shape family and thread, for every plan predicted for that family: it grows to

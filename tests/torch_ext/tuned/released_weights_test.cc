@@ -10,11 +10,15 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <mutex>
 #include <string>
 #include <thread>
 
 #include "blocked_test_support.h"
+#include "plan/budget_api.h"  // module_id
+#include "planning/pass_runtime.h"
 #include "memoplan/torch/plan.h"
 #include "tuned_test_support.h"
 #include "weight_cache.h"
@@ -92,6 +96,61 @@ TEST(ReleasedWeights, ATunedPlanKeepsThePackedFormsAndGivesThePlainWeightsBack) 
         << name;
   }
   std::filesystem::remove_all(options.weights_dir);  // mapped still: unlinked, not gone yet
+}
+
+// A weight file of the right name and size whose bytes differ (a hash collision, a file changed
+// behind memoplan's back) is refused, naming the file, and the module keeps its own weights.
+TEST(ReleasedWeights, AWeightFileWithOtherBytesIsRefused) {
+  PlanOptions options = tuned();
+  options.release_weights = true;
+  options.weights_dir = temp_dir();
+  const torch::Tensor x = torch::randn({1, 64, 12, 12});
+  c10::InferenceMode inference;
+  torch::jit::Module first = conv_net();
+  plan(first, {x}, options);
+  std::string path;
+  for (const auto& entry : std::filesystem::directory_iterator(options.weights_dir)) {
+    path = entry.path().string();
+  }
+  ASSERT_FALSE(path.empty());
+  {
+    // A copy with one byte changed, renamed over the file (the first module's mapping keeps the
+    // old one).
+    std::ifstream in(path, std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    bytes[bytes.size() / 2] ^= 0x40;
+    std::ofstream(path + ".x", std::ios::binary) << bytes;
+    std::filesystem::rename(path + ".x", path);
+  }
+  torch::jit::Module second = conv_net();
+  const torch::jit::Module original = conv_net();
+  try {
+    plan(second, {x}, options);
+    FAIL() << "expected the weight file to be refused";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("does not hold this module's weights"), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+  }
+  for (const char* name : {"a", "b", "c", "d"}) {
+    EXPECT_TRUE(torch::equal(second.attr(name).toTensor(), original.attr(name).toTensor()))
+        << name;
+  }
+  std::filesystem::remove_all(options.weights_dir);
+}
+
+// plan() gives back the pages of the slab its last pass replayed in on the calling thread (a
+// server plans on one thread and serves on others); a later pass on that thread faults them in
+// again, zeroed, and computes as before.
+TEST(ReleasedWeights, TheCallingThreadsSlabPagesGoBackAndComeBackOnUse) {
+  torch::jit::Module m = conv_net();
+  const torch::Tensor x = torch::randn({1, 64, 16, 16});
+  c10::InferenceMode inference;
+  plan(m, {x}, tuned());
+  const torch::Tensor first = m.forward({x}).toTensor();
+  EXPECT_GT(runtime_pass::discard_thread_slabs(module_id(m)), 0u);
+  EXPECT_TRUE(torch::equal(m.forward({x}).toTensor(), first));
+  EXPECT_EQ(runtime_pass::discard_thread_slabs(-1), 0u) << "no module: nothing to give back";
 }
 
 // The census keeps only the forms a pass used; a site that makes a new form while one runs drops

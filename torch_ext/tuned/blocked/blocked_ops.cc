@@ -76,12 +76,13 @@ onednn::ConvSpec spec_of(const at::Tensor& x, const ConvArgs& a, Format in, Form
   return spec;
 }
 
-// The convolution for this (input, output) layout pair, or null where oneDNN has none but its
-// reference loop (far slower than aten's convolution).
-std::shared_ptr<const onednn::Conv> primitive_for(const onednn::ConvSpec& spec) {
+// The convolution for this (input, output) layout pair at `site`, or null where oneDNN has none
+// but its reference loop (far slower than aten's convolution). A Winograd form is weighed against
+// the weights of the site's module (winograd_conv.h).
+std::shared_ptr<const onednn::Conv> primitive_for(const onednn::ConvSpec& spec, int64_t site) {
   std::shared_ptr<const onednn::Conv> p;
   try {
-    p = best_conv(spec);
+    p = best_conv(spec, winograd_price(tuned::site_module(site)));
   } catch (const std::exception&) {
     return nullptr;
   }
@@ -130,12 +131,16 @@ Packed packed_for(int64_t site, const conv::Weights& w, const ConvArgs& a,
   const auto packing = packings().get(
       site, sources, [&](const Packing& p) { return p.packer->same_packing(*primitive); },
       [&] {
+        // The fold first, then the plain weight's pages it read go (released_weights.h), then the
+        // packing: a 512 -> 512 layer holds its fold and its packing at once, never its plain
+        // weight beside both (resnet18's planning peak: 19 MiB above its steady state).
+        const at::Tensor folded =
+            conv::folded_weight(w, a.weight, a.batch_norm ? &*a.batch_norm : nullptr);
+        if (!folded.is_same(a.weight)) budget::give_back_plain_weights();
         auto fresh = std::make_shared<Packing>();
         fresh->packer = primitive;
         fresh->bytes = at::empty({static_cast<int64_t>(primitive->packed_weights_bytes())},
                                  at::TensorOptions().dtype(at::kByte));
-        const at::Tensor folded =
-            conv::folded_weight(w, a.weight, a.batch_norm ? &*a.batch_norm : nullptr);
         primitive->pack_weights(folded.data_ptr<float>(), fresh->bytes.data_ptr());
         return fresh;
       });
@@ -161,10 +166,10 @@ at::Tensor conv(const at::Tensor& x_in, const ConvArgs& a) {
   at::Tensor x = x_in;
   if (fast) {
     x = dense(x_in, "bconv");
-    primitive = primitive_for(spec_of(x, a, format_of(x), a.output));
+    primitive = primitive_for(spec_of(x, a, format_of(x), a.output), a.site);
     if (!primitive && format_of(x) == Format::kNhwc) {  // oneDNN's few-channel kernels take NCHW
       x = x.contiguous();
-      primitive = primitive_for(spec_of(x, a, Format::kNchw, a.output));
+      primitive = primitive_for(spec_of(x, a, Format::kNchw, a.output), a.site);
     }
   }
   if (!primitive) {  // aten's convolution and batch norm on plain tensors, then the epilogue
@@ -197,7 +202,7 @@ at::Tensor conv(const at::Tensor& x_in, const ConvArgs& a) {
       for (PostOp& op : summing.post) {
         if (op.kind == onednn::kResidualAdd) op.kind = onednn::kResidualSum;
       }
-      if (auto p = primitive_for(summing)) {
+      if (auto p = primitive_for(summing, a.site)) {
         primitive = std::move(p);
         in_place = true;
       }
@@ -252,7 +257,7 @@ layouts::ConvCosts measure(const at::Tensor& x_in, const ConvArgs& a) {
   for (int in = 0; in < kF; ++in) {
     for (int out = 0; out < kF; ++out) {
       const auto primitive =
-          primitive_for(spec_of(x, a, static_cast<Format>(in), static_cast<Format>(out)));
+          primitive_for(spec_of(x, a, static_cast<Format>(in), static_cast<Format>(out)), a.site);
       if (!primitive) continue;
       if (!inputs[in].defined()) inputs[in] = convert(x, static_cast<Format>(in));
       Candidate c;

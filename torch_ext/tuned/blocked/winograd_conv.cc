@@ -15,6 +15,7 @@
 #include "memoplan/kernels/winograd.h"
 #include "memoplan/torch/kernels.h"
 #include "planning/choice_cache.h"
+#include "planning/planning.h"  // module_options, module_weight_bytes
 #include "tuned/reports.h"
 #include "tuned/tuned_support.h"
 
@@ -127,17 +128,32 @@ struct Choice {
   std::shared_ptr<const onednn::Conv> conv;
   // Milliseconds measured (0: not a candidate, or not measured: WinogradChoice::kAlways).
   double winograd_ms = 0, onednn_winograd_ms = 0, direct_ms = 0;
+  // A Winograd measured faster by kWinogradMinGain but refused for the bytes it would add.
+  bool refused_for_bytes = false;
 };
 ChoiceCache<std::vector<int64_t>, Choice>& winograd_choices() {
   static auto* table = new ChoiceCache<std::vector<int64_t>, Choice>();
   return *table;
 }
 
-// A Winograd form of a 3x3 weight takes 16/9 of the direct packing's bytes (4x4 tiles): it is
-// taken over the direct kernels only where it measured at least this much faster.
+// A Winograd form of a 3x3 weight holds more than the direct packing (16/9 of it with 4x4 tiles,
+// 4x with oneDNN's 6x6): it is taken over the direct kernels only where its measured gain pays for
+// the bytes it adds to the model's weights (WinogradPrice). The rule: the op's time falls by at
+// least kWinogradMinGain, and by at least `gain_per_share` times the share of the model's weight
+// bytes the form adds. Under memory "min" that rate is 4 (a form that adds 1% to the weights must
+// make its convolution 4% faster), else 1. resnet18 on a Zen 4 core: its three 512 -> 512 layers at
+// 7x7 add 7.3 MiB each (16% of the weights) for 24% of their time; under "min" they stay on the
+// direct kernels (21 MiB less resident, the pass 8% slower: 0.565 of stock's time against 0.52),
+// under "offset" they keep their Winograd; every 64-, 128- and 256-channel one (0.3-4% each,
+// 49-69% faster) keeps its Winograd under both. Without the model (no weight bytes) only the
+// first condition applies.
 constexpr double kWinogradMinGain = 0.10;
-bool worth_its_bytes(double winograd_ms, double direct_ms) {
-  return winograd_ms < direct_ms * (1.0 - kWinogradMinGain);
+bool worth_its_bytes(double winograd_ms, double direct_ms, const onednn::Conv& winograd,
+                     const onednn::Conv& direct, const WinogradPrice& price) {
+  return winograd_pays(1.0 - winograd_ms / direct_ms,
+                       static_cast<double>(winograd.packed_weights_bytes()) -
+                           static_cast<double>(direct.packed_weights_bytes()),
+                       price);
 }
 
 // The fastest of oneDNN's direct kernels (`direct`), its Winograd and memoplan's for `s`, as
@@ -164,10 +180,10 @@ std::shared_ptr<const onednn::Conv> memoplan_winograd(const onednn::ConvSpec& s)
 }
 
 // The fastest of oneDNN's direct kernels (`direct`), its Winograd and memoplan's for `s`, as
-// `setting` allows (a Winograd over the direct kernels only where worth_its_bytes), measured on
-// measured_spec(s).
+// `setting` allows (a Winograd over the direct kernels only where worth_its_bytes at `price`),
+// measured on measured_spec(s).
 Choice choose(const onednn::ConvSpec& s, WinogradChoice setting,
-              const std::shared_ptr<const onednn::Conv>& direct) {
+              const std::shared_ptr<const onednn::Conv>& direct, const WinogradPrice& price) {
   std::shared_ptr<const onednn::Conv> ours =
       setting == WinogradChoice::kMeasure || setting == WinogradChoice::kAlways
           ? memoplan_winograd(s)
@@ -197,7 +213,7 @@ Choice choose(const onednn::ConvSpec& s, WinogradChoice setting,
   std::shared_ptr<const onednn::Conv> best = direct, best_m = direct_m;
   if (theirs && theirs_m) {
     std::tie(choice.onednn_winograd_ms, choice.direct_ms) = measure(*theirs_m, *direct_m, m);
-    if (worth_its_bytes(choice.onednn_winograd_ms, choice.direct_ms)) {
+    if (worth_its_bytes(choice.onednn_winograd_ms, choice.direct_ms, *theirs, *direct, price)) {
       best = theirs;
       best_m = theirs_m;
     }
@@ -206,22 +222,54 @@ Choice choose(const onednn::ConvSpec& s, WinogradChoice setting,
     double best_ms = 0;
     std::tie(choice.winograd_ms, best_ms) = measure(*ours_m, *best_m, m);
     if (best == direct) choice.direct_ms = best_ms;
-    const bool better = best == direct ? worth_its_bytes(choice.winograd_ms, best_ms)
-                                       : choice.winograd_ms < best_ms;
+    // Against oneDNN's Winograd: faster and no larger.
+    const bool better =
+        best == direct
+            ? worth_its_bytes(choice.winograd_ms, best_ms, *ours, *direct, price)
+            : choice.winograd_ms < best_ms &&
+                  ours->packed_weights_bytes() <= best->packed_weights_bytes();
     if (better) best = ours;
   }
   choice.conv = best;
+  if (best == direct && choice.direct_ms > 0) {
+    for (double ms : {choice.winograd_ms, choice.onednn_winograd_ms}) {
+      if (ms > 0 && ms < choice.direct_ms * (1.0 - kWinogradMinGain)) {
+        choice.refused_for_bytes = true;
+      }
+    }
+  }
   return choice;
 }
 
 }  // namespace
 
-std::shared_ptr<const onednn::Conv> best_conv(const onednn::ConvSpec& s) {
+bool winograd_pays(double gain, double extra_bytes, const WinogradPrice& price) {
+  if (!(gain >= kWinogradMinGain)) return false;
+  if (price.model_weight_bytes == 0) return true;
+  return gain >= price.gain_per_share * extra_bytes / static_cast<double>(price.model_weight_bytes);
+}
+
+WinogradPrice winograd_price(int64_t module) {
+  const PlanOptions* options = runtime_pass::module_options(module);
+  if (!options) return {};
+  return {runtime_pass::module_weight_bytes(module), options->memory == Memory::kMin ? 4.0 : 1.0};
+}
+
+std::shared_ptr<const onednn::Conv> best_conv(const onednn::ConvSpec& s,
+                                              const WinogradPrice& price) {
   std::shared_ptr<const onednn::Conv> direct = onednn::conv(s);
   const WinogradChoice setting = kernel_options().winograd;
   if (setting == WinogradChoice::kNever || !winograd_shape(s)) return direct;
   std::vector<int64_t> key = {
-      s.n, s.c, s.h, s.w, s.out_channels, at::get_num_threads(), static_cast<int64_t>(setting)};
+      s.n,
+      s.c,
+      s.h,
+      s.w,
+      s.out_channels,
+      at::get_num_threads(),
+      static_cast<int64_t>(setting),
+      static_cast<int64_t>(price.model_weight_bytes),
+      static_cast<int64_t>(price.gain_per_share * 1e6)};
   for (const onednn::PostOp& op : s.post) {
     key.push_back(op.kind);
     key.push_back(static_cast<int64_t>(op.alpha * 1e6f));
@@ -230,7 +278,7 @@ std::shared_ptr<const onednn::Conv> best_conv(const onednn::ConvSpec& s) {
   return winograd_choices()
       .decide(key,
               [&] {
-                Choice choice = choose(s, setting, direct);
+                Choice choice = choose(s, setting, direct, price);
                 budget::give_back_plain_weights();  // the measurement's operands, freed
                 return choice;
               })
@@ -251,6 +299,10 @@ std::string winograd_report() {
       sep = ", ";
     }
     if (sep[0] == ',') out << ")";
+    if (choice.refused_for_bytes) {
+      out << ": a Winograd form's gain does not pay for the bytes it adds to the model's "
+          << (key[7] >> 20) << " MiB of weights";
+    }
     out << "\n";
   });
   return out.str();
