@@ -252,7 +252,8 @@ layouts::ConvCosts measure(const at::Tensor& x_in, const ConvArgs& a) {
     double ms = 1e300;
   };
   std::vector<Candidate> candidates;
-  std::vector<at::Tensor> inputs(kF);
+  std::vector<at::Tensor> inputs(kF), outputs(kF), residuals(kF);
+  size_t scratch_bytes = 0;
   Shape out_shape{};
   for (int in = 0; in < kF; ++in) {
     for (int out = 0; out < kF; ++out) {
@@ -265,13 +266,22 @@ layouts::ConvCosts measure(const at::Tensor& x_in, const ConvArgs& a) {
       c.out = out;
       c.primitive = primitive;
       out_shape = primitive->output();
-      c.y = new_tensor(out_shape, static_cast<Format>(out), x.options());
-      if (a.residual)
-        c.residual = new_tensor(out_shape, static_cast<Format>(out), x.options()).zero_();
-      c.scratch = scratchpad(primitive->scratchpad_bytes(), x.options());
+      // The candidates run one at a time: those writing one layout share its output (and its
+      // residual), all of them one scratchpad (mobilenet_v2's 112x112 layers held nine outputs).
+      if (!outputs[out].defined()) {
+        outputs[out] = new_tensor(out_shape, static_cast<Format>(out), x.options());
+        if (a.residual) {
+          residuals[out] = new_tensor(out_shape, static_cast<Format>(out), x.options()).zero_();
+        }
+      }
+      c.y = outputs[out];
+      c.residual = residuals[out];
+      scratch_bytes = std::max(scratch_bytes, primitive->scratchpad_bytes());
       candidates.push_back(std::move(c));
     }
   }
+  const at::Tensor scratch = scratchpad(scratch_bytes, x.options());
+  for (Candidate& c : candidates) c.scratch = scratch;
   auto run = [&](const Candidate& c) {
     c.primitive->run(inputs[c.in].data_ptr<float>(), c.packed.data_ptr(), bias.data_ptr<float>(),
                      c.residual.defined() ? c.residual.data_ptr<float>() : nullptr,
