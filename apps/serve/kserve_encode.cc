@@ -66,6 +66,13 @@ std::string encode_model_metadata(const ModelSpec& spec, const ModelMemory* memo
   for (const TensorSpec& t : spec.outputs) doc["outputs"].push_back(spec_json(t));
   // Requests may name a tensor as listed here or by Triton's position (INPUT__0, OUTPUT__1).
   doc["parameters"] = {{"tensor_names", "name_or_position"}};
+  // What it runs on (once planned).
+  if (!spec.plan.empty()) doc["parameters"]["plan"] = spec.plan;
+  if (!spec.kernels.empty()) doc["parameters"]["kernels"] = spec.kernels;
+  if (!spec.memory.empty()) doc["parameters"]["memory"] = spec.memory;
+  if (spec.tuned_flops_fraction >= 0) {
+    doc["parameters"]["tuned_flops_fraction"] = spec.tuned_flops_fraction;
+  }
   if (memory) {
     json& p = doc["parameters"];
     p["memory_bytes"] = memory->charged(workers);

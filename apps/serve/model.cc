@@ -118,9 +118,24 @@ struct Model::Impl {
   std::atomic<bool> outputs_known{false};
   mutable std::mutex mutex;  // guards spec's outputs and first-request planning
   ModelSpec spec;
+  // spec's plan, kernels, memory and tuned_flops_fraction: their own lock (plan() may run under
+  // `mutex`).
+  mutable std::mutex runs_on_mutex;
+  ModelSpec runs_on;
+
+  void set_runs_on(const char* plan, const torch_ext::PlanSummary& s) {
+    std::lock_guard<std::mutex> lock(runs_on_mutex);
+    runs_on.plan = plan;
+    if (runs_on.plan == "planned") {
+      runs_on.kernels = options.kernels;
+      runs_on.memory = options.memory;
+    }
+    if (s.coverage.measured) runs_on.tuned_flops_fraction = s.coverage.tuned_flops_fraction();
+  }
 
   void plan(const std::vector<c10::IValue>& inputs) {
     if (!options.plan) {
+      set_runs_on("unplanned", {});
       planned.store(true, std::memory_order_release);
       summary = "not planned (--no-plan): the process's allocator serves every tensor";
       return;
@@ -131,6 +146,7 @@ struct Model::Impl {
     plan_options.memory = torch_ext::parse_memory(options.memory).value();
     plan_options.release_weights = plan_options.kernels == torch_ext::Kernels::kTuned;
     const torch_ext::PlanSummary s = torch_ext::plan(module, inputs, plan_options);
+    set_runs_on("planned", s);
     planned.store(true, std::memory_order_release);
     std::string shapes;
     for (const c10::IValue& v : inputs) {
@@ -303,8 +319,17 @@ ModelMemory Model::memory() const {
 }
 
 ModelSpec Model::spec() const {
-  std::lock_guard<std::mutex> lock(impl_->mutex);
-  return impl_->spec;
+  ModelSpec spec;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    spec = impl_->spec;
+  }
+  std::lock_guard<std::mutex> lock(impl_->runs_on_mutex);
+  spec.plan = impl_->runs_on.plan;
+  spec.kernels = impl_->runs_on.kernels;
+  spec.memory = impl_->runs_on.memory;
+  spec.tuned_flops_fraction = impl_->runs_on.tuned_flops_fraction;
+  return spec;
 }
 
 }  // namespace memoplan::serve

@@ -37,6 +37,11 @@ struct ModelSpec {
   std::vector<TensorSpec> inputs;             // forward's tensor arguments, in order
   // Known once a forward has run (the default input's planning pass, else the first request).
   std::vector<TensorSpec> outputs;
+  // What it runs on, known once planned: "planned" or "unplanned" (--no-plan; empty before), its
+  // kernels and memory options, and the share of its convolution and product FLOPs on memoplan's
+  // kernels or oneDNN's (tuned kernels only; -1: not measured).
+  std::string plan, kernels, memory;
+  double tuned_flops_fraction = -1;
 };
 
 // What a model holds now (memoplan::torch_ext::module_memory): its plain weights resident, the

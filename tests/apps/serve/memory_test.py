@@ -135,6 +135,13 @@ def run(binary, tmp):
         meta = get_json(server, "/v2/models/tuned")["parameters"]
         check((meta["weights_packed_bytes"] > 0 or not packs) and
               meta["memory_bytes"] >= charged * 0.9, "metadata: %s" % meta)
+        # What each model runs on: its plan, kernels, memory, and the tuned kernels' coverage.
+        check(meta["plan"] == "planned" and meta["kernels"] == "tuned" and
+              meta["memory"] == "offset" and 0 <= meta["tuned_flops_fraction"] <= 1 and
+              (meta["tuned_flops_fraction"] > 0.5 or not packs), "metadata: %s" % meta)
+        stock_runs_on = get_json(server, "/v2/models/stock")["parameters"]
+        check(stock_runs_on["kernels"] == "stock" and "tuned_flops_fraction" not in stock_runs_on,
+              "stock metadata: %s" % stock_runs_on)
         print("weights %.1f MiB; stock %s; tuned %s, charged %.1f MiB" %
               (weights / 2**20, {k: round(v / 2**20, 1) for k, v in stock.items()},
                {k: round(v / 2**20, 1) for k, v in tuned.items()}, charged / 2**20))
