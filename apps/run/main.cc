@@ -10,7 +10,8 @@
 #include <fstream>
 #include <map>
 
-#include "budget_text.h"
+#include "memoplan/torch/budget.h"  // parse_budget
+
 #include "input_spec.h"
 #include "memoplan/planner/planner.h"
 #include "report.h"
@@ -143,7 +144,7 @@ int main(int argc, char** argv) {
   }
   options.progress = !quiet;
   options.cold = page_cache == "cold";
-  if (!options.budget.empty() && !memoplan::run::parse_budget(options.budget)) {
+  if (!options.budget.empty() && !memoplan::torch_ext::parse_budget(options.budget)) {
     return fail(kExitBadInput, "--budget '" + options.budget +
                                    "': expected bytes (64MiB, 1.5GiB, 100000) or a share (25%)");
   }

@@ -15,7 +15,6 @@
 #include <set>
 #include <thread>
 
-#include "budget_text.h"
 #include "input_spec.h"
 #include "measure.h"
 #include "memoplan/heapmap.h"
@@ -146,7 +145,7 @@ uint64_t weight_bytes(const torch::jit::Module& module) {
 // Plans `budgeted` under options.budget and fills the report's budget fields but the sampled ones.
 void plan_budgeted(torch::jit::Module& budgeted, const std::vector<c10::IValue>& inputs,
                    const RunOptions& options, uint64_t slab_bytes, RunReport& report) {
-  const BudgetText text = *parse_budget(options.budget);
+  const torch_ext::BudgetText text = *torch_ext::parse_budget(options.budget);
   report.budget_text = options.budget;
   report.page_cache = options.cold ? "cold" : "warm";
   report.budget_bytes =

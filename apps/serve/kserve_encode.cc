@@ -73,6 +73,7 @@ std::string encode_model_metadata(const ModelSpec& spec, const ModelMemory* memo
   if (spec.tuned_flops_fraction >= 0) {
     doc["parameters"]["tuned_flops_fraction"] = spec.tuned_flops_fraction;
   }
+  if (spec.budget_bytes > 0) doc["parameters"]["budget_bytes"] = spec.budget_bytes;
   if (memory) {
     json& p = doc["parameters"];
     p["memory_bytes"] = memory->charged(workers);

@@ -18,6 +18,7 @@
 #include "grpc_server.h"
 #endif
 #include "memoplan/planner/strategy.h"
+#include "memoplan/torch/budget.h"
 #include "memoplan/torch/plan.h"
 #include "model_config.h"
 #include "model_registry.h"
@@ -44,6 +45,7 @@ struct Options {
   bool no_plan = false;
   std::string kernels = "stock";
   std::string memory = "offset";
+  std::string budget;
   uint64_t memory_limit = 0;
   std::vector<std::string> inputs;
   int max_batch_size = 0;  // dynamic batching: 0 or 1 off
@@ -91,11 +93,13 @@ int serve(const Options& o) {
   defaults.plan = !o.no_plan;
   defaults.kernels = o.kernels;
   defaults.memory = o.memory;
+  defaults.budget = o.budget;
   defaults.batching.max_batch_size = o.max_batch_size;
   defaults.batching.preferred_batch_sizes = o.preferred_batch_sizes;
   defaults.batching.max_queue_delay = std::chrono::microseconds(o.max_queue_delay_us);
   try {
     for (const std::string& text : o.inputs) defaults.inputs.push_back(parse_input_default(text));
+    check_budget(defaults);
   } catch (const std::exception& e) {
     log(e.what());
     return kExitBadInput;
@@ -276,6 +280,14 @@ int main(int argc, char** argv) {
                  "convolutions run in parts where that shrinks the slab (docs/TORCH_EXT.md)")
       ->capture_default_str()
       ->check(CLI::IsMember({"offset", "min"}));
+  app.add_option("--budget", o.budget,
+                 "a memory budget for each model's weights + activations: 64MiB, 1.5GiB, or 25% "
+                 "(of its weights plus its slab); weights stream from a file (docs/BUDGET.md); "
+                 "needs --kernels stock")
+      ->check([](const std::string& s) {
+        return memoplan::torch_ext::parse_budget(s) ? std::string()
+                                                    : "a size (64MiB, 1.5GiB) or a share (25%)";
+      });
   app.add_option("--memory-limit", o.memory_limit,
                  "bytes all models together may hold (weights plain and packed, a slab per "
                  "worker; e.g. 2G): a load that would pass it is refused (docs/SERVE.md)")

@@ -7,9 +7,11 @@
 #include <chrono>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 
 #include "http_error.h"
+#include "memoplan/torch/budget.h"
 #include "memoplan/torch/plan.h"
 
 namespace memoplan::serve {
@@ -123,9 +125,10 @@ struct Model::Impl {
   mutable std::mutex runs_on_mutex;
   ModelSpec runs_on;
 
-  void set_runs_on(const char* plan, const torch_ext::PlanSummary& s) {
+  void set_runs_on(const char* plan, const torch_ext::PlanSummary& s, uint64_t budget_bytes) {
     std::lock_guard<std::mutex> lock(runs_on_mutex);
     runs_on.plan = plan;
+    runs_on.budget_bytes = budget_bytes;
     if (runs_on.plan == "planned") {
       runs_on.kernels = options.kernels;
       runs_on.memory = options.memory;
@@ -135,7 +138,7 @@ struct Model::Impl {
 
   void plan(const std::vector<c10::IValue>& inputs) {
     if (!options.plan) {
-      set_runs_on("unplanned", {});
+      set_runs_on("unplanned", {}, 0);
       planned.store(true, std::memory_order_release);
       summary = "not planned (--no-plan): the process's allocator serves every tensor";
       return;
@@ -145,8 +148,21 @@ struct Model::Impl {
     plan_options.kernels = torch_ext::parse_kernels(options.kernels).value();  // checked by config
     plan_options.memory = torch_ext::parse_memory(options.memory).value();
     plan_options.release_weights = plan_options.kernels == torch_ext::Kernels::kTuned;
+    const std::optional<torch_ext::BudgetText> budget =
+        torch_ext::parse_budget(options.budget);  // checked by config
+    // A share of the weights plus the slab is known once planned: planned under a budget that
+    // holds everything, then set to the share (set_budget runs no pass).
+    constexpr uint64_t kEverything = uint64_t{1} << 40;
+    if (budget) plan_options.budget_bytes = budget->bytes ? budget->bytes : kEverything;
     const torch_ext::PlanSummary s = torch_ext::plan(module, inputs, plan_options);
-    set_runs_on("planned", s);
+    uint64_t budget_bytes = plan_options.budget_bytes;
+    if (budget && budget->percent > 0) {
+      const uint64_t weights = torch_ext::budget_summary(module)->weights_bytes;
+      budget_bytes = static_cast<uint64_t>(static_cast<double>(weights + s.slab_bytes) *
+                                           budget->percent / 100);
+      torch_ext::set_budget(module, budget_bytes);  // BudgetTooSmall: the load fails, saying so
+    }
+    set_runs_on("planned", s, budget_bytes);
     planned.store(true, std::memory_order_release);
     std::string shapes;
     for (const c10::IValue& v : inputs) {
@@ -158,6 +174,7 @@ struct Model::Impl {
               std::to_string(s.planned_tensors) + " planned tensors per pass, " + s.strategy +
               " in " + c10::str(s.planning_ms) + " ms, kernels " + options.kernels + ", memory " +
               options.memory;
+    if (budget) summary += ", budget " + std::to_string(budget_bytes) + " bytes";
     if (s.coverage.measured) {
       summary += ", tuned FLOPs " + c10::str(s.coverage.tuned_flops_fraction()) +
                  ", packed weights " + std::to_string(s.packed_weight_bytes) + " bytes";
@@ -329,6 +346,7 @@ ModelSpec Model::spec() const {
   spec.kernels = impl_->runs_on.kernels;
   spec.memory = impl_->runs_on.memory;
   spec.tuned_flops_fraction = impl_->runs_on.tuned_flops_fraction;
+  spec.budget_bytes = impl_->runs_on.budget_bytes;
   return spec;
 }
 

@@ -25,6 +25,9 @@ struct ModelOptions {
   // server owns the module, so its weights are held once (PlanOptions::release_weights).
   std::string kernels = "stock";
   std::string memory = "offset";
+  // PlanOptions::budget_bytes as text (torch_ext::parse_budget: bytes, or a share of the weights
+  // plus the slab); empty: none.
+  std::string budget;
 };
 
 class Model {

@@ -7,7 +7,8 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "memoplan/torch/plan.h"  // parse_kernels, parse_memory
+#include "memoplan/torch/budget.h"  // parse_budget
+#include "memoplan/torch/plan.h"    // parse_kernels, parse_memory
 
 namespace memoplan::serve {
 namespace {
@@ -36,6 +37,14 @@ std::vector<int64_t> dims_of(const json& value, const std::string& key, int64_t 
 }
 
 }  // namespace
+
+void check_budget(const ModelConfig& config) {
+  if (!config.budget.empty() && config.kernels != "stock") {
+    throw std::invalid_argument(
+        "a budget needs kernels \"stock\" (the tuned kernels keep packed copies of the weights "
+        "resident)");
+  }
+}
 
 void apply_config_json(const std::string& text, ModelConfig& config) {
   json doc;
@@ -66,6 +75,11 @@ void apply_config_json(const std::string& text, ModelConfig& config) {
         throw bad(key, "must be \"offset\" or \"min\"");
       }
       config.memory = value.get<std::string>();
+    } else if (key == "budget") {
+      if (!value.is_string() || !torch_ext::parse_budget(value.get<std::string>())) {
+        throw bad(key, "must be a size (\"64MiB\", \"1.5GiB\") or a share (\"25%\")");
+      }
+      config.budget = value.get<std::string>();
     } else if (key == "memory_limit") {
       config.memory_limit = static_cast<uint64_t>(integer(value, key, 0, INT64_MAX));
     } else if (key == "max_batch_size") {
@@ -120,10 +134,11 @@ void apply_config_json(const std::string& text, ModelConfig& config) {
     } else {
       throw bad(key,
                 "is not a key memoplan-serve takes (workers, queue, strategy, plan, kernels, "
-                "memory, memory_limit, max_batch_size, preferred_batch_size, max_queue_delay_us, "
+                "memory, budget, memory_limit, max_batch_size, preferred_batch_size, max_queue_delay_us, "
                 "inputs)");
     }
   }
+  check_budget(config);
 }
 
 std::vector<RepositoryEntry> scan_repository(const std::string& dir, const ModelConfig& defaults) {

@@ -36,11 +36,16 @@ struct ModelConfig {
   std::string kernels = "stock";  // memoplan::torch_ext::name(Kernels)
   std::string memory = "offset";  // memoplan::torch_ext::name(Memory)
   uint64_t memory_limit = 0;      // bytes; 0: none
+  // A memory budget for weights + activations (memoplan::torch_ext::parse_budget's text: "64MiB",
+  // "25%"); empty: none. Needs kernels "stock".
+  std::string budget;
   std::vector<InputDefault> inputs;            // default inputs, forward's order
   std::vector<std::vector<int64_t>> max_dims;  // per input; empty: no limit
   BatchingOptions batching;
 };
 
+// Throws std::invalid_argument when `config` has a budget and kernels other than "stock".
+void check_budget(const ModelConfig& config);
 // Applies config.json's text to `config` (defaults already in it). Throws std::invalid_argument
 // naming the key and what is wrong.
 void apply_config_json(const std::string& text, ModelConfig& config);

@@ -20,6 +20,7 @@ ServedModel::ServedModel(const ModelConfig& config, Metrics& server_metrics)
   options.plan = config.plan;
   options.kernels = config.kernels;
   options.memory = config.memory;
+  options.budget = config.budget;
   model_ = std::make_unique<Model>(options);
   // The workers exist (and have set their intra-op threads) before the model is planned.
   pool_ = std::make_unique<WorkerPool>(config.workers, config.queue,

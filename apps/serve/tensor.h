@@ -42,6 +42,7 @@ struct ModelSpec {
   // kernels or oneDNN's (tuned kernels only; -1: not measured).
   std::string plan, kernels, memory;
   double tuned_flops_fraction = -1;
+  uint64_t budget_bytes = 0;  // its memory budget (weights + activations); 0: none
 };
 
 // What a model holds now (memoplan::torch_ext::module_memory): its plain weights resident, the

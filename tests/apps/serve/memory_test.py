@@ -7,6 +7,8 @@
   the others serve;
 - --memory-limit: a second model that would pass it is refused with a clear error, and nothing
   else is unloaded (the first still answers, bit for bit);
+- a model under a budget (config.json "budget") serves the stock outputs bit for bit, within its
+  budget, and a budget with the tuned kernels is refused;
 - unloading gives the memory back: after one load/unload to warm the process (the runtime's
   one-time costs: oneDNN's generated code, kernel choices), 20 unload/load/infer cycles, each
   leaving the server's VmRSS after the unload within 10% of the model's charged bytes of the cycle
@@ -207,6 +209,31 @@ def run(binary, tmp):
               m["memoplan_serve_models_memory_bytes"] <= limit, "limit series")
         print("--memory-limit %.1f MiB: second refused: %s" % (limit / 2**20,
                                                                index["second"]["reason"]))
+
+    # A budget (config.json "budget", 60% of the weights plus the slab): outputs bit for bit the
+    # stock model's, the budget in the metadata, the weights resident after a pass within it; a
+    # budget with the tuned kernels is refused at load, saying why.
+    repo = repository(tmp, {"budgeted": {"budget": "60%"},
+                            "tuned_budget": {"kernels": "tuned", "budget": "1GiB"}})
+    with serving(Server(binary, None, "--model-repository", repo)) as server:
+        server.wait_ready(timeout=120)
+        status, _, text = post(server, "/v2/repository/index")
+        index = {e["name"]: e for e in json.loads(text)}
+        check(index["tuned_budget"]["state"] == "UNAVAILABLE" and
+              "a budget needs kernels" in index["tuned_budget"]["reason"],
+              "tuned_budget: %s" % index["tuned_budget"])
+        for _ in range(3):
+            check(same_bits(infer(server, "budgeted", x), expected), "budgeted model's output")
+        meta = get_json(server, "/v2/models/budgeted")["parameters"]
+        budget = meta.get("budget_bytes", 0)
+        check(0.55 * weights < budget < 0.75 * weights + (4 << 20) and
+              meta["weights_plain_bytes"] <= budget, "budgeted metadata: %s" % meta)
+        print("budget 60%%: %.1f MiB; weights resident after a pass %.1f MiB of %.1f" %
+              (budget / 2**20, meta["weights_plain_bytes"] / 2**20, weights / 2**20))
+    done = subprocess.run([binary, os.path.join(tmp, "wide.pt"), "--port", "0", "--budget", "50%",
+                           "--kernels", "tuned"], capture_output=True, text=True, timeout=120)
+    check(done.returncode == 2 and "a budget needs kernels" in done.stderr,
+          "--budget with --kernels tuned: %d %s" % (done.returncode, done.stderr[-400:]))
 
     # One model, its file alone over the limit: the server says why and exits 2 before it listens.
     done = subprocess.run([binary, os.path.join(tmp, "wide.pt"), "--port", "0",

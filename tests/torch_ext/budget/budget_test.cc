@@ -26,6 +26,21 @@ namespace {
 
 using namespace budget_test;
 
+// A budget as text (memoplan run's --budget, memoplan-serve's --budget and config.json):
+// sizes in bytes with decimal and binary units, or a share; anything else, 0 and 0% refused.
+TEST(BudgetText, SizesAndSharesParseAndTheRestIsRefused) {
+  EXPECT_EQ(parse_budget("64MiB")->bytes, 64u << 20);
+  EXPECT_EQ(parse_budget("1.5GiB")->bytes, 3u << 29);
+  EXPECT_EQ(parse_budget("512KB")->bytes, 512000u);
+  EXPECT_EQ(parse_budget("100000")->bytes, 100000u);
+  EXPECT_EQ(parse_budget("2G")->bytes, 2000000000u);
+  EXPECT_DOUBLE_EQ(parse_budget("25%")->percent, 25.0);
+  EXPECT_EQ(parse_budget("25%")->bytes, 0u);
+  for (const char* bad : {"", "0", "0%", "-5MiB", "12 MiB", "1001%", "MiB", "5XB", "nan", "1e30"}) {
+    EXPECT_FALSE(parse_budget(bad)) << bad;
+  }
+}
+
 TEST_F(Budget, OutputsIdenticalAndResidentUnderTheBudget) {
   torch::jit::Module reference = network();
   torch::jit::Module m = network();

@@ -43,6 +43,15 @@ struct BudgetSummary {
   double planning_ms = 0;  // the budget plan alone (no pass runs)
 };
 
+// A budget as text (`memoplan run --budget`, memoplan-serve's --budget and config.json "budget"):
+// "64MiB", "1.5GiB", "512KB", "100000" (bytes; K/M/G are powers of 1000, KiB/MiB/GiB of 1024)
+// or "25%" (of the weights plus the slab). nullopt for text that is neither (and for 0 or 0%).
+struct BudgetText {
+  uint64_t bytes = 0;  // when given in bytes
+  double percent = 0;  // when given as a share (0 < percent <= 1000)
+};
+std::optional<BudgetText> parse_budget(const std::string& text);
+
 // The budget is below what any plan meets; smallest_bytes is the least one that is.
 class BudgetTooSmall : public std::runtime_error {
  public:

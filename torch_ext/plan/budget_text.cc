@@ -1,9 +1,10 @@
-#include "budget_text.h"
+// parse_budget (memoplan/torch/budget.h): a budget as text.
+#include "memoplan/torch/budget.h"
 
 #include <cmath>
 #include <cstdlib>
 
-namespace memoplan::run {
+namespace memoplan::torch_ext {
 
 std::optional<BudgetText> parse_budget(const std::string& text) {
   if (text.empty()) return std::nullopt;
@@ -33,4 +34,4 @@ std::optional<BudgetText> parse_budget(const std::string& text) {
   return std::nullopt;
 }
 
-}  // namespace memoplan::run
+}  // namespace memoplan::torch_ext
