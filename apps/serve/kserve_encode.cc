@@ -74,6 +74,7 @@ std::string encode_model_metadata(const ModelSpec& spec, const ModelMemory* memo
     doc["parameters"]["tuned_flops_fraction"] = spec.tuned_flops_fraction;
   }
   if (spec.budget_bytes > 0) doc["parameters"]["budget_bytes"] = spec.budget_bytes;
+  if (!spec.kernels_fallback.empty()) doc["parameters"]["kernels_fallback"] = spec.kernels_fallback;
   if (memory) {
     json& p = doc["parameters"];
     p["memory_bytes"] = memory->charged(workers);

@@ -43,7 +43,7 @@ struct Options {
   int http_threads = 0;  // 0: max(64, workers + queue + 4)
   std::string strategy{memoplan::planner::kDefaultStrategy};
   bool no_plan = false;
-  std::string kernels = "stock";
+  std::string kernels = "auto";
   std::string memory = "offset";
   std::string budget;
   uint64_t memory_limit = 0;
@@ -271,10 +271,11 @@ int main(int argc, char** argv) {
                "serve without memoplan's plan (LibTorch's allocator, or whatever LD_PRELOAD "
                "gives): the baseline to compare against");
   app.add_option("--kernels", o.kernels,
-                 "stock: aten's ops; tuned: memoplan's kernels and oneDNN where each shape "
-                 "measured faster, the weights held once (docs/KERNELS.md)")
+                 "tuned: memoplan's kernels and oneDNN where each shape measured faster, the "
+                 "weights held once (docs/KERNELS.md); stock: aten's ops; auto: tuned, stock under "
+                 "--budget or where the tuned plan fails (said in the log and the metadata)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"stock", "tuned"}));
+      ->check(CLI::IsMember({"auto", "stock", "tuned"}));
   app.add_option("--memory", o.memory,
                  "offset: every planned tensor its own bytes; min: tensors share bytes and "
                  "convolutions run in parts where that shrinks the slab (docs/TORCH_EXT.md)")
@@ -283,7 +284,7 @@ int main(int argc, char** argv) {
   app.add_option("--budget", o.budget,
                  "a memory budget for each model's weights + activations: 64MiB, 1.5GiB, or 25% "
                  "(of its weights plus its slab); weights stream from a file (docs/BUDGET.md); "
-                 "needs --kernels stock")
+                 "not with --kernels tuned")
       ->check([](const std::string& s) {
         return memoplan::torch_ext::parse_budget(s) ? std::string()
                                                     : "a size (64MiB, 1.5GiB) or a share (25%)";

@@ -125,12 +125,14 @@ struct Model::Impl {
   mutable std::mutex runs_on_mutex;
   ModelSpec runs_on;
 
-  void set_runs_on(const char* plan, const torch_ext::PlanSummary& s, uint64_t budget_bytes) {
+  void set_runs_on(const char* plan, const std::string& kernels, const torch_ext::PlanSummary& s,
+                   uint64_t budget_bytes, const std::string& fallback) {
     std::lock_guard<std::mutex> lock(runs_on_mutex);
     runs_on.plan = plan;
     runs_on.budget_bytes = budget_bytes;
+    runs_on.kernels_fallback = fallback;
     if (runs_on.plan == "planned") {
-      runs_on.kernels = options.kernels;
+      runs_on.kernels = kernels;
       runs_on.memory = options.memory;
     }
     if (s.coverage.measured) runs_on.tuned_flops_fraction = s.coverage.tuned_flops_fraction();
@@ -138,14 +140,37 @@ struct Model::Impl {
 
   void plan(const std::vector<c10::IValue>& inputs) {
     if (!options.plan) {
-      set_runs_on("unplanned", {}, 0);
+      set_runs_on("unplanned", "", {}, 0, "");
       planned.store(true, std::memory_order_release);
       summary = "not planned (--no-plan): the process's allocator serves every tensor";
       return;
     }
+    if (options.kernels != "auto") return plan_with(options.kernels, inputs, "");
+    // The default: the tuned kernels (each op on memoplan's or oneDNN's kernel where it measured
+    // faster, aten's elsewhere), stock under a budget. Where the tuned plan fails (its library
+    // missing, its weights directory not writable, ...) the file is loaded again and planned
+    // stock; the log and the metadata say why.
+    if (!options.budget.empty()) return plan_with("stock", inputs, "");
+    try {
+      return plan_with("tuned", inputs, "");
+    } catch (const std::exception& e) {
+      const std::string why = message_of(e);
+      try {
+        torch_ext::forget_module(module);
+      } catch (const std::exception&) {
+      }
+      module = torch::jit::load(options.path);
+      module.eval();
+      plan_with("stock", inputs, "the tuned kernels failed: " + why);
+    }
+  }
+
+  // Plans the module with `kernels` ("stock" or "tuned"); `fallback`: why not the default's.
+  void plan_with(const std::string& kernels, const std::vector<c10::IValue>& inputs,
+                 const std::string& fallback) {
     torch_ext::PlanOptions plan_options;
     plan_options.strategy = options.strategy;
-    plan_options.kernels = torch_ext::parse_kernels(options.kernels).value();  // checked by config
+    plan_options.kernels = torch_ext::parse_kernels(kernels).value();  // checked by config
     plan_options.memory = torch_ext::parse_memory(options.memory).value();
     plan_options.release_weights = plan_options.kernels == torch_ext::Kernels::kTuned;
     const std::optional<torch_ext::BudgetText> budget =
@@ -162,7 +187,7 @@ struct Model::Impl {
                                            budget->percent / 100);
       torch_ext::set_budget(module, budget_bytes);  // BudgetTooSmall: the load fails, saying so
     }
-    set_runs_on("planned", s, budget_bytes);
+    set_runs_on("planned", kernels, s, budget_bytes, fallback);
     planned.store(true, std::memory_order_release);
     std::string shapes;
     for (const c10::IValue& v : inputs) {
@@ -172,8 +197,9 @@ struct Model::Impl {
     summary = "planned " + shapes + ": slab " + std::to_string(s.slab_bytes) +
               " bytes (lower bound " + std::to_string(s.lower_bound_bytes) + "), " +
               std::to_string(s.planned_tensors) + " planned tensors per pass, " + s.strategy +
-              " in " + c10::str(s.planning_ms) + " ms, kernels " + options.kernels + ", memory " +
+              " in " + c10::str(s.planning_ms) + " ms, kernels " + kernels + ", memory " +
               options.memory;
+    if (!fallback.empty()) summary += " (" + fallback + ")";
     if (budget) summary += ", budget " + std::to_string(budget_bytes) + " bytes";
     if (s.coverage.measured) {
       summary += ", tuned FLOPs " + c10::str(s.coverage.tuned_flops_fraction()) +
@@ -347,6 +373,7 @@ ModelSpec Model::spec() const {
   spec.memory = impl_->runs_on.memory;
   spec.tuned_flops_fraction = impl_->runs_on.tuned_flops_fraction;
   spec.budget_bytes = impl_->runs_on.budget_bytes;
+  spec.kernels_fallback = impl_->runs_on.kernels_fallback;
   return spec;
 }
 

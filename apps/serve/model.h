@@ -22,7 +22,8 @@ struct ModelOptions {
   // false (--no-plan): serve with LibTorch's own allocator, for comparing against the plan.
   bool plan = true;
   // PlanOptions::kernels and ::memory by name ("stock"/"tuned", "offset"/"min"); with "tuned" the
-  // server owns the module, so its weights are held once (PlanOptions::release_weights).
+  // server owns the module, so its weights are held once (PlanOptions::release_weights). "auto"
+  // (the server's default): "tuned", "stock" under a budget or where the tuned plan fails.
   std::string kernels = "stock";
   std::string memory = "offset";
   // PlanOptions::budget_bytes as text (torch_ext::parse_budget: bytes, or a share of the weights

@@ -39,10 +39,10 @@ std::vector<int64_t> dims_of(const json& value, const std::string& key, int64_t 
 }  // namespace
 
 void check_budget(const ModelConfig& config) {
-  if (!config.budget.empty() && config.kernels != "stock") {
+  if (!config.budget.empty() && config.kernels == "tuned") {
     throw std::invalid_argument(
-        "a budget needs kernels \"stock\" (the tuned kernels keep packed copies of the weights "
-        "resident)");
+        "a budget needs kernels \"stock\" or \"auto\" (the tuned kernels keep packed copies of "
+        "the weights resident)");
   }
 }
 
@@ -66,8 +66,9 @@ void apply_config_json(const std::string& text, ModelConfig& config) {
       if (!value.is_boolean()) throw bad(key, "must be true or false");
       config.plan = value.get<bool>();
     } else if (key == "kernels") {
-      if (!value.is_string() || !torch_ext::parse_kernels(value.get<std::string>())) {
-        throw bad(key, "must be \"stock\" or \"tuned\"");
+      if (!value.is_string() || (value.get<std::string>() != "auto" &&
+                                 !torch_ext::parse_kernels(value.get<std::string>()))) {
+        throw bad(key, "must be \"auto\", \"stock\" or \"tuned\"");
       }
       config.kernels = value.get<std::string>();
     } else if (key == "memory") {
@@ -134,8 +135,8 @@ void apply_config_json(const std::string& text, ModelConfig& config) {
     } else {
       throw bad(key,
                 "is not a key memoplan-serve takes (workers, queue, strategy, plan, kernels, "
-                "memory, budget, memory_limit, max_batch_size, preferred_batch_size, max_queue_delay_us, "
-                "inputs)");
+                "memory, budget, memory_limit, max_batch_size, preferred_batch_size, "
+                "max_queue_delay_us, inputs)");
     }
   }
   check_budget(config);

@@ -33,7 +33,9 @@ struct ModelConfig {
   size_t queue = 32;
   std::string strategy;
   bool plan = true;
-  std::string kernels = "stock";  // memoplan::torch_ext::name(Kernels)
+  // "auto" (tuned; stock under a budget or where the tuned plan fails), or
+  // memoplan::torch_ext::name(Kernels): "stock", "tuned".
+  std::string kernels = "auto";
   std::string memory = "offset";  // memoplan::torch_ext::name(Memory)
   uint64_t memory_limit = 0;      // bytes; 0: none
   // A memory budget for weights + activations (memoplan::torch_ext::parse_budget's text: "64MiB",

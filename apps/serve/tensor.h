@@ -43,6 +43,7 @@ struct ModelSpec {
   std::string plan, kernels, memory;
   double tuned_flops_fraction = -1;
   uint64_t budget_bytes = 0;  // its memory budget (weights + activations); 0: none
+  std::string kernels_fallback;  // why the default's tuned kernels gave way to stock; empty: no
 };
 
 // What a model holds now (memoplan::torch_ext::module_memory): its plain weights resident, the

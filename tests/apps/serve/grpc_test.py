@@ -17,9 +17,9 @@ import sys
 import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from serve_client import (Server, TestFailure, check, has_grpc, infer_body,  # noqa: E402
-                          make_models, metrics, outputs_of, reference, request, serving, skip,
-                          test_main)
+from serve_client import (Server, TestFailure, check, get_json, has_grpc,  # noqa: E402
+                          infer_body, make_models, metrics, outputs_of, reference, request,
+                          serving, skip, test_main)
 
 import torch  # noqa: E402
 
@@ -253,6 +253,24 @@ def run(binary, tmp):
         code = server.terminate()
         check(code == 0, "exit code %d after SIGTERM" % code)
         print("  SIGTERM: exit 0")
+
+    # The default kernels (tuned): over gRPC within 1e-5 of LibTorch, as over HTTP.
+    with serving(Server(binary, model_path, "--workers", "1", "--grpc-port", "0",
+                        kernels=None)) as server:
+        server.wait_ready()
+        channel = grpc.insecure_channel(server.grpc)
+        stub = pb_grpc.GRPCInferenceServiceStub(channel)
+        for batch in (1, 3):
+            torch.manual_seed(20 + batch)
+            x = torch.randn(batch, 3, 32, 32)
+            expected = reference(model_path, {"x": x})["output__0"]
+            got = outputs_of_response(stub.ModelInfer(infer_request(pb, {"x": x}, raw=True)))
+            diff = ((got["output__0"] - expected).abs().max() / expected.abs().max()).item()
+            check(diff <= 1e-5, "default kernels over gRPC: relative difference %g" % diff)
+        check(get_json(server, "/v2/models/tiny_cnn")["parameters"]["kernels"] == "tuned",
+              "default kernels: tuned")
+        channel.close()
+        print("  default kernels (tuned) over gRPC: within 1e-5 of LibTorch, batch 1 and 3")
 
 
 if __name__ == "__main__":

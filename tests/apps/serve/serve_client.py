@@ -50,9 +50,13 @@ def make_models(out_dir):
 class Server:
     """memoplan-serve on 127.0.0.1, any free port (--port 0: it prints the one it took)."""
 
-    def __init__(self, binary, model, *args):
+    def __init__(self, binary, model, *args, kernels="stock"):
         self.log = tempfile.NamedTemporaryFile(prefix="memoplan-serve-", suffix=".log",
                                                delete=False)
+        # The tests of the serving itself compare with LibTorch bit for bit: --kernels stock
+        # unless the arguments say otherwise; kernels=None leaves the server's default.
+        if kernels and "--kernels" not in args:
+            args = ("--kernels", kernels) + tuple(args)
         # model None: the arguments name the models (--model-repository DIR).
         self.proc = subprocess.Popen([binary, *([model] if model else []), "--port", "0", *args],
                                      stdout=subprocess.PIPE, stderr=self.log, text=True)

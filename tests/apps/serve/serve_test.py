@@ -17,7 +17,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from serve_client import (Server, TestFailure, binary_body, check, check_outputs,  # noqa: E402
                           curl, get, get_json, infer_body, make_models, metrics, outputs_of,
-                          reference, request, serving, skip, test_main)
+                          reference, request, same_bits, serving, skip, test_main)
 
 import torch  # noqa: E402
 
@@ -372,6 +372,49 @@ def unplanned(binary, model_path):
         server.close()
 
 
+def default_kernels(binary, model_path, tmp):
+    """The default (--kernels auto): the tuned kernels, outputs within 1e-5 of LibTorch, the
+    metadata saying so; where the tuned plan fails (its weights directory cannot be written) the
+    file is planned stock instead, bit for bit LibTorch's, and the log and metadata say why."""
+    torch.manual_seed(6)
+    inputs = {"x": torch.randn(1, 3, 32, 32)}
+    expected = reference(model_path, inputs)["output__0"]
+    unwritable = os.path.join(tmp, "not-a-directory")
+    with open(unwritable, "w") as f:
+        f.write("a file where the weights directory would be")
+    for weights_dir, kernels in ((None, "tuned"), (os.path.join(unwritable, "w"), "stock")):
+        env = dict(os.environ)
+        if weights_dir:
+            os.environ["MEMOPLAN_WEIGHTS_DIR"] = weights_dir
+        try:
+            server = Server(binary, model_path, "--workers", "1", kernels=None)
+        finally:
+            os.environ.clear()
+            os.environ.update(env)
+        try:
+            server.wait_ready()
+            for _ in range(3):
+                status, _, body = post_infer(server, "tiny_cnn", infer_body(inputs))
+                check(status == 200, "default kernels: %d %s" % (status, body[:300]))
+                got = outputs_of(body)["output__0"]
+                diff = ((got - expected).abs().max() / expected.abs().max()).item()
+                check(diff <= 1e-5 and (kernels == "tuned" or same_bits(got, expected)),
+                      "default kernels (%s): relative difference %g" % (kernels, diff))
+            meta = get_json(server, "/v2/models/tiny_cnn")["parameters"]
+            check(meta["kernels"] == kernels, "default kernels: metadata %s" % meta)
+            if kernels == "stock":
+                check("the tuned kernels failed" in meta.get("kernels_fallback", "") and
+                      "the tuned kernels failed" in server.log_text(),
+                      "the fallback says why: %s" % meta)
+            print("  default kernels: %s%s" % (kernels, ", " + meta["kernels_fallback"][:80]
+                                               if kernels == "stock" else ", within 1e-5"))
+        except TestFailure:
+            print(server.log_text())
+            raise
+        finally:
+            server.close()
+
+
 def wait_refused(server, timeout=5):
     host, port = server.base.split("//")[1].split(":")
     deadline = time.monotonic() + timeout
@@ -415,6 +458,7 @@ def run(binary, tmp):
         check(code == 0, "exit code %d after SIGTERM" % code)
         print("  SIGTERM: exit 0")
     unplanned(binary, model_path)
+    default_kernels(binary, model_path, tmp)
     spin_requests(binary, os.path.join(tmp, "spin.pt"))
     first_request_planning(binary, os.path.join(tmp, "spin.pt"))
 
