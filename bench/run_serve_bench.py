@@ -5,7 +5,9 @@
     /usr/bin/python3 bench/run_serve_bench.py --quick         # 1 round, 3 s, 2 connections
 
 Configurations (each measurement starts a fresh server; --workers W):
-  planned             memoplan's graph pass plans the model; each worker replays a slab
+  default             the server's defaults: --kernels auto (the tuned kernels), planned
+  planned             --kernels stock: memoplan's graph pass plans the model; each worker replays
+                      a slab
   unplanned           --no-plan: LibTorch's allocator, i.e. glibc malloc
   unplanned+shim      --no-plan, LD_PRELOAD of the memoplan malloc shim (mode:auto)
   unplanned+jemalloc  --no-plan, LD_PRELOAD of jemalloc
@@ -39,7 +41,7 @@ from serve_client import Server, TestFailure, binary_body, metrics  # noqa: E402
 import torch  # noqa: E402
 
 JEMALLOC = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
-CONFIGS = ["planned", "unplanned", "unplanned+shim", "unplanned+jemalloc"]
+CONFIGS = ["default", "planned", "unplanned", "unplanned+shim", "unplanned+jemalloc"]
 # /metrics samples kept per row (column name: metric). With --no-plan they stay 0.
 METRICS = {"inferences": "memoplan_serve_inferences_total",
            "planned_passes": 'memoplan_passes_total{kind="planned"}',
@@ -68,7 +70,7 @@ def fail(message):
 
 def config_env(config, build_dir):
     """(server arguments, environment additions) of a configuration."""
-    if config == "planned":
+    if config in ("default", "planned"):
         return [], {}
     env = {}
     if config == "unplanned+shim":
@@ -168,7 +170,7 @@ def measure(args, config, connections, lua_file, model_name):
     row = {"config": config, "connections": connections, "load1": round(os.getloadavg()[0], 2)}
     with environment(env):
         server = Server(args.binary, args.model, "--workers", str(args.workers), *extra,
-                        *server_args)
+                        *server_args, kernels=None if config == "default" else "stock")
     try:
         server.wait_ready()
         url = server.base + "/v2/models/%s/infer" % model_name

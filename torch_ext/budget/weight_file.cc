@@ -143,22 +143,38 @@ class FileWriter {
 
 }  // namespace
 
-std::string weights_dir(const std::string& dir) {
-  std::string where = dir;
-  if (where.empty()) {
-    if (const char* env = std::getenv("MEMOPLAN_WEIGHTS_DIR"); env && *env) {
-      where = env;
-    } else if (const char* cache = std::getenv("XDG_CACHE_HOME"); cache && *cache) {
-      where = std::string(cache) + "/memoplan/weights";
-    } else if (const char* home = std::getenv("HOME"); home && *home) {
-      where = std::string(home) + "/.cache/memoplan/weights";
-    } else {
-      where = "/tmp/memoplan-weights";
-    }
-  }
+namespace {
+
+// Makes `where` and its parents; true when the process may write there.
+bool writable_dir(const std::string& where) {
   for (size_t at = 1; at <= where.size(); ++at) {
     if (at == where.size() || where[at] == '/') ::mkdir(where.substr(0, at).c_str(), 0755);
   }
+  return ::access(where.c_str(), W_OK | X_OK) == 0;
+}
+
+}  // namespace
+
+std::string weights_dir(const std::string& dir) {
+  // Asked for by name (the argument, $MEMOPLAN_WEIGHTS_DIR): that one, or an error naming it.
+  std::string where = dir;
+  if (where.empty()) {
+    if (const char* env = std::getenv("MEMOPLAN_WEIGHTS_DIR"); env && *env) where = env;
+  }
+  if (!where.empty()) {
+    writable_dir(where);
+    return where;
+  }
+  // Else the user's cache, or where that cannot be written (a service user whose $HOME is not its
+  // own) a directory of the user's in /tmp.
+  if (const char* cache = std::getenv("XDG_CACHE_HOME"); cache && *cache) {
+    where = std::string(cache) + "/memoplan/weights";
+  } else if (const char* home = std::getenv("HOME"); home && *home) {
+    where = std::string(home) + "/.cache/memoplan/weights";
+  }
+  if (!where.empty() && writable_dir(where)) return where;
+  where = "/tmp/memoplan-weights-" + std::to_string(::getuid());
+  writable_dir(where);
   return where;
 }
 

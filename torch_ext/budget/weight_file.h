@@ -57,8 +57,9 @@ class WeightFile {
   int fd_ = -1;
 };
 
-// `dir`, or where empty $MEMOPLAN_WEIGHTS_DIR, else $XDG_CACHE_HOME/memoplan/weights, else
-// ~/.cache/memoplan/weights, else /tmp/memoplan-weights; made if missing.
+// `dir`, or where empty $MEMOPLAN_WEIGHTS_DIR, else (where it can be written)
+// $XDG_CACHE_HOME/memoplan/weights, else ~/.cache/memoplan/weights, else
+// /tmp/memoplan-weights-UID; made if missing.
 std::string weights_dir(const std::string& dir);
 
 // The page size the mapping is laid out in.

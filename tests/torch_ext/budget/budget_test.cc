@@ -12,10 +12,13 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <fstream>
+#include <optional>
 #include <iostream>
 #include <string>
 #include <vector>
 
+#include "budget/weight_file.h"
 #include "budget_support.h"
 #include "memoplan/torch/budget.h"
 #include "memoplan/torch/kernels.h"
@@ -28,6 +31,40 @@ using namespace budget_test;
 
 // A budget as text (memoplan run's --budget, memoplan-serve's --budget and config.json):
 // sizes in bytes with decimal and binary units, or a share; anything else, 0 and 0% refused.
+// The weight file's directory: one named ($MEMOPLAN_WEIGHTS_DIR) is used as named; the user's cache
+// where it can be written, else a directory of the user's in /tmp (a service user whose $HOME is
+// not its own: memoplan-serve's tuned kernels failed there before).
+TEST(WeightsDir, TheCacheWhereWritableElseTmp) {
+  const char* names[] = {"MEMOPLAN_WEIGHTS_DIR", "XDG_CACHE_HOME", "HOME"};
+  std::vector<std::optional<std::string>> saved;
+  for (const char* name : names) {
+    const char* v = std::getenv(name);
+    saved.push_back(v ? std::optional<std::string>(v) : std::nullopt);
+  }
+  const std::filesystem::path tmp = std::filesystem::temp_directory_path() / "memoplan-weights-dir";
+  std::filesystem::remove_all(tmp);
+  std::filesystem::create_directories(tmp);
+  ::unsetenv("MEMOPLAN_WEIGHTS_DIR");
+  ::unsetenv("XDG_CACHE_HOME");
+  ::setenv("HOME", tmp.c_str(), 1);
+  EXPECT_EQ(budget::weights_dir(""), (tmp / ".cache/memoplan/weights").string());
+  const std::filesystem::path file = tmp / "a-file";
+  { std::ofstream(file) << "not a directory"; }
+  ::setenv("HOME", file.c_str(), 1);
+  EXPECT_EQ(budget::weights_dir(""), "/tmp/memoplan-weights-" + std::to_string(::getuid()));
+  ::setenv("MEMOPLAN_WEIGHTS_DIR", (file / "w").c_str(), 1);
+  EXPECT_EQ(budget::weights_dir(""), (file / "w").string()) << "named: used as named";
+  EXPECT_EQ(budget::weights_dir((tmp / "given").string()), (tmp / "given").string());
+  for (size_t i = 0; i < saved.size(); ++i) {
+    if (saved[i]) {
+      ::setenv(names[i], saved[i]->c_str(), 1);
+    } else {
+      ::unsetenv(names[i]);
+    }
+  }
+  std::filesystem::remove_all(tmp);
+}
+
 TEST(BudgetText, SizesAndSharesParseAndTheRestIsRefused) {
   EXPECT_EQ(parse_budget("64MiB")->bytes, 64u << 20);
   EXPECT_EQ(parse_budget("1.5GiB")->bytes, 3u << 29);
