@@ -20,14 +20,14 @@ import os
 import platform
 import re
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 
-import torch
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from run_matrix import ROOT, machine_info  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+import torch  # noqa: E402
 
 
 def module_source(nodes):
@@ -57,6 +57,7 @@ def main():
     p.add_argument("--library", default=os.path.join(ROOT, "build", "torch_ext",
                                                       "libmemoplan_torch.so"))
     args = p.parse_args()
+    machine = machine_info()  # the load at start
     torch.set_num_threads(1)
     torch.ops.load_library(args.library)
     x = torch.ones(1)
@@ -91,17 +92,11 @@ def main():
             for name, _ in configs:
                 per_pass[name].append(ms[(name, args.nodes)])
                 per_node[name].append((ms[(name, args.nodes)] - ms[(name, 0)]) * 1e6 / args.nodes)
-    cpu = "unknown"
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
-                            capture_output=True, text=True).stdout.strip()
-    print("# %d trivial nodes, %d rounds of %d passes, one thread; %s (%d CPUs), torch %s, %s, "
-          "memoplan %s" % (args.nodes, args.rounds, args.passes, cpu, os.cpu_count(),
-                           torch.__version__, platform.python_version(), commit))
+    print("# %d trivial nodes, %d rounds of %d passes, one thread; %s (%s, %d CPUs), torch %s, "
+          "%s, memoplan %s, load %.2f at start" % (
+              args.nodes, args.rounds, args.passes, machine["cpu"], machine["simd"],
+              machine["cores"], torch.__version__, platform.python_version(), machine["commit"],
+              machine["load_at_start"]))
     print("| copy | ns per node, median [range] | ms per pass of %d nodes | vs stock |"
           % args.nodes)
     print("|---|---|---|---|")

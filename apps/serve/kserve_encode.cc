@@ -67,16 +67,15 @@ std::string encode_model_metadata(const ModelSpec& spec, const ModelMemory* memo
   // Requests may name a tensor as listed here or by Triton's position (INPUT__0, OUTPUT__1).
   doc["parameters"] = {{"tensor_names", "name_or_position"}};
   // What it runs on (once planned).
-  if (!spec.plan.empty()) doc["parameters"]["plan"] = spec.plan;
-  if (!spec.kernels.empty()) doc["parameters"]["kernels"] = spec.kernels;
-  if (!spec.memory.empty()) doc["parameters"]["memory"] = spec.memory;
-  if (spec.tuned_flops_fraction >= 0) {
-    doc["parameters"]["tuned_flops_fraction"] = spec.tuned_flops_fraction;
-  }
-  if (spec.budget_bytes > 0) doc["parameters"]["budget_bytes"] = spec.budget_bytes;
-  if (!spec.kernels_fallback.empty()) doc["parameters"]["kernels_fallback"] = spec.kernels_fallback;
+  const RunsOn& r = spec.runs_on;
+  json& p = doc["parameters"];
+  if (!r.plan.empty()) p["plan"] = r.plan;
+  if (!r.kernels.empty()) p["kernels"] = r.kernels;
+  if (!r.memory.empty()) p["memory"] = r.memory;
+  if (r.tuned_flops_fraction >= 0) p["tuned_flops_fraction"] = r.tuned_flops_fraction;
+  if (r.budget_bytes > 0) p["budget_bytes"] = r.budget_bytes;
+  if (!r.kernels_fallback.empty()) p["kernels_fallback"] = r.kernels_fallback;
   if (memory) {
-    json& p = doc["parameters"];
     p["memory_bytes"] = memory->charged(workers);
     p["weights_plain_bytes"] = memory->weights_plain;
     p["weights_packed_bytes"] = memory->weights_packed;

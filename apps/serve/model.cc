@@ -120,10 +120,9 @@ struct Model::Impl {
   std::atomic<bool> outputs_known{false};
   mutable std::mutex mutex;  // guards spec's outputs and first-request planning
   ModelSpec spec;
-  // spec's plan, kernels, memory and tuned_flops_fraction: their own lock (plan() may run under
-  // `mutex`).
+  // spec's runs_on: its own lock (plan() may run under `mutex`).
   mutable std::mutex runs_on_mutex;
-  ModelSpec runs_on;
+  RunsOn runs_on;
 
   void set_runs_on(const char* plan, const std::string& kernels, const torch_ext::PlanSummary& s,
                    uint64_t budget_bytes, const std::string& fallback) {
@@ -368,12 +367,7 @@ ModelSpec Model::spec() const {
     spec = impl_->spec;
   }
   std::lock_guard<std::mutex> lock(impl_->runs_on_mutex);
-  spec.plan = impl_->runs_on.plan;
-  spec.kernels = impl_->runs_on.kernels;
-  spec.memory = impl_->runs_on.memory;
-  spec.tuned_flops_fraction = impl_->runs_on.tuned_flops_fraction;
-  spec.budget_bytes = impl_->runs_on.budget_bytes;
-  spec.kernels_fallback = impl_->runs_on.kernels_fallback;
+  spec.runs_on = impl_->runs_on;
   return spec;
 }
 

@@ -30,6 +30,17 @@ struct TensorSpec {
   bool unchecked = false;
 };
 
+// What a model runs on, known once planned: "planned" or "unplanned" (--no-plan; empty before),
+// its kernels and memory options, the share of its convolution and product FLOPs on memoplan's
+// kernels or oneDNN's (tuned kernels only; -1: not measured), its budget, and why the default's
+// tuned kernels gave way to stock (empty: they did not).
+struct RunsOn {
+  std::string plan, kernels, memory;
+  double tuned_flops_fraction = -1;
+  uint64_t budget_bytes = 0;  // weights + activations; 0: none
+  std::string kernels_fallback;
+};
+
 struct ModelSpec {
   std::string name;
   std::string platform = "pytorch_libtorch";  // Triton's name for TorchScript models
@@ -37,13 +48,7 @@ struct ModelSpec {
   std::vector<TensorSpec> inputs;             // forward's tensor arguments, in order
   // Known once a forward has run (the default input's planning pass, else the first request).
   std::vector<TensorSpec> outputs;
-  // What it runs on, known once planned: "planned" or "unplanned" (--no-plan; empty before), its
-  // kernels and memory options, and the share of its convolution and product FLOPs on memoplan's
-  // kernels or oneDNN's (tuned kernels only; -1: not measured).
-  std::string plan, kernels, memory;
-  double tuned_flops_fraction = -1;
-  uint64_t budget_bytes = 0;  // its memory budget (weights + activations); 0: none
-  std::string kernels_fallback;  // why the default's tuned kernels gave way to stock; empty: no
+  RunsOn runs_on;
 };
 
 // What a model holds now (memoplan::torch_ext::module_memory): its plain weights resident, the

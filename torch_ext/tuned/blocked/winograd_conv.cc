@@ -233,7 +233,8 @@ Choice choose(const onednn::ConvSpec& s, WinogradChoice setting,
   choice.conv = best;
   if (best == direct && choice.direct_ms > 0) {
     for (double ms : {choice.winograd_ms, choice.onednn_winograd_ms}) {
-      if (ms > 0 && ms < choice.direct_ms * (1.0 - kWinogradMinGain)) {
+      // Taken on its speed alone (no price): refused for its bytes.
+      if (ms > 0 && winograd_pays(1.0 - ms / choice.direct_ms, 0, {})) {
         choice.refused_for_bytes = true;
       }
     }
