@@ -319,12 +319,16 @@ layouts::ConvCosts measure(const at::Tensor& x_in, const ConvArgs& a) {
     summary << " " << layouts::to_string(static_cast<layouts::Layout>(c.in)) << "->"
             << layouts::to_string(static_cast<layouts::Layout>(c.out)) << " " << c.ms;
   }
-  // Conversions: the input's from its layout to each other one, per MiB.
+  // Conversions: the input's from its layout to each other one, per MiB, each into an output made
+  // once (a planned pass takes a conversion's bytes from the slab; timing the allocation too
+  // priced a 29 KiB conversion at 21 us, ten times its reorder, and kept shufflenet_v2's convolutions
+  // on oneDNN's NCHW GEMM path at 2-10x their blocked time).
   double rate = 0;
   int rates = 0;
   for (int to = 0; to < kF; ++to) {
     if (static_cast<Format>(to) == format_of(x)) continue;
-    rate += tuned::fastest_ms([&] { convert(x, static_cast<Format>(to)); }, 2);
+    const at::Tensor converted = new_tensor(shape_of(x), static_cast<Format>(to), x.options());
+    rate += tuned::fastest_ms([&] { convert_into(converted, x); }, 3);
     ++rates;
   }
   const double mib_in = static_cast<double>(x.nbytes()) / (1 << 20);

@@ -118,6 +118,18 @@ at::Tensor convert(const at::Tensor& x_in, Format to) {
   return out;
 }
 
+void convert_into(const at::Tensor& target, const at::Tensor& x_in) {
+  const at::Tensor x = dense(x_in, "blayout");
+  const Format from = format_of(x), to = format_of(target);
+  if (from != Format::kBlocked && to != Format::kBlocked) {
+    target.copy_(x);
+    return;
+  }
+  if (x.numel() == 0) return;
+  onednn::reorder(shape_of(x), from, to)
+      ->run(x.data_ptr<float>(), nullptr, target.data_ptr<float>(), nullptr);
+}
+
 at::Tensor to_plain(const at::Tensor& x) { return convert(x, Format::kNchw); }
 at::Tensor to_blocked(const at::Tensor& x) { return convert(x, Format::kBlocked); }
 
