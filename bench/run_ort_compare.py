@@ -36,6 +36,14 @@ median ratios and the worst cell.
 in its environment (e.g. MEMOPLAN_REGION_LAYOUT=blocked: the blocked region without the layout
 plan), in the same rotation; the report then has a second table, memoplan's default against it.
 
+--sweep runs the conformance sweep's models instead of the zoo's (issue 52's harness on issue 49's
+sweep): each of --models (bench/models/graph_forms.py's names; `default`: bench/conformance.py's
+list) in each of --forms (default traced,scripted), saved to OUT/models/ as a user exports it
+(seed SEED, example batch 1 at --size), and exported to ONNX once per batch from the same module
+with static shapes (no dynamic axis: what a user exporting for ORT at a fixed batch does; ORT's
+transformer fusions, a Python-side offline tool, are not applied). ORT runs once per model, batch,
+threads and round; each form's memoplan process is compared with that run.
+
 Accuracy, each side against stock TorchScript on its own input: ORT's first output against the
 model's .pt file run by torch here on the same input (written raw for node, read back from the
 raw float32 node writes): max|ort - torch| / max|torch|; memoplan's `tuned_max_relative_difference`
@@ -99,6 +107,13 @@ def parse_args():
                    help="also each side's peak RSS and net memory (memoplan's probe processes)")
     p.add_argument("--also-env", metavar="NAME=VALUE",
                    help="a third side: memoplan run with NAME=VALUE in its environment")
+    p.add_argument("--sweep", action="store_true",
+                   help="--models are the conformance sweep's (bench/models/graph_forms.py; "
+                        "'default': bench/conformance.py's list), each saved in every --forms "
+                        "as a user exports it, ONNX exported with static shapes per batch")
+    p.add_argument("--forms", default="traced,scripted", help="with --sweep: the graph forms")
+    p.add_argument("--size", type=int, default=224,
+                   help="with --sweep: the image side (graph_forms.build's)")
     args = p.parse_args()
     if args.also_env and "=" not in args.also_env:
         p.error("--also-env takes NAME=VALUE")
@@ -183,6 +198,45 @@ def ensure_onnx(name):
     return path, info
 
 
+def sweep_entries(args, out):
+    """--sweep: {key: entry} for every model x form, saved in OUT/models/ as graph_forms makes
+    it (torch.jit.trace(model, example) and nothing else for traced; the example batch 1), and
+    a function (name, batch) -> the ONNX file of the same module (seed SEED), static shapes."""
+    import torch
+    sys.path.insert(0, os.path.join(ROOT, "bench", "models"))
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    import graph_forms
+    from conformance import DEFAULT_MODELS
+    names = DEFAULT_MODELS.split(",") if args.models == "default" else args.models.split(",")
+    folder = os.path.join(out, "models")
+    os.makedirs(folder, exist_ok=True)
+    entries = {}
+    for name in names:
+        for form in args.forms.split(","):
+            torch.manual_seed(SEED)
+            model, example = graph_forms.build(name, 1, args.size)
+            path = os.path.join(folder, f"{name}.{form}.pt")
+            if not os.path.exists(path):
+                graph_forms.save(graph_forms.export(model, example, form), path, example,
+                                 graph_forms.input_high(name))
+            entries[f"{name}.{form}"] = {
+                "name": f"{name}.{form}", "file": path, "sweep_model": name,
+                "dtype": str(example.dtype).replace("torch.", ""),
+                "input_shape": list(example.shape), "input_high": graph_forms.input_high(name)}
+
+    def onnx_for(name, batch):
+        path = os.path.join(folder, f"{name}_b{batch}.onnx")
+        if not os.path.exists(path):
+            torch.manual_seed(SEED)
+            model, example = graph_forms.build(name, batch, args.size)
+            # Grad on (no torch.no_grad): see the docstring, the transformer layers' fast path.
+            torch.onnx.export(model, example, path + ".tmp", opset_version=OPSET.get(name, 13),
+                              input_names=["input"], output_names=["output"])
+            os.replace(path + ".tmp", path)
+        return path
+    return entries, onnx_for
+
+
 def make_input(entry, batch, scratch):
     """Writes the (model, batch) input raw and returns (its path, shape text, torch's output of
     the .pt file on it as a flat float32 array)."""
@@ -195,7 +249,7 @@ def make_input(entry, batch, scratch):
         data = torch.randn(shape, generator=generator)
     path = os.path.join(scratch, f"{entry['name']}_b{batch}.bin")
     data.numpy().tofile(path)
-    module = torch.jit.load(os.path.join(ROOT, "models", entry["file"])).eval()
+    module = torch.jit.load(os.path.join(ROOT, "models", entry["file"])).eval()  # abs: as is
     with torch.inference_mode():
         reference = first_tensor(module(data)).float().numpy().ravel()
     return path, "x".join(map(str, shape)), reference
@@ -261,12 +315,20 @@ def measure(args, out):
         sys.exit(f"run_ort_compare: {args.memoplan} is missing (cmake --build build)")
     import torch
     ort_dir = ensure_ort()
-    entries = {m: manifest_entry(m) for m in models}
-    onnx = {}
-    for m in models:
-        onnx[m], onnx_info = ensure_onnx(m)
-        print(f"{m}: {onnx[m]} (opset {onnx_info['opset']}; module vs .pt "
-              f"{onnx_info['module_vs_pt_relative_difference']:.2g})", flush=True)
+    if args.sweep:
+        entries, onnx_for = sweep_entries(args, out)
+        models = list(entries)
+        args.models = ",".join(models)  # the report's order
+    else:
+        entries = {m: manifest_entry(m) for m in models}
+        onnx = {}
+        for m in models:
+            onnx[m], onnx_info = ensure_onnx(m)
+            print(f"{m}: {onnx[m]} (opset {onnx_info['opset']}; module vs .pt "
+                  f"{onnx_info['module_vs_pt_relative_difference']:.2g})", flush=True)
+
+        def onnx_for(m, batch):
+            return onnx[m]
     write_meta(out, args, torch.__version__)
     with tempfile.TemporaryDirectory(prefix="ort_compare_") as scratch:
         inputs = {(m, b): make_input(entries[m], b, scratch) for m in models for b in batches}
@@ -279,12 +341,19 @@ def measure(args, out):
             sides = ["ort", "memoplan"] + (["memoplan_env"] if also else [])
             if round_index % 2:
                 sides.reverse()
+            ort_runs = {}  # --sweep: ORT runs a model once a round, compared with every form
             for m, b, t in cells:
+                ort_key = (entries[m].get("sweep_model", m), b, t)
                 for side in sides:
-                    record = (run_ort(ort_dir, onnx[m], entries[m], inputs[m, b], t, args)
-                              if side == "ort" else
-                              run_memoplan(entries[m], inputs[m, b][1], t, args,
-                                           also if side == "memoplan_env" else None))
+                    if side == "ort" and ort_key in ort_runs:
+                        record = dict(ort_runs[ort_key])
+                    elif side == "ort":
+                        record = run_ort(ort_dir, onnx_for(ort_key[0], b), entries[m],
+                                         inputs[m, b], t, args)
+                        ort_runs[ort_key] = dict(record)
+                    else:
+                        record = run_memoplan(entries[m], inputs[m, b][1], t, args,
+                                              also if side == "memoplan_env" else None)
                     record.update(side=side, model=m, batch=b, threads=t, round=round_index,
                                   order=sides.index(side))
                     tag = f"r{round_index}_{m}_b{b}_t{t}_{side}"

@@ -58,26 +58,35 @@ class ConvImpl final : public Conv {
                         pd_.dst_desc());
     }
     args_ = std::make_unique<const BoundArgs>(std::move(args));
+    // What the calls ask for, read from the descriptor once: each query is a library call (and
+    // the implementation's name a string), asked on every pass of a small layer.
+    weights_desc_ = pd_.weights_desc();
+    scratchpad_bytes_ = pd_.scratchpad_desc().get_size();
+    dst_bytes_ = pd_.dst_desc().get_size();
+    implementation_ = pd_.impl_info_str();
   }
 
   Shape output() const override { return out_; }
-  size_t scratchpad_bytes() const override { return pd_.scratchpad_desc().get_size(); }
-  size_t packed_weights_bytes() const override { return pd_.weights_desc().get_size(); }
-  std::string implementation() const override { return pd_.impl_info_str(); }
+  size_t scratchpad_bytes() const override { return scratchpad_bytes_; }
+  size_t packed_weights_bytes() const override { return weights_desc_.get_size(); }
+  const std::string& implementation() const override { return implementation_; }
   bool same_packing(const Conv& other) const override {
     const auto* o = dynamic_cast<const ConvImpl*>(&other);
-    return o != nullptr && o->pd_.weights_desc() == pd_.weights_desc();
+    return o != nullptr && (o == this || o->weights_desc_ == weights_desc_);
   }
   void pack_weights(const float* weight, void* packed) const override {
-    reorder_into(user_weights_, weight, pd_.weights_desc(), packed);
+    reorder_into(user_weights_, weight, weights_desc_, packed);
   }
   void run(const float* input, const void* packed_weights, const float* bias, const float* residual,
            float* output, void* scratchpad) const override {
     const void* data[] = {input, packed_weights, bias, output, scratchpad, residual};
-    execute(primitive_, *args_, data, threads_, sums_, output, pd_.dst_desc().get_size());
+    execute(primitive_, *args_, data, threads_, sums_, output, dst_bytes_);
   }
 
  private:
+  memory::desc weights_desc_;
+  size_t scratchpad_bytes_ = 0, dst_bytes_ = 0;
+  std::string implementation_;
   ThreadChoice threads_;
   ConvSpec spec_;
   Shape out_;

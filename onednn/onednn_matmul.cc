@@ -29,6 +29,11 @@ class MatmulImpl final : public Matmul {
                                         : dnnl::matmul::desc(src, weights_any, dst);
     pd_ = dnnl::matmul::primitive_desc(d, attr, engine());
 #endif
+    // What the calls ask for, read from the descriptor once (onednn_conv.cc).
+    weights_desc_ = pd_.weights_desc();
+    scratchpad_bytes_ = pd_.scratchpad_desc().get_size();
+    dst_bytes_ = pd_.dst_desc().get_size();
+    implementation_ = pd_.impl_info_str();
     // Its reference loop (no JIT kernel for this ISA or these strides) is no candidate.
     if (implementation().rfind("ref", 0) == 0) {
       throw std::runtime_error("memoplan: oneDNN has only its reference matmul (" +
@@ -46,27 +51,30 @@ class MatmulImpl final : public Matmul {
     args_ = std::make_unique<const BoundArgs>(std::move(args));
   }
 
-  size_t scratchpad_bytes() const override { return pd_.scratchpad_desc().get_size(); }
-  size_t packed_weights_bytes() const override { return pd_.weights_desc().get_size(); }
-  std::string implementation() const override { return pd_.impl_info_str(); }
+  size_t scratchpad_bytes() const override { return scratchpad_bytes_; }
+  size_t packed_weights_bytes() const override { return weights_desc_.get_size(); }
+  const std::string& implementation() const override { return implementation_; }
   bool same_packing(const Matmul& other) const override {
     const auto* o = dynamic_cast<const MatmulImpl*>(&other);
-    return o != nullptr && o->pd_.weights_desc() == pd_.weights_desc();
+    return o != nullptr && (o == this || o->weights_desc_ == weights_desc_);
   }
   void pack_weights(const float* w, int64_t stride_n, int64_t stride_k,
                     void* packed) const override {
     // W^T, K x N, read through W's strides.
     const memory::desc user({spec_.k, spec_.n}, dt::f32, memory::dims{stride_k, stride_n});
-    reorder_into(user, w, pd_.weights_desc(), packed);
+    reorder_into(user, w, weights_desc_, packed);
   }
   void run(const float* a, const void* packed_weights, const float* bias, float* out,
            void* scratchpad) const override {
     // In args_'s order: source, weights, destination, then the bias and the scratchpad where bound.
     const void* data[] = {a, packed_weights, out, spec_.bias ? bias : scratchpad, scratchpad};
-    execute(primitive_, *args_, data, threads_, sums_, out, pd_.dst_desc().get_size());
+    execute(primitive_, *args_, data, threads_, sums_, out, dst_bytes_);
   }
 
  private:
+  memory::desc weights_desc_;
+  size_t scratchpad_bytes_ = 0, dst_bytes_ = 0;
+  std::string implementation_;
   ThreadChoice threads_;
   MatmulSpec spec_;
   dnnl::matmul::primitive_desc pd_;

@@ -34,7 +34,10 @@ class WinogradConv final : public onednn::Conv {
   size_t packed_weights_bytes() const override {
     return wino::packed_weights_floats(shape_) * sizeof(float);
   }
-  std::string implementation() const override { return "memoplan:winograd_f2x3:avx2"; }
+  const std::string& implementation() const override {
+    static const std::string name = "memoplan:winograd_f2x3:avx2";
+    return name;
+  }
   bool same_packing(const Conv& other) const override {
     const auto* o = dynamic_cast<const WinogradConv*>(&other);
     return o != nullptr && o->shape_.c == shape_.c && o->shape_.k == shape_.k &&

@@ -80,7 +80,7 @@ class Conv {
   virtual size_t packed_weights_bytes() const = 0;
   // oneDNN's name for the implementation it picked ("jit:avx2", "jit_1x1:avx512_core", ...);
   // "ref:any" is its reference loop, far slower than aten's convolution.
-  virtual std::string implementation() const = 0;
+  virtual const std::string& implementation() const = 0;
   // Whether `other` packs its weights the same way (the packing can then be shared).
   virtual bool same_packing(const Conv& other) const = 0;
   // The weight (O x C/groups x kh x kw, contiguous) in the layout this convolution reads.
@@ -142,7 +142,7 @@ class Matmul {
   virtual ~Matmul() = default;
   virtual size_t scratchpad_bytes() const = 0;
   virtual size_t packed_weights_bytes() const = 0;
-  virtual std::string implementation() const = 0;
+  virtual const std::string& implementation() const = 0;
   // Whether `other` packs its weights the same way (the packing can then be shared).
   virtual bool same_packing(const Matmul& other) const = 0;
   // w: N x K floats, element (n, k) at w[n * stride_n + k * stride_k].
