@@ -36,11 +36,18 @@ std::deque<int64_t>& owners() {
   static auto* table = new std::deque<int64_t>();
   return *table;
 }
-std::map<std::pair<int64_t, std::string>, Context>& contexts() {
-  static auto* table = new std::map<std::pair<int64_t, std::string>, Context>();
+// By graph, then by input key: a region op looks its graph's context up on every call, and the key
+// is found by reference (a (graph, key) pair copied the key's string each time).
+std::map<int64_t, std::map<std::string, Context>>& contexts() {
+  static auto* table = new std::map<int64_t, std::map<std::string, Context>>();
   return *table;
 }
-Context& context(int64_t graph) { return contexts()[{graph, runtime_pass::current_key()}]; }
+Context& context(int64_t graph) {
+  std::map<std::string, Context>& by_key = contexts()[graph];
+  const std::string& key = runtime_pass::current_key();
+  const auto it = by_key.find(key);
+  return it != by_key.end() ? it->second : by_key[key];
+}
 
 // KernelOptions::region_layout: the layout every free edge of a blocked region's graph (the
 // graphs with all kLayouts candidates) takes; -1: the plan's.
@@ -182,8 +189,7 @@ void forget_graphs(int64_t module) {
     // runs after all needs it); its measurements and decisions go.
     if (owners()[graph] != module) continue;
     const auto id = static_cast<int64_t>(graph);
-    contexts().erase(contexts().lower_bound({id, std::string()}),
-                     contexts().lower_bound({id + 1, std::string()}));
+    contexts().erase(id);
   }
 }
 
@@ -227,24 +233,26 @@ std::shared_ptr<const Decision> decision(int64_t graph, bool measuring_over) {
 std::string layout_report() {
   std::ostringstream out;
   std::lock_guard<std::mutex> lock(mutex);
-  for (const auto& [id, c] : contexts()) {
-    if (!c.decision) continue;
-    const auto& layouts = c.decision->edge_layouts;
-    const GraphSpec& spec = specs().at(static_cast<size_t>(id.first));
-    out << "layout plan (graph " << id.first << ", " << c.convs.size()
-        << " convolutions measured): of " << layouts.size() << " activations";
-    for (int l = 0; l < spec.layouts; ++l) {
-      out << (l ? ", " : " ") << std::count(layouts.begin(), layouts.end(), l) << " "
-          << to_string(static_cast<Layout>(l));
-    }
-    out << "; modelled " << c.decision->default_ms << " ms all " << to_string(spec.default_layout)
-        << " -> " << c.decision->planned_ms << " ms\n";
-    for (const auto& [node, costs] : c.convs) {
-      const GraphSpec::Node& n = specs().at(static_cast<size_t>(id.first)).nodes.at(node);
-      const Layout in_layout = n.inputs.empty() ? kNchw : layouts.at(n.inputs[0]);
-      const Layout out_layout = n.output < 0 ? kNchw : layouts.at(n.output);
-      out << "  conv " << n.name << ": " << costs.summary << "; planned " << to_string(in_layout)
-          << " -> " << to_string(out_layout) << " " << costs.ms[in_layout][out_layout] << " ms\n";
+  for (const auto& [graph, by_key] : contexts()) {
+    for (const auto& [key, c] : by_key) {
+      if (!c.decision) continue;
+      const auto& layouts = c.decision->edge_layouts;
+      const GraphSpec& spec = specs().at(static_cast<size_t>(graph));
+      out << "layout plan (graph " << graph << ", " << c.convs.size()
+          << " convolutions measured): of " << layouts.size() << " activations";
+      for (int l = 0; l < spec.layouts; ++l) {
+        out << (l ? ", " : " ") << std::count(layouts.begin(), layouts.end(), l) << " "
+            << to_string(static_cast<Layout>(l));
+      }
+      out << "; modelled " << c.decision->default_ms << " ms all " << to_string(spec.default_layout)
+          << " -> " << c.decision->planned_ms << " ms\n";
+      for (const auto& [node, costs] : c.convs) {
+        const GraphSpec::Node& n = spec.nodes.at(node);
+        const Layout in_layout = n.inputs.empty() ? kNchw : layouts.at(n.inputs[0]);
+        const Layout out_layout = n.output < 0 ? kNchw : layouts.at(n.output);
+        out << "  conv " << n.name << ": " << costs.summary << "; planned " << to_string(in_layout)
+            << " -> " << to_string(out_layout) << " " << costs.ms[in_layout][out_layout] << " ms\n";
+      }
     }
   }
   return out.str();

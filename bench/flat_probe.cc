@@ -1,0 +1,258 @@
+// How much of a planned pass is the TorchScript interpreter's own work (issue 52, item 1): a
+// planned module's forward graph run twice, by the interpreter (module.forward) and by a flat
+// loop over its nodes (each node's Operation resolved once, constants and module attributes read
+// once, values in registers moved into the stack at their last use), interleaved rounds, one
+// thread. The flat loop is the least a flat executor does (no out-variants), so its gain bounds
+// what removing the interpreter alone can give. Graphs with control flow are refused.
+//
+//   build/bench/flat_probe MODEL.pt --input 1x3x128x128 [--kernels tuned] [--passes 500]
+//     [--rounds 7]
+#include <ATen/Parallel.h>
+#include <ATen/ops/randn.h>
+#include <c10/core/InferenceMode.h>
+#include <torch/csrc/jit/ir/ir.h>
+#include <torch/script.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "memoplan/torch/plan.h"
+
+namespace {
+
+using torch::jit::Node;
+using torch::jit::Value;
+
+// The flat program: registers for every value, one step per node that computes.
+struct Step {
+  torch::jit::Operation op = nullptr;
+  std::vector<size_t> inputs;
+  std::vector<bool> last_use;  // moved into the stack: the register is not read again
+  std::vector<size_t> outputs;
+  std::vector<size_t> unread;  // outputs nothing reads: dropped at once, as the interpreter does
+};
+
+struct Program {
+  std::vector<c10::IValue> registers;  // constants filled once
+  std::vector<size_t> graph_inputs, graph_outputs;
+  std::vector<Step> steps;
+  std::map<std::string, int> kinds;  // node kinds run as operations, for the report
+};
+
+Program build(const torch::jit::Graph& graph, const torch::jit::Module& module) {
+  Program p;
+  std::map<const Value*, size_t> index;
+  auto reg = [&](const Value* v) {
+    const auto it = index.find(v);
+    if (it != index.end()) return it->second;
+    index.emplace(v, p.registers.size());
+    p.registers.emplace_back();
+    return p.registers.size() - 1;
+  };
+  for (const Value* v : graph.inputs()) p.graph_inputs.push_back(reg(v));
+  p.registers.at(p.graph_inputs.at(0)) = module._ivalue();
+  std::map<const Value*, const Node*> last;  // each value's last reader
+  for (const Node* n : graph.nodes()) {
+    for (const Value* v : n->inputs()) last[v] = n;
+  }
+  std::set<const Node*> folded;  // lists and tuples of constants, made at build
+  for (const Node* n : graph.nodes()) {
+    const auto kind = n->kind();
+    if (kind == c10::prim::Constant) {
+      p.registers.at(reg(n->output())) = torch::jit::toIValue(n->output()).value();
+      continue;
+    }
+    if (kind == c10::prim::GetAttr) {
+      const c10::IValue& owner = p.registers.at(reg(n->input()));
+      if (!owner.isObject()) throw std::runtime_error("GetAttr on a value computed in the pass");
+      p.registers.at(reg(n->output())) = owner.toObject()->getAttr(n->s(c10::attr::name));
+      continue;
+    }
+    if (kind == c10::prim::If || kind == c10::prim::Loop || kind == c10::prim::CallMethod ||
+        kind == c10::prim::CallFunction) {
+      throw std::runtime_error(std::string("control flow or a call: ") + kind.toQualString());
+    }
+    Step s;
+    // The interpreter's own instructions, as operations.
+    const size_t arity = n->inputs().size();
+    if (kind == c10::prim::ListConstruct) {
+      const c10::TypePtr element = n->output()->type()->containedType(0);
+      s.op = [element, arity](torch::jit::Stack& stack) {
+        c10::impl::GenericList list(element);
+        list.reserve(arity);
+        for (size_t i = stack.size() - arity; i < stack.size(); ++i) list.push_back(stack[i]);
+        stack.resize(stack.size() - arity);
+        stack.emplace_back(std::move(list));
+      };
+    } else if (kind == c10::prim::TupleConstruct) {
+      s.op = [arity](torch::jit::Stack& stack) {
+        std::vector<c10::IValue> items(stack.end() - static_cast<long>(arity), stack.end());
+        stack.resize(stack.size() - arity);
+        stack.emplace_back(c10::ivalue::Tuple::create(std::move(items)));
+      };
+    } else if (kind == c10::prim::ListUnpack || kind == c10::prim::TupleUnpack) {
+      const bool tuple = kind == c10::prim::TupleUnpack;
+      s.op = [tuple](torch::jit::Stack& stack) {
+        const c10::IValue v = std::move(stack.back());
+        stack.pop_back();
+        if (tuple) {
+          for (const c10::IValue& item : v.toTupleRef().elements()) stack.push_back(item);
+        } else {
+          for (const c10::IValue& item : v.toListRef()) stack.push_back(item);
+        }
+      };
+    } else {
+      s.op = n->getOperation();
+    }
+    // A list or tuple of constants is made once (TorchScript's constant propagation does the same
+    // in the graph its executor optimizes).
+    const bool all_fixed = std::all_of(n->inputs().begin(), n->inputs().end(), [&](const Value* v) {
+      const auto k = v->node()->kind();
+      return index.count(v) && (k == c10::prim::Constant || k == c10::prim::GetAttr ||
+                                folded.count(v->node()));
+    });
+    if ((kind == c10::prim::ListConstruct || kind == c10::prim::TupleConstruct) && all_fixed) {
+      torch::jit::Stack stack;
+      for (const Value* v : n->inputs()) stack.push_back(p.registers.at(reg(v)));
+      s.op(stack);
+      p.registers.at(reg(n->output())) = stack.at(0);
+      folded.insert(n);
+      continue;
+    }
+    const auto ins = n->inputs();
+    for (size_t i = 0; i < ins.size(); ++i) {
+      const Value* v = ins[i];
+      s.inputs.push_back(reg(v));
+      const Node* producer = v->node();
+      const bool fixed = producer->kind() == c10::prim::Constant ||
+                         producer->kind() == c10::prim::GetAttr ||
+                         producer->kind() == c10::prim::Param || folded.count(producer);
+      const bool read_again_here = std::find(ins.begin() + static_cast<long>(i) + 1, ins.end(),
+                                             v) != ins.end();
+      s.last_use.push_back(!fixed && !read_again_here && last[v] == n &&
+                           std::find(graph.outputs().begin(), graph.outputs().end(), v) ==
+                               graph.outputs().end());
+    }
+    for (const Value* v : n->outputs()) {
+      s.outputs.push_back(reg(v));
+      const bool output = std::find(graph.outputs().begin(), graph.outputs().end(), v) !=
+                          graph.outputs().end();
+      if (!v->hasUses() && !output) s.unread.push_back(reg(v));
+    }
+    ++p.kinds[kind.toQualString()];
+    p.steps.push_back(std::move(s));
+  }
+  for (const Value* v : graph.outputs()) p.graph_outputs.push_back(reg(v));
+  return p;
+}
+
+c10::IValue run(Program& p, const std::vector<c10::IValue>& inputs, torch::jit::Stack& stack) {
+  for (size_t i = 0; i < inputs.size(); ++i) p.registers[p.graph_inputs[i + 1]] = inputs[i];
+  for (Step& s : p.steps) {
+    stack.clear();
+    for (size_t i = 0; i < s.inputs.size(); ++i) {
+      if (s.last_use[i]) {
+        stack.push_back(std::move(p.registers[s.inputs[i]]));
+      } else {
+        stack.push_back(p.registers[s.inputs[i]]);
+      }
+    }
+    s.op(stack);
+    for (size_t i = 0; i < s.outputs.size(); ++i) p.registers[s.outputs[i]] = std::move(stack[i]);
+    for (size_t r : s.unread) p.registers[r] = c10::IValue();
+  }
+  c10::IValue out = p.registers[p.graph_outputs.at(0)];
+  for (size_t i = 1; i < p.graph_inputs.size(); ++i) p.registers[p.graph_inputs[i]] = c10::IValue();
+  for (size_t r : p.graph_outputs) p.registers[r] = c10::IValue();
+  return out;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: flat_probe MODEL.pt --input 1x3x224x224 [--kernels tuned] "
+                         "[--passes N] [--rounds R]\n");
+    return 2;
+  }
+  std::string model = argv[1], input = "1x3x224x224", kernels = "stock";
+  int passes = 500, rounds = 7;
+  std::string only;
+  for (int i = 2; i + 1 < argc; i += 2) {
+    const std::string k = argv[i], v = argv[i + 1];
+    if (k == "--input") input = v;
+    if (k == "--kernels") kernels = v;
+    if (k == "--passes") passes = std::stoi(v);
+    if (k == "--rounds") rounds = std::stoi(v);
+    if (k == "--only") only = v;  // interpreter or flat: one side (perf stat counts it alone)
+  }
+  at::set_num_threads(1);
+  std::vector<int64_t> shape;
+  std::stringstream in(input);
+  for (std::string d; std::getline(in, d, 'x');) shape.push_back(std::stoll(d));
+  c10::InferenceMode inference;
+  torch::jit::Module m = torch::jit::load(model);
+  m.eval();
+  const std::vector<c10::IValue> inputs = {at::randn(shape)};
+  memoplan::torch_ext::PlanOptions options;
+  options.kernels = kernels == "tuned" ? memoplan::torch_ext::Kernels::kTuned
+                                       : memoplan::torch_ext::Kernels::kStock;
+  memoplan::torch_ext::plan(m, inputs, options);
+  const auto graph = m.get_method("forward").graph();
+  Program p = build(*graph, m);
+  torch::jit::Stack stack;
+  for (int i = 0; i < 20; ++i) {
+    m.forward(inputs);
+    run(p, inputs, stack);
+  }
+  const at::Tensor a = m.forward(inputs).toTensor(), b = run(p, inputs, stack).toTensor();
+  const bool identical = at::equal(a, b);
+  using Clock = std::chrono::steady_clock;
+  std::vector<double> interpreter, flat;
+  for (int r = 0; r < rounds; ++r) {
+    for (int side = 0; side < 2; ++side) {
+      const bool flat_side = (side == 0) == (r % 2 == 1);
+      if (!only.empty() && flat_side != (only == "flat")) continue;
+      const auto t0 = Clock::now();
+      for (int i = 0; i < passes; ++i) {
+        if (flat_side) {
+          run(p, inputs, stack);
+        } else {
+          m.forward(inputs);
+        }
+      }
+      const double ms =
+          std::chrono::duration<double, std::milli>(Clock::now() - t0).count() / passes;
+      (flat_side ? flat : interpreter).push_back(ms);
+    }
+  }
+  size_t nodes = 0;
+  for (const Node* n : graph->nodes()) {
+    (void)n;
+    ++nodes;
+  }
+  if (interpreter.empty()) interpreter.push_back(0);
+  if (flat.empty()) flat.push_back(0);
+  std::printf("%s %s kernels %s: %zu nodes, %zu steps; interpreter %.4f ms [%.4f-%.4f], flat "
+              "%.4f ms [%.4f-%.4f], flat/interpreter %.3f, %.0f ns a step saved; outputs %s\n",
+              model.c_str(), input.c_str(), kernels.c_str(), nodes, p.steps.size(),
+              median(interpreter), *std::min_element(interpreter.begin(), interpreter.end()),
+              *std::max_element(interpreter.begin(), interpreter.end()), median(flat),
+              *std::min_element(flat.begin(), flat.end()),
+              *std::max_element(flat.begin(), flat.end()), median(flat) / median(interpreter),
+              (median(interpreter) - median(flat)) * 1e6 / static_cast<double>(p.steps.size()),
+              identical ? "identical" : "DIFFER");
+  for (const auto& [kind, count] : p.kinds) std::printf("  %s %d\n", kind.c_str(), count);
+  return identical ? 0 : 1;
+}
