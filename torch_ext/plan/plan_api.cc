@@ -145,6 +145,7 @@ PlanSummary plan(torch::jit::Module& module, const std::vector<c10::IValue>& inp
     // the module again (a server plans on one thread and serves on others).
     runtime_pass::discard_thread_slabs(id);
     release_free_memory();
+    release_openmp_threads();
     if (budget::budgeted(id)) {
       budget::arm(id, summary.slab_bytes);
       if (options.budget_bytes > 0 && options.budget_bytes != budget::summary(id).budget_bytes) {

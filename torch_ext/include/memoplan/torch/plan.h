@@ -164,6 +164,14 @@ void forget_module(const torch::jit::Module& module);
 // once an unloaded model is gone.
 void release_free_memory();
 
+// The calling thread's OpenMP worker threads exit (its next parallel region makes them again).
+// plan() calls it last: a process that plans on one thread and serves on others would otherwise
+// keep the planning thread's workers, and libgomp, managing more threads than there are CPUs,
+// puts every worker to sleep at once after each parallel region (on two CPUs a serving thread's
+// two intra-op threads then ran slower than one). Call it after other OpenMP work on a thread that
+// will not run inference (a loader thread). Does nothing inside a parallel region.
+void release_openmp_threads();
+
 // What one module holds in memory now, planned or not: its plain weights (the tensors among its
 // attributes, every submodule's, and its forward graph's tensor constants, each storage once) and
 // of them the bytes resident (/proc/self/pagemap: weights moved into a file mapping count only the
