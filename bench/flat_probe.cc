@@ -114,8 +114,8 @@ Program build(const torch::jit::Graph& graph, const torch::jit::Module& module) 
     // in the graph its executor optimizes).
     const bool all_fixed = std::all_of(n->inputs().begin(), n->inputs().end(), [&](const Value* v) {
       const auto k = v->node()->kind();
-      return index.count(v) && (k == c10::prim::Constant || k == c10::prim::GetAttr ||
-                                folded.count(v->node()));
+      return index.count(v) &&
+             (k == c10::prim::Constant || k == c10::prim::GetAttr || folded.count(v->node()));
     });
     if ((kind == c10::prim::ListConstruct || kind == c10::prim::TupleConstruct) && all_fixed) {
       torch::jit::Stack stack;
@@ -133,16 +133,16 @@ Program build(const torch::jit::Graph& graph, const torch::jit::Module& module) 
       const bool fixed = producer->kind() == c10::prim::Constant ||
                          producer->kind() == c10::prim::GetAttr ||
                          producer->kind() == c10::prim::Param || folded.count(producer);
-      const bool read_again_here = std::find(ins.begin() + static_cast<long>(i) + 1, ins.end(),
-                                             v) != ins.end();
+      const bool read_again_here =
+          std::find(ins.begin() + static_cast<long>(i) + 1, ins.end(), v) != ins.end();
       s.last_use.push_back(!fixed && !read_again_here && last[v] == n &&
                            std::find(graph.outputs().begin(), graph.outputs().end(), v) ==
                                graph.outputs().end());
     }
     for (const Value* v : n->outputs()) {
       s.outputs.push_back(reg(v));
-      const bool output = std::find(graph.outputs().begin(), graph.outputs().end(), v) !=
-                          graph.outputs().end();
+      const bool output =
+          std::find(graph.outputs().begin(), graph.outputs().end(), v) != graph.outputs().end();
       if (!v->hasUses() && !output) s.unread.push_back(reg(v));
     }
     ++p.kinds[kind.toQualString()];
@@ -182,8 +182,9 @@ double median(std::vector<double> v) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: flat_probe MODEL.pt --input 1x3x224x224 [--kernels tuned] "
-                         "[--passes N] [--rounds R]\n");
+    std::fprintf(stderr,
+                 "usage: flat_probe MODEL.pt --input 1x3x224x224 [--kernels tuned] "
+                 "[--passes N] [--rounds R]\n");
     return 2;
   }
   std::string model = argv[1], input = "1x3x224x224", kernels = "stock";
@@ -244,15 +245,16 @@ int main(int argc, char** argv) {
   }
   if (interpreter.empty()) interpreter.push_back(0);
   if (flat.empty()) flat.push_back(0);
-  std::printf("%s %s kernels %s: %zu nodes, %zu steps; interpreter %.4f ms [%.4f-%.4f], flat "
-              "%.4f ms [%.4f-%.4f], flat/interpreter %.3f, %.0f ns a step saved; outputs %s\n",
-              model.c_str(), input.c_str(), kernels.c_str(), nodes, p.steps.size(),
-              median(interpreter), *std::min_element(interpreter.begin(), interpreter.end()),
-              *std::max_element(interpreter.begin(), interpreter.end()), median(flat),
-              *std::min_element(flat.begin(), flat.end()),
-              *std::max_element(flat.begin(), flat.end()), median(flat) / median(interpreter),
-              (median(interpreter) - median(flat)) * 1e6 / static_cast<double>(p.steps.size()),
-              identical ? "identical" : "DIFFER");
+  std::printf(
+      "%s %s kernels %s: %zu nodes, %zu steps; interpreter %.4f ms [%.4f-%.4f], flat "
+      "%.4f ms [%.4f-%.4f], flat/interpreter %.3f, %.0f ns a step saved; outputs %s\n",
+      model.c_str(), input.c_str(), kernels.c_str(), nodes, p.steps.size(), median(interpreter),
+      *std::min_element(interpreter.begin(), interpreter.end()),
+      *std::max_element(interpreter.begin(), interpreter.end()), median(flat),
+      *std::min_element(flat.begin(), flat.end()), *std::max_element(flat.begin(), flat.end()),
+      median(flat) / median(interpreter),
+      (median(interpreter) - median(flat)) * 1e6 / static_cast<double>(p.steps.size()),
+      identical ? "identical" : "DIFFER");
   for (const auto& [kind, count] : p.kinds) std::printf("  %s %d\n", kind.c_str(), count);
   return identical ? 0 : 1;
 }

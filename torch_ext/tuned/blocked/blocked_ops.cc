@@ -321,8 +321,8 @@ layouts::ConvCosts measure(const at::Tensor& x_in, const ConvArgs& a) {
   }
   // Conversions: the input's from its layout to each other one, per MiB, each into an output made
   // once (a planned pass takes a conversion's bytes from the slab; timing the allocation too
-  // priced a 29 KiB conversion at 21 us, ten times its reorder, and kept shufflenet_v2's convolutions
-  // on oneDNN's NCHW GEMM path at 2-10x their blocked time).
+  // priced a 29 KiB conversion at 21 us, ten times its reorder, and kept shufflenet_v2's
+  // convolutions on oneDNN's NCHW GEMM path at 2-10x their blocked time).
   double rate = 0;
   int rates = 0;
   for (int to = 0; to < kF; ++to) {
