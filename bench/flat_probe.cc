@@ -61,17 +61,24 @@ Program build(const torch::jit::Graph& graph, const torch::jit::Module& module) 
   for (const Node* n : graph.nodes()) {
     for (const Value* v : n->inputs()) last[v] = n;
   }
-  std::set<const Node*> folded;  // lists and tuples of constants, made at build
+  auto is_output = [&](const Value* v) {
+    return std::find(graph.outputs().begin(), graph.outputs().end(), v) != graph.outputs().end();
+  };
+  // Values known at build, their registers filled once: constants, module attributes, and lists
+  // and tuples of those.
+  std::set<const Value*> known;
   for (const Node* n : graph.nodes()) {
     const auto kind = n->kind();
     if (kind == c10::prim::Constant) {
       p.registers.at(reg(n->output())) = torch::jit::toIValue(n->output()).value();
+      known.insert(n->output());
       continue;
     }
     if (kind == c10::prim::GetAttr) {
       const c10::IValue& owner = p.registers.at(reg(n->input()));
       if (!owner.isObject()) throw std::runtime_error("GetAttr on a value computed in the pass");
       p.registers.at(reg(n->output())) = owner.toObject()->getAttr(n->s(c10::attr::name));
+      known.insert(n->output());
       continue;
     }
     if (kind == c10::prim::If || kind == c10::prim::Loop || kind == c10::prim::CallMethod ||
@@ -112,38 +119,29 @@ Program build(const torch::jit::Graph& graph, const torch::jit::Module& module) 
     }
     // A list or tuple of constants is made once (TorchScript's constant propagation does the same
     // in the graph its executor optimizes).
-    const bool all_fixed = std::all_of(n->inputs().begin(), n->inputs().end(), [&](const Value* v) {
-      const auto k = v->node()->kind();
-      return index.count(v) &&
-             (k == c10::prim::Constant || k == c10::prim::GetAttr || folded.count(v->node()));
-    });
-    if ((kind == c10::prim::ListConstruct || kind == c10::prim::TupleConstruct) && all_fixed) {
+    const bool all_known = std::all_of(n->inputs().begin(), n->inputs().end(),
+                                       [&](const Value* v) { return known.count(v) > 0; });
+    if ((kind == c10::prim::ListConstruct || kind == c10::prim::TupleConstruct) && all_known) {
       torch::jit::Stack stack;
       for (const Value* v : n->inputs()) stack.push_back(p.registers.at(reg(v)));
       s.op(stack);
       p.registers.at(reg(n->output())) = stack.at(0);
-      folded.insert(n);
+      known.insert(n->output());
       continue;
     }
     const auto ins = n->inputs();
     for (size_t i = 0; i < ins.size(); ++i) {
       const Value* v = ins[i];
       s.inputs.push_back(reg(v));
-      const Node* producer = v->node();
-      const bool fixed = producer->kind() == c10::prim::Constant ||
-                         producer->kind() == c10::prim::GetAttr ||
-                         producer->kind() == c10::prim::Param || folded.count(producer);
+      // The graph's inputs are the caller's: cleared after the pass, never moved.
+      const bool kept = known.count(v) > 0 || v->node()->kind() == c10::prim::Param;
       const bool read_again_here =
           std::find(ins.begin() + static_cast<long>(i) + 1, ins.end(), v) != ins.end();
-      s.last_use.push_back(!fixed && !read_again_here && last[v] == n &&
-                           std::find(graph.outputs().begin(), graph.outputs().end(), v) ==
-                               graph.outputs().end());
+      s.last_use.push_back(!kept && !read_again_here && last[v] == n && !is_output(v));
     }
     for (const Value* v : n->outputs()) {
       s.outputs.push_back(reg(v));
-      const bool output =
-          std::find(graph.outputs().begin(), graph.outputs().end(), v) != graph.outputs().end();
-      if (!v->hasUses() && !output) s.unread.push_back(reg(v));
+      if (!v->hasUses() && !is_output(v)) s.unread.push_back(reg(v));
     }
     ++p.kinds[kind.toQualString()];
     p.steps.push_back(std::move(s));

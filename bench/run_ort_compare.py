@@ -204,7 +204,6 @@ def sweep_entries(args, out):
     a function (name, batch) -> the ONNX file of the same module (seed SEED), static shapes."""
     import torch
     sys.path.insert(0, os.path.join(ROOT, "bench", "models"))
-    sys.path.insert(0, os.path.join(ROOT, "bench"))
     import graph_forms
     from conformance import DEFAULT_MODELS
     names = DEFAULT_MODELS.split(",") if args.models == "default" else args.models.split(",")

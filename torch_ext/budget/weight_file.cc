@@ -141,10 +141,6 @@ class FileWriter {
   uint64_t used_ = 0;
 };
 
-}  // namespace
-
-namespace {
-
 // Makes `where` and its parents; true when the process may write there.
 bool writable_dir(const std::string& where) {
   for (size_t at = 1; at <= where.size(); ++at) {

@@ -42,12 +42,7 @@ std::map<int64_t, std::map<std::string, Context>>& contexts() {
   static auto* table = new std::map<int64_t, std::map<std::string, Context>>();
   return *table;
 }
-Context& context(int64_t graph) {
-  std::map<std::string, Context>& by_key = contexts()[graph];
-  const std::string& key = runtime_pass::current_key();
-  const auto it = by_key.find(key);
-  return it != by_key.end() ? it->second : by_key[key];
-}
+Context& context(int64_t graph) { return contexts()[graph][runtime_pass::current_key()]; }
 
 // KernelOptions::region_layout: the layout every free edge of a blocked region's graph (the
 // graphs with all kLayouts candidates) takes; -1: the plan's.

@@ -13,8 +13,8 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
-#include <optional>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,8 +29,6 @@ namespace {
 
 using namespace budget_test;
 
-// A budget as text (memoplan run's --budget, memoplan-serve's --budget and config.json):
-// sizes in bytes with decimal and binary units, or a share; anything else, 0 and 0% refused.
 // The weight file's directory: one named ($MEMOPLAN_WEIGHTS_DIR) is used as named; the user's cache
 // where it can be written, else a directory of the user's in /tmp (a service user whose $HOME is
 // not its own: memoplan-serve's tuned kernels failed there before).
@@ -65,6 +63,8 @@ TEST(WeightsDir, TheCacheWhereWritableElseTmp) {
   std::filesystem::remove_all(tmp);
 }
 
+// A budget as text (memoplan run's --budget, memoplan-serve's --budget and config.json):
+// sizes in bytes with decimal and binary units, or a share; anything else, 0 and 0% refused.
 TEST(BudgetText, SizesAndSharesParseAndTheRestIsRefused) {
   EXPECT_EQ(parse_budget("64MiB")->bytes, 64u << 20);
   EXPECT_EQ(parse_budget("1.5GiB")->bytes, 3u << 29);

@@ -67,9 +67,10 @@ onednn::Format format_of(const at::Tensor& x);
 at::Tensor convert(const at::Tensor& x, onednn::Format to);
 at::Tensor to_blocked(const at::Tensor& x);  // convert(x, kBlocked)
 at::Tensor to_plain(const at::Tensor& x);    // convert(x, kNchw): NCHW, contiguous
-// `x` converted into `target`, made by new_tensor in its layout with x's sizes (no allocation:
-// what the layout plan times).
-void convert_into(const at::Tensor& target, const at::Tensor& x);
+// `x` (any layout) converted into `target`, made by new_tensor in its layout with x's sizes:
+// convert() and write_into() without the allocation (what the layout plan times). `op` names the
+// operator in the error for an activation that is not a 4-d float.
+void convert_into(const at::Tensor& target, const at::Tensor& x, const char* op = "blayout");
 // Writes `values` into `target` (same sizes, any layout each; nothing when they are one tensor);
 // returns `target`.
 at::Tensor write_into(const at::Tensor& target, const at::Tensor& values);

@@ -104,22 +104,14 @@ Format format_of(const at::Tensor& x) {
 
 at::Tensor convert(const at::Tensor& x_in, Format to) {
   const at::Tensor x = dense(x_in, "blayout");
-  const Format from = format_of(x);
-  if (from == to) return x;
-  if (from != Format::kBlocked && to != Format::kBlocked) {
-    return x.contiguous(to == Format::kNhwc ? at::MemoryFormat::ChannelsLast
-                                            : at::MemoryFormat::Contiguous);
-  }
-  const Shape s = shape_of(x);
-  at::Tensor out = new_tensor(s, to, x.options());
-  if (x.numel() > 0) {
-    onednn::reorder(s, from, to)->run(x.data_ptr<float>(), nullptr, out.data_ptr<float>(), nullptr);
-  }
+  if (format_of(x) == to) return x;
+  at::Tensor out = new_tensor(shape_of(x), to, x.options());
+  convert_into(out, x);
   return out;
 }
 
-void convert_into(const at::Tensor& target, const at::Tensor& x_in) {
-  const at::Tensor x = dense(x_in, "blayout");
+void convert_into(const at::Tensor& target, const at::Tensor& x_in, const char* op) {
+  const at::Tensor x = dense(x_in, op);
   const Format from = format_of(x), to = format_of(target);
   if (from != Format::kBlocked && to != Format::kBlocked) {
     target.copy_(x);
@@ -141,10 +133,7 @@ at::Tensor write_into(const at::Tensor& target, const at::Tensor& values) {
     target.copy_(values);
     return target;
   }
-  const at::Tensor plain = dense(values, "blayout_back_");
-  if (plain.numel() == 0) return target;
-  onednn::reorder(shape_of(plain), format_of(plain), Format::kBlocked)
-      ->run(plain.data_ptr<float>(), nullptr, target.data_ptr<float>(), nullptr);
+  convert_into(target, values, "blayout_back_");
   return target;
 }
 
