@@ -18,16 +18,14 @@
 #include "lifecycle.h"
 #include "memoplan/plan_stage/planned_pass.h"
 #include "stats.h"
+#include "unplanned.h"
 
 extern char** environ;
 
 namespace memoplan::shim {
 
-std::atomic<void* (*)(size_t)> passthrough_malloc{nullptr};
-std::atomic<void (*)(void*)> passthrough_free{nullptr};
-std::atomic<bool> passthrough_free_keeps_errno{false};
-std::atomic<void* (*)(size_t)> small_malloc{nullptr};
-std::atomic<size_t> small_malloc_limit{0};
+Unplanned unplanned;
+__thread int* tls_errno __attribute__((tls_model("initial-exec"))) = nullptr;
 
 namespace {
 
@@ -77,6 +75,25 @@ const char* find_env(const char* name) {
 bool slab_map_fault() { return fault::should_fail(fault::Site::kSlabCommit); }
 bool tag_commit_fault() { return fault::should_fail(fault::Site::kTagCommit); }
 
+// The exported functions' direct path (unplanned.h): the regions first, then free, then the
+// size limit that opens malloc's. Not under fallback:jemalloc (no plain functions).
+void publish_unplanned() {
+  fallback::Plain plain;
+  if (!fallback::plain(plain)) return;
+  unplanned.malloc = plain.malloc;
+  unplanned.calloc = plain.calloc;
+  unplanned.realloc = plain.realloc;
+  unplanned.usable_size = plain.usable_size;
+  unplanned.free_keeps_errno = fallback::free_keeps_errno();
+  unplanned.tags_base = g.tags.region().base();
+  unplanned.tags_size = g.tags.region().size();
+  unplanned.slabs_base = g.slabs.region().base();
+  unplanned.slabs_size = g.slabs.region().size();
+  unplanned.free.store(plain.free, std::memory_order_release);
+  unplanned.direct_below.store(g.mode_off ? SIZE_MAX : g.options.min_size,
+                               std::memory_order_release);
+}
+
 void initialize() {
   int expected = 0;
   if (!g.init_state.compare_exchange_strong(expected, 1)) return;
@@ -96,7 +113,6 @@ void initialize() {
     return;
   }
   if (error) log_line("%s", error);
-  passthrough_free_keeps_errno.store(fallback::free_keeps_errno(), std::memory_order_relaxed);
   g.mode_off = g.options.mode == Mode::kOff;
   g.portable_keys = portable_keys(g.options);
   if (!g.mode_off) {
@@ -126,18 +142,11 @@ void initialize() {
       stats().address_space_failures.fetch_add(1, std::memory_order_relaxed);
     }
   }
-  if (!g.mode_off && fallback::next_malloc()) {
-    small_malloc.store(fallback::next_malloc(), std::memory_order_relaxed);
-    small_malloc_limit.store(g.options.min_size, std::memory_order_release);  // after small_malloc
-  }
-  if (g.mode_off && fallback::next_malloc()) {
-    passthrough_free.store(fallback::next_free(), std::memory_order_relaxed);
-    passthrough_malloc.store(fallback::next_malloc(), std::memory_order_relaxed);
-  }
   if (!install_thread_hooks()) {
     log_line("memoplan: cannot register thread-exit and fork handlers; running unplanned");
     g.mode_off = true;
   }
+  publish_unplanned();
   g.init_state.store(2, std::memory_order_release);
 }
 

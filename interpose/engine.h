@@ -3,7 +3,6 @@
 // (profiling.h, replay_state.h); the pass marks move the thread's lifecycle (lifecycle.h).
 #pragma once
 
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -12,17 +11,9 @@
 
 namespace memoplan::shim {
 
-// mode:off with the next malloc as fallback: the exported malloc/free call these directly, so the
-// shim costs one load and a branch (null until initialization says mode:off).
-extern std::atomic<void* (*)(size_t)> passthrough_malloc;
-extern std::atomic<void (*)(void*)> passthrough_free;
-// Requests below min_size are never planned: the exported malloc hands them to the next malloc
-// directly (limit 0 until initialization, and with fallback:jemalloc).
-extern std::atomic<void* (*)(size_t)> small_malloc;
-extern std::atomic<size_t> small_malloc_limit;
-// Set once at initialization: the fallback's free keeps errno (see fallback::free_keeps_errno).
-extern std::atomic<bool> passthrough_free_keeps_errno;
-
+// The exported functions call these for what the direct path (unplanned.h) does not take: requests
+// the shim may plan, the shim's own blocks, everything before initialization and under
+// fallback:jemalloc.
 void* engine_alloc(size_t size, size_t alignment, bool zero);
 void engine_free(void* p);
 void* engine_realloc(void* p, size_t size);

@@ -11,6 +11,7 @@
 #include "bootstrap.h"
 #include "engine.h"
 #include "fallback.h"
+#include "unplanned.h"
 #include "memoplan/pass.h"
 #include "memoplan/stats.h"
 
@@ -26,8 +27,13 @@ inline bool valid_alignment(size_t a) { return a && !(a & (a - 1)) && a % sizeof
 // ([new.delete.single]).
 inline void* new_or_throw(size_t size, size_t alignment) {
   alignment = alignment < kMinAlign ? kMinAlign : alignment;
+  if (size == 0) size = 1;
   for (;;) {
-    if (void* p = engine_alloc(size ? size : 1, alignment, false)) return p;
+    void* p = alignment == kMinAlign &&
+                      size < unplanned.direct_below.load(std::memory_order_acquire)
+                  ? unplanned.malloc(size)
+                  : engine_alloc(size, alignment, false);
+    if (p) return p;
     std::new_handler handler = std::get_new_handler();
     if (!handler) throw std::bad_alloc();
     handler();
@@ -42,22 +48,19 @@ inline void* new_or_null(size_t size, size_t alignment) noexcept {
   }
 }
 
-__attribute__((noinline)) void call_keeping_errno(void (*release)(void*), void* p) {
-  const int saved = errno;
-  release(p);
-  errno = saved;
-}
-
 inline size_t page_size() {
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   return page;
 }
 
-// The fallback's plain malloc (glibc's or mimalloc's, called directly): mimalloc 2.0 may fail
-// without setting errno.
-inline void* enomem_if_null(void* p) {
-  if (__builtin_expect(p == nullptr, 0)) errno = ENOMEM;
-  return p;
+// free and every operator delete: the fallback's free for a block the shim did not hand out.
+inline void release(void* p) {
+  void (*fallback_free)(void*) = unplanned.free.load(std::memory_order_acquire);
+  if (__builtin_expect(fallback_free != nullptr && !unplanned.may_own(p), 1)) {
+    if (unplanned.free_keeps_errno) return fallback_free(p);
+    return free_keeping_errno(fallback_free, p);
+  }
+  engine_free(p);
 }
 
 }  // namespace
@@ -70,28 +73,15 @@ __attribute__((constructor)) static void load_files_at_start() { engine_load_fil
 extern "C" {
 
 __attribute__((visibility("default"))) void* malloc(size_t size) {
-  if (auto next = passthrough_malloc.load(std::memory_order_relaxed)) {
-    return enomem_if_null(next(size));
-  }
-  if (size < small_malloc_limit.load(std::memory_order_acquire)) {
-    return enomem_if_null(small_malloc.load(std::memory_order_relaxed)(size));
+  if (__builtin_expect(size < unplanned.direct_below.load(std::memory_order_acquire), 1)) {
+    return unplanned.malloc(size);
   }
   return engine_alloc(size, kMinAlign, false);
 }
 
-// free preserves errno (POSIX 2024). The engine keeps it on every path (fallback::free saves it
-// around an allocator that may change it), so a slab block's free pays nothing for it; only
-// mode:off's direct call to such an allocator needs the save, out of line.
-__attribute__((visibility("default"))) void free(void* p) {
-  void (*release)(void*) = passthrough_free.load(std::memory_order_relaxed);
-  if (!release) return engine_free(p);
-  // Blocks from before initialization (the bootstrap pool) were never the next allocator's.
-  if (__builtin_expect(bootstrap::owns(p), 0)) return;
-  if (__builtin_expect(passthrough_free_keeps_errno.load(std::memory_order_relaxed), 1)) {
-    return release(p);
-  }
-  call_keeping_errno(release, p);
-}
+// free keeps errno (POSIX 2024): the engine keeps it on every path, and release() around a
+// fallback whose free may change it.
+__attribute__((visibility("default"))) void free(void* p) { release(p); }
 
 __attribute__((visibility("default"))) void cfree(void* p) { free(p); }
 
@@ -101,11 +91,19 @@ __attribute__((visibility("default"))) void* calloc(size_t count, size_t size) {
     errno = ENOMEM;
     return nullptr;
   }
+  if (__builtin_expect(bytes < unplanned.direct_below.load(std::memory_order_acquire), 1)) {
+    return unplanned.calloc(count, size);
+  }
   return engine_alloc(bytes, kMinAlign, true);
 }
 
+// A block the shim did not hand out stays with the fallback, whatever its new size (the engine's
+// path does the same); p == NULL is malloc.
 __attribute__((visibility("default"))) void* realloc(void* p, size_t size) {
-  return engine_realloc(p, size);
+  if (p && unplanned.free.load(std::memory_order_acquire) && !unplanned.may_own(p)) {
+    return unplanned.realloc(p, size);
+  }
+  return p ? engine_realloc(p, size) : malloc(size);
 }
 
 __attribute__((visibility("default"))) void* reallocarray(void* p, size_t count, size_t size) {
@@ -114,7 +112,7 @@ __attribute__((visibility("default"))) void* reallocarray(void* p, size_t count,
     errno = ENOMEM;
     return nullptr;
   }
-  return engine_realloc(p, bytes);
+  return realloc(p, bytes);
 }
 
 __attribute__((visibility("default"))) int posix_memalign(void** out, size_t alignment,
@@ -163,6 +161,10 @@ __attribute__((visibility("default"))) void* pvalloc(size_t size) {
 }
 
 __attribute__((visibility("default"))) size_t malloc_usable_size(void* p) {
+  if (p && unplanned.free.load(std::memory_order_acquire) && unplanned.usable_size &&
+      !unplanned.may_own(p)) {
+    return unplanned.usable_size(p);
+  }
   return engine_usable_size(p);
 }
 
@@ -207,21 +209,21 @@ MEMOPLAN_EXPORT void* operator new(size_t n, std::align_val_t a, const std::noth
 MEMOPLAN_EXPORT void* operator new[](size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
   return new_or_null(n, static_cast<size_t>(a));
 }
-MEMOPLAN_EXPORT void operator delete(void* p) noexcept { engine_free(p); }
-MEMOPLAN_EXPORT void operator delete[](void* p) noexcept { engine_free(p); }
-MEMOPLAN_EXPORT void operator delete(void* p, size_t) noexcept { engine_free(p); }
-MEMOPLAN_EXPORT void operator delete[](void* p, size_t) noexcept { engine_free(p); }
-MEMOPLAN_EXPORT void operator delete(void* p, const std::nothrow_t&) noexcept { engine_free(p); }
-MEMOPLAN_EXPORT void operator delete[](void* p, const std::nothrow_t&) noexcept { engine_free(p); }
-MEMOPLAN_EXPORT void operator delete(void* p, std::align_val_t) noexcept { engine_free(p); }
-MEMOPLAN_EXPORT void operator delete[](void* p, std::align_val_t) noexcept { engine_free(p); }
-MEMOPLAN_EXPORT void operator delete(void* p, size_t, std::align_val_t) noexcept { engine_free(p); }
+MEMOPLAN_EXPORT void operator delete(void* p) noexcept { release(p); }
+MEMOPLAN_EXPORT void operator delete[](void* p) noexcept { release(p); }
+MEMOPLAN_EXPORT void operator delete(void* p, size_t) noexcept { release(p); }
+MEMOPLAN_EXPORT void operator delete[](void* p, size_t) noexcept { release(p); }
+MEMOPLAN_EXPORT void operator delete(void* p, const std::nothrow_t&) noexcept { release(p); }
+MEMOPLAN_EXPORT void operator delete[](void* p, const std::nothrow_t&) noexcept { release(p); }
+MEMOPLAN_EXPORT void operator delete(void* p, std::align_val_t) noexcept { release(p); }
+MEMOPLAN_EXPORT void operator delete[](void* p, std::align_val_t) noexcept { release(p); }
+MEMOPLAN_EXPORT void operator delete(void* p, size_t, std::align_val_t) noexcept { release(p); }
 MEMOPLAN_EXPORT void operator delete[](void* p, size_t, std::align_val_t) noexcept {
-  engine_free(p);
+  release(p);
 }
 MEMOPLAN_EXPORT void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept {
-  engine_free(p);
+  release(p);
 }
 MEMOPLAN_EXPORT void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcept {
-  engine_free(p);
+  release(p);
 }

@@ -74,8 +74,7 @@ bool in_libc(void* function) {
 // mimalloc through its own API (mi_*), loaded privately: its exported malloc interposes nothing.
 // Its free takes only its own blocks: every block the program frees came through this shim
 // (glibc routes its internal allocations through the interposed malloc), so none is foreign.
-// mimalloc 2.0 may fail without setting errno: the shim's callers set ENOMEM on every NULL
-// (exports.cc, engine.cc's out_of_memory), as for any fallback.
+// A failure sets errno through mimalloc_error (below).
 ReallocFn mi_realloc = nullptr;
 // realloc(p, 0) frees p and returns NULL, as glibc's does (mimalloc's would return a new block,
 // which a program written for glibc leaks).
@@ -87,6 +86,16 @@ void* mi_realloc_glibc(void* p, size_t size) {
   return mi_realloc(p, size);
 }
 
+// mimalloc reports a failed allocation to its error handler, not through errno (2.0: "unable to
+// allocate memory" with ENOMEM, or EOVERFLOW for a size past its largest): errno ENOMEM, as
+// glibc's malloc sets, so its functions answer the program directly (unplanned.h). Its other
+// reports (EFAULT for an invalid free, EINVAL, EAGAIN) are not the program's allocation failing.
+using ErrorFn = void (*)(int, void*);
+using RegisterErrorFn = void (*)(ErrorFn, void*);
+void mimalloc_error(int err, void*) {
+  if (err == ENOMEM || err == EOVERFLOW) errno = ENOMEM;
+}
+
 bool load_mimalloc() {
   // mimalloc 2 only. Debian 13 ships mimalloc 3.0.1 (libmimalloc.so.3, a beta of the 3 series):
   // behind the shim it crashed in mi_malloc on a fresh thread under the deviation fuzzer's thread
@@ -96,14 +105,17 @@ bool load_mimalloc() {
   void* handle = dlopen("libmimalloc.so.2", RTLD_NOW | RTLD_LOCAL);
   if (!handle) return false;
   Functions mi = fn;  // fn changes only when every symbol is found
+  RegisterErrorFn register_error = nullptr;
   if (!resolve(handle, "mi_malloc", mi.malloc) || !resolve(handle, "mi_calloc", mi.calloc) ||
       !resolve(handle, "mi_realloc", mi_realloc) || !resolve(handle, "mi_free", mi.free) ||
       !resolve(handle, "mi_usable_size", mi.usable) ||
       !resolve(handle, "mi_malloc_aligned_at", mi.mi_malloc_aligned_at) ||
       !resolve(handle, "mi_collect", mi.mi_collect) ||
-      !resolve(handle, "mi_process_info", mi.mi_process_info)) {
+      !resolve(handle, "mi_process_info", mi.mi_process_info) ||
+      !resolve(handle, "mi_register_error", register_error)) {
     return false;  // the handle stays: closing a library that may have started threads is unsafe
   }
+  register_error(&mimalloc_error, nullptr);
   mi.realloc = &mi_realloc_glibc;
   fn = mi;
   return true;
@@ -279,8 +291,15 @@ struct mallinfo2 mallinfo2() {
   return none;
 }
 
-void* (*next_malloc())(size_t) { return fn.mallocx ? nullptr : fn.malloc; }
-void (*next_free())(void*) { return fn.mallocx ? nullptr : fn.free; }
+bool plain(Plain& out) {
+  if (fn.mallocx || !fn.malloc) return false;
+  out.malloc = fn.malloc;
+  out.calloc = fn.calloc;
+  out.realloc = fn.realloc;
+  out.free = fn.free;
+  out.usable_size = fn.usable;
+  return true;
+}
 
 size_t usable_size(void* p) {
   if (!p) return 0;

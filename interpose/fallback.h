@@ -18,8 +18,7 @@ namespace memoplan::shim::fallback {
 // Returns false (and says why through `error`) when nothing usable was found.
 bool init(FallbackKind kind, const char** error);
 
-// A failing allocation may leave errno unset (mimalloc 2.0): callers that answer the program set
-// ENOMEM on NULL (engine.cc's out_of_memory, exports.cc).
+// A failing allocation returns NULL with errno ENOMEM.
 void* malloc(size_t size);
 void* calloc(size_t count, size_t size);
 void* realloc(void* p, size_t size);
@@ -41,9 +40,17 @@ struct mallinfo2 mallinfo2();
 // What init chose: "glibc", "next" (another allocator in the chain), "mimalloc" or "jemalloc".
 const char* name();
 
-// The fallback's plain malloc and free (nullptr with fallback:jemalloc, which needs mallocx).
-// Unlike fallback::free, the plain free may change errno (the caller keeps it, free_keeps_errno).
-void* (*next_malloc())(size_t);
-void (*next_free())(void*);
+// The fallback's own C functions, for the exported functions' direct path (unplanned.h). Unlike
+// fallback::free, `free` may change errno (the caller keeps it unless free_keeps_errno()); a
+// failing call sets ENOMEM (mimalloc's through its error handler, registered by init). False,
+// with nothing set, under fallback:jemalloc (its mallocx API has no plain functions).
+struct Plain {
+  void* (*malloc)(size_t) = nullptr;
+  void* (*calloc)(size_t, size_t) = nullptr;
+  void* (*realloc)(void*, size_t) = nullptr;
+  void (*free)(void*) = nullptr;
+  size_t (*usable_size)(void*) = nullptr;  // null where the chain has no malloc_usable_size
+};
+bool plain(Plain& out);
 
 }  // namespace memoplan::shim::fallback

@@ -3,7 +3,9 @@
 #include <errno.h>
 #include <malloc.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "program_check.h"
@@ -184,6 +186,42 @@ static void check_free_keeps_errno(void) {
   }
 }
 
+/* Small requests, which the shim hands to its fallback directly, failing in the fallback: NULL and
+ * ENOMEM, as glibc's malloc answers, whichever allocator is behind (mimalloc reports its failures
+ * to an error handler, not through errno). An address-space limit 64 MiB above what the process
+ * maps now makes them fail. */
+static void check_small_requests_out_of_memory(void) {
+  unsigned long pages = 0;
+  FILE* statm = fopen("/proc/self/statm", "r");
+  CHECK(statm && fscanf(statm, "%lu", &pages) == 1);
+  fclose(statm);
+  struct rlimit old;
+  CHECK(getrlimit(RLIMIT_AS, &old) == 0);
+  struct rlimit tight = old;
+  tight.rlim_cur = (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + ((rlim_t)64 << 20);
+  CHECK(setrlimit(RLIMIT_AS, &tight) == 0);
+  void* chain = NULL;
+  int failed_errno = 0;
+  for (long n = 0; n < 10 * 1000 * 1000; ++n) {
+    errno = 0;
+    void** p = malloc(200);
+    if (!p) {
+      failed_errno = errno;
+      break;
+    }
+    *p = chain;
+    chain = p;
+  }
+  while (chain) {
+    void* next = *(void**)chain;
+    free(chain);
+    chain = next;
+  }
+  CHECK(setrlimit(RLIMIT_AS, &old) == 0);
+  if (failed_errno != ENOMEM) fprintf(stderr, "small malloc failed with errno %d\n", failed_errno);
+  CHECK(failed_errno == ENOMEM);
+}
+
 int main(void) {
   CHECK(shim_loaded());
   planning = shim_planning();
@@ -192,5 +230,6 @@ int main(void) {
   check_small_blocks_and_edges();
   check_tuning_calls();
   check_free_keeps_errno();
+  check_small_requests_out_of_memory();
   return 0;
 }

@@ -30,6 +30,7 @@ class TagRegion {
   bool reserve(unsigned largest_shift, unsigned smallest_shift, unsigned step);
   bool reserved() const { return slots_.reserved(); }
   bool contains(const void* p) const { return slots_.contains(p); }
+  const vm::SlotRegion& region() const { return slots_; }
   uint64_t slot_bytes() const { return slots_.slot_bytes(); }
   uint32_t slots_in_use() const { return slots_.slots_in_use(); }
 

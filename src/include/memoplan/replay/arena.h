@@ -182,6 +182,7 @@ class ArenaRegion {
   bool reserve(const Config& config);
   bool reserved() const { return slots_.reserved(); }
   bool contains(const void* p) const { return slots_.contains(p); }
+  const vm::SlotRegion& region() const { return slots_; }
   uint64_t arena_bytes() const { return slots_.slot_bytes(); }  // the largest arena
   uint32_t arenas_in_use() const { return slots_.slots_in_use(); }
   uint32_t arena_count() const { return slots_.slot_count(); }

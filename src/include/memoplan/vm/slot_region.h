@@ -24,6 +24,10 @@ class SlotRegion {
   bool reserved() const { return base_ != 0; }
 
   bool contains(const void* p) const { return reinterpret_cast<uintptr_t>(p) - base_ < size_; }
+  // The reserved range [base(), base() + size()) (0, 0 before reserve): contains() without the
+  // object, for a copy the shim's exported functions check (interpose/unplanned.h).
+  uintptr_t base() const { return base_; }
+  size_t size() const { return size_; }
   uint32_t slot_of(const void* p) const {
     return static_cast<uint32_t>((reinterpret_cast<uintptr_t>(p) - base_) >> shift_);
   }

@@ -1,0 +1,58 @@
+// The requests the shim leaves to its fallback, on the shortest path the exported functions can
+// take: malloc and calloc below min_size (every size under mode:off) call the fallback's own
+// function, and free, realloc and malloc_usable_size of a block the shim did not hand out call
+// the fallback's after one range check per region. Nothing else runs there: thread state,
+// counters, call-site keys and pass bookkeeping belong to the engine's path (engine.h), which
+// only requests the shim may plan and its own blocks take. Measured by bench/shim_bench
+// BM_Malloc64 (docs/SHIM_BENCH.md).
+//
+// One cache line, written by initialization (engine.cc) before it publishes the functions with a
+// release store, read without locks after; all null before (every request then takes the engine's
+// path, which serves the bootstrap pool), and with fallback:jemalloc (mallocx API only).
+#pragma once
+
+#include <atomic>
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+
+#include "bootstrap.h"
+
+namespace memoplan::shim {
+
+struct alignas(64) Unplanned {
+  // malloc/calloc of fewer bytes than this call the fallback directly (min_size; SIZE_MAX under
+  // mode:off); 0 until the functions below are set. Stored last, with release.
+  std::atomic<size_t> direct_below{0};
+  void* (*malloc)(size_t) = nullptr;
+  void* (*calloc)(size_t, size_t) = nullptr;
+  void* (*realloc)(void*, size_t) = nullptr;
+  size_t (*usable_size)(void*) = nullptr;  // may stay null (no malloc_usable_size in the chain)
+  // The fallback's free; published with release after everything above and the regions.
+  std::atomic<void (*)(void*)> free{nullptr};
+  bool free_keeps_errno = false;  // glibc >= 2.33's does; others: ours keeps it (free_keeping_errno)
+  // The shim's own blocks: the tag region (profiling) and the slab region (replay), each
+  // [base, base + size); empty under mode:off.
+  uintptr_t tags_base = 0, tags_size = 0, slabs_base = 0, slabs_size = 0;
+
+  // Whether p may be a block the shim handed out (a tag or slab block, or the bootstrap pool's).
+  bool may_own(const void* p) const {
+    const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+    return a - tags_base < tags_size || a - slabs_base < slabs_size || bootstrap::owns(p);
+  }
+};
+
+extern Unplanned unplanned;
+
+// free with errno kept (POSIX 2024) around a fallback that promises nothing: errno's address is
+// read once per thread (a call into libc), then kept in initial-exec TLS.
+extern __thread int* tls_errno __attribute__((tls_model("initial-exec")));
+inline void free_keeping_errno(void (*release)(void*), void* p) {
+  int* e = tls_errno;
+  if (__builtin_expect(e == nullptr, 0)) tls_errno = e = &errno;
+  const int saved = *e;
+  release(p);
+  *e = saved;
+}
+
+}  // namespace memoplan::shim
