@@ -45,6 +45,7 @@ ALLOCATORS = {  # name: (preloaded libraries after the shim or alone, MEMOPLAN_C
     "shim-mimalloc": (["SHIM"], "fallback:mimalloc", "mimalloc"),
     "shim-tcmalloc": (["SHIM", f"{LIB}/libtcmalloc_minimal.so.4"], "", "tcmalloc"),
     "shim-jemalloc": (["SHIM", f"{LIB}/libjemalloc.so.2"], "", "jemalloc"),
+    "shim-old": (["OLD"], "", "mimalloc"),  # --old-shim: another build of the shim, for before/after
 }
 
 PYTHON_WORK = r"""
@@ -133,6 +134,7 @@ def main():
     p.add_argument("--glibc-benchtests", default=os.path.join(tempfile.gettempdir(),
                                                               "memoplan-glibc-benchtests"),
                    help="where bench/glibc_malloc_benchtests.sh builds them ('' to skip)")
+    p.add_argument("--old-shim", help="libmemoplan_preload.so of another commit: allocator shim-old")
     p.add_argument("--out", help="default bench/results/shim_programs_<stamp>")
     p.add_argument("--list", action="store_true", help="print the commands and stop")
     args = p.parse_args()
@@ -147,6 +149,8 @@ def main():
     for a in allocs:
         if a not in ALLOCATORS:
             sys.exit(f"run_shim_programs: unknown allocator {a} ({', '.join(ALLOCATORS)})")
+        if a == "shim-old" and not args.old_shim:
+            sys.exit("run_shim_programs: shim-old needs --old-shim PATH")
 
     def environment(alloc, extra):
         preload, conf, _ = ALLOCATORS[alloc]
@@ -154,7 +158,8 @@ def main():
         env.pop("LD_PRELOAD", None)
         env.pop("MEMOPLAN_CONF", None)
         if preload:
-            env["LD_PRELOAD"] = ":".join(shim if x == "SHIM" else x for x in preload)
+            named = {"SHIM": shim, "OLD": args.old_shim}
+            env["LD_PRELOAD"] = ":".join(named.get(x, x) for x in preload)
         if conf is not None and conf:
             env["MEMOPLAN_CONF"] = conf
         return env

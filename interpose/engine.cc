@@ -15,6 +15,7 @@
 #include "bootstrap.h"
 #include "fallback.h"
 #include "fault_injection.h"
+#include "learned_pass.h"
 #include "lifecycle.h"
 #include "memoplan/plan_stage/planned_pass.h"
 #include "stats.h"
@@ -24,12 +25,14 @@ extern char** environ;
 
 namespace memoplan::shim {
 
-Unplanned unplanned;
+// Constant-initialized (checked by __constinit, GCC's C++17 spelling of constinit): malloc runs
+// before any constructor of this library, so a dynamic initializer would reset them after use.
+__constinit Unplanned unplanned;
 __thread int* tls_errno __attribute__((tls_model("initial-exec"))) = nullptr;
 
 namespace {
 
-Global g;
+__constinit Global g;  // see `unplanned`
 __thread int tls_reentry __attribute__((tls_model("initial-exec"))) = 0;
 
 constexpr unsigned kTagShift = 28;  // 256 MiB per tag slot; 2^16 slots = 16 TiB reserved
@@ -129,6 +132,10 @@ void initialize() {
     slabs.arenas = static_cast<uint32_t>(g.options.threads);
     slabs.track_sizes = true;  // malloc_usable_size and realloc of any slab block
     slabs.huge_pages = g.options.huge_pages;
+    // Slabs of exited threads stay mapped for the next thread on the same plan (a server with a
+    // thread per request, learned_pass.h) until idle_release; as many as threads may have slabs.
+    slabs.parked = slabs.arenas < replay::ArenaRegion::kMaxParked ? slabs.arenas
+                                                                   : replay::ArenaRegion::kMaxParked;
     ok = ok && g.slabs.reserve(slabs);
     g.slabs.set_counters(&stats());
     if (fault::kCompiledIn) {
@@ -242,7 +249,12 @@ void* engine_alloc(size_t size, size_t alignment, bool zero) {
       key ^= alignment * 0x9e3779b97f4a7c15ull;
       site ^= alignment * 0x9e3779b97f4a7c15ull;
     }
-    if (t->phase == Phase::kSeeking) seek_loaded_pass(*t, key);
+    if (t->phase == Phase::kSeeking) {
+      seek_loaded_pass(*t, key);
+    } else if (t->phase == Phase::kProfiling &&
+               g.replay_pass_state.load(std::memory_order_acquire) == 1) {
+      adopt_learned_pass(*t, key);
+    }
     if (t->phase == Phase::kReplaying) {
       p = replay_alloc(*t, size, alignment, t->replay.size_free ? site : key);
       if (p && zero) memset(p, 0, size);
@@ -314,6 +326,7 @@ int engine_trim(size_t pad) {
     ThreadState& t = *tls_state;
     ReentryGuard guard;
     released += trim_replay(t.replay);
+    released += g.slabs.release_parked();
     stats().released_bytes.fetch_add(released, std::memory_order_relaxed);
     // Records matter only while profiling (release_records counts them as released).
     if (t.phase != Phase::kProfiling) released += release_records(t.profiling);

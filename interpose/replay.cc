@@ -131,6 +131,7 @@ bool install(ThreadState& t, const plan_stage::PlannedPass& pass, const ReplaySt
   r.arena = arena;
   r.matcher.start_cyclic(slots, count, kLookahead, start.cursor);
   if (start.first_pass_begun) r.replayed_passes = 1;
+  if (start.steady_from_start) r.replayed_passes = 2;  // in_steady_state's threshold
   if (start.wanted) {
     r.size_free = true;
     r.wanted = start.wanted;

@@ -63,6 +63,9 @@ struct ReplayStart {
   uint64_t* wanted = nullptr;
   uint64_t* rows = nullptr;
   bool resync_at_empty = false;
+  // A pass adopted at its first request (learned_pass.h): whole from the start, so in steady state
+  // from its first pass (a detected pass's first is partial).
+  bool steady_from_start = false;
 };
 // Gives the thread an arena of pass.slab_bytes and a copy of pass.slots (from the fallback), and
 // switches it to replay. False (the thread keeps what it had, or runs unplanned) when the slab is

@@ -22,6 +22,9 @@ struct Stats : replay::SharedCounters {
   std::atomic<uint64_t> steady_passes{0}, full_passes{0};
   // Plans keyed by call site alone (passes whose sizes vary), and their replans.
   std::atomic<uint64_t> size_free_plans{0}, size_free_replans{0};
+  // Passes learned from exited threads that ran one each (learned_pass.h), and the threads that
+  // started on one.
+  std::atomic<uint64_t> learned_passes{0}, learned_pass_threads{0};
 };
 
 Stats& stats();

@@ -7,6 +7,7 @@
 #include "callsite_cache.h"
 #include "engine.h"
 #include "fallback.h"
+#include "learned_pass.h"
 #include "lifecycle.h"
 #include "stats.h"
 
@@ -82,6 +83,7 @@ void after_fork_in_child() {
 void on_thread_exit(void* state) {
   ThreadState* t = static_cast<ThreadState*>(state);
   ReentryGuard guard;
+  offer_exited_thread_pass(*t);  // before the lock: it may plan
   {
     RegistryLock lock;  // the whole exit: see before_fork
     flush_counters_locked(*t);

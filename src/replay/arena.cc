@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <ctime>
 #include <cstdlib>
 #include <new>
 
@@ -18,6 +19,12 @@ namespace {
 constexpr size_t kPage = 4096;
 constexpr uint64_t kHugePageBytes = uint64_t{2} << 20;
 size_t round_to_pages(size_t bytes) { return (bytes + kPage - 1) & ~(kPage - 1); }
+
+uint64_t monotonic_ns() {
+  timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return static_cast<uint64_t>(now.tv_sec) * 1000000000ull + static_cast<uint64_t>(now.tv_nsec);
+}
 
 void* map(size_t bytes, bool (*fault)()) {
   if (fault && fault()) return nullptr;
@@ -71,7 +78,13 @@ Arena* ArenaRegion::create(uint64_t bytes, const void* owner, Failure* why) {
     *why = Failure::kTooLarge;
     return nullptr;
   }
-  if (!slots_.acquire(index)) {
+  if (Arena* parked = take_parked(bytes)) {
+    count(&SharedCounters::parked_slab_reuses);
+    *why = Failure::kNone;
+    return start(*parked, owner);
+  }
+  if (!slots_.acquire(index) && !(release_parked_if([](const Parked&) { return true; }) &&
+                                  slots_.acquire(index))) {
     *why = Failure::kNoArena;
     return nullptr;
   }
@@ -105,9 +118,14 @@ Arena* ArenaRegion::create(uint64_t bytes, const void* owner, Failure* why) {
   a.bytes_ = bytes;
   a.live_storage_ = static_cast<ByteRange*>(live);
   a.live_storage_bytes_ = live_bytes;
-  a.live_.init(a.live_storage_, config_.guard_capacity);
   a.sizes_ = static_cast<std::atomic<uint64_t>*>(sizes);
   a.sizes_bytes_ = sizes_bytes;
+  *why = Failure::kNone;
+  return start(a, owner);
+}
+
+Arena* ArenaRegion::start(Arena& a, const void* owner) {
+  a.live_.init(a.live_storage_, config_.guard_capacity);
   a.live_bytes_ = 0;
   a.peak_live_bytes_.store(0, std::memory_order_relaxed);
   a.remote_frees_.store(nullptr, std::memory_order_relaxed);
@@ -115,8 +133,64 @@ Arena* ArenaRegion::create(uint64_t bytes, const void* owner, Failure* why) {
   a.reaping_.store(Arena::kNoReaper, std::memory_order_relaxed);
   a.incarnation_.fetch_add(1, std::memory_order_relaxed);
   a.owner_.store(owner, std::memory_order_release);
-  *why = Failure::kNone;
   return &a;
+}
+
+bool ArenaRegion::park(Arena& a) {
+  if (config_.parked == 0) return false;
+  SpinLock lock(parked_lock_);
+  if (parked_count_ >= config_.parked || parked_count_ >= kMaxParked) return false;
+  // As release() forgets the owner before giving the arena back; the pages, the live-range
+  // storage and the sizes stay mapped.
+  a.owner_.store(nullptr, std::memory_order_relaxed);
+  a.exited_.store(false, std::memory_order_relaxed);
+  a.lenient_ = false;
+  parked_[parked_count_++] = Parked{a.index_, monotonic_ns()};
+  parked_published_.store(parked_count_, std::memory_order_relaxed);
+  return true;
+}
+
+Arena* ArenaRegion::take_parked(uint64_t bytes) {
+  if (config_.parked == 0) return nullptr;
+  SpinLock lock(parked_lock_);
+  for (uint32_t i = parked_count_; i-- > 0;) {  // the most recently parked first: warmest pages
+    Arena& a = arenas_[parked_[i].index];
+    if (a.bytes_ != bytes) continue;
+    parked_[i] = parked_[--parked_count_];
+    parked_published_.store(parked_count_, std::memory_order_relaxed);
+    return &a;
+  }
+  return nullptr;
+}
+
+template <typename Pred>
+uint64_t ArenaRegion::release_parked_if(Pred pred) {
+  Arena* released[kMaxParked];
+  uint32_t n = 0;
+  {
+    SpinLock lock(parked_lock_);
+    for (uint32_t i = 0; i < parked_count_;) {
+      if (pred(parked_[i])) {
+        released[n++] = &arenas_[parked_[i].index];
+        parked_[i] = parked_[--parked_count_];
+      } else {
+        ++i;
+      }
+    }
+    parked_published_.store(parked_count_, std::memory_order_relaxed);
+  }
+  uint64_t bytes = 0;
+  for (uint32_t i = 0; i < n; ++i) {  // outside the lock: munmap takes the kernel's
+    bytes += released[i]->bytes_;
+    released[i]->unmap();
+  }
+  return bytes;
+}
+
+uint64_t ArenaRegion::release_parked() {
+  const uint64_t bytes = release_parked_if([](const Parked&) { return true; });
+  if (bytes) count(&SharedCounters::released_bytes, bytes);
+  return bytes;
 }
 
 void ArenaRegion::free_remote(Arena& a, void* p) {
@@ -150,6 +224,8 @@ uint64_t ArenaRegion::usable_size(const void* p) const {
 }
 
 void ArenaRegion::release_all() {
+  parked_count_ = 0;
+  parked_published_.store(0, std::memory_order_relaxed);
   slots_.release_all();
   if (idle_samples_) munmap(idle_samples_, idle_samples_bytes_);
   idle_samples_ = nullptr;
@@ -160,6 +236,7 @@ void ArenaRegion::release_all() {
 
 void ArenaRegion::after_fork_in_child(const void* survivor) {
   if (!arenas_) return;
+  parked_lock_.clear();  // its holder did not come along; a park it was making leaks its arena
   for (uint32_t i = 0; i < slots_.slot_count(); ++i) {
     arenas_[i].lock_.clear();
     // The reaper did not come along: a discard it was making is over (the arena had no block).
@@ -244,7 +321,11 @@ bool register_membarrier() {
 bool ArenaRegion::idle_discard_supported() { return register_membarrier(); }
 
 uint64_t ArenaRegion::discard_idle(uint64_t now_ns, uint64_t idle_ns) {
-  if (!arenas_ || !register_membarrier()) return 0;
+  // Parked arenas idle as long go back whole (their slots too).
+  uint64_t released = release_parked_if(
+      [&](const Parked& p) { return now_ns > p.since_ns && now_ns - p.since_ns >= idle_ns; });
+  if (released) count(&SharedCounters::released_bytes, released);
+  if (!arenas_ || !register_membarrier()) return released;
   const uint32_t arenas = slots_.slot_count();
   if (!idle_samples_) {
     idle_samples_bytes_ = round_to_pages(sizeof(IdleSample) * arenas);
@@ -289,7 +370,7 @@ uint64_t ArenaRegion::discard_idle(uint64_t now_ns, uint64_t idle_ns) {
     a.reaping_.store(Arena::kDiscarded, std::memory_order_release);
   }
   if (discarded) count(&SharedCounters::released_bytes, discarded);
-  return discarded;
+  return discarded + released;
 }
 
 void* Arena::place_shared(uint64_t offset, uint64_t size, const ByteRange* allowed,
@@ -345,6 +426,10 @@ void Arena::retire() {
 }
 
 void Arena::release() {
+  if (!region_->park(*this)) unmap();
+}
+
+void Arena::unmap() {
   // Forget everything first, then give it back: a fork in the middle leaves the child an arena
   // that owns nothing rather than one that would give the same memory back twice.
   ByteRange* live = live_storage_;

@@ -102,12 +102,15 @@ TEST_F(FaultMaps, TagCommitFailureLeavesThatBlockUntracked) {
 }
 
 // The slab cannot be mapped (the first call) or its size table cannot (the second): either way
-// the thread runs unplanned, gives the slab slot back, and the next thread plans normally.
+// the thread runs unplanned, gives the slab slot back, and the next thread plans normally (on a
+// slab the failing thread could not have parked: none was mapped).
 TEST_F(FaultMaps, SlabMapFailureLeavesThatThreadUnplanned) {
   for (uint64_t failing_call : {1, 2}) {
     for (bool marks : {true, false}) {
       SCOPED_TRACE(std::string(failing_call == 1 ? "slab" : "size table") +
                    (marks ? ", marked passes" : ", detected passes"));
+      // A slab the last iteration's thread left parked would be reused, not mapped.
+      global().slabs.release_parked();
       const uint32_t slabs_before = slabs_in_use();
       const Counters before = counters();
       on_fresh_thread([&] {

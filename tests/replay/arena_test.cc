@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <string>
 #include <thread>
 #include <vector>
@@ -160,6 +161,83 @@ TEST_F(ArenaTest, RetiredArenaGoesBackAtOnceWhenEmpty) {
   ASSERT_NE(a, nullptr);
   a->retire();
   EXPECT_EQ(region_.arenas_in_use(), before);
+}
+
+// Config::parked: an arena given back stays mapped, with its pages, for the next arena of its size
+// (a thread per request finds its slab's pages there); another size maps afresh; discard_idle
+// releases parked arenas idle that long, release_parked all of them; a full region takes them.
+class ParkedArenaTest : public ArenaTest {
+ protected:
+  void SetUp() override {
+    ArenaRegion::Config config;
+    config.largest_shift = config.smallest_shift = 22;  // 4 MiB arenas
+    config.arenas = 4;
+    config.guard_capacity = 64;
+    config.parked = 2;
+    ASSERT_TRUE(region_.reserve(config));
+    region_.set_counters(&counters_);
+  }
+};
+
+TEST_F(ParkedArenaTest, AGivenBackArenaIsReusedWithItsPagesByTheNextOfItsSize) {
+  Arena* a = create(1 << 20);
+  ASSERT_NE(a, nullptr);
+  Fallback why;
+  char* p = static_cast<char*>(a->place(0, 1 << 20, &why));
+  ASSERT_NE(p, nullptr);
+  memset(p, 0x5a, 1 << 20);
+  region_.free(p, token());
+  a->retire();
+  EXPECT_EQ(region_.arenas_in_use(), 0u);
+  EXPECT_EQ(region_.arenas_parked(), 1u);
+  Arena* b = create(1 << 20);
+  ASSERT_EQ(b, a) << "the parked arena";
+  EXPECT_EQ(counters_.parked_slab_reuses.load(), 1u);
+  EXPECT_EQ(region_.arenas_parked(), 0u);
+  unsigned char resident = 0;
+  ASSERT_EQ(mincore(b->base(), 4096, &resident), 0);
+  EXPECT_TRUE(resident & 1) << "its pages stayed mapped";
+  EXPECT_EQ(static_cast<unsigned char>(b->base()[0]), 0x5a);
+  char* q = static_cast<char*>(b->place(4096, 4096, &why));
+  EXPECT_EQ(q, b->base() + 4096) << "a fresh live set";
+  region_.free(q, token());
+  b->retire();
+  Arena* c = create(2 << 20);  // another size: a new arena, the parked one stays
+  ASSERT_NE(c, nullptr);
+  EXPECT_NE(c, a);
+  EXPECT_EQ(region_.arenas_parked(), 1u);
+  c->retire();
+  EXPECT_EQ(region_.arenas_parked(), 2u);
+  EXPECT_EQ(region_.release_parked(), uint64_t{3} << 20);
+  EXPECT_EQ(region_.arenas_parked(), 0u);
+  EXPECT_EQ(region_.arenas_in_use(), 0u);
+}
+
+TEST_F(ParkedArenaTest, IdleParkedArenasGoAndAFullRegionTakesParkedOnes) {
+  Arena* arenas[4];
+  for (Arena*& a : arenas) {
+    a = create(1 << 20);
+    ASSERT_NE(a, nullptr);
+  }
+  for (Arena* a : arenas) a->retire();  // two parked (the limit), two released
+  EXPECT_EQ(region_.arenas_parked(), 2u);
+  EXPECT_EQ(region_.arenas_in_use(), 0u);
+  // Four of another size: the two free slots, then the parked ones are released for the rest.
+  for (Arena*& a : arenas) {
+    a = create(2 << 20);
+    ASSERT_NE(a, nullptr);
+  }
+  EXPECT_EQ(region_.arenas_parked(), 0u);
+  for (Arena* a : arenas) a->retire();
+  EXPECT_EQ(region_.arenas_parked(), 2u);
+  timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  const uint64_t now_ns = static_cast<uint64_t>(now.tv_sec) * 1000000000ull + now.tv_nsec;
+  region_.discard_idle(now_ns, uint64_t{60} * 1000000000ull);
+  EXPECT_EQ(region_.arenas_parked(), 2u) << "not idle for a minute";
+  region_.discard_idle(now_ns + uint64_t{61} * 1000000000ull, uint64_t{60} * 1000000000ull);
+  EXPECT_EQ(region_.arenas_parked(), 0u);
+  EXPECT_EQ(region_.arenas_in_use(), 0u);
 }
 
 // Many threads free an owner's blocks while it exits: exactly one release, every block once.

@@ -140,7 +140,8 @@ class Arena {
     lenient_ = true;
     retire();
   }
-  void release();  // under lock_ or by the owner: unmaps and frees the slot
+  void release();  // under lock_ or by the owner: parks it (Config::parked) or unmaps it
+  void unmap();    // unmaps and frees the slot
 
   ArenaRegion* region_ = nullptr;
   uint32_t index_ = 0;
@@ -177,14 +178,22 @@ class ArenaRegion {
     // (where the kernel's transparent_hugepage setting is "madvise" or "always"; "never" ignores
     // it). Arenas are aligned to their slot, so their huge pages are whole.
     bool huge_pages = false;
+    // Arenas given back (an owner's exit, its last block's free) kept mapped, at most this many
+    // (up to kMaxParked), for the next create() of the same size: a server that runs each request
+    // on a new thread then finds its slab's pages there instead of faulting them in again.
+    // discard_idle releases those kept for idle_ns, release_parked all of them. 0: none kept.
+    uint32_t parked = 0;
   };
+  static constexpr uint32_t kMaxParked = 64;
   // Reserves the address space. False (errno set) when it cannot be had.
   bool reserve(const Config& config);
   bool reserved() const { return slots_.reserved(); }
   bool contains(const void* p) const { return slots_.contains(p); }
   const vm::SlotRegion& region() const { return slots_; }
   uint64_t arena_bytes() const { return slots_.slot_bytes(); }  // the largest arena
-  uint32_t arenas_in_use() const { return slots_.slots_in_use(); }
+  // Arenas owned or holding live blocks (parked ones not counted), and parked ones.
+  uint32_t arenas_in_use() const { return slots_.slots_in_use() - arenas_parked(); }
+  uint32_t arenas_parked() const { return parked_published_.load(std::memory_order_relaxed); }
   uint32_t arena_count() const { return slots_.slot_count(); }
 
   enum class Failure : uint8_t { kNone, kTooLarge, kNoArena, kMapFailed };
@@ -224,6 +233,8 @@ class ArenaRegion {
   // idle_discard_supported() when the kernel has no membarrier: then this does nothing.
   uint64_t discard_idle(uint64_t now_ns, uint64_t idle_ns);
   static bool idle_discard_supported();
+  // Releases every parked arena (Config::parked; malloc_trim); returns their bytes.
+  uint64_t release_parked();
   // Called with a pointer freed into an arena where no block starts (a double free or an invalid
   // pointer). The default writes one line to stderr and aborts, as glibc does: going on would let
   // the guard hand out the memory of the block that lives there now.
@@ -232,6 +243,14 @@ class ArenaRegion {
  private:
   friend class Arena;
   void free_remote(Arena& a, void* p);
+  // Arenas given back but kept (Config::parked): park() takes one (false: full, or none kept),
+  // take_parked() hands one of `bytes` out again, release_parked_if() releases those `pred` picks.
+  // Under parked_lock_, which no thread holds while it waits for anything else.
+  bool park(Arena& a);
+  Arena* take_parked(uint64_t bytes);
+  template <typename Pred>
+  uint64_t release_parked_if(Pred pred);
+  Arena* start(Arena& a, const void* owner);  // create()'s last step, for a new or parked arena
   void count(std::atomic<uint64_t> SharedCounters::*counter, uint64_t n = 1) {
     if (counters_) SharedCounters::bump(counters_->*counter, n);
   }
@@ -249,6 +268,16 @@ class ArenaRegion {
   IdleSample* idle_samples_ = nullptr;  // by slot; mapped at the first discard_idle
   size_t idle_samples_bytes_ = 0;
   Config config_;
+  struct Parked {
+    uint32_t index = 0;
+    uint64_t since_ns = 0;  // CLOCK_MONOTONIC
+  };
+  // Initialized like every member: the shim's Global must be constant-initialized (malloc runs
+  // before any constructor of the library does).
+  Parked parked_[kMaxParked] = {};
+  uint32_t parked_count_ = 0;
+  std::atomic<uint32_t> parked_published_{0};  // parked_count_ for readers without the lock
+  std::atomic_flag parked_lock_ = ATOMIC_FLAG_INIT;
   SharedCounters* counters_ = nullptr;
   bool (*map_fault_)() = nullptr;
   void (*invalid_free_)(void* p) = nullptr;

@@ -48,6 +48,7 @@ const char* to_string(Fallback reason);
   X(escaping_bytes)        /* ... of them for escaping blocks' two places (shim) */               \
   X(lower_bound_bytes)     /* the plans' lower bounds, summed like slab_bytes */                  \
   X(remote_frees)          /* arena blocks freed by another thread */                             \
+  X(parked_slab_reuses)    /* arenas made from one given back and kept mapped (Config::parked) */ \
   X(moved_by_realloc)      /* arena blocks realloc moved to the fallback (shim) */                \
   X(outside_passes)        /* requests between marked passes (shim) */                            \
   X(passed_on)             /* requests of a pass served by the allocator behind (extension) */    \

@@ -1,0 +1,29 @@
+// Plans that outlive the threads that learned them (mode:auto with detection). A server that runs
+// every request on a thread of its own (Python's ThreadingHTTPServer, thread-per-connection C++
+// servers) makes each pass on a thread that exits before detection has seen the three passes it
+// needs, so no thread ever plans. Instead, each such thread's whole profile is one pass: at its
+// exit, a thread still profiling, with every record since its start, offers that sequence of
+// requests (call sites and sizes, in order); when kThreadsThatAgree threads in a row offered the
+// same one, it is planned once and published process-wide (Global::replay_pass, the field
+// mode:replay's loaded pass uses; never freed). From then on a thread that is profiling starts
+// replaying it, from a slab of its own, at the learned pass's first request (its matcher
+// recovers from a wrong start as for any plan); its passes count as steady state from the first.
+#pragma once
+
+#include <cstdint>
+
+namespace memoplan::shim {
+
+struct ThreadState;
+
+inline constexpr uint32_t kThreadsThatAgree = 3;
+
+// At thread exit, outside the registry lock, under the reentry guard (threads.cc).
+void offer_exited_thread_pass(ThreadState& t);
+
+// A tracked request (its `key`) of a thread that is profiling, once Global::replay_pass_state is
+// 1: under mode:auto, at the learned pass's first request the thread starts replaying it (or runs
+// unplanned when it cannot: no slab left).
+void adopt_learned_pass(ThreadState& t, uint64_t key);
+
+}  // namespace memoplan::shim
