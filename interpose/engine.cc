@@ -25,14 +25,12 @@ extern char** environ;
 
 namespace memoplan::shim {
 
-// Constant-initialized (checked by __constinit, GCC's C++17 spelling of constinit): malloc runs
-// before any constructor of this library, so a dynamic initializer would reset them after use.
-__constinit Unplanned unplanned;
+MEMOPLAN_CONSTINIT Unplanned unplanned;  // see state.h
 __thread int* tls_errno __attribute__((tls_model("initial-exec"))) = nullptr;
 
 namespace {
 
-__constinit Global g;  // see `unplanned`
+MEMOPLAN_CONSTINIT Global g;
 __thread int tls_reentry __attribute__((tls_model("initial-exec"))) = 0;
 
 constexpr unsigned kTagShift = 28;  // 256 MiB per tag slot; 2^16 slots = 16 TiB reserved

@@ -82,6 +82,17 @@ struct Global {
 
 Global& global();
 
+// The shim's globals must be constant-initialized: malloc runs before any constructor of this
+// library does, and a dynamic initializer would reset them after use. This makes the compiler
+// check it (C++20's constinit, in C++17 as each compiler spells it).
+#if defined(__clang__)
+#define MEMOPLAN_CONSTINIT [[clang::require_constant_initialization]]
+#elif defined(__GNUC__)
+#define MEMOPLAN_CONSTINIT __constinit
+#else
+#define MEMOPLAN_CONSTINIT
+#endif
+
 // The calling thread's state, created on first use (nullptr while that is impossible).
 extern __thread ThreadState* tls_state __attribute__((tls_model("initial-exec")));
 ThreadState* create_thread_state();
