@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "engine_harness.h"
+#include "learned_pass.h"
 #include "state.h"
 
 namespace memoplan::shim::testing {
@@ -70,6 +71,42 @@ TEST(EngineStatistics, CountersOfRunningThreadsAreIncluded) {
   ASSERT_NE(strstr(text, "planned hits "), nullptr) << text;
   const uint64_t printed = strtoull(strstr(text, "planned hits ") + 13, nullptr, 10);
   EXPECT_EQ(printed, flushed + allocations_in(network_pass())) << text;
+}
+
+// A thread per request (learned_pass.h): threads that each run one pass and exit never plan on
+// their own; once three have offered the same pass it is planned process-wide, and threads that
+// start it afterwards, several at once, serve it from slabs of their own from its first request.
+// Their slabs stay parked for the next threads (the fault and TSan builds run this too).
+TEST(EngineLearnedPass, ThreadsThatRunOnePassEachReplayAPassLearnedFromEarlierOnes) {
+  SKIP_UNLESS_ENGINE_PLANS();
+  engine_options();
+  const Script script = network_pass();
+  for (uint32_t i = 0; i < kThreadsThatAgree; ++i) {
+    EXPECT_EQ(stats().learned_passes.load(), 0u);
+    on_fresh_thread([&] {
+      Heap heap;
+      heap.pass(script, /*marks=*/false);
+      EXPECT_TRUE(heap.last_pass_all(Origin::kTag)) << heap.last_pass_origins();
+    });
+  }
+  EXPECT_EQ(stats().learned_passes.load(), 1u);
+  const Counters before = counters();
+  for (int round = 0; round < 3; ++round) {
+    std::vector<std::thread> threads;
+    for (int i = 0; i < 4; ++i) {
+      threads.emplace_back([&] {
+        Heap heap;
+        heap.pass(script, /*marks=*/false);
+        EXPECT_TRUE(heap.last_pass_all(Origin::kSlab)) << heap.last_pass_origins();
+      });
+    }
+    for (std::thread& t : threads) t.join();
+  }
+  EXPECT_EQ(stats().learned_pass_threads.load(), 12u);
+  const Counters d = counters() - before;
+  EXPECT_EQ(d.steady_hits, 12 * allocations_in(script));
+  EXPECT_GE(d.parked_slab_reuses, 8u) << "rounds after the first take the parked slabs";
+  EXPECT_EQ(slabs_in_use(), 0u);
 }
 
 TEST(EngineThreadExit, ExitingThreadReturnsItsSlab) {
