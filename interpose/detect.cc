@@ -292,8 +292,9 @@ void profile_maybe_detect(ThreadState& t) {
   PeriodResult found = find_period(keys, begins, ends, recurring, query, scratch);
   uint64_t searched = recurring;
   t.irregular.count = 0;
-  if (!found.found) {
+  if (!found.found && log.count() >= t.detection.next_irregular) {
     found = search_through_irregular_work(t, columns, n, recurring, query, &searched);
+    if (!found.found) t.detection.next_irregular = log.count() + history / 2;
   }
   uint64_t* sizes = nullptr;  // a pass whose sizes vary: each slot's largest
   if (!found.found && !t.detection.required_key) {
@@ -342,6 +343,7 @@ void detect_again(ThreadState& t, uint64_t key, uint32_t slot_count) {
   t.detection.min_period = uint64_t{slot_count} + 1;
   t.detection.budget = slot_count * 16 > 4096 ? slot_count * 16 : 4096;
   t.detection.relaxed = false;
+  t.detection.next_irregular = 0;
   t.irregular.count = 0;
 }
 

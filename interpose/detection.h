@@ -18,6 +18,12 @@ struct Detection {
   uint64_t min_period = 1;    // re-detection: and be longer than the plan that missed it
   uint64_t budget = 0;        // re-detection: records to find the pass in, then relax / stop
   bool relaxed = false;       // re-detection: already searching without required_key
+  // The search through irregular work (eight anchors, each a pass over the history) runs again
+  // only from this record count on: after one that found nothing, once the history is half as
+  // long again. A program with no pass to find (sqlite3, a compiler) searched it at every search,
+  // which cost it 16% (docs/results/SHIM.md); a pass with irregular work around it is found
+  // within half a history more.
+  uint64_t next_irregular = 0;
 };
 
 // Keys the plan left out as irregular work between passes (keep_regular): their misses in replay
