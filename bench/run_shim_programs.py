@@ -207,12 +207,14 @@ def main():
                     row["output"] = "json"
                     row["ns_per_pair"] = round(glibc_figure(stdout), 2) if ok else ""
                 rows.append(row)
-                print(f"round {r} {n:13s} {alloc:14s} {wall:8.3f} s {row.get('ns_per_pair', '')} {peak_kib / 1024:7.1f}"
-                      f" MiB{'' if ok else ' FAILED: ' + stderr.decode()[-300:]}", flush=True)
+                print(f"round {r} {n:13s} {alloc:14s} {wall:8.3f} s {row.get('ns_per_pair', '')} "
+                      f"{peak_kib / 1024:7.1f} MiB"
+                      f"{'' if ok else ' FAILED: ' + stderr.decode()[-300:]}", flush=True)
     with open(out + ".csv", "w", newline="") as f:
         f.write(f"# {' '.join(sys.argv)}\n# {platform.node()} {platform.processor()} "
                 f"{os.cpu_count()} cores, {time.strftime('%Y-%m-%d %H:%M')}\n")
-        w = csv.DictWriter(f, fieldnames=list(rows[0]) + ["ns_per_pair"], restval="")
+        fields = list(dict.fromkeys(key for row in rows for key in row))  # ns_per_pair: glibc-*
+        w = csv.DictWriter(f, fieldnames=fields, restval="")
         w.writeheader()
         w.writerows(rows)
     table = report(rows, names, allocs)

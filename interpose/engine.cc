@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <fcntl.h>
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstdarg>
@@ -85,7 +86,7 @@ void publish_unplanned() {
   unplanned.calloc = plain.calloc;
   unplanned.realloc = plain.realloc;
   unplanned.usable_size = plain.usable_size;
-  unplanned.free_keeps_errno = fallback::free_keeps_errno();
+  unplanned.free_keeps_errno = plain.free_keeps_errno;
   unplanned.tags_base = g.tags.region().base();
   unplanned.tags_size = g.tags.region().size();
   unplanned.slabs_base = g.slabs.region().base();
@@ -132,8 +133,7 @@ void initialize() {
     slabs.huge_pages = g.options.huge_pages;
     // Slabs of exited threads stay mapped for the next thread on the same plan (a server with a
     // thread per request, learned_pass.h) until idle_release; as many as threads may have slabs.
-    slabs.parked = slabs.arenas < replay::ArenaRegion::kMaxParked ? slabs.arenas
-                                                                   : replay::ArenaRegion::kMaxParked;
+    slabs.parked = std::min(slabs.arenas, replay::ArenaRegion::kMaxParked);
     ok = ok && g.slabs.reserve(slabs);
     g.slabs.set_counters(&stats());
     if (fault::kCompiledIn) {

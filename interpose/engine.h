@@ -5,9 +5,14 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "memoplan/planner/trace.h"
 #include "state.h"
+
+namespace memoplan::plan_stage {
+struct CompileOptions;  // memoplan/plan_stage/planned_pass.h
+}  // namespace memoplan::plan_stage
 
 namespace memoplan::shim {
 
@@ -53,6 +58,12 @@ void write_pass_trace(const ThreadState& t, const Trace& trace);
 void load_replay_pass();
 // mode:replay: gives the thread the loaded pass (false while it is not loaded or unusable).
 bool start_loaded_replay(ThreadState& t, ReplayStart start = {});
+// The pass every thread may start (mode:replay's loaded one, mode:auto's learned one): planned
+// with these options (slots in allocation order, the escaping blocks' places laid out once for
+// all threads), then published once as Global::replay_pass. Publishing refuses (false, nothing
+// published, `why` set) a pass whose slab is over slab_max.
+void set_shared_pass_options(plan_stage::CompileOptions& options);
+bool publish_shared_pass(plan_stage::PlannedPass&& pass, std::string* why);
 
 // reaper.cc: the idle-slab reaper thread (option idle_release). start_reaper is cheap once it
 // runs: called with every plan and at pass ends (a fork child's reaper did not come along).

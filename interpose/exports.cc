@@ -11,9 +11,9 @@
 #include "bootstrap.h"
 #include "engine.h"
 #include "fallback.h"
-#include "unplanned.h"
 #include "memoplan/pass.h"
 #include "memoplan/stats.h"
+#include "unplanned.h"
 
 using namespace memoplan::shim;
 
@@ -29,10 +29,10 @@ inline void* new_or_throw(size_t size, size_t alignment) {
   alignment = alignment < kMinAlign ? kMinAlign : alignment;
   if (size == 0) size = 1;
   for (;;) {
-    void* p = alignment == kMinAlign &&
-                      size < unplanned.direct_below.load(std::memory_order_acquire)
-                  ? unplanned.malloc(size)
-                  : engine_alloc(size, alignment, false);
+    void* p =
+        alignment == kMinAlign && size < unplanned.direct_below.load(std::memory_order_acquire)
+            ? unplanned.malloc(size)
+            : engine_alloc(size, alignment, false);
     if (p) return p;
     std::new_handler handler = std::get_new_handler();
     if (!handler) throw std::bad_alloc();
@@ -218,9 +218,7 @@ MEMOPLAN_EXPORT void operator delete[](void* p, const std::nothrow_t&) noexcept 
 MEMOPLAN_EXPORT void operator delete(void* p, std::align_val_t) noexcept { release(p); }
 MEMOPLAN_EXPORT void operator delete[](void* p, std::align_val_t) noexcept { release(p); }
 MEMOPLAN_EXPORT void operator delete(void* p, size_t, std::align_val_t) noexcept { release(p); }
-MEMOPLAN_EXPORT void operator delete[](void* p, size_t, std::align_val_t) noexcept {
-  release(p);
-}
+MEMOPLAN_EXPORT void operator delete[](void* p, size_t, std::align_val_t) noexcept { release(p); }
 MEMOPLAN_EXPORT void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept {
   release(p);
 }

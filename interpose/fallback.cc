@@ -196,8 +196,6 @@ bool init(FallbackKind kind, const char** error) {
 
 const char* name() { return chosen; }
 
-bool free_keeps_errno() { return glibc_free_keeps_errno; }
-
 void* malloc(size_t size) {
   if (injected_out_of_memory()) return nullptr;
   if (fn.mallocx) {
@@ -298,6 +296,7 @@ bool plain(Plain& out) {
   out.realloc = fn.realloc;
   out.free = fn.free;
   out.usable_size = fn.usable;
+  out.free_keeps_errno = glibc_free_keeps_errno;
   return true;
 }
 

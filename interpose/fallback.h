@@ -26,10 +26,6 @@ void* aligned(size_t alignment, size_t size);  // alignment: power of two >= siz
 void free(void* p);                            // keeps errno
 size_t usable_size(void* p);
 
-// True when the fallback's free is known to keep errno (glibc's since 2.33), so ours need not
-// save and restore it around the call.
-bool free_keeps_errno();
-
 // glibc's malloc_trim, mallopt and mallinfo2 (where the chain has them: 0 / a zeroed struct when
 // not); with mimalloc behind, trim also collects mimalloc's free memory and mallinfo2 adds the
 // bytes mimalloc has committed.
@@ -50,6 +46,7 @@ struct Plain {
   void* (*realloc)(void*, size_t) = nullptr;
   void (*free)(void*) = nullptr;
   size_t (*usable_size)(void*) = nullptr;  // null where the chain has no malloc_usable_size
+  bool free_keeps_errno = false;           // glibc's since 2.33: no save and restore around it
 };
 bool plain(Plain& out);
 

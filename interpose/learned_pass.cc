@@ -59,8 +59,7 @@ void publish(const ThreadState& t, uint64_t count) {
   Global& g = global();
   const record::RecordLog& log = t.profiling.profile->log;
   plan_stage::CompileOptions options;
-  options.order = plan_stage::SlotOrder::kAllocation;
-  options.escaping_limit = g.slabs.arena_bytes();
+  set_shared_pass_options(options);
   Result<plan_stage::PlannedPass> pass =
       plan_stage::compile(record::trace_of(log, 0, count, log.tick()), options);
   if (!pass) {
@@ -68,15 +67,20 @@ void publish(const ThreadState& t, uint64_t count) {
              pass.error().c_str());
     return;
   }
-  if (pass->plan.slab_bytes > g.slabs.arena_bytes()) return;  // install_replay would refuse it
-  if (g.options.verbose) {
-    log_line("memoplan: learned a pass of %llu allocations from %u threads that ran it once each "
-             "(slab %llu bytes); threads starting it replay it",
-             static_cast<unsigned long long>(count), kThreadsThatAgree,
-             static_cast<unsigned long long>(pass->slab_bytes));
+  const uint64_t slab_bytes = pass->slab_bytes;
+  std::string why;
+  if (!publish_shared_pass(std::move(*pass), &why)) {
+    if (g.options.verbose)
+      log_line("memoplan: the pass learned from exited threads: %s", why.c_str());
+    return;
   }
-  g.replay_pass = new plan_stage::PlannedPass(std::move(*pass));  // kept: see Global::replay_pass
-  g.replay_pass_state.store(1, std::memory_order_release);
+  if (g.options.verbose) {
+    log_line(
+        "memoplan: learned a pass of %llu allocations from %u threads that ran it once each "
+        "(slab %llu bytes); threads starting it replay it",
+        static_cast<unsigned long long>(count), kThreadsThatAgree,
+        static_cast<unsigned long long>(slab_bytes));
+  }
   stats().learned_passes.fetch_add(1, std::memory_order_relaxed);
 }
 

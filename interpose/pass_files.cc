@@ -116,8 +116,7 @@ void load_replay_pass_unguarded() {
   // Replay matches in allocation order: a file's rows may be in any order. The escaping blocks'
   // places are laid out once here, for every thread that replays the pass.
   plan_stage::CompileOptions options;
-  options.order = plan_stage::SlotOrder::kAllocation;
-  options.escaping_limit = g.slabs.arena_bytes();
+  set_shared_pass_options(options);
   Result<plan_stage::PlannedPass> pass = Error{""};
   if (o.plan_path[0]) {
     Result<Plan> loaded = read_checked_plan(o, *trace);
@@ -127,16 +126,13 @@ void load_replay_pass_unguarded() {
     pass = plan_stage::compile(*trace, options);
   }
   if (!pass) return give_up(pass.error());
-  const Plan& plan = pass->plan;
-  if (plan.alignment > g.slabs.arena_bytes() || plan.slab_bytes > g.slabs.arena_bytes()) {
-    return give_up("the plan needs a " + std::to_string(plan.slab_bytes) +
-                   "-byte slab; slab_max is " + std::to_string(g.slabs.arena_bytes()));
-  }
+  const std::string strategy = pass->plan.strategy;
+  const uint64_t slab_bytes = pass->plan.slab_bytes;
+  std::string why;
+  if (!publish_shared_pass(std::move(*pass), &why)) return give_up(why);
   log_line("memoplan: replaying %s (%zu allocations, %s plan, slab %llu bytes)", o.trace_path,
-           trace->allocations.size(), plan.strategy.c_str(),
-           static_cast<unsigned long long>(plan.slab_bytes));
-  g.replay_pass = new plan_stage::PlannedPass(std::move(*pass));  // kept: see Global::replay_pass
-  g.replay_pass_state.store(1, std::memory_order_release);
+           trace->allocations.size(), strategy.c_str(),
+           static_cast<unsigned long long>(slab_bytes));
 }
 
 }  // namespace
@@ -159,6 +155,24 @@ void load_replay_pass() {
     stats().bookkeeping_failures.fetch_add(1, std::memory_order_relaxed);
     give_up("out of memory while reading the trace and plan");
   }
+}
+
+void set_shared_pass_options(plan_stage::CompileOptions& options) {
+  options.order = plan_stage::SlotOrder::kAllocation;
+  options.escaping_limit = global().slabs.arena_bytes();
+}
+
+bool publish_shared_pass(plan_stage::PlannedPass&& pass, std::string* why) {
+  Global& g = global();
+  const Plan& plan = pass.plan;
+  if (plan.alignment > g.slabs.arena_bytes() || plan.slab_bytes > g.slabs.arena_bytes()) {
+    *why = "the plan needs a " + std::to_string(plan.slab_bytes) + "-byte slab; slab_max is " +
+           std::to_string(g.slabs.arena_bytes());
+    return false;
+  }
+  g.replay_pass = new plan_stage::PlannedPass(std::move(pass));  // kept: see Global::replay_pass
+  g.replay_pass_state.store(1, std::memory_order_release);
+  return true;
 }
 
 bool start_loaded_replay(ThreadState& t, ReplayStart start) {

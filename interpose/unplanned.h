@@ -30,7 +30,8 @@ struct alignas(64) Unplanned {
   size_t (*usable_size)(void*) = nullptr;  // may stay null (no malloc_usable_size in the chain)
   // The fallback's free; published with release after everything above and the regions.
   std::atomic<void (*)(void*)> free{nullptr};
-  bool free_keeps_errno = false;  // glibc >= 2.33's does; others: ours keeps it (free_keeping_errno)
+  // glibc >= 2.33's free keeps errno; around the others', free_keeping_errno keeps it.
+  bool free_keeps_errno = false;
   // The shim's own blocks: the tag region (profiling) and the slab region (replay), each
   // [base, base + size); empty under mode:off.
   uintptr_t tags_base = 0, tags_size = 0, slabs_base = 0, slabs_size = 0;

@@ -9,8 +9,8 @@
 
 #include <cerrno>
 #include <cstdio>
-#include <ctime>
 #include <cstdlib>
+#include <ctime>
 #include <new>
 
 namespace memoplan::replay {
@@ -83,8 +83,8 @@ Arena* ArenaRegion::create(uint64_t bytes, const void* owner, Failure* why) {
     *why = Failure::kNone;
     return start(*parked, owner);
   }
-  if (!slots_.acquire(index) && !(release_parked_if([](const Parked&) { return true; }) &&
-                                  slots_.acquire(index))) {
+  if (!slots_.acquire(index) &&
+      !(release_parked_if([](const Parked&) { return true; }) && slots_.acquire(index))) {
     *why = Failure::kNoArena;
     return nullptr;
   }
