@@ -12,7 +12,8 @@ PACKAGES=(
   libunwind-dev libjemalloc-dev libgoogle-perftools-dev libmimalloc-dev
   libtorch-dev libtorch-test python3-torch python3-torchvision libopenblas0-pthread
   libdnnl-dev  # oneDNN's headers: the tuned kernels' blocked layout (LibTorch links oneDNN itself)
-  libcpp-httplib-dev libsimdjson-dev gnuplot-nox wrk curl
+  libboost-dev libsimdjson-dev gnuplot-nox wrk curl
+  nghttp2-client  # h2load: bench/run_serve_load.py's gRPC load
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc  # memoplan-serve --grpc-port
   python3-grpcio python3-protobuf  # its test's gRPC client
   clang libclang-rt-14-dev  # the fuzz targets: libFuzzer (scripts/run_fuzz.sh)

@@ -130,6 +130,16 @@ int GrpcServer::start(const std::string& host, int port) {
   builder.SetMaxReceiveMessageSize(
       static_cast<int>(std::min<size_t>(options_.max_message, static_cast<size_t>(INT32_MAX))));
   builder.SetMaxSendMessageSize(-1);  // outputs: as large as the model makes them
+  const auto ms = [](double seconds) { return static_cast<int>(seconds * 1000); };
+  builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, ms(options_.header_timeout_s));
+  builder.AddChannelArgument(GRPC_ARG_MAX_METADATA_SIZE, static_cast<int>(options_.max_header));
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, ms(options_.idle_timeout_s));
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, options_.max_streams);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+                             ms(options_.min_client_ping_s));
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 2);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, ms(options_.keepalive_s));
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 20000);
   grpc::ResourceQuota quota("memoplan-serve-grpc");
   quota.SetMaxThreads(options_.threads);
   builder.SetResourceQuota(quota);

@@ -20,6 +20,17 @@ struct GrpcOptions {
   // Threads that run calls (each ModelInfer call holds one while it waits for its worker).
   int threads = 8;
   std::string version;  // reported by ServerMetadata
+  // The HTTP front end's limits where gRPC has them (docs/SERVE.md, Limits): the HTTP/2 handshake
+  // and request metadata within header_timeout_s and max_header bytes; a connection without
+  // calls for idle_timeout_s is closed (GOAWAY); at most max_streams calls at once per connection.
+  double header_timeout_s = 10;
+  double idle_timeout_s = 75;
+  size_t max_header = 16u << 10;
+  int max_streams = 100;
+  // Keepalive enforcement: a client that pings more often than this without calls is sent
+  // GOAWAY after two strikes; the server pings an idle peer after keepalive_s to find dead ones.
+  double min_client_ping_s = 10;
+  double keepalive_s = 60;
 };
 
 class GrpcServer {

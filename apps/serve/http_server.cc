@@ -1,267 +1,164 @@
 #include "http_server.h"
 
-#include <httplib.h>
+#include <sys/resource.h>
 
-#include <nlohmann/json.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
 
-#include "http_error.h"
-#include "kserve_codec.h"
+#include <algorithm>
+#include <atomic>
+#include <optional>
+
+#include "http_connection.h"
+#include "http_routes.h"
+#include "worker_pool.h"
 
 namespace memoplan::serve {
 namespace {
 
-constexpr const char* kJson = "application/json";
-// /v2/models/NAME and /v2/models/NAME/versions/VERSION, then the route's own suffix.
-constexpr const char* kModelPath = R"(/v2/models/([^/]+)(?:/versions/([^/]+))?)";
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
 
-void reply_error(httplib::Response& res, int status, const std::string& message) {
-  res.status = status;
-  res.set_content(encode_error(message), kJson);
-}
+// Descriptors kept for everything but connections: model files, gRPC, logs, the listener.
+constexpr size_t kReservedFiles = 256;
 
-// Reads the body through the content reader, keeping at most max_body bytes: Content-Length
-// bodies over the limit are refused by httplib itself (set_payload_max_length), chunked ones
-// here. Either way the rest is read and dropped, so the connection stays usable. False, with the
-// error reply set, when the body is too large or could not be read.
-bool read_body(const httplib::ContentReader& reader, size_t max_body, httplib::Response& res,
-               std::string& body) {
-  bool too_large = false;
-  const bool read = reader([&](const char* data, size_t n) {
-    if (!too_large && n <= max_body - body.size()) {
-      body.append(data, n);
-    } else if (!too_large) {
-      too_large = true;
-      std::string().swap(body);
-    }
-    return true;
-  });
-  if (too_large || res.status == 413) {
-    reply_error(res, 413,
-                "request body larger than the server's limit of " + std::to_string(max_body) +
-                    " bytes (--max-body)");
-    return false;
+// Raises the soft open-file limit to the hard one; returns the soft limit then in force.
+size_t raise_open_file_limit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return 1024;
+  if (limit.rlim_cur < limit.rlim_max) {
+    rlimit raised = limit;
+    raised.rlim_cur = limit.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &raised) == 0) limit = raised;
   }
-  if (!read) {
-    reply_error(res, 400, "the request body could not be read");
-    return false;
-  }
-  return true;
-}
-
-const char* reason(int status) {
-  switch (status) {
-    case 400:
-      return "bad request";
-    case 404:
-      return "not found";
-    case 405:
-      return "method not allowed";
-    case 413:
-      return "request body too large";
-    case 414:
-      return "request URI too long";
-    default:
-      return "error";
-  }
+  return limit.rlim_cur == RLIM_INFINITY ? SIZE_MAX : static_cast<size_t>(limit.rlim_cur);
 }
 
 }  // namespace
 
-HttpServer::HttpServer(const HttpOptions& options, ModelRegistry& models, Metrics& metrics)
-    : options_(options),
-      models_(models),
-      metrics_(metrics),
-      server_(std::make_unique<httplib::Server>()) {
-  const int threads = options_.threads;
-  server_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  server_->set_payload_max_length(options_.max_body);
-  // Without it, Nagle's algorithm holds the body segment after the header segment for the
-  // client's delayed ACK: 40 ms on every response.
-  server_->set_tcp_nodelay(true);
-  server_->set_keep_alive_max_count(1000);
-  add_routes();
-}
+struct HttpServer::Impl {
+  Impl(const HttpOptions& o, ModelRegistry& models, Metrics& m)
+      : options(o),
+        metrics(m),
+        routes(o.version, models, m, o.plan_stats),
+        handlers(std::max(1, o.threads), static_cast<size_t>(std::max(1, o.threads)), nullptr),
+        acceptor(io),
+        retry(io) {}
 
-HttpServer::~HttpServer() = default;
-
-int HttpServer::bind(const std::string& host, int port) {
-  if (port == 0) return server_->bind_to_any_port(host);
-  return server_->bind_to_port(host, port) ? port : -1;
-}
-
-bool HttpServer::run() { return server_->listen_after_bind(); }
-bool HttpServer::running() const { return server_->is_running(); }
-void HttpServer::stop() { server_->stop(); }
-
-void HttpServer::add_routes() {
-  httplib::Server& s = *server_;
-  // The model the path names (and its one version), or null with 404 answered.
-  auto served = [this](const httplib::Request& req,
-                       httplib::Response& res) -> std::shared_ptr<ServedModel> {
-    try {
-      return models_.get(req.matches[1], req.matches.size() > 2 ? req.matches[2].str() : "");
-    } catch (const HttpError& e) {
-      reply_error(res, e.status(), e.what());
-      return nullptr;
-    }
-  };
-
-  s.Get("/v2/health/live",
-        [](const httplib::Request&, httplib::Response& res) { res.status = 200; });
-  s.Get("/v2/health/ready", [this](const httplib::Request&, httplib::Response& res) {
-    if (models_.all_ready()) {
-      res.status = 200;
-    } else {
-      reply_error(res, 400, "not every model is loaded and planned yet");
-    }
-  });
-  s.Get("/v2", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(encode_server_metadata(options_.version), kJson);
-  });
-  s.Get(std::string(kModelPath) + "/ready",
-        [served](const httplib::Request& req, httplib::Response& res) {
-          const std::shared_ptr<ServedModel> model = served(req, res);
-          if (!model) return;
-          if (model->ready()) {
-            res.status = 200;
-          } else {
-            reply_error(res, 400, "model '" + model->name() + "' is not ready yet");
-          }
+  void accept() {
+    acceptor.async_accept([this](boost::system::error_code ec, tcp::socket socket) {
+      if (ec == asio::error::operation_aborted || front->stopping) return;
+      if (ec) {
+        // Out of descriptors or buffers (EMFILE, ENFILE, ENOBUFS): the pending connections wait
+        // in the backlog; try again shortly rather than spin.
+        retry.expires_after(std::chrono::milliseconds(50));
+        retry.async_wait([this](boost::system::error_code e) {
+          if (!e && !front->stopping) accept();
         });
-  s.Get(kModelPath, [served](const httplib::Request& req, httplib::Response& res) {
-    if (const auto model = served(req, res)) {
-      const ModelMemory memory = model->memory();
-      res.set_content(encode_model_metadata(model->model().spec(), &memory,
-                                            model->config().workers),
-                      kJson);
-    }
-  });
-  s.Post(std::string(kModelPath) + "/infer", [this, served](const httplib::Request& req,
-                                                            httplib::Response& res,
-                                                            const httplib::ContentReader& reader) {
-    std::string body;
-    if (!read_body(reader, options_.max_body, res, body)) return;
-    const std::shared_ptr<ServedModel> model = served(req, res);  // held until answered
-    if (!model) return;
-    const InferReply reply =
-        model->handler().handle(body, req.get_header_value("Inference-Header-Content-Length"));
-    res.status = reply.status;
-    if (reply.header_length) {
-      res.set_header("Inference-Header-Content-Length", std::to_string(*reply.header_length));
-    }
-    res.set_content(reply.body, reply.content_type.c_str());
-  });
-
-  // The repository extension: index, load, unload.
-  s.Post("/v2/repository/index", [this](const httplib::Request&, httplib::Response& res,
-                                        const httplib::ContentReader& reader) {
-    std::string body;
-    if (!read_body(reader, options_.max_body, res, body)) return;
-    bool ready_only = false;
-    if (!body.empty()) {
-      const nlohmann::json request = nlohmann::json::parse(body, nullptr, false);
-      if (request.is_discarded() || !request.is_object()) {
-        reply_error(res, 400, "malformed JSON: the index request body must be an object");
         return;
       }
-      if (request.contains("ready")) {
-        if (!request["ready"].is_boolean()) {
-          reply_error(res, 400, "\"ready\" must be true or false");
-          return;
-        }
-        ready_only = request["ready"].get<bool>();
-      }
-    }
-    nlohmann::json index = nlohmann::json::array();
-    for (const ModelRegistry::IndexEntry& e : models_.index()) {
-      if (ready_only && e.state != "READY") continue;
-      nlohmann::json entry = {{"name", e.name}, {"version", e.version}, {"state", e.state}};
-      if (!e.reason.empty()) entry["reason"] = e.reason;
-      index.push_back(std::move(entry));
-    }
-    res.set_content(index.dump(), kJson);
-  });
-  auto repository_call = [this](bool load) {
-    return [this, load](const httplib::Request& req, httplib::Response& res,
-                        const httplib::ContentReader& reader) {
-      std::string body;
-      if (!read_body(reader, options_.max_body, res, body)) return;
-      try {
-        if (load) {
-          models_.load(req.matches[1]);
-        } else {
-          models_.unload(req.matches[1]);
-        }
-        res.status = 200;
-      } catch (const HttpError& e) {
-        reply_error(res, e.status(), e.what());
-      }
-    };
-  };
-  s.Post(R"(/v2/repository/models/([^/]+)/load)", repository_call(true));
-  s.Post(R"(/v2/repository/models/([^/]+)/unload)", repository_call(false));
+      admit(std::move(socket));
+      accept();
+    });
+  }
 
-  s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    Gauges g;
-    g.ready = true;
-    std::vector<Metrics::ModelView> views;
-    const std::vector<std::shared_ptr<ServedModel>> models = models_.models();
-    for (const auto& model : models) {
-      const Gauges m = model->gauges();
-      g.queue_depth += m.queue_depth;
-      g.queue_capacity += m.queue_capacity;
-      g.workers += m.workers;
-      g.busy_workers += m.busy_workers;
-      g.ready = g.ready && m.ready;
-      g.charged_bytes += m.charged_bytes;
-      views.push_back({model->name(), &model->metrics(), m});
+  void admit(tcp::socket socket) {
+    metrics.connection_opened();
+    boost::system::error_code ec;
+    const tcp::endpoint peer = socket.remote_endpoint(ec);
+    if (ec) return metrics.connection_closed(ConnectionEnd::kClient);  // gone already
+    const ConnectionEnd refusal = table->admit(peer.address());
+    if (refusal != ConnectionEnd::kClient) {
+      socket.close(ec);
+      return metrics.connection_closed(refusal);
     }
-    g.memory_limit_bytes = models_.memory_limit();
-    g.ready = g.ready && !models.empty();
-    const torch_ext::PlanStats plan =
-        options_.plan_stats ? options_.plan_stats() : torch_ext::PlanStats{};
-    res.set_content(metrics_.render(g, plan) + Metrics::render_models(views),
-                    "text/plain; version=0.0.4; charset=utf-8");
-  });
+    // Without it, Nagle's algorithm holds the body segment after the header segment for the
+    // client's delayed ACK: 40 ms on every response.
+    socket.set_option(tcp::no_delay(true), ec);
+    open_connection(*front, std::move(socket), peer.address());
+  }
 
-  // Bodies sent to any other path are read under the same limit (a chunked upload would
-  // otherwise be read whole into memory first), then answered 404.
-  auto drain = [this](const httplib::Request& req, httplib::Response& res,
-                      const httplib::ContentReader& reader) {
-    std::string body;
-    if (read_body(reader, options_.max_body, res, body)) {
-      reply_error(res, 404, "no route for " + req.method + " " + req.path);
-    }
-  };
-  s.Post(".*", drain);
-  s.Put(".*", drain);
-  s.Patch(".*", drain);
-  s.Delete(".*", drain);
+  void stop_on_loop() {
+    if (front->stopping) return;
+    front->stopping = true;
+    boost::system::error_code ec;
+    acceptor.close(ec);
+    retry.cancel();
+    table->close_waiting();
+    if (table->size() == 0) work.reset();
+  }
 
-  // Every error the handlers did not describe (unknown paths, httplib's own 400/413) gets the
-  // protocol's JSON body too.
-  s.set_error_handler(
-      httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
-        if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-        std::string message = reason(res.status);
-        if (res.status == 404) message = "no route for " + req.method + " " + req.path;
-        res.set_content(encode_error(message), kJson);
-        return httplib::Server::HandlerResponse::Handled;
-      }));
-  s.set_exception_handler(
-      [](const httplib::Request&, httplib::Response& res, std::exception_ptr error) {
-        std::string message = "internal error";
-        try {
-          std::rethrow_exception(error);
-        } catch (const std::exception& e) {
-          message += std::string(": ") + e.what();
-        } catch (...) {
-        }
-        reply_error(res, 500, message);
-      });
-  s.set_logger([this](const httplib::Request&, const httplib::Response& res) {
-    metrics_.count_response(res.status);
-  });
+  HttpOptions options;
+  Metrics& metrics;
+  HttpRoutes routes;
+  WorkerPool handlers;
+  asio::io_context io{1};
+  tcp::acceptor acceptor;
+  asio::steady_timer retry;
+  size_t max_connections = 0;
+  std::optional<ConnectionTable> table;
+  std::optional<FrontEnd> front;
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
+  std::atomic<bool> running{false};
+};
+
+HttpServer::HttpServer(const HttpOptions& options, ModelRegistry& models, Metrics& metrics)
+    : impl_(std::make_unique<Impl>(options, models, metrics)) {}
+
+HttpServer::~HttpServer() {
+  if (impl_) impl_->handlers.stop();
+}
+
+int HttpServer::bind(const std::string& host, int port) {
+  Impl& s = *impl_;
+  const HttpLimits& l = s.options.limits;
+  const size_t files = raise_open_file_limit();
+  s.max_connections = std::max<size_t>(
+      1,
+      std::min(l.max_connections, files > kReservedFiles * 2 ? files - kReservedFiles : files / 2));
+  const size_t per_address = l.max_connections_per_address
+                                 ? l.max_connections_per_address
+                                 : std::max<size_t>(1, s.max_connections / 2);
+  s.table.emplace(s.max_connections, per_address);
+  s.front.emplace(FrontEnd{l, s.routes, s.handlers, s.metrics, s.io, *s.table, false, {}});
+  s.front->on_last_closed = [&s] { s.work.reset(); };
+  boost::system::error_code ec;
+  tcp::resolver resolver(s.io);
+  const auto endpoints = resolver.resolve(
+      host, std::to_string(port), tcp::resolver::passive | tcp::resolver::numeric_service, ec);
+  if (ec || endpoints.empty()) return -1;
+  const tcp::endpoint endpoint = endpoints.begin()->endpoint();
+  s.acceptor.open(endpoint.protocol(), ec);
+  if (!ec) s.acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
+  if (!ec) s.acceptor.bind(endpoint, ec);
+  if (!ec) s.acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) {
+    s.acceptor.close(ec);
+    return -1;
+  }
+  return s.acceptor.local_endpoint().port();
+}
+
+size_t HttpServer::max_connections() const { return impl_->max_connections; }
+
+bool HttpServer::run() {
+  Impl& s = *impl_;
+  if (!s.acceptor.is_open()) return false;
+  s.work.emplace(s.io.get_executor());
+  s.accept();
+  s.running.store(true, std::memory_order_release);
+  s.io.run();
+  s.running.store(false, std::memory_order_release);
+  return true;
+}
+
+bool HttpServer::running() const { return impl_->running.load(std::memory_order_acquire); }
+
+void HttpServer::stop() {
+  asio::post(impl_->io, [s = impl_.get()] { s->stop_on_loop(); });
 }
 
 }  // namespace memoplan::serve

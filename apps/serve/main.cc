@@ -39,8 +39,8 @@ struct Options {
   int workers = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   std::string name;
   size_t queue = 32;
-  size_t max_body = 64u << 20;
-  int http_threads = 0;  // 0: max(64, workers + queue + 4)
+  memoplan::serve::HttpLimits limits;  // --max-body, --header-timeout, ... (docs/SERVE.md, Limits)
+  int http_threads = 0;                // 0: max(64, workers + queue + 4)
   std::string strategy{memoplan::planner::kDefaultStrategy};
   bool no_plan = false;
   std::string kernels = "auto";
@@ -128,9 +128,9 @@ int serve(const Options& o) {
   }
 
   HttpOptions http;
-  http.max_body = o.max_body;
-  // Each open connection holds an HTTP thread (keep-alive included): enough of them that clients
-  // meet the queue's 503 rather than wait for a thread, and at least 64 connections at once.
+  http.limits = o.limits;
+  // Handler threads: one per infer or repository call in flight (open connections hold none).
+  // Enough of them that clients meet the queue's 503 rather than wait for one.
   http.threads =
       o.http_threads > 0 ? o.http_threads : std::max(64, o.workers + static_cast<int>(o.queue) + 4);
   http.version = kVersion;
@@ -146,8 +146,11 @@ int serve(const Options& o) {
   std::unique_ptr<GrpcServer> grpc;
   if (o.grpc_port >= 0) {
     GrpcOptions grpc_options;
-    grpc_options.max_message = o.max_body;
+    grpc_options.max_message = o.limits.max_body;
     grpc_options.threads = http.threads;
+    grpc_options.header_timeout_s = o.limits.header_timeout_s;
+    grpc_options.idle_timeout_s = o.limits.idle_timeout_s;
+    grpc_options.max_header = o.limits.max_header;
     grpc_options.version = kVersion;
     grpc = std::make_unique<GrpcServer>(grpc_options, models, metrics);
     const int bound = grpc->start(o.host, o.grpc_port);
@@ -185,7 +188,8 @@ int serve(const Options& o) {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     const size_t loaded = models.models().size();
     log("ready after " + std::to_string(seconds).substr(0, 4) + " s: " + std::to_string(loaded) +
-        " model(s), " + std::to_string(http.threads) + " HTTP threads" +
+        " model(s), " + std::to_string(http.threads) + " HTTP handler threads, at most " +
+        std::to_string(server.max_connections()) + " connections" +
         (single ? ", " + std::to_string(o.workers) + " worker(s), queue " + std::to_string(o.queue)
                 : ""));
   } catch (const std::exception& e) {
@@ -253,12 +257,39 @@ int main(int argc, char** argv) {
   app.add_option("--name", o.name, "model name in URLs (default: the file's stem)");
   app.add_option("--queue", o.queue, "requests that may wait for a worker; more get 503")
       ->capture_default_str();
-  app.add_option("--max-body", o.max_body, "largest request body in bytes; larger get 413")
+  app.add_option("--max-body", o.limits.max_body,
+                 "largest request body in bytes; larger get 413 (also gRPC's message limit)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  app.add_option("--max-header", o.limits.max_header,
+                 "largest request header (request line and fields) in bytes; larger get 431")
+      ->capture_default_str()
+      ->check(CLI::Range(size_t{1024}, size_t{1} << 20));
+  app.add_option("--header-timeout", o.limits.header_timeout_s,
+                 "seconds a request header may take, from the connection's accept or from the "
+                 "first byte after a keep-alive wait; slower ones are closed")
+      ->capture_default_str()
+      ->check(CLI::Range(0.1, 3600.0));
+  app.add_option("--idle-timeout", o.limits.idle_timeout_s,
+                 "seconds a keep-alive connection may wait for its next request")
+      ->capture_default_str()
+      ->check(CLI::Range(0.1, 86400.0));
+  app.add_option("--min-rate", o.limits.min_rate,
+                 "bytes per second a request body must arrive at, and a response be read at, "
+                 "after the first --header-timeout seconds; slower clients are closed (0: none)")
+      ->capture_default_str();
+  app.add_option("--max-connections", o.limits.max_connections,
+                 "HTTP connections open at once (lowered to fit the open-file limit); at the cap "
+                 "the oldest idle one, else the oldest without a whole request, makes room")
+      ->capture_default_str()
+      ->check(CLI::Range(size_t{1}, size_t{1} << 24));
+  app.add_option("--max-connections-per-address", o.limits.max_connections_per_address,
+                 "HTTP connections from one client address; more are refused (default: half of "
+                 "--max-connections)")
+      ->check(CLI::Range(size_t{1}, size_t{1} << 24));
   app.add_option("--http-threads", o.http_threads,
-                 "connection threads; each open connection holds one (default: "
-                 "max(64, workers + queue + 4))")
+                 "handler threads: each runs one infer or repository call at a time; open "
+                 "connections hold none (default: max(64, workers + queue + 4))")
       ->check(CLI::Range(1, 4096));
   app.add_option("--strategy", o.strategy, "memoplan planning strategy (memoplan plan --list)")
       ->capture_default_str()

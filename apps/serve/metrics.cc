@@ -131,6 +131,25 @@ std::string Metrics::render(const Gauges& gauges, const torch_ext::PlanStats& pl
     }
   }
 
+  static constexpr const char* kConnectionEnds[] = {
+      "client",  "idle_timeout", "header_timeout",  "body_timeout", "write_timeout",
+      "evicted", "refused",      "refused_address", "bad_request",  "stopped"};
+  static_assert(std::size(kConnectionEnds) == std::tuple_size_v<decltype(connections_closed_)>);
+  const uint64_t opened = connections_opened_.load(std::memory_order_relaxed);
+  uint64_t closed = 0;
+  for (const auto& n : connections_closed_) closed += n.load(std::memory_order_relaxed);
+  metric(out, "memoplan_serve_http_connections", "gauge", "HTTP connections open now.",
+         opened >= closed ? opened - closed : 0);
+  metric(out, "memoplan_serve_http_connections_opened_total", "counter",
+         "HTTP connections accepted (those refused at once included).", opened);
+  header(out, "memoplan_serve_http_connections_closed_total", "counter",
+         "HTTP connections closed, by why (docs/SERVE.md, Limits).");
+  for (size_t i = 0; i < connections_closed_.size(); ++i) {
+    sample(out, "memoplan_serve_http_connections_closed_total",
+           connections_closed_[i].load(std::memory_order_relaxed),
+           fmt::format("reason=\"{}\"", kConnectionEnds[i]));
+  }
+
   header(out, "memoplan_serve_infer_request_duration_seconds", "histogram",
          "Infer requests from body received to response encoded (queue wait included).");
   latency_.render(out, "memoplan_serve_infer_request_duration_seconds", "");

@@ -30,6 +30,21 @@ struct Gauges {
   uint64_t memory_limit_bytes = 0;
 };
 
+// Why the HTTP front end closed a connection (http_server.h lists the limits).
+enum class ConnectionEnd {
+  kClient,          // the client closed it, or asked to (Connection: close), or sent nothing more
+  kIdleTimeout,     // no next request within the keep-alive timeout
+  kHeaderTimeout,   // the request header was not complete by its deadline
+  kBodyTimeout,     // the body came slower than the minimum rate
+  kWriteTimeout,    // the client did not read its response at the minimum rate
+  kEvicted,         // closed, idle or still without a request, to make room at the connection cap
+  kRefused,         // closed at once: the connection cap, with nothing to evict
+  kRefusedAddress,  // closed at once: the cap on connections from one client address
+  kBadRequest,      // after an error answer that ends the connection (400, 413, 431)
+  kStopped,         // the server was stopping
+  kCount
+};
+
 class Metrics {
  public:
   // A model's metrics pass every inference, latency and batch observation on to the server's
@@ -52,6 +67,12 @@ class Metrics {
   // Dynamic batching: the rows of a batch sent to a worker, and each request's wait before it.
   void observe_batch(uint64_t rows);
   void observe_batch_queue_delay(double seconds);
+
+  // HTTP connections: one accepted, one closed and why (the open ones are the difference).
+  void connection_opened() { connections_opened_.fetch_add(1, std::memory_order_relaxed); }
+  void connection_closed(ConnectionEnd why) {
+    connections_closed_[static_cast<size_t>(why)].fetch_add(1, std::memory_order_relaxed);
+  }
 
   std::string render(const Gauges& gauges, const torch_ext::PlanStats& plan) const;
 
@@ -87,6 +108,9 @@ class Metrics {
   Histogram<kBuckets.size()> latency_{kBuckets, true};
   Histogram<kBatchBuckets.size()> batch_{kBatchBuckets, false};
   Histogram<kDelayBuckets.size()> delay_{kDelayBuckets, true};
+  std::atomic<uint64_t> connections_opened_{0};
+  std::array<std::atomic<uint64_t>, static_cast<size_t>(ConnectionEnd::kCount)>
+      connections_closed_{};
   std::atomic<uint64_t> inferences_{0};
   std::atomic<uint64_t> inference_errors_{0};
   std::atomic<uint64_t> inference_ns_{0};

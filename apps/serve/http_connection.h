@@ -1,0 +1,72 @@
+// One HTTP/1.1 connection of the front end, from accept to close, and the table of open ones
+// with its caps. Everything here runs on the event loop's thread; only a blocking request's
+// handling runs on a handler thread, which posts its reply back.
+//
+// A connection's life: waiting for a request header (deadline: header_timeout_s from accept or
+// from the first byte after a keep-alive wait), reading its body (at min_rate after the grace),
+// handling, writing the answer (at min_rate after the grace), then idle (idle_timeout_s) or
+// closed. Answers that end the connection (400, 413, 431) are followed by a lingering close: the
+// server stops sending and reads what the client still sends for a moment, so that the client
+// reads the answer instead of a reset.
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+
+#include <cstddef>
+#include <list>
+#include <map>
+
+#include "http_routes.h"
+#include "http_server.h"
+#include "metrics.h"
+#include "worker_pool.h"
+
+namespace memoplan::serve {
+
+class Connection;
+
+// Open connections by client address, and the two kinds that may be closed to make room at the
+// cap, oldest first: idle keep-alive ones, and ones without a whole request header yet.
+class ConnectionTable {
+ public:
+  ConnectionTable(size_t max_total, size_t max_per_address)
+      : max_total_(max_total), max_per_address_(max_per_address) {}
+
+  // Whether a new connection from `address` may open; at the total cap, closes the oldest
+  // evictable connection to make room. Returns kClient when it may, else why not.
+  ConnectionEnd admit(const boost::asio::ip::address& address);
+  void add(Connection* c);
+  void remove(Connection* c);
+  // A connection's evictable state: idle (kept alive, no request), waiting (no whole header yet)
+  // or neither.
+  enum class Queue { kNone, kIdle, kWaiting };
+  void set_queue(Connection* c, Queue q);
+  // The server stops: every idle and waiting connection closes.
+  void close_waiting();
+  size_t size() const { return open_; }
+
+ private:
+  const size_t max_total_, max_per_address_;
+  size_t open_ = 0;
+  std::map<boost::asio::ip::address, size_t> per_address_;
+  std::list<Connection*> idle_, waiting_;
+};
+
+// What every connection shares: the server's limits, routes, handler threads and counters.
+struct FrontEnd {
+  const HttpLimits& limits;
+  const HttpRoutes& routes;
+  WorkerPool& handlers;
+  Metrics& metrics;
+  boost::asio::io_context& io;
+  ConnectionTable& table;
+  bool stopping = false;
+  std::function<void()> on_last_closed;  // called when stopping and the table became empty
+};
+
+// Starts serving an accepted socket that the table admitted (and counted in metrics).
+void open_connection(FrontEnd& front, boost::asio::ip::tcp::socket socket,
+                     const boost::asio::ip::address& address);
+
+}  // namespace memoplan::serve
