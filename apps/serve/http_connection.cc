@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace memoplan::serve {
 namespace {
@@ -27,6 +28,8 @@ constexpr double kLingerSeconds = 2;
 constexpr size_t kLingerBytes = 1u << 20;
 // A keep-alive wait reads the next request's first bytes into this much buffer.
 constexpr size_t kIdleRead = 1024;
+// A body is read this much at a time.
+constexpr size_t kBodyRead = 64u << 10;
 
 }  // namespace
 
@@ -36,8 +39,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
       : front_(front), stream_(std::move(socket)), address_(address) {}
 
   const asio::ip::address& address() const { return address_; }
+  beast::tcp_stream::executor_type executor() { return stream_.get_executor(); }
+  // The table's, under its lock.
   std::list<Connection*>::iterator queue_position;
   Queue queue = Queue::kNone;
+  bool in_table = false;
 
   void start() {
     front_.table.add(this);
@@ -45,8 +51,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
     read_header();
   }
 
-  // Closed from outside the connection's own steps: to make room at the cap, or the server stops.
-  void close_now(ConnectionEnd why) { close(why); }
+  // Closed from outside the connection's own steps (to make room at the cap, or the server
+  // stops): on its strand, once the step running there now is done.
+  void close_soon(ConnectionEnd why) {
+    asio::post(stream_.get_executor(), [self = shared_from_this(), why] { self->close(why); });
+  }
 
  private:
   void read_header() {
@@ -70,6 +79,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (parser_->is_done()) return dispatch();
     body_start_ = Clock::now();
     body_bytes_ = 0;
+    // Beast reads at most the buffer's free capacity at a time (at least 512 bytes): without
+    // this, a body came in 1 KiB reads after a keep-alive wait (a 3 MB body: 3,000 of them).
+    buffer_.reserve(kBodyRead);
     if (version_ >= 11 && beast::iequals(request[http::field::expect], "100-continue")) {
       // The client waits for this before it sends the body (curl does for large bodies).
       auto next =
@@ -150,11 +162,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
     // The reply is made on a handler thread and written from the event loop.
     auto reply = std::make_shared<HttpReply>();
     const HttpRoutes& routes = front_.routes;
-    asio::io_context& io = front_.io;
     WorkerPool::Job job;
     job.run = [&routes, request, reply] { *reply = routes.handle(*request); };
-    job.finish = [&io, self = shared_from_this(), reply] {
-      asio::post(io, [self, reply] {
+    job.finish = [self = shared_from_this(), reply] {
+      asio::post(self->stream_.get_executor(), [self, reply] {
         if (!self->closed_) self->answer(std::move(*reply));
       });
     };
@@ -254,10 +265,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
     closed_ = true;
     stream_.close();  // its timer too; a pending step completes with operation_aborted
     front_.metrics.connection_closed(why);
-    front_.table.remove(this);
-    if (front_.stopping && front_.table.size() == 0 && front_.on_last_closed) {
-      front_.on_last_closed();
-    }
+    const size_t left = front_.table.remove(this);
+    if (left == 0 && front_.stopping && front_.on_last_closed) front_.on_last_closed();
   }
 
   FrontEnd& front_;
@@ -278,47 +287,84 @@ class Connection : public std::enable_shared_from_this<Connection> {
 };
 
 ConnectionEnd ConnectionTable::admit(const asio::ip::address& address) {
-  const auto it = per_address_.find(address);
-  if (it != per_address_.end() && it->second >= max_per_address_) {
-    return ConnectionEnd::kRefusedAddress;
+  std::shared_ptr<Connection> victim;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const auto it = per_address_.find(address);
+    if (it != per_address_.end() && it->second >= max_per_address_) {
+      return ConnectionEnd::kRefusedAddress;
+    }
+    if (open_ < max_total_) return ConnectionEnd::kClient;
+    std::list<Connection*>& victims = idle_.empty() ? waiting_ : idle_;
+    if (!victims.empty()) victim = victims.front()->weak_from_this().lock();
+    if (!victim) return ConnectionEnd::kRefused;
   }
-  if (open_ < max_total_) return ConnectionEnd::kClient;
-  std::list<Connection*>& victims = idle_.empty() ? waiting_ : idle_;
-  if (victims.empty()) return ConnectionEnd::kRefused;
-  victims.front()->close_now(ConnectionEnd::kEvicted);  // removes it from the table
+  remove(victim.get());
+  victim->close_soon(ConnectionEnd::kEvicted);
   return ConnectionEnd::kClient;
 }
 
 void ConnectionTable::add(Connection* c) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  c->in_table = true;
   ++open_;
   ++per_address_[c->address()];
 }
 
-void ConnectionTable::remove(Connection* c) {
-  set_queue(c, Queue::kNone);
-  --open_;
-  const auto it = per_address_.find(c->address());
-  if (--it->second == 0) per_address_.erase(it);
+size_t ConnectionTable::remove(Connection* c) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (c->in_table) {
+    unlink(c);
+    c->in_table = false;
+    --open_;
+    const auto it = per_address_.find(c->address());
+    if (--it->second == 0) per_address_.erase(it);
+  }
+  return open_;
+}
+
+size_t ConnectionTable::size() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return open_;
+}
+
+void ConnectionTable::unlink(Connection* c) {
+  if (c->queue != Queue::kNone) {
+    (c->queue == Queue::kIdle ? idle_ : waiting_).erase(c->queue_position);
+  }
+  c->queue = Queue::kNone;
 }
 
 void ConnectionTable::set_queue(Connection* c, Queue q) {
-  if (c->queue == q) return;
-  if (c->queue != Queue::kNone)
-    (c->queue == Queue::kIdle ? idle_ : waiting_).erase(c->queue_position);
-  c->queue = q;
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!c->in_table || c->queue == q) return;
+  unlink(c);
   if (q == Queue::kNone) return;
   std::list<Connection*>& list = q == Queue::kIdle ? idle_ : waiting_;
   c->queue_position = list.insert(list.end(), c);
+  c->queue = q;
 }
 
 void ConnectionTable::close_waiting() {
-  while (!idle_.empty()) idle_.front()->close_now(ConnectionEnd::kStopped);
-  while (!waiting_.empty()) waiting_.front()->close_now(ConnectionEnd::kStopped);
+  std::vector<std::shared_ptr<Connection>> waiting;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const std::list<Connection*>* list : {&idle_, &waiting_}) {
+      for (Connection* c : *list) {
+        if (auto held = c->weak_from_this().lock()) waiting.push_back(std::move(held));
+      }
+    }
+  }
+  for (const auto& c : waiting) {
+    remove(c.get());
+    c->close_soon(ConnectionEnd::kStopped);
+  }
 }
 
 void open_connection(FrontEnd& front, asio::ip::tcp::socket socket,
                      const asio::ip::address& address) {
-  std::make_shared<Connection>(front, std::move(socket), address)->start();
+  auto c = std::make_shared<Connection>(front, std::move(socket), address);
+  asio::post(c->executor(), [c] { c->start(); });  // on its strand from the first step
 }
 
 }  // namespace memoplan::serve

@@ -7,10 +7,14 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
 
 #include <algorithm>
 #include <atomic>
+#include <mutex>
 #include <optional>
+#include <thread>
+#include <vector>
 
 #include "http_connection.h"
 #include "http_routes.h"
@@ -45,24 +49,40 @@ struct HttpServer::Impl {
         metrics(m),
         routes(o.version, models, m, o.plan_stats),
         handlers(std::max(1, o.threads), static_cast<size_t>(std::max(1, o.threads)), nullptr),
-        acceptor(io),
-        retry(io) {}
+        io(loop_threads()),
+        acceptor(asio::make_strand(io)),
+        retry(acceptor.get_executor()) {}
+
+  // The event loop's threads: the CPUs, at most 4 (reading and writing is a small part of a
+  // request; decoding, inference and encoding run on the handler threads and the workers).
+  static int loop_threads() {
+    return static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 4u));
+  }
+
+  // Every connection's steps, and accepting, are done: the loop's threads may return.
+  void release_work() {
+    std::lock_guard<std::mutex> lock(work_mutex);
+    work.reset();
+  }
 
   void accept() {
-    acceptor.async_accept([this](boost::system::error_code ec, tcp::socket socket) {
-      if (ec == asio::error::operation_aborted || front->stopping) return;
-      if (ec) {
-        // Out of descriptors or buffers (EMFILE, ENFILE, ENOBUFS): the pending connections wait
-        // in the backlog; try again shortly rather than spin.
-        retry.expires_after(std::chrono::milliseconds(50));
-        retry.async_wait([this](boost::system::error_code e) {
-          if (!e && !front->stopping) accept();
-        });
-        return;
-      }
-      admit(std::move(socket));
-      accept();
-    });
+    // Each connection gets its own strand; the acceptor's handler runs on the acceptor's.
+    acceptor.async_accept(asio::make_strand(io),
+                          [this](boost::system::error_code ec, tcp::socket socket) {
+                            if (ec == asio::error::operation_aborted || front->stopping) return;
+                            if (ec) {
+                              // Out of descriptors or buffers (EMFILE, ENFILE, ENOBUFS): the
+                              // pending connections wait in the backlog; try again shortly rather
+                              // than spin.
+                              retry.expires_after(std::chrono::milliseconds(50));
+                              retry.async_wait([this](boost::system::error_code e) {
+                                if (!e && !front->stopping) accept();
+                              });
+                              return;
+                            }
+                            admit(std::move(socket));
+                            accept();
+                          });
   }
 
   void admit(tcp::socket socket) {
@@ -88,19 +108,20 @@ struct HttpServer::Impl {
     acceptor.close(ec);
     retry.cancel();
     table->close_waiting();
-    if (table->size() == 0) work.reset();
+    if (table->size() == 0) release_work();
   }
 
   HttpOptions options;
   Metrics& metrics;
   HttpRoutes routes;
   WorkerPool handlers;
-  asio::io_context io{1};
-  tcp::acceptor acceptor;
+  asio::io_context io;
+  tcp::acceptor acceptor;  // on a strand: accept, stop and the retry timer run there
   asio::steady_timer retry;
   size_t max_connections = 0;
   std::optional<ConnectionTable> table;
   std::optional<FrontEnd> front;
+  std::mutex work_mutex;
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
   std::atomic<bool> running{false};
 };
@@ -123,8 +144,8 @@ int HttpServer::bind(const std::string& host, int port) {
                                  ? l.max_connections_per_address
                                  : std::max<size_t>(1, s.max_connections / 2);
   s.table.emplace(s.max_connections, per_address);
-  s.front.emplace(FrontEnd{l, s.routes, s.handlers, s.metrics, s.io, *s.table, false, {}});
-  s.front->on_last_closed = [&s] { s.work.reset(); };
+  s.front.emplace(l, s.routes, s.handlers, s.metrics, *s.table);
+  s.front->on_last_closed = [&s] { s.release_work(); };
   boost::system::error_code ec;
   tcp::resolver resolver(s.io);
   const auto endpoints = resolver.resolve(
@@ -148,9 +169,12 @@ bool HttpServer::run() {
   Impl& s = *impl_;
   if (!s.acceptor.is_open()) return false;
   s.work.emplace(s.io.get_executor());
-  s.accept();
+  asio::post(s.acceptor.get_executor(), [&s] { s.accept(); });
+  std::vector<std::thread> threads;
+  for (int i = 1; i < Impl::loop_threads(); ++i) threads.emplace_back([&s] { s.io.run(); });
   s.running.store(true, std::memory_order_release);
   s.io.run();
+  for (std::thread& t : threads) t.join();
   s.running.store(false, std::memory_order_release);
   return true;
 }
@@ -158,7 +182,7 @@ bool HttpServer::run() {
 bool HttpServer::running() const { return impl_->running.load(std::memory_order_acquire); }
 
 void HttpServer::stop() {
-  asio::post(impl_->io, [s = impl_.get()] { s->stop_on_loop(); });
+  asio::post(impl_->acceptor.get_executor(), [s = impl_.get()] { s->stop_on_loop(); });
 }
 
 }  // namespace memoplan::serve
