@@ -179,6 +179,25 @@ def render(rows, cells):
     return "\n".join(lines)
 
 
+def infer_workload(work, model):
+    """The load runs' request, a 1x3x224x224 FP32 input made in `work`: a wrk script posting it as
+    a binary KServe request, and the same as a gRPC ModelInferRequest (raw_input_contents)."""
+    grpc_test.generate_stubs(work)
+    import kserve_v2_pb2 as pb
+    torch.manual_seed(0)
+    x = torch.randn(1, 3, 224, 224)
+    raw, header_length = binary_body({"x": x})
+    with open(os.path.join(work, "request.bin"), "wb") as f:
+        f.write(raw)
+    lua = os.path.join(work, "infer_binary.lua")
+    with open(lua, "w") as f:
+        f.write('wrk.method = "POST"\nwrk.headers["Content-Type"] = "application/octet-stream"\n'
+                'wrk.headers["Inference-Header-Content-Length"] = "%d"\n'
+                'local f = io.open("%s", "rb")\nwrk.body = f:read("*a")\nf:close()\n'
+                % (header_length, os.path.join(work, "request.bin")))
+    return lua, grpc_test.infer_request(pb, {"x": x}, raw=True, model=model)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--binary", default=os.path.join(ROOT, "build/apps/serve/memoplan-serve"))
@@ -196,21 +215,7 @@ def main():
         print(render(rows, CELLS))
         return
     work = tempfile.mkdtemp(prefix="memoplan-serve-load-")
-    grpc_test.generate_stubs(work)
-    import kserve_v2_pb2 as pb
-    torch.manual_seed(0)
-    x = torch.randn(1, 3, 224, 224)
-    raw, header_length = binary_body({"x": x})
-    with open(os.path.join(work, "request.bin"), "wb") as f:
-        f.write(raw)
-    lua = os.path.join(work, "infer_binary.lua")
-    with open(lua, "w") as f:
-        f.write('wrk.method = "POST"\nwrk.headers["Content-Type"] = "application/octet-stream"\n'
-                'wrk.headers["Inference-Header-Content-Length"] = "%d"\n'
-                'local f = io.open("%s", "rb")\nwrk.body = f:read("*a")\nf:close()\n'
-                % (header_length, os.path.join(work, "request.bin")))
-    request = grpc_test.infer_request(pb, {"x": x}, raw=True,
-                                      model=os.path.splitext(os.path.basename(args.model))[0])
+    lua, request = infer_workload(work, os.path.splitext(os.path.basename(args.model))[0])
     stamp = time.strftime("%Y%m%d_%H%M%S")
     out_dir = os.path.join(args.out, "serve_load_" + stamp)
     os.makedirs(out_dir)

@@ -150,12 +150,35 @@ def port_of(server):
     return int(server.base.rsplit(":", 1)[1])
 
 
-def slow_headers(server, prober_args):
-    n = crowd_size(400)
+def begin(server, prober_args, source, n):
+    """A scenario's start: the metrics before it, its prober running, n connections from source."""
     before = metrics(server)
     prober = Prober(server, *prober_args)
     prober.start()
-    socks = connect(port_of(server), "127.0.0.2", n)
+    return before, prober, connect(port_of(server), source, n)
+
+
+def read_answer(s, seconds):
+    """What the server sends on s until it closes it or `seconds` pass."""
+    data = b""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            chunk = s.recv(4096)
+        except BlockingIOError:
+            time.sleep(0.01)
+            continue
+        except OSError:
+            break
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
+def slow_headers(server, prober_args):
+    n = crowd_size(400)
+    before, prober, socks = begin(server, prober_args, "127.0.0.2", n)
     opened = time.monotonic()
     send_all(socks, b"GET /v2/health/ready HTTP/1.1\r\nHost: x\r\n")
     while time.monotonic() < opened + HEADER_TIMEOUT - 0.7:
@@ -176,10 +199,7 @@ def slow_headers(server, prober_args):
 
 def slow_bodies(server, prober_args):
     n = crowd_size(300)
-    before = metrics(server)
-    prober = Prober(server, *prober_args)
-    prober.start()
-    socks = connect(port_of(server), "127.0.0.2", n)
+    before, prober, socks = begin(server, prober_args, "127.0.0.2", n)
     send_all(socks, b"POST /v2/models/tiny_cnn/infer HTTP/1.1\r\nHost: x\r\n"
                     b"Content-Type: application/json\r\nContent-Length: 100000\r\n\r\n{")
     opened = time.monotonic()
@@ -249,20 +269,7 @@ def half_closed(server, prober_args):
     send_all(asking, b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n")
     for s in asking + silent:
         s.shutdown(socket.SHUT_WR)
-    answers = 0
-    deadline = time.monotonic() + 3
-    for s in asking:
-        data = b""
-        while time.monotonic() < deadline:
-            try:
-                chunk = s.recv(4096)
-            except BlockingIOError:
-                time.sleep(0.01)
-                continue
-            if not chunk:
-                break
-            data += chunk
-        answers += data.startswith(b"HTTP/1.1 200")
+    answers = sum(read_answer(s, 3).startswith(b"HTTP/1.1 200") for s in asking)
     check(answers == n, "half-closed: %d of %d requests answered before the close" % (answers, n))
     wait_closed(silent, time.monotonic() + 2, "half-closed without a request")
     prober.stop("%d half-closed sockets" % (2 * n))
@@ -275,7 +282,7 @@ def never_reads(server, prober_args):
     before = metrics(server)
     prober = Prober(server, *prober_args)
     prober.start()
-    socks = connect(port_of(server), "127.0.0.2", n, rcvbuf=4096)
+    socks = connect(port_of(server), "127.0.0.2", n, rcvbuf=4096)  # fills at once
     pipeline = b"GET /v2 HTTP/1.1\r\nHost: x\r\n\r\n" * 40000
     sent = [0] * n
     deadline = time.monotonic() + 20
@@ -304,22 +311,7 @@ def oversized_headers(server, prober_args):
     send_all(big, b"GET /v2 HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * (64 << 10) + b"\r\n\r\n")
     send_all(endless, b"GET /v2/" + b"a" * (256 << 10))  # no end of line, ever
     for what, socks in (("oversized", big), ("endless", endless)):
-        answered = 0
-        for s in socks:
-            data = b""
-            deadline = time.monotonic() + 3
-            while time.monotonic() < deadline:
-                try:
-                    chunk = s.recv(4096)
-                except BlockingIOError:
-                    time.sleep(0.01)
-                    continue
-                except OSError:
-                    break
-                if not chunk:
-                    break
-                data += chunk
-            answered += data.startswith(b"HTTP/1.1 431")
+        answered = sum(read_answer(s, 3).startswith(b"HTTP/1.1 431") for s in socks)
         check(answered == len(socks), "%s headers: %d of %d answered 431"
               % (what, answered, len(socks)))
     prober.stop("40 oversized or endless headers (431)")
