@@ -23,8 +23,8 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from serve_client import (Server, TestFailure, check, check_outputs, infer_body,  # noqa: E402
-                          make_models, metrics, outputs_of, reference, serving, skip,
-                          test_main)
+                          has_grpc, make_models, metrics, outputs_of, reference, serving,
+                          skip, test_main)
 
 import torch  # noqa: E402
 
@@ -318,6 +318,23 @@ def oversized_headers(server, prober_args):
     close_all(big + endless)
 
 
+def grpc_silent(server, prober_args):
+    """The gRPC port's limits: TCP connections that never start HTTP/2 close at the handshake
+    deadline (--header-timeout), ones that only send the preface at --idle-timeout."""
+    port = int(server.grpc.rsplit(":", 1)[1])
+    prober = Prober(server, *prober_args)
+    prober.start()
+    silent = connect(port, "127.0.0.2", crowd_size(200))
+    preface = connect(port, "127.0.0.3", 20)
+    send_all(preface, b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0]))
+    opened = time.monotonic()
+    done = wait_closed(silent, opened + HEADER_TIMEOUT + 2, "gRPC without a handshake")
+    idle = wait_closed(preface, opened + IDLE_TIMEOUT + 2, "gRPC without calls")
+    prober.stop("gRPC: %d silent, 20 without calls" % len(silent))
+    print("    closed after %.1f s (handshake) and %.1f s (idle)" % (done - opened, idle - opened))
+    close_all(silent + preface)
+
+
 def run(binary, tmp):
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if hard != resource.RLIM_INFINITY and hard < 4096 * SCALE:
@@ -331,12 +348,15 @@ def run(binary, tmp):
         "--header-timeout", str(HEADER_TIMEOUT), "--idle-timeout", str(IDLE_TIMEOUT),
         "--min-rate", str(MIN_RATE), "--max-connections", str(MAX_CONNECTIONS * SCALE),
         "--max-connections-per-address", str(PER_ADDRESS * SCALE), "--max-header", "16384"]
+    grpc = has_grpc(binary) and not LEGACY
+    if grpc:
+        flags += ["--grpc-port", "0"]
     with serving(Server(binary, model_path, "--workers", "1", *flags)) as server:
         server.wait_ready()
         idle_rss = server.rss_kib()
         print("tiny_cnn on %s; idle VmRSS %.1f MiB" % (server.base, idle_rss / 1024))
         for scenario in (slow_headers, slow_bodies, idle_keep_alive, flood, half_closed,
-                         never_reads, oversized_headers):
+                         never_reads, oversized_headers) + ((grpc_silent,) if grpc else ()):
             scenario(server, prober_args)
         time.sleep(0.5)
         gauge = metrics(server)["memoplan_serve_http_connections"]
