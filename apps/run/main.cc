@@ -10,6 +10,7 @@
 #include <fstream>
 #include <map>
 
+#include "memoplan/torch/aoti_package.h"
 #include "memoplan/torch/budget.h"  // parse_budget
 
 #include "input_spec.h"
@@ -167,6 +168,9 @@ int main(int argc, char** argv) {
   if (!known_strategy(options.strategy)) {
     return fail(kExitBadInput,
                 "unknown strategy '" + options.strategy + "' (memoplan plan --list shows them)");
+  }
+  if (memoplan::torch_ext::is_aoti_package(options.model)) {
+    return fail(kExitBadInput, memoplan::torch_ext::aoti_package_unsupported(options.model));
   }
   if (options.model.empty()) {
     std::string looked;

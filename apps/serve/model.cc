@@ -11,6 +11,7 @@
 #include <stdexcept>
 
 #include "http_error.h"
+#include "memoplan/torch/aoti_package.h"
 #include "memoplan/torch/budget.h"
 #include "memoplan/torch/plan.h"
 
@@ -237,6 +238,9 @@ Model::Model(const ModelOptions& options) : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
   m.options = options;
   m.spec.name = options.name;
+  if (torch_ext::is_aoti_package(options.path)) {
+    throw std::runtime_error(torch_ext::aoti_package_unsupported(options.path));
+  }
   torch::jit::ExtraFilesMap extra{{"input_shape", ""}, {"input_dtype", ""}};
   try {
     m.module = torch::jit::load(options.path, c10::nullopt, extra);

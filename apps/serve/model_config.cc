@@ -151,12 +151,14 @@ std::vector<RepositoryEntry> scan_repository(const std::string& dir, const Model
     RepositoryEntry entry;
     entry.config = defaults;
     const fs::path p = e.path();
-    if (e.is_regular_file() && p.extension() == ".pt") {
+    // .pt2 (AOTInductor) files are listed too: the load says why they cannot run (issue 55).
+    if (e.is_regular_file() && (p.extension() == ".pt" || p.extension() == ".pt2")) {
       entry.config.name = p.stem().string();
       entry.config.path = p.string();
     } else if (e.is_directory()) {
       entry.config.name = p.filename().string();
-      for (const fs::path& candidate : {p / "1" / "model.pt", p / "model.pt"}) {
+      for (const fs::path& candidate :
+           {p / "1" / "model.pt", p / "model.pt", p / "1" / "model.pt2", p / "model.pt2"}) {
         if (fs::is_regular_file(candidate)) {
           entry.config.path = candidate.string();
           break;

@@ -106,28 +106,22 @@ const std::string& pass_key(const c10::IValue* inputs, size_t count) {
   return key;
 }
 
-namespace {
-
-// The shape family's key and dims of the same inputs: asked for only by a pass whose exact key has
-// no plan yet.
-struct Inputs {
-  const c10::IValue* first;
-  size_t count;
-};
-void family_key(const void* context, std::string* key, std::vector<int64_t>* dims) {
-  const Inputs& in = *static_cast<const Inputs*>(context);
+void pass_family_key(const void* context, std::string* key, std::vector<int64_t>* dims) {
+  const PassInputs& in = *static_cast<const PassInputs*>(context);
   key->clear();
   dims->clear();
   append_mode(*key);
   for (size_t i = 0; i < in.count; ++i) append_key(*key, in.first[i], dims);
 }
 
+namespace {
+
 torch::jit::Operation allocate_slab_op(const Node* node) {
   const size_t inputs = node->inputs().size();
   return [inputs](torch::jit::Stack& stack) {
     const AllocateSlabOp op = AllocateSlabOp::read(&stack[stack.size() - inputs], inputs);
-    const Inputs in{op.inputs, op.count};
-    runtime_pass::allocate_slab(op.module, pass_key(op.inputs, op.count), {&family_key, &in});
+    const PassInputs in{op.inputs, op.count};
+    runtime_pass::allocate_slab(op.module, pass_key(op.inputs, op.count), {&pass_family_key, &in});
     torch::jit::drop(stack, inputs);
   };
 }

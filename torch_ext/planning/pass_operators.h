@@ -57,4 +57,12 @@ inline const c10::Symbol kNodeAttribute = c10::Symbol::attr("memoplan_node");
 // reused thread-local buffer: no allocation per pass once it has grown.
 const std::string& pass_key(const c10::IValue* inputs, size_t count);
 
+// The shape family of a pass's inputs (runtime_pass::FamilyOf's fill, `context` a PassInputs):
+// the key with every tensor's sizes taken out, and those sizes.
+struct PassInputs {
+  const c10::IValue* first;
+  size_t count;
+};
+void pass_family_key(const void* context, std::string* key, std::vector<int64_t>* dims);
+
 }  // namespace memoplan::torch_ext

@@ -104,7 +104,8 @@ void allocate_slab(int64_t module, const std::string& key, FamilyOf family) {
   if (plan) {
     const uint64_t replaced = m.plans_replaced.load(std::memory_order_relaxed);
     lock.unlock();
-    CachedPlan* cached = t.plans.add(module, generation, replaced, key, std::move(plan), t.counters);
+    CachedPlan* cached =
+        t.plans.add(module, generation, replaced, key, std::move(plan), t.counters);
     if (!cached || !start_replay(t, *cached)) run_unplanned(t);  // out of arenas or memory
     return;
   }
@@ -179,6 +180,14 @@ void share_inputs(ShareKind kind, const ShareInput* inputs, uint32_t count) {
   } else if (t.mode == ThreadPass::Mode::kProfile && t.profile.active()) {
     t.profile.record_inputs(kind, inputs, count);
   }
+}
+
+void abandon_pass() {
+  ThreadPass& t = thread_pass();
+  if (t.mode == ThreadPass::Mode::kProfile) abandon_profile(t);
+  flush(t);
+  t.warming = false;
+  t.mode = ThreadPass::Mode::kIdle;
 }
 
 void end_pass(int64_t module) {

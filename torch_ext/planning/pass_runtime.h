@@ -34,6 +34,9 @@ struct FamilyOf {
 void allocate_slab(int64_t module, const std::string& key, FamilyOf family = {});
 void allocate_tensor(int64_t node);
 void end_pass(int64_t module);
+// A pass that cannot reach its end (an exception in the call it planned): it ends unplanned, a
+// profile it was taking dropped.
+void abandon_pass();
 // A memoplan::ShareInputs node (memory "min"; sharing.h): records the node's inputs on a profiled
 // pass, checks them against the plan on a replayed one.
 void share_inputs(ShareKind kind, const ShareInput* inputs, uint32_t count);

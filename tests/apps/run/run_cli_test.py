@@ -206,6 +206,10 @@ def check_errors(memoplan, models):
         check_error(memoplan, [os.path.join(tmp, "missing.pt")], "missing.pt: no such file")
         check_error(memoplan, [tmp], "is a directory")
         check_error(memoplan, [garbage], "not a TorchScript file")
+        # An AOTInductor package: which PyTorch it needs, or that .pt2 is not run yet (issue 55).
+        package = os.path.join(tmp, "model.pt2")
+        shutil.copy(garbage, package)
+        check_error(memoplan, [package], "AOTInductor package (.pt2)")
         check_error(memoplan, [text], "not a TorchScript file")
         check_error(memoplan, [resnet, "--input", "1x3xfoo"], "bad input shape '1x3xfoo'")
         check_error(memoplan, [resnet, "--input", "1x0x224"], "bad input shape")

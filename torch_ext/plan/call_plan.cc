@@ -1,0 +1,65 @@
+#include "memoplan/torch/call_plan.h"
+
+#include <ATen/core/ivalue.h>
+
+#include <stdexcept>
+#include <string>
+
+#include "planning/pass_operators.h"
+#include "planning/pass_runtime.h"
+
+namespace memoplan::torch_ext {
+
+PlannedCall::PlannedCall(const PlanOptions& options) : warmup_passes_(options.warmup_passes) {
+  if (options.kernels != Kernels::kStock) {
+    throw std::invalid_argument(
+        "memoplan: a call without a graph runs kernels \"stock\" only (the tuned kernels rewrite "
+        "a TorchScript graph)");
+  }
+  if (options.memory != Memory::kOffset) {
+    throw std::invalid_argument(
+        "memoplan: a call without a graph plans memory \"offset\" only (memory min rewrites a "
+        "TorchScript graph)");
+  }
+  if (options.budget_bytes > 0) {
+    throw std::invalid_argument(
+        "memoplan: a memory budget needs a TorchScript graph (it streams weights between ops)");
+  }
+  id_ = runtime_pass::register_module(options, 0);
+}
+
+PlannedCall::~PlannedCall() { runtime_pass::forget_module(id_); }
+
+void PlannedCall::run(const std::vector<c10::IValue>& inputs, const std::function<void()>& call) {
+  const PassInputs in{inputs.data(), inputs.size()};
+  runtime_pass::allocate_slab(id_, pass_key(inputs.data(), inputs.size()), {&pass_family_key, &in});
+  try {
+    call();
+  } catch (...) {
+    runtime_pass::abandon_pass();
+    throw;
+  }
+  runtime_pass::end_pass(id_);
+}
+
+PlanSummary PlannedCall::plan(const std::vector<c10::IValue>& inputs,
+                              const std::function<void()>& call) {
+  const std::string key = pass_key(inputs.data(), inputs.size());
+  runtime_pass::request_key(id_, key);
+  PlanSummary summary;
+  bool planned = runtime_pass::has_plan(id_, key, &summary);
+  for (int pass = 0; !planned && pass < warmup_passes_ + 8; ++pass) {
+    run(inputs, call);
+    planned = runtime_pass::has_plan(id_, key, &summary);
+  }
+  if (!planned) {
+    throw std::runtime_error("memoplan: no plan was made for the inputs " + key +
+                             " (planning failed; see the warning above)");
+  }
+  // A thread that planned and does not serve keeps no slab's pages (as plan()).
+  runtime_pass::discard_thread_slabs(id_);
+  release_free_memory();
+  return summary;
+}
+
+}  // namespace memoplan::torch_ext
