@@ -77,6 +77,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     keep_alive_ = request.keep_alive();
     version_ = request.version();
     if (parser_->is_done()) return dispatch();
+    if (const auto length = parser_->content_length(); length && !charge(*length)) return busy();
     body_start_ = Clock::now();
     body_bytes_ = 0;
     // Beast reads at most the buffer's free capacity at a time (at least 512 bytes): without
@@ -115,6 +116,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
                             if (self->closed_) return;
                             if (ec) return self->read_failed(ec, ConnectionEnd::kBodyTimeout);
                             self->body_bytes_ += n;
+                            // A chunked body is charged as it comes.
+                            if (!self->parser_->content_length() && !self->charge(n)) {
+                              return self->busy();
+                            }
                             if (self->parser_->is_done()) return self->dispatch();
                             self->read_body();
                           });
@@ -176,7 +181,33 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
   }
 
+  // Takes `bytes` of the server's allowance for request bodies; false when they do not fit.
+  bool charge(uint64_t bytes) {
+    if (bytes == 0) return true;
+    const uint64_t before = front_.buffered.fetch_add(bytes);
+    if (before + bytes > front_.max_buffered) {
+      front_.buffered.fetch_sub(bytes);
+      return false;
+    }
+    charged_ += bytes;
+    return true;
+  }
+  void release_charge() {
+    if (charged_ == 0) return;
+    front_.buffered.fetch_sub(charged_);
+    charged_ = 0;
+  }
+  // The request's body does not fit the allowance: 503, and the connection ends.
+  void busy() {
+    keep_alive_ = false;
+    lingering_ = true;
+    answer(HttpRoutes::error(
+        503, "server busy: the request bodies being received or handled hold up to " +
+                 std::to_string(front_.max_buffered) + " bytes (--max-buffered); retry later"));
+  }
+
   void answer(HttpReply reply) {
+    release_charge();  // the body has been handled (or refused)
     const bool keep = keep_alive_ && !front_.stopping;
     response_.emplace();
     auto& r = *response_;
@@ -264,6 +295,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (closed_) return;
     closed_ = true;
     stream_.close();  // its timer too; a pending step completes with operation_aborted
+    release_charge();
     front_.metrics.connection_closed(why);
     const size_t left = front_.table.remove(this);
     if (left == 0 && front_.stopping && front_.on_last_closed) front_.on_last_closed();
@@ -278,6 +310,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   Clock::time_point header_deadline_, body_start_;
   size_t body_bytes_ = 0;
   size_t lingered_ = 0;
+  uint64_t charged_ = 0;  // of front_.buffered, for the request being read or handled
   unsigned version_ = 0;
   int status_ = 0;
   bool keep_alive_ = false;

@@ -73,6 +73,9 @@ struct FrontEnd {
   Metrics& metrics;
   ConnectionTable& table;
   std::atomic<bool> stopping{false};
+  // Request body bytes held now, and how many may be (HttpLimits::max_buffered, resolved).
+  std::atomic<uint64_t> buffered{0};
+  uint64_t max_buffered = 0;
   std::function<void()> on_last_closed;  // called when stopping and the table became empty
 };
 

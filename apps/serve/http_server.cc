@@ -145,6 +145,7 @@ int HttpServer::bind(const std::string& host, int port) {
                                  : std::max<size_t>(1, s.max_connections / 2);
   s.table.emplace(s.max_connections, per_address);
   s.front.emplace(l, s.routes, s.handlers, s.metrics, *s.table);
+  s.front->max_buffered = l.max_buffered ? l.max_buffered : uint64_t{8} * l.max_body;
   s.front->on_last_closed = [&s] { s.release_work(); };
   boost::system::error_code ec;
   tcp::resolver resolver(s.io);

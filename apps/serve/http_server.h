@@ -30,6 +30,9 @@ struct HttpLimits {
   size_t max_header =
       16u << 10;  // request line and fields; larger get 431 Request Header Fields Too Large
   size_t max_body = 64u << 20;  // larger get 413, Content-Length or chunked
+  // Bytes of request bodies held at once, being received or handled (a Content-Length counts
+  // when its header arrives); a request past it gets 503. 0: 8 x max_body.
+  uint64_t max_buffered = 0;
   // Connections open at once. At the cap a new one closes the oldest idle keep-alive connection,
   // else the oldest that has not sent a whole request header yet, else it is refused.
   size_t max_connections = 10000;

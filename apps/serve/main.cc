@@ -261,6 +261,10 @@ int main(int argc, char** argv) {
                  "largest request body in bytes; larger get 413 (also gRPC's message limit)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  app.add_option("--max-buffered", o.limits.max_buffered,
+                 "bytes of request bodies held at once, being received or handled (512M, 2G); a "
+                 "request past it gets 503 (default: 8 x --max-body)")
+      ->transform(CLI::AsSizeValue(false));
   app.add_option("--max-header", o.limits.max_header,
                  "largest request header (request line and fields) in bytes; larger get 431")
       ->capture_default_str()

@@ -31,6 +31,7 @@ import torch  # noqa: E402
 HEADER_TIMEOUT = 2.0
 IDLE_TIMEOUT = 3.0
 MIN_RATE = 2000
+MAX_BUFFERED = 2 << 20  # request body bytes held at once
 MAX_CONNECTIONS = 1200
 PER_ADDRESS = 450
 LEGACY = bool(os.environ.get("HOSTILE_LEGACY"))  # probes only: the limits are the server's own
@@ -198,10 +199,10 @@ def slow_headers(server, prober_args):
 
 
 def slow_bodies(server, prober_args):
-    n = crowd_size(300)
+    n = crowd_size(300)  # 300 bodies of 5,000 bytes fit --max-buffered
     before, prober, socks = begin(server, prober_args, "127.0.0.2", n)
     send_all(socks, b"POST /v2/models/tiny_cnn/infer HTTP/1.1\r\nHost: x\r\n"
-                    b"Content-Type: application/json\r\nContent-Length: 100000\r\n\r\n{")
+                    b"Content-Type: application/json\r\nContent-Length: 5000\r\n\r\n{")
     opened = time.monotonic()
     while time.monotonic() < opened + HEADER_TIMEOUT:
         send_all(socks, b" " * 20)  # 50 B/s, far below the minimum rate
@@ -318,6 +319,26 @@ def oversized_headers(server, prober_args):
     close_all(big + endless)
 
 
+def big_uploads(server, prober_args):
+    """Uploads past --max-buffered: those whose Content-Length does not fit get 503 at once; the
+    bytes come back when the others close (a second round fits)."""
+    size = 450_000  # 4 fit in 2 MiB, leaving room for the probes' 60 KB
+    header = (b"POST /v2/models/tiny_cnn/infer HTTP/1.1\r\nHost: x\r\n"
+              b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % size)
+    prober = Prober(server, *prober_args)
+    prober.start()
+    for round_, n, refused_expected in ((1, 8, 4), (2, 4, 0)):
+        socks = connect(port_of(server), "127.0.0.4", n)
+        send_all(socks, header + b" " * 1000)
+        time.sleep(0.5)
+        refused = sum(read_answer(s, 0.2).startswith(b"HTTP/1.1 503") for s in socks)
+        check(refused == refused_expected, "uploads, round %d: %d of %d refused, expected %d"
+              % (round_, refused, n, refused_expected))
+        close_all(socks)
+        time.sleep(0.3)  # the server sees them close
+    prober.stop("8 + 4 uploads past --max-buffered")
+
+
 def grpc_silent(server, prober_args):
     """The gRPC port's limits: TCP connections that never start HTTP/2 close at the handshake
     deadline (--header-timeout), ones that only send the preface at --idle-timeout."""
@@ -347,7 +368,8 @@ def run(binary, tmp):
     flags = [] if LEGACY else [
         "--header-timeout", str(HEADER_TIMEOUT), "--idle-timeout", str(IDLE_TIMEOUT),
         "--min-rate", str(MIN_RATE), "--max-connections", str(MAX_CONNECTIONS * SCALE),
-        "--max-connections-per-address", str(PER_ADDRESS * SCALE), "--max-header", "16384"]
+        "--max-connections-per-address", str(PER_ADDRESS * SCALE), "--max-header", "16384",
+        "--max-buffered", str(MAX_BUFFERED * SCALE)]
     grpc = has_grpc(binary) and not LEGACY
     if grpc:
         flags += ["--grpc-port", "0"]
@@ -355,8 +377,9 @@ def run(binary, tmp):
         server.wait_ready()
         idle_rss = server.rss_kib()
         print("tiny_cnn on %s; idle VmRSS %.1f MiB" % (server.base, idle_rss / 1024))
-        for scenario in (slow_headers, slow_bodies, idle_keep_alive, flood, half_closed,
-                         never_reads, oversized_headers) + ((grpc_silent,) if grpc else ()):
+        scenarios = (slow_headers, slow_bodies, idle_keep_alive, flood, half_closed, never_reads,
+                     oversized_headers, big_uploads) + ((grpc_silent,) if grpc else ())
+        for scenario in scenarios:
             scenario(server, prober_args)
         time.sleep(0.5)
         gauge = metrics(server)["memoplan_serve_http_connections"]
