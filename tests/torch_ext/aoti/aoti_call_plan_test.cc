@@ -1,0 +1,63 @@
+// An AOTInductor package's run() planned by PlannedCall (issue 55), on LibTorch >= 2.6: its
+// intermediate buffers reach c10's CPU allocator and come from the slab in steady state, every
+// pass fully planned, one tensor malloc a pass (the output), outputs identical to an unplanned
+// copy of the same package.
+//
+//     aoti_call_plan_test PACKAGE.pt2      (made by make_package.py; input 1x3x32x32 FP32)
+#include <c10/core/InferenceMode.h>
+#include <torch/csrc/inductor/aoti_package/model_package_loader.h>
+
+#include <ATen/ATen.h>
+
+#include <cstdio>
+#include <vector>
+
+#include "memoplan/torch/call_plan.h"
+
+namespace {
+
+int failed(const char* what) {
+  std::fprintf(stderr, "FAIL: %s\n", what);
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace memoplan::torch_ext;
+  if (argc != 2) return failed("usage: aoti_call_plan_test PACKAGE.pt2");
+  c10::InferenceMode inference;
+  torch::inductor::AOTIModelPackageLoader unplanned(argv[1]), planned(argv[1]);
+  at::manual_seed(0);
+  const at::Tensor x = at::randn({1, 3, 32, 32});
+  const std::vector<at::Tensor> in{x};
+  const std::vector<c10::IValue> key{x};
+  PlannedCall call;
+  std::vector<at::Tensor> out;
+  const PlanSummary summary = call.plan(key, [&] { out = planned.run(in); });
+  std::printf("planned tensors per pass %llu, slab %llu bytes, offset lower bound %llu\n",
+              static_cast<unsigned long long>(summary.planned_tensors),
+              static_cast<unsigned long long>(summary.slab_bytes),
+              static_cast<unsigned long long>(summary.lower_bound_bytes));
+  if (summary.planned_tensors == 0) return failed("no tensor of the package's run was planned");
+  constexpr int kPasses = 10;
+  const PlanStats before = plan_stats();
+  for (int i = 0; i < kPasses; ++i) {
+    const std::vector<at::Tensor> expected = unplanned.run(in);
+    call.run(key, [&] { out = planned.run(in); });
+    if (!last_pass().fully_planned()) return failed("a pass was not fully planned");
+    if (out.size() != expected.size()) return failed("a different number of outputs");
+    for (size_t k = 0; k < out.size(); ++k) {
+      if (!at::equal(out[k], expected[k])) return failed("outputs differ from the unplanned run");
+    }
+  }
+  const PlanStats d = plan_stats() - before;
+  std::printf("%d passes: %llu tensors from the slab, %llu tensor mallocs, fallbacks %llu\n",
+              kPasses, static_cast<unsigned long long>(d.planned_hits),
+              static_cast<unsigned long long>(d.tensor_mallocs),
+              static_cast<unsigned long long>(d.fallback_not_planned + d.fallback_overlap));
+  if (d.planned_hits != summary.planned_tensors * kPasses) return failed("planned hits");
+  if (d.tensor_mallocs != out.size() * kPasses) return failed("tensor mallocs beyond the outputs");
+  std::printf("PASS\n");
+  return 0;
+}
