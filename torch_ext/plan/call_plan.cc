@@ -44,18 +44,9 @@ void PlannedCall::run(const std::vector<c10::IValue>& inputs, const std::functio
 
 PlanSummary PlannedCall::plan(const std::vector<c10::IValue>& inputs,
                               const std::function<void()>& call) {
-  const std::string key = pass_key(inputs.data(), inputs.size());
-  runtime_pass::request_key(id_, key);
-  PlanSummary summary;
-  bool planned = runtime_pass::has_plan(id_, key, &summary);
-  for (int pass = 0; !planned && pass < warmup_passes_ + 8; ++pass) {
-    run(inputs, call);
-    planned = runtime_pass::has_plan(id_, key, &summary);
-  }
-  if (!planned) {
-    throw std::runtime_error("memoplan: no plan was made for the inputs " + key +
-                             " (planning failed; see the warning above)");
-  }
+  const std::string key = pass_key(inputs.data(), inputs.size());  // a copy: run() reuses it
+  const PlanSummary summary =
+      runtime_pass::run_until_planned(id_, key, warmup_passes_, [&] { run(inputs, call); });
   // A thread that planned and does not serve keeps no slab's pages (as plan()).
   runtime_pass::discard_thread_slabs(id_);
   release_free_memory();

@@ -113,49 +113,40 @@ PlanSummary plan(torch::jit::Module& module, const std::vector<c10::IValue>& inp
     arguments.push_back(*fallback);
   }
   const std::string key = pass_key(arguments.data(), arguments.size());
-  runtime_pass::request_key(id, key);
-  PlanSummary summary;
-  // Warm-up passes, then the profiled one; a few more in case another thread profiles this key.
-  bool planned = runtime_pass::has_plan(id, key, &summary);
-  for (int pass = 0; !planned && pass < options.warmup_passes + 8; ++pass) {
-    begin_packed_census(id);  // a pass's new packings replace its sites' older ones (weight_cache.h)
+  PlanSummary summary = runtime_pass::run_until_planned(id, key, options.warmup_passes, [&] {
+    begin_packed_census(
+        id);  // a pass's new packings replace its sites' older ones (weight_cache.h)
     module.forward(inputs);
-    planned = runtime_pass::has_plan(id, key, &summary);
+  });
+  // The tuned kernels' coverage: one more pass, on the plan, watched (coverage.h).
+  // Its census keeps only the packed weights that pass used (weight_cache.h).
+  if (options.kernels != Kernels::kStock) {
+    begin_packed_census(id);
+    summary.coverage = measure_coverage(
+        [&] { module.forward(inputs); },
+        *torch::jit::toGraphFunction(module.get_method("forward").function()).graph());
+    remember_coverage(id, summary.coverage);
+    summary.packed_weight_bytes = end_packed_census(id);
   }
-  if (planned) {
-    // The tuned kernels' coverage: one more pass, on the plan, watched (coverage.h).
-    // Its census keeps only the packed weights that pass used (weight_cache.h).
-    if (options.kernels != Kernels::kStock) {
-      begin_packed_census(id);
-      summary.coverage = measure_coverage(
-          [&] { module.forward(inputs); },
-          *torch::jit::toGraphFunction(module.get_method("forward").function()).graph());
-      remember_coverage(id, summary.coverage);
-      summary.packed_weight_bytes = end_packed_census(id);
+  drop_optimized_graph_cache(torch::jit::toGraphFunction(module.get_method("forward").function()));
+  // What a planned pass read of the plain weights is resident now; the rest goes (packed by now:
+  // released_weights.h), and would fault back in only for a path that reads it.
+  const budget::ReleasedWeights released = budget::released_weights(id);
+  summary.released_weight_bytes = released.mapped_bytes;
+  summary.released_weight_resident_bytes = released.resident_bytes;
+  budget::drop_released(id);
+  // The coverage pass replayed on this thread: its slab's pages go back until this thread runs
+  // the module again (a server plans on one thread and serves on others).
+  runtime_pass::discard_thread_slabs(id);
+  release_free_memory();
+  release_openmp_threads();
+  if (budget::budgeted(id)) {
+    budget::arm(id, summary.slab_bytes);
+    if (options.budget_bytes > 0 && options.budget_bytes != budget::summary(id).budget_bytes) {
+      budget::replan(id, options.budget_bytes);
     }
-    drop_optimized_graph_cache(
-        torch::jit::toGraphFunction(module.get_method("forward").function()));
-    // What a planned pass read of the plain weights is resident now; the rest goes (packed by now:
-    // released_weights.h), and would fault back in only for a path that reads it.
-    const budget::ReleasedWeights released = budget::released_weights(id);
-    summary.released_weight_bytes = released.mapped_bytes;
-    summary.released_weight_resident_bytes = released.resident_bytes;
-    budget::drop_released(id);
-    // The coverage pass replayed on this thread: its slab's pages go back until this thread runs
-    // the module again (a server plans on one thread and serves on others).
-    runtime_pass::discard_thread_slabs(id);
-    release_free_memory();
-    release_openmp_threads();
-    if (budget::budgeted(id)) {
-      budget::arm(id, summary.slab_bytes);
-      if (options.budget_bytes > 0 && options.budget_bytes != budget::summary(id).budget_bytes) {
-        budget::replan(id, options.budget_bytes);
-      }
-    }
-    return summary;
   }
-  throw std::runtime_error("memoplan: no plan was made for the inputs " + key +
-                           " (planning failed; see the warning above)");
+  return summary;
 }
 
 int64_t module_id(const torch::jit::Module& module) {

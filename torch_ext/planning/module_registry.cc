@@ -6,6 +6,7 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
 
 #include "family_plans.h"
 #include "module_state.h"
@@ -86,6 +87,22 @@ void request_key(int64_t module, const std::string& key) {
   m.requested.insert(key);
 }
 
+PlanSummary run_until_planned(int64_t module, const std::string& key, int warmup_passes,
+                              const std::function<void()>& pass) {
+  request_key(module, key);
+  PlanSummary summary;
+  bool planned = has_plan(module, key, &summary);
+  for (int i = 0; !planned && i < warmup_passes + 8; ++i) {
+    pass();
+    planned = has_plan(module, key, &summary);
+  }
+  if (!planned) {
+    throw std::runtime_error("memoplan: no plan was made for the inputs " + key +
+                             " (planning failed; see the warning above)");
+  }
+  return summary;
+}
+
 void forget_plans(int64_t module) {
   ModuleState& m = module_state(module);
   std::lock_guard<std::mutex> lock(m.mutex);
@@ -130,9 +147,7 @@ const PlanOptions* module_options(int64_t module) {
   return module >= 0 ? &module_state(module).options : nullptr;
 }
 
-uint64_t discard_thread_slabs(int64_t module) {
-  return thread_pass().plans.discard_pages(module);
-}
+uint64_t discard_thread_slabs(int64_t module) { return thread_pass().plans.discard_pages(module); }
 
 FamilyCounts family_counts() {
   return {family_plans_made(), family_mispredictions_seen(), largest_slab_bytes()};

@@ -73,9 +73,7 @@ replay::SharedCounters& process_counters() { return counters; }
 void allocate_slab(int64_t module, const std::string& key, FamilyOf family) {
   ThreadPass& t = thread_pass();
   // A previous pass that never reached its end (an exception in forward): close it first.
-  if (t.mode == ThreadPass::Mode::kProfile) abandon_profile(t);
-  t.mode = ThreadPass::Mode::kIdle;
-  t.warming = false;
+  abandon_pass();
   t.pass_key = key;
   ++t.counters.passes;
   ModuleState& m = module_state(module);

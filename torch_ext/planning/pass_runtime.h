@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -45,6 +46,11 @@ void share_inputs(ShareKind kind, const ShareInput* inputs, uint32_t count);
 bool share_inputs_wanted();
 // Whether `module` has a plan for `key` (plan() waits for it).
 bool has_plan(int64_t module, const std::string& key, PlanSummary* summary);
+// What plan() and PlannedCall::plan() do to get a plan for `key`: ask for it (request_key), then
+// run `pass` (warm-up, then the profiled one; a few more in case another thread profiles this
+// key) until it has one. Returns its summary; throws std::runtime_error when none was made.
+PlanSummary run_until_planned(int64_t module, const std::string& key, int warmup_passes,
+                              const std::function<void()>& pass);
 // The profiled trace and plan behind `module`'s plan for `key`; null when there is none.
 std::shared_ptr<const PlanDetail> plan_detail(int64_t module, const std::string& key);
 // Lets plan() plan `key` even when the module's options say plan_new_keys:false.
