@@ -1,6 +1,6 @@
-// memoplan-run, which `memoplan run` executes: runs a TorchScript model unplanned and planned,
-// interleaved in one process, and reports latency, slab size, allocator traffic and whether the
-// outputs are bit-identical (docs/RUN.md). Exit codes: 0 fine, 1 the outputs differ or the run
+// memoplan-run, which `memoplan run` executes: runs a TorchScript model (or an AOTInductor
+// package) unplanned and planned, interleaved in one process, and reports latency, slab size,
+// allocator traffic and whether the outputs are bit-identical (docs/RUN.md). Exit codes: 0 fine, 1 the outputs differ or the run
 // failed, 2 bad input or usage.
 #include <fmt/core.h>
 
@@ -66,14 +66,16 @@ bool known_strategy(const std::string& name) {
 
 int main(int argc, char** argv) {
   CLI::App app{
-      "memoplan run: loads a TorchScript model twice, plans one copy with memoplan, runs both "
+      "memoplan run: loads a TorchScript model (or an AOTInductor package, .pt2, on LibTorch >= "
+      "2.6) twice, plans one copy with memoplan, runs both "
       "interleaved and reports latency (median, p99), slab vs lower bound, tensor mallocs per "
       "pass, fallbacks, planning time and whether the outputs are bit-identical.",
       "memoplan run"};
   memoplan::run::RunOptions options;
   bool quiet = false;
   app.add_option("MODEL", options.model,
-                 "TorchScript file (default: models/resnet18.pt; make it with " +
+                 "TorchScript file, or AOTInductor package (.pt2; LibTorch >= 2.6) (default: "
+                 "models/resnet18.pt; make it with " +
                      std::string(kMakeDefault) + ")");
   app.add_option(
       "--input", options.input,
@@ -170,7 +172,18 @@ int main(int argc, char** argv) {
                 "unknown strategy '" + options.strategy + "' (memoplan plan --list shows them)");
   }
   if (memoplan::torch_ext::is_aoti_package(options.model)) {
-    return fail(kExitBadInput, memoplan::torch_ext::aoti_package_unsupported(options.model));
+    if (!memoplan::torch_ext::aoti_supported()) {
+      return fail(kExitBadInput, memoplan::torch_ext::aoti_package_unsupported(options.model));
+    }
+    // A package is compiled code without a graph: its run() is planned as one call.
+    if (options.kernels != Kernels::kStock || options.memory != Memory::kOffset ||
+        !options.budget.empty() || !options.heapmap.empty() || !options.trace.empty()) {
+      return fail(kExitBadInput,
+                  options.model +
+                      ": an AOTInductor package runs Inductor's kernels and is planned with "
+                      "--kernels stock --memory offset, without --budget, --heapmap or --trace "
+                      "(each of those rewrites or reads a TorchScript graph)");
+    }
   }
   if (options.model.empty()) {
     std::string looked;

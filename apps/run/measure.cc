@@ -1,8 +1,8 @@
 #include "measure.h"
 
 #include <ATen/Parallel.h>
+#include <ATen/core/ivalue.h>
 #include <c10/core/InferenceMode.h>
-#include <torch/csrc/jit/api/module.h>
 
 #include <algorithm>
 #include <atomic>
@@ -14,7 +14,6 @@
 #include <thread>
 
 #include "counting_allocator.h"
-#include "memoplan/torch/budget.h"
 #include "memoplan/torch/memory_min.h"  // sliced_counts
 #include "memoplan/torch/plan.h"
 #include "outputs_equal.h"
@@ -53,19 +52,18 @@ void fail(Shared& shared) {
   shared.changed.notify_all();
 }
 
-void worker(torch::jit::Module& unplanned, torch::jit::Module& planned, torch::jit::Module* tuned,
-            torch::jit::Module* budgeted, const InputSource& source, uint64_t first_index,
-            int thread, const RunOptions& options, Shared& shared, ThreadResult& result) {
+void worker(const Copies& copies, const InputSource& source, uint64_t first_index, int thread,
+            const RunOptions& options, Shared& shared, ThreadResult& result) {
   bool counted_ready = false;
   try {
     c10::InferenceMode inference;  // per thread; part of the plan's key, as in plan()
     for (int i = 0; i < options.warmup && !shared.stop; ++i) {
       const std::vector<c10::IValue> inputs =
           source(first_index + static_cast<uint64_t>(thread) * options.warmup + i);
-      unplanned.forward(inputs);
-      planned.forward(inputs);  // the thread's first planned pass makes its slab
-      if (tuned) tuned->forward(inputs);
-      if (budgeted) budgeted->forward(inputs);
+      copies.unplanned(inputs);
+      copies.planned(inputs);  // the thread's first planned pass makes its slab
+      if (copies.tuned) copies.tuned(inputs);
+      if (copies.budgeted) copies.budgeted(inputs);
       shared.warmup->advance();
     }
     {
@@ -82,38 +80,38 @@ void worker(torch::jit::Module& unplanned, torch::jit::Module& planned, torch::j
           source(first_index + static_cast<uint64_t>(options.threads) * options.warmup +
                  static_cast<uint64_t>(iteration));
       // --warm-passes: untimed passes of a copy right before its timed one.
-      auto warm = [&](torch::jit::Module& m) {
-        for (int k = 0; k < options.warm_passes; ++k) m.forward(inputs);
+      auto warm = [&](const Pass& pass) {
+        for (int k = 0; k < options.warm_passes; ++k) pass(inputs);
       };
-      warm(unplanned);
+      warm(copies.unplanned);
       CountingAllocator::count_this_thread(true);
       Clock::time_point start = Clock::now();
-      const c10::IValue unplanned_out = unplanned.forward(inputs);
+      const c10::IValue unplanned_out = copies.unplanned(inputs);
       result.unplanned_ms.push_back(ms_since(start));
       CountingAllocator::count_this_thread(false);
-      warm(planned);
+      warm(copies.planned);
       start = Clock::now();
-      const c10::IValue planned_out = planned.forward(inputs);
+      const c10::IValue planned_out = copies.planned(inputs);
       result.planned_ms.push_back(ms_since(start));
       result.fully_planned += torch_ext::last_pass().fully_planned();
       ++result.compared;
       if (std::string d = output_difference(unplanned_out, planned_out); !d.empty()) {
         if (result.differing++ == 0) result.first_difference = d;
       }
-      if (tuned) {
-        warm(*tuned);
+      if (copies.tuned) {
+        warm(copies.tuned);
         start = Clock::now();
-        const c10::IValue tuned_out = tuned->forward(inputs);
+        const c10::IValue tuned_out = copies.tuned(inputs);
         result.tuned_ms.push_back(ms_since(start));
         const double r = max_relative_difference(tuned_out, unplanned_out);
         double& worst = result.tuned_max_relative_difference;
         worst = (r < 0 || worst < 0) ? -1 : std::max(worst, r);
       }
-      if (budgeted) {
-        warm(*budgeted);
-        if (options.cold) torch_ext::drop_weight_page_cache(*budgeted);
+      if (copies.budgeted) {
+        warm(copies.budgeted);
+        if (copies.before_budgeted) copies.before_budgeted();
         start = Clock::now();
-        const c10::IValue budgeted_out = budgeted->forward(inputs);
+        const c10::IValue budgeted_out = copies.budgeted(inputs);
         result.budgeted_ms.push_back(ms_since(start));
         ++result.compared;
         if (std::string d = output_difference(unplanned_out, budgeted_out); !d.empty()) {
@@ -135,8 +133,7 @@ void worker(torch::jit::Module& unplanned, torch::jit::Module& planned, torch::j
 
 }  // namespace
 
-void measure(torch::jit::Module& unplanned, torch::jit::Module& planned, torch::jit::Module* tuned,
-             torch::jit::Module* budgeted, const InputSource& inputs, uint64_t first_index,
+void measure(const Copies& copies, const InputSource& inputs, uint64_t first_index,
              const RunOptions& options, RunReport& report) {
   const int threads = options.threads;
   Shared shared;
@@ -146,9 +143,8 @@ void measure(torch::jit::Module& unplanned, torch::jit::Module& planned, torch::
   warmup.emplace("warm-up", static_cast<uint64_t>(threads) * options.warmup, options.progress);
   shared.warmup = &*warmup;
   for (int t = 0; t < threads; ++t) {
-    workers.emplace_back(worker, std::ref(unplanned), std::ref(planned), tuned, budgeted,
-                         std::cref(inputs), first_index, t, std::cref(options), std::ref(shared),
-                         std::ref(results[t]));
+    workers.emplace_back(worker, std::cref(copies), std::cref(inputs), first_index, t,
+                         std::cref(options), std::ref(shared), std::ref(results[t]));
   }
   std::optional<Progress> measuring;
   torch_ext::PlanStats before;

@@ -11,9 +11,6 @@
 #include "report.h"
 #include "run_options.h"
 
-namespace torch::jit {
-struct Module;
-}
 namespace c10 {
 struct IValue;
 }
@@ -25,12 +22,21 @@ namespace memoplan::run {
 // the threads take them.
 using InputSource = std::function<std::vector<c10::IValue>(uint64_t index)>;
 
-// Exceptions of forward calls are passed on (from the first thread that threw). `tuned` (may be
-// null): a third copy timed in each iteration too, its outputs compared with a tolerance.
-// `budgeted` (may be null): a copy under a memory budget, timed too (after evicting its weight
-// file from the page cache with options.cold), its outputs compared exactly.
-void measure(torch::jit::Module& unplanned, torch::jit::Module& planned, torch::jit::Module* tuned,
-             torch::jit::Module* budgeted, const InputSource& inputs, uint64_t first_index,
+// One pass of a copy of the model: a TorchScript module's forward, or a package's run() (planned:
+// under its PlannedCall). Safe to call from several threads at once.
+using Pass = std::function<c10::IValue(const std::vector<c10::IValue>& inputs)>;
+
+// The copies timed in each iteration.
+struct Copies {
+  Pass unplanned, planned;
+  Pass tuned;     // empty: none; else timed too, its outputs compared with a tolerance
+  Pass budgeted;  // empty: none; else a copy under a memory budget, its outputs compared exactly
+  // Untimed, before each budgeted pass (--page-cache cold: evict its weight file); may be empty.
+  std::function<void()> before_budgeted;
+};
+
+// Exceptions of the passes are passed on (from the first thread that threw).
+void measure(const Copies& copies, const InputSource& inputs, uint64_t first_index,
              const RunOptions& options, RunReport& report);
 
 }  // namespace memoplan::run

@@ -57,7 +57,8 @@ std::string format_text(const RunReport& r) {
   const double u_mallocs = per_pass(r.unplanned_mallocs, r.unplanned_passes);
   const double p_mallocs = per_pass(r.planned_mallocs, r.planned_passes);
   std::string s;
-  s += fmt::format("memoplan run {}: input {} {}, strategy {}\n", r.model, r.input, r.dtype,
+  s += fmt::format("memoplan run {}{}: input {} {}, strategy {}\n", r.model,
+                   r.format == "aot_inductor" ? " (AOTInductor package)" : "", r.input, r.dtype,
                    r.strategy);
   s += fmt::format(
       "  {} thread{} ({} intra-op thread{} each), {} iterations (an unplanned and a "
@@ -208,6 +209,7 @@ std::string format_text(const RunReport& r) {
 std::string format_json(const RunReport& r) {
   nlohmann::ordered_json j;
   j["model"] = r.model;
+  j["format"] = r.format;
   j["input"] = r.input;
   j["dtype"] = r.dtype;
   j["threads"] = r.threads;

@@ -15,6 +15,7 @@ using torch_ext::Memory;
 
 struct RunReport {
   std::string model;     // the file as given
+  std::string format;    // "torchscript", or "aot_inductor" (a .pt2 package)
   std::string input;     // "1x3x224x224"
   std::string dtype;     // "float32"
   std::string strategy;  // the planner strategy the plan was made with

@@ -13,6 +13,7 @@
 #include "http_error.h"
 #include "memoplan/torch/aoti_package.h"
 #include "memoplan/torch/budget.h"
+#include "memoplan/torch/call_plan.h"
 #include "memoplan/torch/plan.h"
 
 namespace memoplan::serve {
@@ -115,6 +116,9 @@ std::vector<HostTensor> outputs_of(const c10::IValue& result) {
 struct Model::Impl {
   ModelOptions options;
   torch::jit::Module module;
+  // An AOTInductor package instead of `module` (a .pt2 file): its run() planned as one call.
+  std::unique_ptr<torch_ext::AotiPackage> package;
+  std::unique_ptr<torch_ext::PlannedCall> call;  // with `package`, when planned
   std::vector<InputDefault> defaults;  // empty: none known
 
   std::atomic<bool> planned{false};
@@ -138,6 +142,34 @@ struct Model::Impl {
     if (s.coverage.measured) runs_on.tuned_flops_fraction = s.coverage.tuned_flops_fraction();
   }
 
+  // One pass: the module's forward (planned once plan() rewrote it), or the package's run() (as
+  // a planned call when planned).
+  c10::IValue forward(const std::vector<c10::IValue>& inputs) {
+    if (!package) return module.forward(inputs);
+    if (!call) return package->run(inputs);
+    c10::IValue out;
+    call->run(inputs, [&] { out = package->run(inputs); });
+    return out;
+  }
+
+  // A package: its run() planned as one call, kernels stock and memory offset (Inductor's
+  // kernels; the options a graph rewrite gives are refused at load).
+  void plan_package(const std::vector<c10::IValue>& inputs) {
+    torch_ext::PlanOptions plan_options;
+    plan_options.strategy = options.strategy;
+    call = std::make_unique<torch_ext::PlannedCall>(plan_options);
+    c10::IValue out;  // kept past the call: the output escapes the pass, as a request's does
+    const torch_ext::PlanSummary s = call->plan(inputs, [&] { out = package->run(inputs); });
+    const bool asked = options.kernels != "auto";
+    set_runs_on("planned", "stock", s, 0,
+                asked ? "" : "an AOTInductor package runs Inductor's kernels");
+    planned.store(true, std::memory_order_release);
+    summary = "planned the package's run() as one call: slab " + std::to_string(s.slab_bytes) +
+              " bytes (lower bound " + std::to_string(s.lower_bound_bytes) + "), " +
+              std::to_string(s.planned_tensors) + " planned tensors per pass, " + s.strategy +
+              " in " + c10::str(s.planning_ms) + " ms";
+  }
+
   void plan(const std::vector<c10::IValue>& inputs) {
     if (!options.plan) {
       set_runs_on("unplanned", "", {}, 0, "");
@@ -145,6 +177,7 @@ struct Model::Impl {
       summary = "not planned (--no-plan): the process's allocator serves every tensor";
       return;
     }
+    if (package) return plan_package(inputs);
     if (options.kernels != "auto") return plan_with(options.kernels, inputs, "");
     // The default: the tuned kernels (each op on memoplan's or oneDNN's kernel where it measured
     // faster, aten's elsewhere), stock under a budget. Where the tuned plan fails (its library
@@ -222,7 +255,7 @@ struct Model::Impl {
     for (const HostTensor& out : outputs) {
       TensorSpec t{out.name, out.datatype, out.shape};
       for (size_t d = 0; d < t.shape.size(); ++d) {
-        const bool batch = d == 0 && !defaults.empty() && !defaults[0].shape.empty() &&
+        const bool batch = d == 0 && !package && !defaults.empty() && !defaults[0].shape.empty() &&
                            t.shape[0] == defaults[0].shape[0];
         if (defaults.empty() || batch) t.shape[d] = -1;
       }
@@ -232,33 +265,35 @@ struct Model::Impl {
   }
 
   std::string summary;
+
+  // The constructor's part for each kind of file: fills spec.inputs and the file's own default
+  // input ("input_shape", "input_dtype": extra files of a TorchScript file, a package's metadata).
+  void load_script(std::string& file_shape, std::string& file_dtype);
+  void load_package(std::string& file_shape, std::string& file_dtype);
 };
 
-Model::Model(const ModelOptions& options) : impl_(std::make_unique<Impl>()) {
-  Impl& m = *impl_;
-  m.options = options;
-  m.spec.name = options.name;
-  if (torch_ext::is_aoti_package(options.path)) {
-    throw std::runtime_error(torch_ext::aoti_package_unsupported(options.path));
-  }
+// A TorchScript file: forward's tensor arguments are the inputs, in order.
+void Model::Impl::load_script(std::string& file_shape, std::string& file_dtype) {
   torch::jit::ExtraFilesMap extra{{"input_shape", ""}, {"input_dtype", ""}};
   try {
-    m.module = torch::jit::load(options.path, c10::nullopt, extra);
+    module = torch::jit::load(options.path, c10::nullopt, extra);
   } catch (const std::exception& e) {
     throw std::runtime_error("cannot load " + options.path + ": " + message_of(e));
   }
-  m.module.eval();
-  if (!m.module.find_method("forward")) throw std::runtime_error(options.path + " has no forward");
+  module.eval();
+  if (!module.find_method("forward")) throw std::runtime_error(options.path + " has no forward");
+  file_shape = extra["input_shape"];
+  file_dtype = extra["input_dtype"];
 
   // The inputs: forward's tensor arguments, in order. Other arguments must have defaults and
   // come after them (the server passes the tensors positionally).
-  const c10::FunctionSchema& schema = m.module.get_method("forward").function().getSchema();
+  const c10::FunctionSchema& schema = module.get_method("forward").function().getSchema();
   bool past_tensors = false;
   for (size_t i = 1; i < schema.arguments().size(); ++i) {  // 0 is self
     const c10::Argument& arg = schema.arguments()[i];
     const bool tensor = arg.type()->kind() == c10::TypeKind::TensorType;
     if (tensor && !past_tensors) {
-      m.spec.inputs.push_back({arg.name(), DataType::kFp32, {-1}, true});
+      spec.inputs.push_back({arg.name(), DataType::kFp32, {-1}, true});
     } else if (!arg.default_value()) {
       throw std::runtime_error("forward argument '" + arg.name() + "' (" + arg.type()->str() +
                                ") has no default: the server passes tensors only");
@@ -266,15 +301,58 @@ Model::Model(const ModelOptions& options) : impl_(std::make_unique<Impl>()) {
       past_tensors = true;
     }
   }
+}
 
+// An AOTInductor package (LibTorch >= 2.6): run()'s tensors are the inputs, input__0..k-1 (the
+// export keeps no names). Kernels stock and memory offset: the other options rewrite a graph.
+void Model::Impl::load_package(std::string& file_shape, std::string& file_dtype) {
+  if (!torch_ext::aoti_supported()) {
+    throw std::runtime_error(torch_ext::aoti_package_unsupported(options.path));
+  }
+  if (options.plan && ((options.kernels != "auto" && options.kernels != "stock") ||
+                       options.memory != "offset" || !options.budget.empty())) {
+    throw std::runtime_error(
+        options.path + ": an AOTInductor package runs Inductor's kernels and is planned with "
+        "kernels \"stock\" (or \"auto\") and memory \"offset\", without a budget (the others "
+        "rewrite a TorchScript graph)");
+  }
+  package = std::make_unique<torch_ext::AotiPackage>(options.path);  // says why it cannot
+  for (size_t i = 0; i < package->input_count(); ++i) {
+    spec.inputs.push_back({"input__" + std::to_string(i), DataType::kFp32, {-1}, true});
+  }
+  const auto& metadata = package->metadata();
+  if (const auto it = metadata.find("input_shape"); it != metadata.end()) file_shape = it->second;
+  if (const auto it = metadata.find("input_dtype"); it != metadata.end()) file_dtype = it->second;
+}
+
+Model::Model(const ModelOptions& options) : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  m.options = options;
+  m.spec.name = options.name;
+  std::string file_shape, file_dtype;
+  if (torch_ext::is_aoti_package(options.path)) {
+    m.load_package(file_shape, file_dtype);
+  } else {
+    m.load_script(file_shape, file_dtype);
+  }
   m.defaults = options.inputs;
-  if (m.defaults.empty() && !extra["input_shape"].empty() && m.spec.inputs.size() == 1) {
-    m.defaults.push_back(parse_input_default(extra["input_shape"]));
-    if (!extra["input_dtype"].empty()) {
-      const std::optional<DataType> type = datatype_of_torch_name(extra["input_dtype"]);
-      if (!type) throw std::runtime_error("unsupported input_dtype " + extra["input_dtype"]);
+  if (m.defaults.empty() && !file_shape.empty() && m.spec.inputs.size() == 1) {
+    m.defaults.push_back(parse_input_default(file_shape));
+    if (!file_dtype.empty()) {
+      const std::optional<DataType> type = datatype_of_torch_name(file_dtype);
+      if (!type) throw std::runtime_error("unsupported input_dtype " + file_dtype);
       m.defaults[0].datatype = *type;
     }
+  }
+  // AOTInductor checks no input shape (only a debug compile does): a request larger than the
+  // export's would be read past its end. A package is served only with its shapes known, and
+  // every request is checked against them.
+  if (m.package && m.defaults.empty()) {
+    throw std::runtime_error(
+        options.path + ": the package's input shapes are not known, and AOTInductor does not "
+        "check them: export it with inductor_configs={\"aot_inductor.metadata\": "
+        "{\"input_shape\": \"1x3x224x224\", \"input_dtype\": \"float32\"}} or give them "
+        "(--input, or \"inputs\" in config.json)");
   }
   if (!m.defaults.empty() && m.defaults.size() != m.spec.inputs.size()) {
     throw std::runtime_error(std::to_string(m.defaults.size()) + " --input given, forward takes " +
@@ -285,12 +363,14 @@ Model::Model(const ModelOptions& options) : impl_(std::make_unique<Impl>()) {
     in.datatype = m.defaults[i].datatype;
     in.shape = m.defaults[i].shape;
     in.unchecked = false;
-    if (!in.shape.empty()) in.shape[0] = -1;  // the batch: plans are made per shape as they come
+    // The batch: plans are made per shape as they come. A package's shapes are as exported (its
+    // metadata cannot say which dims vary): requests must match them.
+    if (!in.shape.empty() && !m.package) in.shape[0] = -1;
   }
 }
 
 Model::~Model() {
-  if (impl_->options.plan) torch_ext::forget_module(impl_->module);
+  if (impl_->options.plan && !impl_->package) torch_ext::forget_module(impl_->module);
   impl_.reset();  // the module, its weights and graphs
   torch_ext::release_free_memory();
 }
@@ -310,7 +390,7 @@ std::string Model::prepare() {
   try {
     // The outputs from an unplanned pass first: a planned pass on this thread would give it a
     // slab it keeps for good, and it serves no requests.
-    m.learn_signature({}, outputs_of(m.module.forward(inputs)));
+    m.learn_signature({}, outputs_of(m.forward(inputs)));
     m.plan(inputs);
   } catch (const HttpError&) {
     throw;
@@ -349,7 +429,7 @@ std::vector<HostTensor> Model::infer(const std::vector<HostTensor>& inputs) {
       std::lock_guard<std::mutex> lock(m.mutex);
       if (!m.planned.load()) m.plan(values);
     }
-    std::vector<HostTensor> outputs = outputs_of(m.module.forward(values));
+    std::vector<HostTensor> outputs = outputs_of(m.forward(values));
     if (!m.outputs_known.load(std::memory_order_acquire)) m.learn_signature(inputs, outputs);
     return outputs;
   } catch (const HttpError&) {
@@ -360,7 +440,12 @@ std::vector<HostTensor> Model::infer(const std::vector<HostTensor>& inputs) {
 }
 
 ModelMemory Model::memory() const {
-  const torch_ext::ModuleMemory m = torch_ext::module_memory(impl_->module);
+  torch_ext::ModuleMemory m;  // a package's weights are not known here: 0
+  if (!impl_->package) {
+    m = torch_ext::module_memory(impl_->module);
+  } else if (impl_->call) {
+    m = impl_->call->memory();
+  }
   return {m.weight_resident_bytes, m.packed_weight_bytes, m.slab_bytes, m.plan_slab_bytes};
 }
 

@@ -1,5 +1,6 @@
-// The served TorchScript module, planned with memoplan::torch_ext::plan: loading, its signature
-// as the metadata describes it, and forward calls on host tensors. model.cc is the server's only
+// The served model, planned: a TorchScript module (memoplan::torch_ext::plan) or an AOTInductor
+// package (.pt2 on LibTorch >= 2.6: its run() as a torch_ext::PlannedCall). Loading, its
+// signature as the metadata describes it, and forward calls on host tensors. model.cc is the server's only
 // translation unit with torch headers (they take 5-30 s each to compile); this header has none.
 #pragma once
 

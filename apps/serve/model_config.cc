@@ -151,7 +151,7 @@ std::vector<RepositoryEntry> scan_repository(const std::string& dir, const Model
     RepositoryEntry entry;
     entry.config = defaults;
     const fs::path p = e.path();
-    // .pt2 (AOTInductor) files are listed too: the load says why they cannot run (issue 55).
+    // .pt2 files are AOTInductor packages (LibTorch >= 2.6; elsewhere the load says why not).
     if (e.is_regular_file() && (p.extension() == ".pt" || p.extension() == ".pt2")) {
       entry.config.name = p.stem().string();
       entry.config.path = p.string();
@@ -165,8 +165,8 @@ std::vector<RepositoryEntry> scan_repository(const std::string& dir, const Model
         }
       }
       if (entry.config.path.empty()) {
-        entry.error = "no model file (" + (p / "1" / "model.pt").string() + " or " +
-                      (p / "model.pt").string() + ")";
+        entry.error = "no model file (" + (p / "1" / "model.pt").string() + ", " +
+                      (p / "model.pt").string() + " or their .pt2)";
       }
       const fs::path config = p / "config.json";
       if (fs::is_regular_file(config)) {

@@ -22,6 +22,18 @@ ServedModel::ServedModel(const ModelConfig& config, Metrics& server_metrics)
   options.memory = config.memory;
   options.budget = config.budget;
   model_ = std::make_unique<Model>(options);
+  if (config.batching.max_batch_size > 1) {
+    for (const TensorSpec& in : model_->spec().inputs) {
+      if (!in.unchecked && !in.shape.empty() && in.shape[0] != -1) {
+        throw std::runtime_error(
+            config.path + ": input '" + in.name + "' has a fixed batch of " +
+            std::to_string(in.shape[0]) +
+            " (an AOTInductor package runs the shapes it was exported for): dynamic batching "
+            "(max_batch_size " + std::to_string(config.batching.max_batch_size) +
+            ") needs a model that takes any batch");
+      }
+    }
+  }
   // The workers exist (and have set their intra-op threads) before the model is planned.
   pool_ = std::make_unique<WorkerPool>(config.workers, config.queue,
                                        [](int) { Model::init_worker_thread(); });

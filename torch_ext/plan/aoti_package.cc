@@ -1,6 +1,15 @@
 #include "memoplan/torch/aoti_package.h"
 
+#include <ATen/core/ivalue.h>
+#include <nlohmann/json.hpp>
 #include <torch/version.h>
+
+#include <stdexcept>
+
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 6)
+#define MEMOPLAN_HAVE_AOTI 1
+#include <torch/csrc/inductor/aoti_package/model_package_loader.h>
+#endif
 
 namespace memoplan::torch_ext {
 
@@ -10,18 +19,104 @@ bool is_aoti_package(std::string_view path) {
          path.substr(path.size() - kExtension.size()) == kExtension;
 }
 
-std::string aoti_package_unsupported(const std::string& path) {
-  const std::string built = "this memoplan is built with LibTorch " TORCH_VERSION;
-#if TORCH_VERSION_MAJOR < 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR < 6)
-  return path + ": an AOTInductor package (.pt2) needs PyTorch >= 2.6, and " + built +
-         " (Debian 13's is 2.6: scripts/debian13.sh); a TorchScript file (torch.jit.trace or "
-         "torch.jit.script, then .save) runs here";
-#else
-  return path + ": " + built +
-         ", but running an AOTInductor package (.pt2) is not built yet (issue 55); save the model "
-         "as TorchScript (torch.jit.trace or torch.jit.script, then .save), or preload the shim "
-         "(libmemoplan_preload.so), which plans .pt2 packages run from Python";
-#endif
+#ifdef MEMOPLAN_HAVE_AOTI
+
+bool aoti_supported() { return true; }
+
+std::string aoti_package_unsupported(const std::string&) { return ""; }
+
+namespace {
+
+// The leaves of a pytree spec as torch.export writes it: [version, node], each node
+// {"type": ..., "context": ..., "children_spec": [...]}, a leaf's type null.
+size_t count_leaves(const nlohmann::json& node) {
+  if (!node.is_object()) return 0;
+  const auto type = node.find("type");
+  if (type != node.end() && type->is_null()) return 1;
+  size_t leaves = 0;
+  if (const auto children = node.find("children_spec");
+      children != node.end() && children->is_array()) {
+    for (const nlohmann::json& child : *children) leaves += count_leaves(child);
+  }
+  return leaves;
 }
+
+size_t spec_leaves(const std::string& spec, const std::string& path) {
+  const nlohmann::json parsed = nlohmann::json::parse(spec, nullptr, false);
+  if (!parsed.is_array() || parsed.size() != 2) {
+    throw std::runtime_error(path + ": its call spec is not torch.export's");
+  }
+  return count_leaves(parsed[1]);
+}
+
+}  // namespace
+
+struct AotiPackage::Impl {
+  std::unique_ptr<torch::inductor::AOTIModelPackageLoader> loader;
+  std::map<std::string, std::string> metadata;
+  size_t inputs = 0, outputs = 0;
+};
+
+AotiPackage::AotiPackage(const std::string& path) : impl_(std::make_unique<Impl>()) {
+  try {
+    impl_->loader = std::make_unique<torch::inductor::AOTIModelPackageLoader>(path);
+  } catch (const c10::Error& e) {
+    throw std::runtime_error(path + ": not an AOTInductor package (.pt2) LibTorch " TORCH_VERSION
+                             " loads (" + e.what_without_backtrace() + ")");
+  } catch (const std::exception& e) {
+    throw std::runtime_error(path + ": not an AOTInductor package (.pt2) LibTorch " TORCH_VERSION
+                             " loads (" + e.what() + ")");
+  }
+  for (const auto& [key, value] : impl_->loader->get_metadata()) impl_->metadata[key] = value;
+  const std::vector<std::string> spec = impl_->loader->get_call_spec();
+  if (spec.size() != 2) {
+    throw std::runtime_error(path + ": its call spec is not torch.export's");
+  }
+  impl_->inputs = spec_leaves(spec[0], path);
+  impl_->outputs = spec_leaves(spec[1], path);
+}
+
+c10::IValue AotiPackage::run(const std::vector<c10::IValue>& inputs) {
+  std::vector<at::Tensor> tensors;
+  tensors.reserve(inputs.size());
+  for (const c10::IValue& v : inputs) {
+    if (!v.isTensor()) {
+      throw std::invalid_argument("an AOTInductor package takes tensors only, not " + v.tagKind());
+    }
+    tensors.push_back(v.toTensor());
+  }
+  return c10::List<at::Tensor>(impl_->loader->run(tensors));
+}
+
+#else
+
+bool aoti_supported() { return false; }
+
+std::string aoti_package_unsupported(const std::string& path) {
+  return path + ": an AOTInductor package (.pt2) needs PyTorch >= 2.6, and this memoplan is built "
+         "with LibTorch " TORCH_VERSION " (Debian 13's is 2.6: scripts/debian13.sh); a TorchScript "
+         "file (torch.jit.trace or torch.jit.script, then .save) runs here";
+}
+
+struct AotiPackage::Impl {
+  std::map<std::string, std::string> metadata;
+  size_t inputs = 0, outputs = 0;
+};
+
+AotiPackage::AotiPackage(const std::string& path) {
+  throw std::runtime_error(aoti_package_unsupported(path));
+}
+
+c10::IValue AotiPackage::run(const std::vector<c10::IValue>&) {
+  throw std::logic_error("unreachable: no AotiPackage is made in this build");
+}
+
+#endif
+
+AotiPackage::~AotiPackage() = default;
+
+const std::map<std::string, std::string>& AotiPackage::metadata() const { return impl_->metadata; }
+size_t AotiPackage::input_count() const { return impl_->inputs; }
+size_t AotiPackage::output_count() const { return impl_->outputs; }
 
 }  // namespace memoplan::torch_ext

@@ -53,4 +53,12 @@ PlanSummary PlannedCall::plan(const std::vector<c10::IValue>& inputs,
   return summary;
 }
 
+ModuleMemory PlannedCall::memory() const {
+  const runtime_pass::SlabBytes slabs = runtime_pass::slab_bytes(id_);
+  ModuleMemory memory;
+  memory.slab_bytes = slabs.held;
+  memory.plan_slab_bytes = slabs.largest_plan;
+  return memory;
+}
+
 }  // namespace memoplan::torch_ext

@@ -6,6 +6,7 @@ memoplan-run). Standard library only, except make-models (Debian's python3 with 
     run_cli_test.py tiny   MEMOPLAN MODELS_DIR  # int64 input, tuple/dict/list outputs, --input
     run_cli_test.py varying MEMOPLAN MODELS_DIR # --input with ranges: shape families (issue 18)
     run_cli_test.py errors MEMOPLAN MODELS_DIR  # every bad input: one line, exit code 2
+    run_cli_test.py aoti MEMOPLAN PACKAGES_DIR  # AOTInductor packages (LibTorch >= 2.6, issue 55)
 """
 import json
 import os
@@ -240,10 +241,47 @@ def check_errors(memoplan, models):
     return 0
 
 
+def check_aoti(memoplan, packages):
+    """tiny_cnn.pt2 and tiny_bert.pt2 (tests/torch_ext/aoti/make_packages.py): their run() planned
+    as one call, every timed pass fully planned, one tensor malloc a pass (the output), outputs
+    bit-identical to the unplanned copy's, the input from the package's metadata; the options that
+    rewrite a TorchScript graph refused."""
+    for name in ("tiny_cnn", "tiny_bert"):
+        package = os.path.join(packages, name + ".pt2")
+        code, out, err = run(memoplan, package, "--json", "-q", "--iters", "12", "--warmup", "2",
+                             "--threads", "2")
+        report = check_report(out, code, err)
+        check(report["format"] == "aot_inductor", f"{name}: format {report['format']}")
+        check(report["input"] == {"tiny_cnn": "1x3x32x32", "tiny_bert": "1x16"}[name],
+              f"{name}: input {report['input']} is not the package's metadata")
+        check(report["planned_pass_fraction"] == 1.0,
+              f"{name}: {report['planned_pass_fraction']} of the timed passes fully planned")
+        check(report["tensor_mallocs_per_pass_planned"] == 1,
+              f"{name}: {report['tensor_mallocs_per_pass_planned']} tensor mallocs a pass, "
+              "expected the output's only")
+        check(report["peak_rss_bytes_planned"] > 0 and report["peak_rss_bytes_unplanned"] > 0,
+              f"{name}: peak RSS not measured: {report.get('rss_error')}")
+        print(f"ok: {name}.pt2: {report['planned_tensors']} planned tensors a pass, slab "
+              f"{report['slab_bytes']} B (bound {report['lower_bound_bytes']}), "
+              f"{report['tensor_mallocs_per_pass_unplanned']:.0f} -> "
+              f"{report['tensor_mallocs_per_pass_planned']:.0f} tensor mallocs a pass")
+    package = os.path.join(packages, "tiny_cnn.pt2")
+    for flags in (["--kernels", "tuned"], ["--memory", "min"], ["--budget", "50%"],
+                  ["--heapmap", "x.svg"]):
+        check_error(memoplan, [package, *flags], "an AOTInductor package runs Inductor's kernels")
+    # AOTInductor checks no input shape: memoplan run checks them against the metadata's.
+    check_error(memoplan, [package, "--input", "1x3x16x16"],
+                "was exported for input 1x3x32x32 float32, not 1x3x16x16 float32")
+    check_error(memoplan, [package, "--input", "1x3x8:32x32"], "was exported for input")
+    return 0
+
+
 def main():
     command, first, models = sys.argv[1:4]
     if command == "make-models":
         return make_models(first, models)
+    if command == "aoti":
+        return check_aoti(first, models)
     if not os.path.exists(os.path.join(models, "resnet18.pt")):
         print("no models (run.make_models was skipped)")
         return SKIP

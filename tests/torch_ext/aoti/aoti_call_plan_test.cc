@@ -3,7 +3,7 @@
 // pass fully planned, one tensor malloc a pass (the output), outputs identical to an unplanned
 // copy of the same package.
 //
-//     aoti_call_plan_test PACKAGE.pt2      (made by make_package.py; input 1x3x32x32 FP32)
+//     aoti_call_plan_test tiny_cnn.pt2      (made by make_packages.py; input 1x3x32x32 FP32)
 #include <c10/core/InferenceMode.h>
 #include <torch/csrc/inductor/aoti_package/model_package_loader.h>
 

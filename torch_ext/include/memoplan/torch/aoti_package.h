@@ -1,18 +1,58 @@
 // AOTInductor packages (.pt2: torch.export, then torch._inductor.aoti_compile_and_package), the
-// format PyTorch 2.x documents for C++ deployment. Loading them needs LibTorch >= 2.6
-// (torch::inductor::AOTIModelPackageLoader); memoplan's programs run TorchScript files only so far
-// (issue 55). No torch headers here.
+// format PyTorch 2.x documents for C++ deployment, loaded with the loader LibTorch >= 2.6 ships
+// (torch::inductor::AOTIModelPackageLoader). memoplan plans a package's run() as one call
+// (PlannedCall, call_plan.h): memoplan run and memoplan-serve run .pt2 files this way. No torch
+// headers here.
 #pragma once
 
+#include <map>
+#include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
+
+namespace c10 {
+struct IValue;
+}
 
 namespace memoplan::torch_ext {
 
 // Whether `path` names an AOTInductor package (its extension is .pt2).
 bool is_aoti_package(std::string_view path);
+// Whether this build can load packages (LibTorch >= 2.6).
+bool aoti_supported();
 // Why this build cannot run the package at `path`, in a line for the user: the LibTorch version it
 // was built with, and what to use instead.
 std::string aoti_package_unsupported(const std::string& path);
+
+// One loaded package: its compiled model (a shared library extracted from the package and
+// loaded; each AotiPackage has a copy of its own, weights included) and its metadata.
+class AotiPackage {
+ public:
+  // Throws std::runtime_error: this build cannot load packages (aoti_package_unsupported), or the
+  // file is not one ("PATH: not an AOTInductor package (.pt2) LibTorch 2.6.0 loads (why)").
+  explicit AotiPackage(const std::string& path);
+  ~AotiPackage();
+  AotiPackage(const AotiPackage&) = delete;
+  AotiPackage& operator=(const AotiPackage&) = delete;
+
+  // The package's metadata: what was given at export as
+  // inductor_configs={"aot_inductor.metadata": {...}}, plus the loader's own (AOTI_DEVICE_KEY).
+  // memoplan reads "input_shape", "input_dtype" and "input_high" as it does a TorchScript file's
+  // extra files.
+  const std::map<std::string, std::string>& metadata() const;
+  // How many tensors run() takes and returns: the leaves of the exported call's input and output
+  // specs (pytree), in run()'s order.
+  size_t input_count() const;
+  size_t output_count() const;
+  // The package's run() on `inputs` (tensors, in the exported forward's order); its outputs as a
+  // list of tensors. Throws std::invalid_argument for a non-tensor input; what run() throws (a
+  // c10::Error: a wrong count, shape or dtype) passes through.
+  c10::IValue run(const std::vector<c10::IValue>& inputs);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 }  // namespace memoplan::torch_ext

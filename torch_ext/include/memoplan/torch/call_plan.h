@@ -24,11 +24,18 @@ class PlannedCall {
   PlannedCall& operator=(const PlannedCall&) = delete;
 
   // One pass: `call`, keyed by `inputs` (what the call's allocations depend on: its tensors and
-  // scalars). An exception from `call` ends the pass unplanned and is rethrown.
+  // scalars). An exception from `call` ends the pass unplanned and is rethrown. What the call
+  // returns must be kept past it (assigned to a variable outside `call`), in plan() too: a result
+  // dropped inside the profiled pass is planned as a temporary, so later passes would put their
+  // outputs in the slab (still safe: a block whose bytes are taken goes to the allocator behind,
+  // counted as overlap, but every output held past the next pass would cost a fallback).
   void run(const std::vector<c10::IValue>& inputs, const std::function<void()>& call);
   // plan()'s counterpart: passes of `call` (warm-up, then the profiled one) until `inputs`' key
   // has a plan; returns its summary. Throws std::runtime_error when none was made.
   PlanSummary plan(const std::vector<c10::IValue>& inputs, const std::function<void()>& call);
+
+  // Its slabs (slab_bytes, plan_slab_bytes); the weights of a call are not known here: 0.
+  ModuleMemory memory() const;
 
   int64_t id() const { return id_; }
 
