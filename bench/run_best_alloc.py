@@ -4,6 +4,8 @@
     bench/run_best_alloc.py                               # the cells, 5 rounds
     bench/run_best_alloc.py --models resnet18 --batches 1 --threads 1 --rounds 3
     bench/run_best_alloc.py --resume bench/results/best_alloc_<stamp>    # finish a run
+    bench/run_best_alloc.py --model-file resnet18_pt2=PKG.pt2 --models resnet18_pt2 \
+        --batches 1 --threads 1   # an AOTInductor package (LibTorch >= 2.6; docs/PYTORCH2.md)
     bench/best_alloc_report.py bench/results/best_alloc_<stamp> [--doc docs/results/TORCH.md]
 
 A cell is a model, a batch and a count of inference threads (one intra-op thread each). Every
@@ -48,6 +50,9 @@ def parse_args():
     p.add_argument("--run-dir", help="default bench/results/best_alloc_<stamp>")
     p.add_argument("--resume", help="a run directory to complete (its settings are reused)")
     p.add_argument("--dry-run", action="store_true")
+    p.add_argument("--model-file", action="append", default=[], metavar="NAME=PATH",
+                   help="a model of its own file (a TorchScript file, or an AOTInductor package "
+                        "on LibTorch >= 2.6), named NAME in --models; repeatable")
     args = p.parse_args()
     if args.resume:
         saved = json.load(open(os.path.join(args.resume, "settings.json")))
@@ -75,6 +80,11 @@ def main():
     batches = [int(b) for b in args.batches.split(",")]
     threads = [int(t) for t in args.threads.split(",")]
     configs = args.configs.split(",")
+    for item in args.model_file:
+        name, _, path = item.partition("=")
+        if not name or not os.path.exists(path):
+            sys.exit(f"run_best_alloc: --model-file {item}: expected NAME=PATH of a file")
+        MODEL_FILES[name] = (os.path.abspath(path), "given")
     unknown = [c for c in configs if c not in CONFIGS] + [m for m in models if m not in MODEL_FILES]
     if unknown:
         sys.exit(f"run_best_alloc: unknown {', '.join(unknown)}")
@@ -85,7 +95,7 @@ def main():
     os.makedirs(run_dir, exist_ok=True)
     settings = {k: getattr(args, k) for k in
                 ("models", "batches", "threads", "rounds", "warmup", "timed_total", "configs",
-                 "max_load", "wait_s", "build_dir")}
+                 "max_load", "wait_s", "build_dir", "model_file")}
     json.dump(settings, open(os.path.join(run_dir, "settings.json"), "w"), indent=1)
     info_path = os.path.join(run_dir, "machine.json")
     info = json.load(open(info_path)) if os.path.exists(info_path) else {"sessions": []}

@@ -51,7 +51,10 @@ CONFIGS = {
     "jemalloc-thesis": {"LD_PRELOAD": f"{LIB}/libjemalloc.so.2",
                         "MALLOC_CONF": f"narenas:{4 * os.cpu_count()},oversize_threshold:1048576"},
     "tcmalloc": {"LD_PRELOAD": f"{LIB}/libtcmalloc_minimal.so.4"},
-    "mimalloc": {"LD_PRELOAD": f"{LIB}/libmimalloc.so.2"},
+    # mimalloc 2 (Debian 12), or 3 where only it is installed (Debian 13).
+    "mimalloc": {"LD_PRELOAD": next((f"{LIB}/libmimalloc.so.{v}" for v in (2, 3)
+                                     if os.path.exists(f"{LIB}/libmimalloc.so.{v}")),
+                                    f"{LIB}/libmimalloc.so.2")},
     "shim": {"LD_PRELOAD": "{build}/interpose/libmemoplan_preload.so",
              "MEMOPLAN_CONF": "mode:auto,stats_print:true"},
     "graph-pass": {},

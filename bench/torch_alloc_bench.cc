@@ -3,7 +3,8 @@
 // memoplan shim and the memoplan graph pass).
 //
 // Loads one TorchScript file (bench/models/make_zoo.py and bench/make_torchscript_models.py write
-// them), then for each thread count T of --threads (one phase each, in order) T new threads each
+// them) or, on LibTorch >= 2.6, an AOTInductor package (.pt2: its run() is the pass, planned as
+// one torch_ext::PlannedCall with --plan; its input from the package's metadata), then for each thread count T of --threads (one phase each, in order) T new threads each
 // run W warm-up and N timed forward passes on their own input, sharing the module, with one
 // intra-op thread (and one OpenBLAS thread) per worker and InferenceMode on. The timed passes of a
 // phase start together, after every thread's warm-up. Prints one CSV row per phase: per-pass
@@ -27,6 +28,9 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
+#include <map>
+#include <memory>
 #include <numeric>
 #include <sstream>
 #include <string>
@@ -38,6 +42,8 @@
 #include "jemalloc_stats.h"
 #include "malloc_counter.h"
 #include "memoplan/pass.h"
+#include "memoplan/torch/aoti_package.h"
+#include "memoplan/torch/call_plan.h"
 #include "memoplan/torch/plan.h"
 #include "memory_sampler.h"
 #include "process_stats.h"
@@ -77,18 +83,56 @@ at::ScalarType scalar_type(const std::string& dtype) {
   return at::kFloat;
 }
 
-// Loads and evaluates the module; returns its input (the file's extra files, --input, --batch and
-// --size).
-torch::jit::Module prepare_module(const Options& o, memoplan::run::InputSpec* spec) {
-  torch::jit::ExtraFilesMap extra{{"input_shape", ""}, {"input_dtype", ""}, {"input_high", ""}};
-  torch::jit::Module module = torch::jit::load(o.model, torch::kCPU, extra);
-  module.eval();
+// One pass of the loaded model (the module's forward, or the package's run()).
+using Forward = std::function<c10::IValue(const std::vector<c10::IValue>&)>;
+
+struct Loaded {
+  torch::jit::Module module;
+  std::unique_ptr<memoplan::torch_ext::AotiPackage> package;  // a .pt2 instead of `module`
+  std::unique_ptr<memoplan::torch_ext::PlannedCall> call;     // its plan, with --plan
+  Forward forward;
+  std::string shape_text;
+  std::vector<at::Tensor> inputs;  // one per thread of the largest phase
+  memoplan::torch_ext::PlanSummary planned;
+  long rss_after_load_kib = 0, maxrss_load_kib = 0;
+  int blas_threads = 0;
+};
+
+// Loads the model and sets `loaded.forward`; returns its input (the file's extra files or the
+// package's metadata, --input, --batch and --size).
+memoplan::run::InputSpec prepare_model(const Options& o, Loaded& loaded) {
+  std::map<std::string, std::string> extra{
+      {"input_shape", ""}, {"input_dtype", ""}, {"input_high", ""}};
+  if (memoplan::torch_ext::is_aoti_package(o.model)) {
+    loaded.package = std::make_unique<memoplan::torch_ext::AotiPackage>(o.model);
+    for (auto& [key, value] : extra) {
+      if (auto it = loaded.package->metadata().find(key); it != loaded.package->metadata().end()) {
+        value = it->second;
+      }
+    }
+    loaded.forward = [package = loaded.package.get()](const std::vector<c10::IValue>& in) {
+      return package->run(in);
+    };
+  } else {
+    torch::jit::ExtraFilesMap files(extra.begin(), extra.end());
+    loaded.module = torch::jit::load(o.model, torch::kCPU, files);
+    loaded.module.eval();
+    for (auto& [key, value] : extra) value = files[key];
+    loaded.forward = [module = &loaded.module](const std::vector<c10::IValue>& in) {
+      return module->forward(in);
+    };
+  }
   auto made = memoplan::run::make_input_spec(o.model, o.input, "", extra["input_shape"],
                                              extra["input_dtype"], extra["input_high"]);
   if (!made) usage(made.error());
-  *spec = *made;
-  spec->shape = resize_input(spec->shape, o.batch, o.size);
-  return module;
+  memoplan::run::InputSpec spec = *made;
+  spec.shape = resize_input(spec.shape, o.batch, o.size);
+  // AOTInductor checks no input shape: a package runs the one it was exported for.
+  if (loaded.package && spec.shape != made->shape) {
+    usage(o.model + " was exported for " + memoplan::run::shape_text(made->shape) + ", not " +
+          memoplan::run::shape_text(spec.shape) + " (--batch, --size)");
+  }
+  return spec;
 }
 
 at::Tensor make_input(const memoplan::run::InputSpec& spec) {
@@ -143,7 +187,7 @@ void wait_for_all_warmed(Phase& phase) {
 
 // One loop for warm-up and timed passes: under the shim the call sites (and so its keys) must be
 // the same in both. The output is released inside the marked pass; the timing covers forward().
-void worker(torch::jit::Module& module, const at::Tensor& input, const Options& o, int passes,
+void worker(const Forward& forward, const at::Tensor& input, const Options& o, int passes,
             Phase& phase, WorkerResult& result) {
   at::set_num_threads(1);  // OpenMP's thread count is per calling thread
   c10::InferenceMode inference;
@@ -165,9 +209,12 @@ void worker(torch::jit::Module& module, const at::Tensor& input, const Options& 
     }
     if (o.marks && memoplan_pass_begin) memoplan_pass_begin();
     const auto start = std::chrono::steady_clock::now();
-    c10::IValue output = module.forward(inputs);
+    c10::IValue output = forward(inputs);
     const auto end = std::chrono::steady_clock::now();
     if (output.isTensor()) result.digest = digest(output.toTensor());
+    if (output.isTensorList() && output.toTensorList().size() > 0) {
+      result.digest = digest(output.toTensorList().get(0));
+    }
     output = c10::IValue();
     if (o.marks && memoplan_pass_end) memoplan_pass_end();
     if (timed) result.ms.push_back(std::chrono::duration<double, std::milli>(end - start).count());
@@ -202,15 +249,6 @@ void print_plan_stats(const memoplan::torch_ext::PlanSummary& planned,
                static_cast<unsigned long long>(planned.lower_bound_bytes * d.slabs));
 }
 
-struct Loaded {
-  torch::jit::Module module;
-  std::string shape_text;
-  std::vector<at::Tensor> inputs;  // one per thread of the largest phase
-  memoplan::torch_ext::PlanSummary planned;
-  long rss_after_load_kib = 0, maxrss_load_kib = 0;
-  int blas_threads = 0;
-};
-
 void run_phase(const Options& o, Loaded& loaded, int threads, const JemallocStats& jemalloc,
                std::FILE* memory_trace) {
   const int passes =
@@ -226,8 +264,8 @@ void run_phase(const Options& o, Loaded& loaded, int threads, const JemallocStat
   sampler.start();
   std::vector<std::thread> workers;
   for (int t = 0; t < threads; ++t) {
-    workers.emplace_back(worker, std::ref(loaded.module), std::cref(loaded.inputs[t]), std::cref(o),
-                         passes, std::ref(phase), std::ref(results[t]));
+    workers.emplace_back(worker, std::cref(loaded.forward), std::cref(loaded.inputs[t]),
+                         std::cref(o), passes, std::ref(phase), std::ref(results[t]));
   }
   for (std::thread& t : workers) t.join();
   sampler.set_timed(false);
@@ -322,8 +360,7 @@ int main(int argc, char** argv) {
   Loaded loaded;
   loaded.blas_threads = limit_blas_threads();
   at::set_num_threads(1);
-  memoplan::run::InputSpec spec;
-  loaded.module = prepare_module(o, &spec);
+  const memoplan::run::InputSpec spec = prepare_model(o, loaded);
   loaded.shape_text = memoplan::run::shape_text(spec.shape);
   torch::manual_seed(0);
   const int most_threads = *std::max_element(o.threads.begin(), o.threads.end());
@@ -335,7 +372,20 @@ int main(int argc, char** argv) {
     c10::InferenceMode inference;
     memoplan::torch_ext::PlanOptions options;
     options.strategy = o.plan;
-    loaded.planned = memoplan::torch_ext::plan(loaded.module, {loaded.inputs[0]}, options);
+    const std::vector<c10::IValue> first{loaded.inputs[0]};
+    if (loaded.package) {
+      // A package's run() as one planned call; its output kept past the call (it escapes).
+      loaded.call = std::make_unique<memoplan::torch_ext::PlannedCall>(options);
+      c10::IValue out;
+      loaded.planned = loaded.call->plan(first, [&] { out = loaded.package->run(first); });
+      loaded.forward = [&loaded](const std::vector<c10::IValue>& in) {
+        c10::IValue out;
+        loaded.call->run(in, [&] { out = loaded.package->run(in); });
+        return out;
+      };
+    } else {
+      loaded.planned = memoplan::torch_ext::plan(loaded.module, first, options);
+    }
   }
   loaded.rss_after_load_kib = status_kib("VmRSS");
   rusage self_usage{};

@@ -4,6 +4,8 @@
 #include <nlohmann/json.hpp>
 #include <torch/version.h>
 
+#include <atomic>
+#include <mutex>
 #include <stdexcept>
 
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 6)
@@ -55,6 +57,12 @@ struct AotiPackage::Impl {
   std::unique_ptr<torch::inductor::AOTIModelPackageLoader> loader;
   std::map<std::string, std::string> metadata;
   size_t inputs = 0, outputs = 0;
+  // The model container's first run() folds its constants under a unique lock of a mutex every
+  // run() holds shared while it waits for a free model: two threads making their first run() at
+  // once deadlock (LibTorch 2.6, a container of one model; seen with two workers). The first
+  // run() that succeeds is made alone.
+  std::mutex first_run;
+  std::atomic<bool> folded{false};
 };
 
 AotiPackage::AotiPackage(const std::string& path) : impl_(std::make_unique<Impl>()) {
@@ -84,6 +92,14 @@ c10::IValue AotiPackage::run(const std::vector<c10::IValue>& inputs) {
       throw std::invalid_argument("an AOTInductor package takes tensors only, not " + v.tagKind());
     }
     tensors.push_back(v.toTensor());
+  }
+  if (!impl_->folded.load(std::memory_order_acquire)) {
+    std::lock_guard<std::mutex> lock(impl_->first_run);
+    if (!impl_->folded.load(std::memory_order_relaxed)) {
+      c10::List<at::Tensor> out(impl_->loader->run(tensors));
+      impl_->folded.store(true, std::memory_order_release);
+      return out;
+    }
   }
   return c10::List<at::Tensor>(impl_->loader->run(tensors));
 }
