@@ -125,25 +125,12 @@ RunReport run_aoti_session(const RunOptions& options) {
   copies.planned = planned_pass;
   measure(copies, source, 1, options, report);
 
-  const torch_ext::PlanStats run = torch_ext::plan_stats() - at_start;
-  report.profiled_passes = run.profiled_passes;
-  report.family_plans = run.family_plans;
-  report.slab_bytes_max = run.slab_bytes_max;
-  const std::vector<int64_t> largest = record_shapes(spec, options, report);
-  if (spec.varies()) {
-    InputSpec top = spec;
-    top.shape = largest;
-    top.high_shape.clear();
-    const std::vector<c10::IValue> top_inputs{make_input(top)};
-    c10::IValue out;
-    try {
-      report.lower_bound_bytes_max =
-          call.plan(top_inputs, [&] { out = planned->run(top_inputs); }).lower_bound_bytes;
-    } catch (const std::exception& e) {
-      throw std::runtime_error("planning the largest shape " + report.largest_shape +
-                               " failed: " + one_line(e));
-    }
-  }
+  c10::IValue out;  // kept past the call, as in plan()
+  record_shapes(spec, options, at_start,
+                [&](const std::vector<c10::IValue>& top) {
+                  return call.plan(top, [&] { out = planned->run(top); }).lower_bound_bytes;
+                },
+                report);
   return report;
 }
 

@@ -228,28 +228,14 @@ RunReport run_script_session(const RunOptions& options) {
                     report);
   }
 
-  const torch_ext::PlanStats run = torch_ext::plan_stats() - at_start;
-  report.profiled_passes = run.profiled_passes;
-  report.family_plans = run.family_plans;
-  report.slab_bytes_max = run.slab_bytes_max;
-  // The shapes drawn, and the lower bound of the largest (most elements): its plan's, made now if
-  // the run has none (predicted from the family, or profiled).
-  const std::vector<int64_t> largest = record_shapes(spec, options, report);
-  if (spec.varies()) {
-    InputSpec top = spec;
-    top.shape = largest;
-    top.high_shape.clear();
-    torch_ext::PlanOptions largest_options;
-    largest_options.strategy = options.strategy;
-    largest_options.memory = options.memory;
-    try {
-      report.lower_bound_bytes_max =
-          torch_ext::plan(planned, {make_input(top)}, largest_options).lower_bound_bytes;
-    } catch (const std::exception& e) {
-      throw std::runtime_error("planning the largest shape " + report.largest_shape +
-                               " failed: " + one_line(e));
-    }
-  }
+  record_shapes(spec, options, at_start,
+                [&](const std::vector<c10::IValue>& top) {
+                  torch_ext::PlanOptions largest;
+                  largest.strategy = options.strategy;
+                  largest.memory = options.memory;
+                  return torch_ext::plan(planned, top, largest).lower_bound_bytes;
+                },
+                report);
   return report;
 }
 

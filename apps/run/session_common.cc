@@ -103,7 +103,7 @@ InputSpec run_input_spec(const RunOptions& options, const std::string& file_shap
 }
 
 // The same input for every pass of every copy: seeded, so every run feeds the same values.
-at::Tensor make_input(const InputSpec& spec) {
+static at::Tensor make_input(const InputSpec& spec) {
   at::manual_seed(0);
   const c10::ScalarType type = scalar_type(spec.dtype);
   if (integer_dtype(spec.dtype)) {
@@ -152,8 +152,14 @@ void fill_plan_fields(const torch_ext::PlanSummary& summary, RunReport& report) 
   report.planning_ms = summary.planning_ms;
 }
 
-std::vector<int64_t> record_shapes(const InputSpec& spec, const RunOptions& options,
-                                   RunReport& report) {
+void record_shapes(const InputSpec& spec, const RunOptions& options,
+                   const torch_ext::PlanStats& at_start,
+                   const std::function<uint64_t(const std::vector<c10::IValue>&)>& lower_bound_of,
+                   RunReport& report) {
+  const torch_ext::PlanStats run = torch_ext::plan_stats() - at_start;
+  report.profiled_passes = run.profiled_passes;
+  report.family_plans = run.family_plans;
+  report.slab_bytes_max = run.slab_bytes_max;
   const uint64_t passes = 1 + static_cast<uint64_t>(options.threads) * options.warmup +
                           static_cast<uint64_t>(options.iters);
   std::set<std::vector<int64_t>> shapes;
@@ -165,7 +171,17 @@ std::vector<int64_t> record_shapes(const InputSpec& spec, const RunOptions& opti
   report.distinct_shapes = shapes.size();
   report.largest_shape = shape_text(largest);
   report.lower_bound_bytes_max = report.lower_bound_bytes;
-  return largest;
+  if (!spec.varies()) return;
+  // Its plan's bound, made now if the run has none (predicted from the family, or profiled).
+  InputSpec top = spec;
+  top.shape = largest;
+  top.high_shape.clear();
+  try {
+    report.lower_bound_bytes_max = lower_bound_of({make_input(top)});
+  } catch (const std::exception& e) {
+    throw std::runtime_error("planning the largest shape " + report.largest_shape +
+                             " failed: " + one_line(e));
+  }
 }
 
 void probe_passes(const RunOptions& options, const InputSource& source, const Pass& pass,

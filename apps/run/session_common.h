@@ -1,12 +1,11 @@
 // What both kinds of `memoplan run` session share (a TorchScript file: session.cc; an
 // AOTInductor package: aoti_session.cc): errors in one line, the inputs of every pass, the plan's
-// figures in the report, the shapes a run drew, and the RSS probe's passes. ATen headers only.
+// figures in the report, the shapes a run drew, and the RSS probe's passes. No torch headers.
 #pragma once
-
-#include <ATen/core/Tensor.h>
 
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -38,18 +37,20 @@ InputSpec run_input_spec(const RunOptions& options, const std::string& file_shap
 // Every pass's inputs: one fixed input, or one drawn per pass (seeded: every copy and every run
 // gets the same values).
 InputSource input_source(const InputSpec& spec, uint64_t seed);
-// The fixed input of `spec` (no ranges).
-at::Tensor make_input(const InputSpec& spec);
 
 // The report's fields from the options and the input (model, threads, input, dtype, ...).
 void fill_run_fields(const RunOptions& options, const InputSpec& spec, RunReport& report);
 // The report's plan fields from plan()'s (or PlannedCall::plan's) summary.
 void fill_plan_fields(const torch_ext::PlanSummary& summary, RunReport& report);
 
-// The number of passes a run makes with its options (pass 0 for planning, the warm-ups, the
-// timed ones), the distinct shapes among them in the report, and the largest (most elements).
-std::vector<int64_t> record_shapes(const InputSpec& spec, const RunOptions& options,
-                                   RunReport& report);
+// The run's closing figures: the plan counters since `at_start` (profiled passes, family plans,
+// largest slab), the distinct shapes of the run's passes (pass 0 for planning, the warm-ups, the
+// timed ones) and, when they vary, the lower bound of the largest (most elements), which
+// `lower_bound_of` plans on its input (throws std::runtime_error naming the shape on failure).
+void record_shapes(const InputSpec& spec, const RunOptions& options,
+                   const torch_ext::PlanStats& at_start,
+                   const std::function<uint64_t(const std::vector<c10::IValue>&)>& lower_bound_of,
+                   RunReport& report);
 
 // The probe process's passes (rss_probe.h): the run's warm-up and timed passes of `pass` on the
 // run's threads, then "runtime_rss_bytes N peak_rss_bytes N" on stdout. `runtime_bytes`: VmRSS

@@ -12,12 +12,11 @@ checks none) refused, and served once config.json gives it.
 import json
 import os
 import sys
-import threading
 import zipfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from serve_client import (Server, binary_body, check, get_json, grpc_client,  # noqa: E402
-                          infer_body, metrics, outputs_of, request, same_bits, serving, skip,
+from serve_client import (Server, binary_body, check, concurrently, get_json,  # noqa: E402
+                          grpc_client, infer_body, metrics, outputs_of, request, same_bits, serving, skip,
                           test_main)
 
 import torch  # noqa: E402
@@ -151,11 +150,7 @@ def run(binary, tmp):
                                                   expected(name, x)):
                     failures.append((k, i, name, status))
 
-        threads = [threading.Thread(target=client, args=(k,)) for k in range(4)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        concurrently(4, client)
         check(not failures, "concurrent requests: %s" % failures)
         m = metrics(server)
         slabs = m.get('memoplan_model_memory_bytes{model="tiny_cnn",version="1",part="slabs"}',

@@ -14,11 +14,10 @@ import os
 import shutil
 import subprocess
 import sys
-import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from serve_client import (Server, TestFailure, check, get_json, has_grpc,  # noqa: E402
-                          infer_body, make_models, metrics, outputs_of, reference, request,
+from serve_client import (Server, TestFailure, check, concurrently, get_json,  # noqa: E402
+                          has_grpc, infer_body, make_models, metrics, outputs_of, reference, request,
                           serving, skip, test_main)
 
 import torch  # noqa: E402
@@ -164,11 +163,7 @@ def run(binary, tmp):
                             failures.append("client %d: differs" % k)
             except Exception as e:  # noqa: BLE001 - reported below
                 failures.append("client %d: %r" % (k, e))
-        threads = [threading.Thread(target=client, args=(k,)) for k in range(8)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        concurrently(8, client)
         check(not failures, "concurrent clients: %s" % failures)
         print("  8 concurrent clients x 5 requests: bit-identical")
 

@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -251,6 +252,15 @@ def serving(server):
         raise
     finally:
         server.close()
+
+
+def concurrently(count, client):
+    """client(k) for k in range(count), each on a thread of its own, all joined."""
+    threads = [threading.Thread(target=client, args=(k,)) for k in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
 
 
 def has_grpc(binary):
