@@ -440,11 +440,13 @@ std::vector<HostTensor> Model::infer(const std::vector<HostTensor>& inputs) {
 }
 
 ModelMemory Model::memory() const {
-  torch_ext::ModuleMemory m;  // a package's weights are not known here: 0
+  torch_ext::ModuleMemory m;
   if (!impl_->package) {
     m = torch_ext::module_memory(impl_->module);
-  } else if (impl_->call) {
-    m = impl_->call->memory();
+  } else {
+    if (impl_->call) m = impl_->call->memory();
+    // A package's constants are not storages memoplan can see: their bytes in its library.
+    m.weight_resident_bytes = impl_->package->weight_bytes();
   }
   return {m.weight_resident_bytes, m.packed_weight_bytes, m.slab_bytes, m.plan_slab_bytes};
 }

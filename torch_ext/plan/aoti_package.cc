@@ -4,8 +4,15 @@
 #include <nlohmann/json.hpp>
 #include <torch/version.h>
 
+
+#include <elf.h>
+#include <link.h>
+
 #include <atomic>
+#include <cstring>
+#include <fstream>
 #include <mutex>
+#include <set>
 #include <stdexcept>
 
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 6)
@@ -43,6 +50,56 @@ size_t count_leaves(const nlohmann::json& node) {
   return leaves;
 }
 
+// The model libraries loaded in this process: AOTIModelPackageLoader extracts a package's into
+// a directory of its own, .../data/aotinductor/MODEL/NAME.so, and loads it from there.
+std::set<std::string> loaded_model_libraries() {
+  std::set<std::string> libraries;
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* out) {
+        if (info->dlpi_name && std::strstr(info->dlpi_name, "/data/aotinductor/")) {
+          static_cast<std::set<std::string>*>(out)->insert(info->dlpi_name);
+        }
+        return 0;
+      },
+      &libraries);
+  return libraries;
+}
+
+// The distance between the symbols _binary_constants_bin_start and _end in the symbol table of
+// the ELF file at `path` (where AOTInductor links the constants' blob); 0 when either is missing.
+uint64_t constants_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  auto read = [&](uint64_t offset, void* out, size_t bytes) {
+    in.seekg(static_cast<std::streamoff>(offset));
+    return static_cast<bool>(in.read(static_cast<char*>(out), static_cast<std::streamsize>(bytes)));
+  };
+  Elf64_Ehdr header{};
+  if (!read(0, &header, sizeof header) || std::memcmp(header.e_ident, ELFMAG, SELFMAG) != 0 ||
+      header.e_ident[EI_CLASS] != ELFCLASS64 || header.e_shentsize != sizeof(Elf64_Shdr)) {
+    return 0;
+  }
+  std::vector<Elf64_Shdr> sections(header.e_shnum);
+  if (!read(header.e_shoff, sections.data(), sections.size() * sizeof(Elf64_Shdr))) return 0;
+  uint64_t start = 0, end = 0;
+  for (const Elf64_Shdr& table : sections) {
+    if (table.sh_type != SHT_SYMTAB || table.sh_link >= sections.size()) continue;
+    const Elf64_Shdr& names = sections[table.sh_link];
+    std::string strings(names.sh_size, '\0');
+    std::vector<Elf64_Sym> symbols(table.sh_size / sizeof(Elf64_Sym));
+    if (!read(names.sh_offset, strings.data(), strings.size()) ||
+        !read(table.sh_offset, symbols.data(), symbols.size() * sizeof(Elf64_Sym))) {
+      return 0;
+    }
+    for (const Elf64_Sym& symbol : symbols) {
+      if (symbol.st_name >= strings.size()) continue;
+      const char* name = strings.c_str() + symbol.st_name;
+      if (std::strcmp(name, "_binary_constants_bin_start") == 0) start = symbol.st_value;
+      if (std::strcmp(name, "_binary_constants_bin_end") == 0) end = symbol.st_value;
+    }
+  }
+  return start && end > start ? end - start : 0;
+}
+
 size_t spec_leaves(const std::string& spec, const std::string& path) {
   const nlohmann::json parsed = nlohmann::json::parse(spec, nullptr, false);
   if (!parsed.is_array() || parsed.size() != 2) {
@@ -57,6 +114,7 @@ struct AotiPackage::Impl {
   std::unique_ptr<torch::inductor::AOTIModelPackageLoader> loader;
   std::map<std::string, std::string> metadata;
   size_t inputs = 0, outputs = 0;
+  uint64_t weight_bytes = 0;
   // The model container's first run() folds its constants under a unique lock of a mutex every
   // run() holds shared while it waits for a free model: two threads making their first run() at
   // once deadlock (LibTorch 2.6, a container of one model; seen with two workers). The first
@@ -66,6 +124,7 @@ struct AotiPackage::Impl {
 };
 
 AotiPackage::AotiPackage(const std::string& path) : impl_(std::make_unique<Impl>()) {
+  const std::set<std::string> models_before = loaded_model_libraries();
   try {
     impl_->loader = std::make_unique<torch::inductor::AOTIModelPackageLoader>(path);
   } catch (const c10::Error& e) {
@@ -75,6 +134,13 @@ AotiPackage::AotiPackage(const std::string& path) : impl_(std::make_unique<Impl>
     throw std::runtime_error(path + ": not an AOTInductor package (.pt2) LibTorch " TORCH_VERSION
                              " loads (" + e.what() + ")");
   }
+  // The library this loader extracted and loaded: the one new model library (none found, or two
+  // packages loading at once: unknown).
+  std::vector<std::string> added;
+  for (const std::string& library : loaded_model_libraries()) {
+    if (!models_before.count(library)) added.push_back(library);
+  }
+  if (added.size() == 1) impl_->weight_bytes = constants_bytes(added[0]);
   for (const auto& [key, value] : impl_->loader->get_metadata()) impl_->metadata[key] = value;
   const std::vector<std::string> spec = impl_->loader->get_call_spec();
   if (spec.size() != 2) {
@@ -117,6 +183,7 @@ std::string aoti_package_unsupported(const std::string& path) {
 struct AotiPackage::Impl {
   std::map<std::string, std::string> metadata;
   size_t inputs = 0, outputs = 0;
+  uint64_t weight_bytes = 0;
 };
 
 AotiPackage::AotiPackage(const std::string& path) {
@@ -134,5 +201,6 @@ AotiPackage::~AotiPackage() = default;
 const std::map<std::string, std::string>& AotiPackage::metadata() const { return impl_->metadata; }
 size_t AotiPackage::input_count() const { return impl_->inputs; }
 size_t AotiPackage::output_count() const { return impl_->outputs; }
+uint64_t AotiPackage::weight_bytes() const { return impl_->weight_bytes; }
 
 }  // namespace memoplan::torch_ext

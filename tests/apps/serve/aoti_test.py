@@ -2,7 +2,8 @@
 tiny_cnn/1/model.pt2 and tiny_bert/1/model.pt2 (tests/torch_ext/aoti/make_packages.py, directory
 in $MEMOPLAN_AOTI_PACKAGES), each planned as one call. Their metadata (input__0 with the exported
 shape and dtype, the plan), outputs over HTTP (JSON and binary) and gRPC bit-identical to the
-package run from Python on one thread, 4 clients at once, /metrics' slab bytes, a wrong shape
+package run from Python on one thread, 4 clients at once, /metrics' slab bytes, the weights'
+bytes (the package's constants), a wrong shape
 refused with the server serving on, unload and load; a package configured with tuned kernels or
 dynamic batching listed UNAVAILABLE with why; one whose metadata has no input shape (AOTInductor
 checks none) refused, and served once config.json gives it.
@@ -21,7 +22,17 @@ from serve_client import (Server, binary_body, check, concurrently, get_json,  #
 
 import torch  # noqa: E402
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "torch_ext",
+                                "aoti"))
+import make_packages  # noqa: E402
+
 MODELS = {"tiny_cnn": ([1, 3, 32, 32], "FP32"), "tiny_bert": ([1, 16], "INT64")}
+
+
+def weight_bytes(name):
+    """The eager model's weights and buffers, as make_packages.py builds it."""
+    model = make_packages.models_by_name()[name]
+    return sum(t.numel() * t.element_size() for t in model.state_dict().values())
 
 
 def post(server, path, body=b"", headers=None):
@@ -111,9 +122,15 @@ def run(binary, tmp):
             params = meta["parameters"]
             check(params["plan"] == "planned" and params["kernels"] == "stock",
                   "%s runs on: %s" % (name, params))
-            print("  %s: %s" % (name, {k: v for k, v in params.items()
-                                       if k in ("plan", "kernels", "memory",
-                                                "kernels_fallback")}))
+            # The package's constants, from its library's symbol table: the model's weights
+            # (Inductor may fold batch norms into them: within a quarter).
+            weights = weight_bytes(name)
+            check(0.75 * weights <= params["weights_plain_bytes"] <= 1.25 * weights,
+                  "%s: weights_plain_bytes %d, the model's %d" % (name, params["weights_plain_bytes"],
+                                                                 weights))
+            runs_on = {k: v for k, v in params.items() if k in ("plan", "kernels", "memory")}
+            print("  %s: %s, weights %d bytes (eager: %d)" % (name, runs_on,
+                                                            params["weights_plain_bytes"], weights))
             for seed in range(3):
                 x = example(name, seed)
                 want = expected(name, x)

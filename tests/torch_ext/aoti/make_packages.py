@@ -37,6 +37,10 @@ def models():
            {"input_shape": "1x16", "input_dtype": "int64", "input_high": str(VOCAB)})
 
 
+def models_by_name():
+    return {name: model for name, model, _, _ in models()}
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)

@@ -5,6 +5,7 @@
 // headers here.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
@@ -45,6 +46,12 @@ class AotiPackage {
   // specs (pytree), in run()'s order.
   size_t input_count() const;
   size_t output_count() const;
+  // The bytes of the package's constants (its weights): AOTInductor links them into the model's
+  // library between the symbols _binary_constants_bin_start and _end, read from the symbol table
+  // of the library the loader extracted. The model runs on them in place (file-backed pages,
+  // resident once a run reads them). 0 where they are not found (another package loading at the
+  // same moment, a stripped library, constants kept outside it).
+  uint64_t weight_bytes() const;
   // The package's run() on `inputs` (tensors, in the exported forward's order); its outputs as a
   // list of tensors. Throws std::invalid_argument for a non-tensor input; what run() throws (a
   // c10::Error: a wrong count, shape or dtype) passes through.
