@@ -104,7 +104,9 @@ memoplan::run::InputSpec prepare_model(const Options& o, Loaded& loaded) {
   std::map<std::string, std::string> extra{
       {"input_shape", ""}, {"input_dtype", ""}, {"input_high", ""}};
   if (memoplan::torch_ext::is_aoti_package(o.model)) {
-    loaded.package = std::make_unique<memoplan::torch_ext::AotiPackage>(o.model);
+    // A model per thread of the largest phase (their run() calls run at once).
+    loaded.package = std::make_unique<memoplan::torch_ext::AotiPackage>(
+        o.model, static_cast<size_t>(*std::max_element(o.threads.begin(), o.threads.end())));
     for (auto& [key, value] : extra) {
       if (auto it = loaded.package->metadata().find(key); it != loaded.package->metadata().end()) {
         value = it->second;

@@ -20,9 +20,10 @@ using Clock = std::chrono::steady_clock;
 
 constexpr const char* kWhat = "an AOTInductor package";
 
-std::unique_ptr<torch_ext::AotiPackage> load(const std::string& path) {
+// A model per inference thread (their run() calls run at once, on the same constants).
+std::unique_ptr<torch_ext::AotiPackage> load(const std::string& path, int threads) {
   try {
-    return std::make_unique<torch_ext::AotiPackage>(path);
+    return std::make_unique<torch_ext::AotiPackage>(path, static_cast<size_t>(threads));
   } catch (const std::exception& e) {
     throw BadInput(one_line(e));
   }
@@ -84,8 +85,8 @@ RunReport run_aoti_session(const RunOptions& options) {
   Clock::time_point start = Clock::now();
   std::optional<Progress> progress;
   progress.emplace("loading " + options.model + " twice", 0, options.progress);
-  const std::unique_ptr<torch_ext::AotiPackage> unplanned = load(options.model);
-  const std::unique_ptr<torch_ext::AotiPackage> planned = load(options.model);
+  const std::unique_ptr<torch_ext::AotiPackage> unplanned = load(options.model, options.threads);
+  const std::unique_ptr<torch_ext::AotiPackage> planned = load(options.model, options.threads);
   progress->finish();
   report.load_ms = ms_since(start);
 
@@ -138,7 +139,7 @@ void run_aoti_probe(const RunOptions& options) {
   check_file(options.model, kWhat);
   // The process before the package: the runtime's own share of the peak.
   const uint64_t runtime_bytes = status_bytes("VmRSS");
-  const std::unique_ptr<torch_ext::AotiPackage> package = load(options.model);
+  const std::unique_ptr<torch_ext::AotiPackage> package = load(options.model, options.threads);
   const InputSource source = input_source(input_spec(options, *package), options.seed);
   c10::InferenceMode inference;
   if (options.rss_probe != "planned") {

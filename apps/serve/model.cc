@@ -316,7 +316,9 @@ void Model::Impl::load_package(std::string& file_shape, std::string& file_dtype)
         "kernels \"stock\" (or \"auto\") and memory \"offset\", without a budget (the others "
         "rewrite a TorchScript graph)");
   }
-  package = std::make_unique<torch_ext::AotiPackage>(options.path);  // says why it cannot
+  // says why it cannot; a model per worker, on the same constants
+  package = std::make_unique<torch_ext::AotiPackage>(
+      options.path, static_cast<size_t>(options.workers > 1 ? options.workers : 1));
   for (size_t i = 0; i < package->input_count(); ++i) {
     spec.inputs.push_back({"input__" + std::to_string(i), DataType::kFp32, {-1}, true});
   }

@@ -30,6 +30,8 @@ struct ModelOptions {
   // PlanOptions::budget_bytes as text (torch_ext::parse_budget: bytes, or a share of the weights
   // plus the slab); empty: none.
   std::string budget;
+  // The inference threads that call infer() (an AOTInductor package runs this many calls at once).
+  int workers = 1;
 };
 
 class Model {

@@ -21,6 +21,7 @@ ServedModel::ServedModel(const ModelConfig& config, Metrics& server_metrics)
   options.kernels = config.kernels;
   options.memory = config.memory;
   options.budget = config.budget;
+  options.workers = config.workers;
   model_ = std::make_unique<Model>(options);
   if (config.batching.max_batch_size > 1) {
     for (const TensorSpec& in : model_->spec().inputs) {

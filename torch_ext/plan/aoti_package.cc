@@ -18,6 +18,7 @@
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 6)
 #define MEMOPLAN_HAVE_AOTI 1
 #include <torch/csrc/inductor/aoti_package/model_package_loader.h>
+#include <torch/csrc/inductor/aoti_runner/model_container_runner_cpu.h>
 #endif
 
 namespace memoplan::torch_ext {
@@ -112,6 +113,10 @@ size_t spec_leaves(const std::string& spec, const std::string& path) {
 
 struct AotiPackage::Impl {
   std::unique_ptr<torch::inductor::AOTIModelPackageLoader> loader;
+  // With concurrency > 1: a container of that many models on the loader's library (the loader
+  // keeps its extracted files and the metadata).
+  std::unique_ptr<torch::inductor::AOTIModelContainerRunnerCpu> runner;
+  size_t concurrency = 1;
   std::map<std::string, std::string> metadata;
   size_t inputs = 0, outputs = 0;
   uint64_t weight_bytes = 0;
@@ -123,7 +128,8 @@ struct AotiPackage::Impl {
   std::atomic<bool> folded{false};
 };
 
-AotiPackage::AotiPackage(const std::string& path) : impl_(std::make_unique<Impl>()) {
+AotiPackage::AotiPackage(const std::string& path, size_t concurrency)
+    : impl_(std::make_unique<Impl>()) {
   const std::set<std::string> models_before = loaded_model_libraries();
   try {
     impl_->loader = std::make_unique<torch::inductor::AOTIModelPackageLoader>(path);
@@ -142,6 +148,17 @@ AotiPackage::AotiPackage(const std::string& path) : impl_(std::make_unique<Impl>
   }
   if (added.size() == 1) impl_->weight_bytes = constants_bytes(added[0]);
   for (const auto& [key, value] : impl_->loader->get_metadata()) impl_->metadata[key] = value;
+  const auto device = impl_->metadata.find("AOTI_DEVICE_KEY");
+  if (concurrency > 1 && added.size() == 1 && device != impl_->metadata.end() &&
+      device->second == "cpu") {
+    try {
+      impl_->runner =
+          std::make_unique<torch::inductor::AOTIModelContainerRunnerCpu>(added[0], concurrency);
+      impl_->concurrency = concurrency;
+    } catch (const std::exception&) {
+      impl_->runner.reset();  // the loader's container of one serves
+    }
+  }
   const std::vector<std::string> spec = impl_->loader->get_call_spec();
   if (spec.size() != 2) {
     throw std::runtime_error(path + ": its call spec is not torch.export's");
@@ -159,15 +176,18 @@ c10::IValue AotiPackage::run(const std::vector<c10::IValue>& inputs) {
     }
     tensors.push_back(v.toTensor());
   }
+  auto run = [&] {
+    return impl_->runner ? impl_->runner->run(tensors) : impl_->loader->run(tensors);
+  };
   if (!impl_->folded.load(std::memory_order_acquire)) {
     std::lock_guard<std::mutex> lock(impl_->first_run);
     if (!impl_->folded.load(std::memory_order_relaxed)) {
-      c10::List<at::Tensor> out(impl_->loader->run(tensors));
+      c10::List<at::Tensor> out(run());
       impl_->folded.store(true, std::memory_order_release);
       return out;
     }
   }
-  return c10::List<at::Tensor>(impl_->loader->run(tensors));
+  return c10::List<at::Tensor>(run());
 }
 
 #else
@@ -184,9 +204,10 @@ struct AotiPackage::Impl {
   std::map<std::string, std::string> metadata;
   size_t inputs = 0, outputs = 0;
   uint64_t weight_bytes = 0;
+  size_t concurrency = 1;
 };
 
-AotiPackage::AotiPackage(const std::string& path) {
+AotiPackage::AotiPackage(const std::string& path, size_t) {
   throw std::runtime_error(aoti_package_unsupported(path));
 }
 
@@ -202,5 +223,6 @@ const std::map<std::string, std::string>& AotiPackage::metadata() const { return
 size_t AotiPackage::input_count() const { return impl_->inputs; }
 size_t AotiPackage::output_count() const { return impl_->outputs; }
 uint64_t AotiPackage::weight_bytes() const { return impl_->weight_bytes; }
+size_t AotiPackage::concurrency() const { return impl_->concurrency; }
 
 }  // namespace memoplan::torch_ext

@@ -32,7 +32,10 @@ class AotiPackage {
  public:
   // Throws std::runtime_error: this build cannot load packages (aoti_package_unsupported), or the
   // file is not one ("PATH: not an AOTInductor package (.pt2) LibTorch 2.6.0 loads (why)").
-  explicit AotiPackage(const std::string& path);
+  // `concurrency`: how many run() calls may run at once. LibTorch 2.6's loader makes a container
+  // of one model (every run() waits for it); above 1, a CPU package's library is run by a
+  // container of that many models (AOTIModelContainerRunnerCpu), sharing its constants in place.
+  explicit AotiPackage(const std::string& path, size_t concurrency = 1);
   ~AotiPackage();
   AotiPackage(const AotiPackage&) = delete;
   AotiPackage& operator=(const AotiPackage&) = delete;
@@ -52,8 +55,10 @@ class AotiPackage {
   // resident once a run reads them). 0 where they are not found (another package loading at the
   // same moment, a stripped library, constants kept outside it).
   uint64_t weight_bytes() const;
+  // How many run() calls can run at once (1 where the model library was not found).
+  size_t concurrency() const;
   // The package's run() on `inputs` (tensors, in the exported forward's order); its outputs as a
-  // list of tensors. Throws std::invalid_argument for a non-tensor input; what run() throws (a
+  // list of tensors. Thread-safe; concurrency() calls run at once, the others wait. Throws std::invalid_argument for a non-tensor input; what run() throws (a
   // c10::Error: a wrong count, shape or dtype) passes through.
   c10::IValue run(const std::vector<c10::IValue>& inputs);
 
