@@ -107,11 +107,7 @@ memoplan::run::InputSpec prepare_model(const Options& o, Loaded& loaded) {
     // A model per thread of the largest phase (their run() calls run at once).
     loaded.package = std::make_unique<memoplan::torch_ext::AotiPackage>(
         o.model, static_cast<size_t>(*std::max_element(o.threads.begin(), o.threads.end())));
-    for (auto& [key, value] : extra) {
-      if (auto it = loaded.package->metadata().find(key); it != loaded.package->metadata().end()) {
-        value = it->second;
-      }
-    }
+    for (auto& [key, value] : extra) value = loaded.package->metadata(key);
     loaded.forward = [package = loaded.package.get()](const std::vector<c10::IValue>& in) {
       return package->run(in);
     };
@@ -376,14 +372,11 @@ int main(int argc, char** argv) {
     options.strategy = o.plan;
     const std::vector<c10::IValue> first{loaded.inputs[0]};
     if (loaded.package) {
-      // A package's run() as one planned call; its output kept past the call (it escapes).
+      // A package's run() as one planned call.
       loaded.call = std::make_unique<memoplan::torch_ext::PlannedCall>(options);
-      c10::IValue out;
-      loaded.planned = loaded.call->plan(first, [&] { out = loaded.package->run(first); });
+      loaded.planned = loaded.call->plan(first, [&] { return loaded.package->run(first); });
       loaded.forward = [&loaded](const std::vector<c10::IValue>& in) {
-        c10::IValue out;
-        loaded.call->run(in, [&] { out = loaded.package->run(in); });
-        return out;
+        return loaded.call->run(in, [&] { return loaded.package->run(in); });
       };
     } else {
       loaded.planned = memoplan::torch_ext::plan(loaded.module, first, options);

@@ -29,20 +29,13 @@ std::unique_ptr<torch_ext::AotiPackage> load(const std::string& path, int thread
   }
 }
 
-// The package's metadata as a TorchScript file's extra files: "" when absent.
-std::string metadata(const torch_ext::AotiPackage& package, const std::string& key) {
-  const auto& m = package.metadata();
-  const auto it = m.find(key);
-  return it == m.end() ? "" : it->second;
-}
-
 // The input of the run. A package runs the shapes it was exported for, and AOTInductor checks
 // none (only a debug compile does): a larger input would be read past its end. Where the metadata
 // names the shape, --input and --dtype must match it.
 InputSpec input_spec(const RunOptions& options, const torch_ext::AotiPackage& package) {
-  const std::string shape = metadata(package, "input_shape");
-  const std::string dtype = metadata(package, "input_dtype");
-  InputSpec spec = run_input_spec(options, shape, dtype, metadata(package, "input_high"));
+  const std::string shape = package.metadata("input_shape");
+  const std::string dtype = package.metadata("input_dtype");
+  InputSpec spec = run_input_spec(options, shape, dtype, package.metadata("input_high"));
   if (shape.empty()) return spec;
   RunOptions from_file = options;
   from_file.input.clear();
@@ -64,9 +57,7 @@ Pass run_of(torch_ext::AotiPackage& package) {
 // The planned copy's pass: the package's run() as one planned call.
 Pass planned_run_of(torch_ext::AotiPackage& package, torch_ext::PlannedCall& call) {
   return [&package, &call](const std::vector<c10::IValue>& inputs) {
-    c10::IValue out;
-    call.run(inputs, [&] { out = package.run(inputs); });
-    return out;
+    return call.run(inputs, [&] { return package.run(inputs); });
   };
 }
 
@@ -110,10 +101,7 @@ RunReport run_aoti_session(const RunOptions& options) {
                    options.progress);
   torch_ext::PlanSummary summary;
   try {
-    // The output kept past the call, as a caller keeps it: it escapes the pass (a result dropped
-    // inside the call would be planned as a temporary, and the slab would hold the next one).
-    c10::IValue out;
-    summary = call.plan(inputs, [&] { out = planned->run(inputs); });
+    summary = call.plan(inputs, [&] { return planned->run(inputs); });
   } catch (const std::exception& e) {
     throw std::runtime_error("planning " + options.model + " failed: " + one_line(e));
   }
@@ -126,10 +114,9 @@ RunReport run_aoti_session(const RunOptions& options) {
   copies.planned = planned_pass;
   measure(copies, source, 1, options, report);
 
-  c10::IValue out;  // kept past the call, as in plan()
   record_shapes(spec, options, at_start,
                 [&](const std::vector<c10::IValue>& top) {
-                  return call.plan(top, [&] { out = planned->run(top); }).lower_bound_bytes;
+                  return call.plan(top, [&] { return planned->run(top); }).lower_bound_bytes;
                 },
                 report);
   return report;
@@ -148,8 +135,7 @@ void run_aoti_probe(const RunOptions& options) {
   }
   torch_ext::PlannedCall call(plan_options(options));
   const std::vector<c10::IValue> inputs = source(0);
-  c10::IValue out;  // kept past the call: the output escapes the pass
-  call.plan(inputs, [&] { out = package->run(inputs); });
+  call.plan(inputs, [&] { return package->run(inputs); });
   probe_passes(options, source, planned_run_of(*package, call), runtime_bytes);
 }
 

@@ -147,9 +147,7 @@ struct Model::Impl {
   c10::IValue forward(const std::vector<c10::IValue>& inputs) {
     if (!package) return module.forward(inputs);
     if (!call) return package->run(inputs);
-    c10::IValue out;
-    call->run(inputs, [&] { out = package->run(inputs); });
-    return out;
+    return call->run(inputs, [&] { return package->run(inputs); });
   }
 
   // A package: its run() planned as one call, kernels stock and memory offset (Inductor's
@@ -158,8 +156,7 @@ struct Model::Impl {
     torch_ext::PlanOptions plan_options;
     plan_options.strategy = options.strategy;
     call = std::make_unique<torch_ext::PlannedCall>(plan_options);
-    c10::IValue out;  // kept past the call: the output escapes the pass, as a request's does
-    const torch_ext::PlanSummary s = call->plan(inputs, [&] { out = package->run(inputs); });
+    const torch_ext::PlanSummary s = call->plan(inputs, [&] { return package->run(inputs); });
     const bool asked = options.kernels != "auto";
     set_runs_on("planned", "stock", s, 0,
                 asked ? "" : "an AOTInductor package runs Inductor's kernels");
@@ -322,9 +319,8 @@ void Model::Impl::load_package(std::string& file_shape, std::string& file_dtype)
   for (size_t i = 0; i < package->input_count(); ++i) {
     spec.inputs.push_back({"input__" + std::to_string(i), DataType::kFp32, {-1}, true});
   }
-  const auto& metadata = package->metadata();
-  if (const auto it = metadata.find("input_shape"); it != metadata.end()) file_shape = it->second;
-  if (const auto it = metadata.find("input_dtype"); it != metadata.end()) file_dtype = it->second;
+  file_shape = package->metadata("input_shape");
+  file_dtype = package->metadata("input_dtype");
 }
 
 Model::Model(const ModelOptions& options) : impl_(std::make_unique<Impl>()) {

@@ -148,9 +148,7 @@ AotiPackage::AotiPackage(const std::string& path, size_t concurrency)
   }
   if (added.size() == 1) impl_->weight_bytes = constants_bytes(added[0]);
   for (const auto& [key, value] : impl_->loader->get_metadata()) impl_->metadata[key] = value;
-  const auto device = impl_->metadata.find("AOTI_DEVICE_KEY");
-  if (concurrency > 1 && added.size() == 1 && device != impl_->metadata.end() &&
-      device->second == "cpu") {
+  if (concurrency > 1 && added.size() == 1 && metadata("AOTI_DEVICE_KEY") == "cpu") {
     try {
       impl_->runner =
           std::make_unique<torch::inductor::AOTIModelContainerRunnerCpu>(added[0], concurrency);
@@ -220,6 +218,10 @@ c10::IValue AotiPackage::run(const std::vector<c10::IValue>&) {
 AotiPackage::~AotiPackage() = default;
 
 const std::map<std::string, std::string>& AotiPackage::metadata() const { return impl_->metadata; }
+std::string AotiPackage::metadata(const std::string& key) const {
+  const auto it = impl_->metadata.find(key);
+  return it == impl_->metadata.end() ? "" : it->second;
+}
 size_t AotiPackage::input_count() const { return impl_->inputs; }
 size_t AotiPackage::output_count() const { return impl_->outputs; }
 uint64_t AotiPackage::weight_bytes() const { return impl_->weight_bytes; }

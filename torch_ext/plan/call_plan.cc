@@ -30,20 +30,23 @@ PlannedCall::PlannedCall(const PlanOptions& options) : warmup_passes_(options.wa
 
 PlannedCall::~PlannedCall() { runtime_pass::forget_module(id_); }
 
-void PlannedCall::run(const std::vector<c10::IValue>& inputs, const std::function<void()>& call) {
+c10::IValue PlannedCall::run(const std::vector<c10::IValue>& inputs,
+                             const std::function<c10::IValue()>& call) {
   const PassInputs in{inputs.data(), inputs.size()};
   runtime_pass::allocate_slab(id_, pass_key(inputs.data(), inputs.size()), {&pass_family_key, &in});
+  c10::IValue result;
   try {
-    call();
+    result = call();
   } catch (...) {
     runtime_pass::abandon_pass();
     throw;
   }
   runtime_pass::end_pass(id_);
+  return result;
 }
 
 PlanSummary PlannedCall::plan(const std::vector<c10::IValue>& inputs,
-                              const std::function<void()>& call) {
+                              const std::function<c10::IValue()>& call) {
   const std::string key = pass_key(inputs.data(), inputs.size());  // a copy: run() reuses it
   const PlanSummary summary =
       runtime_pass::run_until_planned(id_, key, warmup_passes_, [&] { run(inputs, call); });

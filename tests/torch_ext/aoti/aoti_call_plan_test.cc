@@ -41,8 +41,10 @@ int main(int argc, char** argv) {
   const std::vector<at::Tensor> in{x};
   const std::vector<c10::IValue> key{x};
   PlannedCall call;
+  // The loader's outputs as the call's result (a list of tensors).
+  auto planned_run = [&] { return c10::IValue(c10::List<at::Tensor>(planned.run(in))); };
   std::vector<at::Tensor> out;
-  const PlanSummary summary = call.plan(key, [&] { out = planned.run(in); });
+  const PlanSummary summary = call.plan(key, planned_run);
   std::printf("planned tensors per pass %llu, slab %llu bytes, offset lower bound %llu\n",
               static_cast<unsigned long long>(summary.planned_tensors),
               static_cast<unsigned long long>(summary.slab_bytes),
@@ -52,7 +54,7 @@ int main(int argc, char** argv) {
   const PlanStats before = plan_stats();
   for (int i = 0; i < kPasses; ++i) {
     const std::vector<at::Tensor> expected = unplanned.run(in);
-    call.run(key, [&] { out = planned.run(in); });
+    out = call.run(key, planned_run).toTensorList().vec();
     if (!last_pass().fully_planned()) return failed("a pass was not fully planned");
     if (out.size() != expected.size()) return failed("a different number of outputs");
     for (size_t k = 0; k < out.size(); ++k) {

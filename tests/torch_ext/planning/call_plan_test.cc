@@ -31,12 +31,12 @@ TEST(PlannedCall, TemporariesComeFromTheSlabAndOutputsAreIdentical) {
   PlannedCall call;
   at::Tensor out;
   const std::vector<c10::IValue> inputs = {x};
-  const PlanSummary summary = call.plan(inputs, [&] { out = call_network(x, w1, w2, false); });
+  const PlanSummary summary = call.plan(inputs, [&] { return call_network(x, w1, w2, false); });
   EXPECT_GT(summary.planned_tensors, 0u);
   EXPECT_GT(summary.slab_bytes, 0u);
   for (int i = 0; i < 5; ++i) {
     const PlanStats before = plan_stats();
-    call.run(inputs, [&] { out = call_network(x, w1, w2, false); });
+    out = call.run(inputs, [&] { return call_network(x, w1, w2, false); }).toTensor();
     const PlanStats d = plan_stats() - before;
     EXPECT_TRUE(last_pass().fully_planned());
     EXPECT_GT(d.planned_hits, 0u);
@@ -52,15 +52,15 @@ TEST(PlannedCall, ADeviatingCallFallsBackCountedAndKeepsItsData) {
   PlannedCall call;
   at::Tensor out;
   const std::vector<c10::IValue> inputs = {x};
-  call.plan(inputs, [&] { out = call_network(x, w1, w2, false); });
+  call.plan(inputs, [&] { return call_network(x, w1, w2, false); });
   const PlanStats before = plan_stats();
-  call.run(inputs, [&] { out = call_network(x, w1, w2, true); });
+  out = call.run(inputs, [&] { return call_network(x, w1, w2, true); }).toTensor();
   const PlanStats d = plan_stats() - before;
   EXPECT_GT(d.fallback_not_planned + d.fallback_overlap, 0u);
   EXPECT_FALSE(last_pass().fully_planned());
   EXPECT_TRUE(at::equal(out, call_network(x, w1, w2, true)));
   // The plan stays: the usual call is planned again.
-  call.run(inputs, [&] { out = call_network(x, w1, w2, false); });
+  call.run(inputs, [&] { return call_network(x, w1, w2, false); });
   EXPECT_TRUE(last_pass().fully_planned());
 }
 
@@ -70,15 +70,15 @@ TEST(PlannedCall, AnExceptionEndsThePassAndTheNextOneIsPlanned) {
   PlannedCall call;
   at::Tensor out;
   const std::vector<c10::IValue> inputs = {x};
-  call.plan(inputs, [&] { out = call_network(x, w1, w2, false); });
+  call.plan(inputs, [&] { return call_network(x, w1, w2, false); });
   EXPECT_THROW(call.run(inputs,
-                        [&] {
+                        [&]() -> c10::IValue {
                           at::Tensor t = at::relu(at::matmul(x, w1));
                           throw std::runtime_error("the call failed");
                         }),
                std::runtime_error);
   at::Tensor outside = at::ones({4, 64});  // not in a pass: the allocator behind
-  call.run(inputs, [&] { out = call_network(x, w1, w2, false); });
+  out = call.run(inputs, [&] { return call_network(x, w1, w2, false); }).toTensor();
   EXPECT_TRUE(last_pass().fully_planned());
   EXPECT_TRUE(at::equal(outside, at::ones({4, 64})));
   EXPECT_TRUE(at::equal(out, call_network(x, w1, w2, false)));

@@ -45,6 +45,8 @@ class AotiPackage {
   // memoplan reads "input_shape", "input_dtype" and "input_high" as it does a TorchScript file's
   // extra files.
   const std::map<std::string, std::string>& metadata() const;
+  // One metadata value, "" when absent (as a TorchScript file's missing extra file reads).
+  std::string metadata(const std::string& key) const;
   // How many tensors run() takes and returns: the leaves of the exported call's input and output
   // specs (pytree), in run()'s order.
   size_t input_count() const;

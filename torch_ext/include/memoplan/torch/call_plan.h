@@ -24,15 +24,14 @@ class PlannedCall {
   PlannedCall& operator=(const PlannedCall&) = delete;
 
   // One pass: `call`, keyed by `inputs` (what the call's allocations depend on: its tensors and
-  // scalars). An exception from `call` ends the pass unplanned and is rethrown. What the call
-  // returns must be kept past it (assigned to a variable outside `call`), in plan() too: a result
-  // dropped inside the profiled pass is planned as a temporary, so later passes would put their
-  // outputs in the slab (still safe: a block whose bytes are taken goes to the allocator behind,
-  // counted as overlap, but every output held past the next pass would cost a fallback).
-  void run(const std::vector<c10::IValue>& inputs, const std::function<void()>& call);
+  // scalars); returns what `call` returned. The result is released only after the pass ends, so
+  // it escapes the pass as an output (in plan() too: one dropped inside the profiled pass would
+  // be planned as a temporary). An exception from `call` ends the pass unplanned and is rethrown.
+  c10::IValue run(const std::vector<c10::IValue>& inputs, const std::function<c10::IValue()>& call);
   // plan()'s counterpart: passes of `call` (warm-up, then the profiled one) until `inputs`' key
   // has a plan; returns its summary. Throws std::runtime_error when none was made.
-  PlanSummary plan(const std::vector<c10::IValue>& inputs, const std::function<void()>& call);
+  PlanSummary plan(const std::vector<c10::IValue>& inputs,
+                   const std::function<c10::IValue()>& call);
 
   // Its slabs (slab_bytes, plan_slab_bytes); the weights of a call are not known here: 0.
   ModuleMemory memory() const;
