@@ -6,8 +6,10 @@ memory at once, as memoplan-serve sets it), --no-plan with TCMALLOC_AGGRESSIVE_D
 
     /usr/bin/python3 bench/run_serve_load.py                       # resnet18, 2 rounds, 10 s
     /usr/bin/python3 bench/run_serve_load.py --rounds 1 --seconds 5
+    python3 bench/run_serve_load.py --binary build-debian13/apps/serve/memoplan-serve \
+      --model models/resnet18.pt2 --input-name input__0 --workers 1 --only http/planned/off
 
-Each cell starts a fresh server (--workers 2, --grpc-port 0; batching: --max-batch-size 8
+Each cell starts a fresh server (--workers 2 unless --workers, --grpc-port 0; batching: --max-batch-size 8
 --max-queue-delay-us 2000), runs a 3 s warm-up with the same load (every worker plans its batch
 sizes) and then the measured run: HTTP `wrk -t2 -cC -dS --latency` posting a binary KServe request
 (1x3x224x224 FP32, 602 KB), or gRPC C client threads, each with its own channel, calling ModelInfer
@@ -103,7 +105,7 @@ def rss_kib(pid):
 
 
 def run_cell(args, protocol, plan, batching, lua, request):
-    extra = ["--workers", "2", "--grpc-port", "0"]
+    extra = ["--workers", str(args.workers), "--grpc-port", "0"]
     if plan.startswith("no-plan"):
         extra.append("--no-plan")
     if batching == "on":
@@ -179,14 +181,15 @@ def render(rows, cells):
     return "\n".join(lines)
 
 
-def infer_workload(work, model):
-    """The load runs' request, a 1x3x224x224 FP32 input made in `work`: a wrk script posting it as
-    a binary KServe request, and the same as a gRPC ModelInferRequest (raw_input_contents)."""
+def infer_workload(work, model, name="x"):
+    """The load runs' request, a 1x3x224x224 FP32 input named `name` made in `work`: a wrk script
+    posting it as a binary KServe request, and the same as a gRPC ModelInferRequest
+    (raw_input_contents)."""
     grpc_test.generate_stubs(work)
     import kserve_v2_pb2 as pb
     torch.manual_seed(0)
     x = torch.randn(1, 3, 224, 224)
-    raw, header_length = binary_body({"x": x})
+    raw, header_length = binary_body({name: x})
     with open(os.path.join(work, "request.bin"), "wb") as f:
         f.write(raw)
     lua = os.path.join(work, "infer_binary.lua")
@@ -195,7 +198,7 @@ def infer_workload(work, model):
                 'wrk.headers["Inference-Header-Content-Length"] = "%d"\n'
                 'local f = io.open("%s", "rb")\nwrk.body = f:read("*a")\nf:close()\n'
                 % (header_length, os.path.join(work, "request.bin")))
-    return lua, grpc_test.infer_request(pb, {"x": x}, raw=True, model=model)
+    return lua, grpc_test.infer_request(pb, {name: x}, raw=True, model=model)
 
 
 def main():
@@ -205,6 +208,9 @@ def main():
     p.add_argument("--seconds", type=int, default=10)
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--connections", type=int, default=8)
+    p.add_argument("--workers", type=int, default=2, help="the server's inference threads")
+    p.add_argument("--input-name", default="x",
+                   help="the model's input (an AOTInductor package's: input__0)")
     p.add_argument("--only", help="comma list of protocol/plan/batching cells, e.g. http/planned/off")
     p.add_argument("--report", help="a results directory: print its table again from rows.csv")
     p.add_argument("--out", default=os.path.join(ROOT, "bench/results"))
@@ -215,7 +221,8 @@ def main():
         print(render(rows, CELLS))
         return
     work = tempfile.mkdtemp(prefix="memoplan-serve-load-")
-    lua, request = infer_workload(work, os.path.splitext(os.path.basename(args.model))[0])
+    lua, request = infer_workload(work, os.path.splitext(os.path.basename(args.model))[0],
+                                  args.input_name)
     stamp = time.strftime("%Y%m%d_%H%M%S")
     out_dir = os.path.join(args.out, "serve_load_" + stamp)
     os.makedirs(out_dir)
@@ -246,9 +253,9 @@ def main():
             w.writerow({c: row[c] for c in columns})
     report = render(rows, cells)
     with open(os.path.join(out_dir, "report.md"), "w") as f:
-        f.write("`%s`, %d rounds, %d connections, %d s each (medians [min..max])\n\n%s\n"
-                % (shlex.join([sys.executable] + sys.argv), args.rounds, args.connections,
-                   args.seconds, report))
+        f.write("`%s`, %d rounds, %d connections, %d workers, %d s each (medians [min..max])"
+                "\n\n%s\n" % (shlex.join([sys.executable] + sys.argv), args.rounds,
+                               args.connections, args.workers, args.seconds, report))
     print(report)
     print("wrote " + out_dir)
 
