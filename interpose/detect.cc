@@ -224,7 +224,58 @@ PeriodResult search_through_irregular_work(ThreadState& t, uint64_t* columns, ui
   return found;
 }
 
+// Whether the thread is building a structure rather than repeating a pass (Detection's comment):
+// many profiled blocks made since profiling started are still alive, half the records or more.
+bool accumulates(const ThreadState& t) {
+  const uint64_t live = t.profiling.profile->live_blocks();
+  const uint64_t grown = live > t.detection.live_at_start ? live - t.detection.live_at_start : 0;
+  const uint64_t records = t.profiling.profile->log.count() - t.detection.first_record;
+  return grown >= Detection::kPauseLiveBlocks && 2 * grown >= records;
+}
+
+// Whether a third or more of the pass's blocks outlive it (alive at its end, freed by another
+// thread, or still alive): a structure being built, not a pass of temporaries. A pass's outputs
+// escape too, but they are a few of its blocks (one of a model's hundreds).
+bool mostly_outlives(const record::RecordLog& log, const uint64_t* pass, uint64_t period,
+                     uint64_t cut_tick) {
+  uint64_t outliving = 0;
+  for (uint64_t i = 0; i < period; ++i) {
+    outliving += log.at(pass[i]).end.load(std::memory_order_relaxed) > cut_tick;
+  }
+  return 3 * outliving >= period && outliving > 1;
+}
+
+// See Detection::paused_left: the thread runs unplanned, its records go back, and it profiles
+// afresh after the pause (pause_counts_down).
+void pause_profiling(ThreadState& t, const char* why) {
+  Detection& d = t.detection;
+  d.paused_left = uint64_t{4096} << (d.pauses < 8 ? d.pauses : 8);
+  ++d.pauses;
+  stats().profiling_pauses.fetch_add(1, std::memory_order_relaxed);
+  if (global().options.verbose) {
+    log_line("memoplan: thread %u: %s (a structure being built): profiling paused for %llu requests",
+             t.index, why, static_cast<unsigned long long>(d.paused_left));
+  }
+  run_unplanned(t);
+  release_records(t.profiling);
+}
+
 }  // namespace
+
+bool pause_counts_down(ThreadState& t) {
+  Detection& d = t.detection;
+  if (d.paused_left == 0 || --d.paused_left != 0) return false;
+  const uint64_t resume_at = t.profiling.profile->log.count();
+  const uint32_t pauses = d.pauses;
+  d = Detection{};
+  d.pauses = pauses;
+  d.first_record = resume_at;
+  d.next = resume_at + 64;
+  d.live_at_start = t.profiling.profile->live_blocks();
+  t.irregular.count = 0;
+  enter_profiling(t);
+  return true;
+}
 
 void profile_maybe_detect(ThreadState& t) {
   Global& g = global();
@@ -245,6 +296,10 @@ void profile_maybe_detect(ThreadState& t) {
     give_up_profiling(t,
                       "no repeating pass found (raise max_period, or mark passes with "
                       "memoplan_pass_begin/end)");
+    return;
+  }
+  if (accumulates(t)) {
+    pause_profiling(t, "most of the blocks it profiled stay alive");
     return;
   }
   const uint64_t history = log.count() - t.detection.first_record;
@@ -313,6 +368,11 @@ void profile_maybe_detect(ThreadState& t) {
   uint64_t* pass = kept + found.start;
   for (uint64_t i = 0; i <= found.period; ++i) pass[i] += first;
   const uint64_t cut_tick = log.at(pass[found.period]).begin;
+  if (!sizes && mostly_outlives(log, pass, found.period, cut_tick)) {
+    fallback::free(columns);
+    pause_profiling(t, "the pass it found has blocks that mostly outlive it");
+    return;
+  }
   const uint32_t cursor = static_cast<uint32_t>((searched - found.start) % found.period);
   if (g.options.verbose) {
     log_line(
@@ -344,6 +404,7 @@ void detect_again(ThreadState& t, uint64_t key, uint32_t slot_count) {
   t.detection.budget = slot_count * 16 > 4096 ? slot_count * 16 : 4096;
   t.detection.relaxed = false;
   t.detection.next_irregular = 0;
+  t.detection.live_at_start = t.profiling.profile->live_blocks();
   t.irregular.count = 0;
 }
 

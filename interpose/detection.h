@@ -24,6 +24,20 @@ struct Detection {
   // which cost it 16% (docs/results/SHIM.md); a pass with irregular work around it is found
   // within half a history more.
   uint64_t next_irregular = 0;
+  // A thread building a structure (sqlite3's pages of an in-memory database, a parser's tree) has
+  // no pass to plan: a slab cannot reuse memory that stays alive, and each profiled block that
+  // stays costs a tag slot of its own (a mapping, page faults, a page-rounded block, and pages
+  // spread 256 MiB apart that the program then walks: sqlite3 ran 13% slower). Profiling pauses
+  // when a detected pass's blocks mostly outlive it, or when, since profiling (re)started,
+  // kPauseLiveBlocks or more profiled blocks stayed alive and they are half the records or more
+  // (a model's weights, made on the thread that runs it, are a few hundred). The thread then
+  // runs unplanned for `paused_left` requests of min_size or more (4,096, doubling at each pause
+  // up to 2^20) and profiles afresh: a later phase (the inference loop after a load) is still
+  // found, a pause later.
+  static constexpr uint64_t kPauseLiveBlocks = 1024;
+  uint64_t live_at_start = 0;  // the profile's live blocks when profiling (re)started
+  uint64_t paused_left = 0;
+  uint32_t pauses = 0;
 };
 
 // Keys the plan left out as irregular work between passes (keep_regular): their misses in replay
@@ -44,6 +58,10 @@ struct IrregularWork {
 // After each profiled allocation: searches the records for the pass now and then and, when one is
 // found, plans it (finish_profile); gives up profiling when none can be found.
 void profile_maybe_detect(ThreadState& t);
+
+// An unplanned thread's request of min_size or more while profiling is paused: counts it down and,
+// at the end of the pause, starts profiling afresh (true: this request is the first profiled).
+bool pause_counts_down(ThreadState& t);
 
 // The plan of `slot_count` slots does not describe the pass: the thread profiles afresh, its next
 // plan required to contain `key` and be longer.

@@ -229,7 +229,9 @@ void* engine_alloc(size_t size, size_t alignment, bool zero) {
   void* p = nullptr;
   if (t) {
     replay::OwnedCounters::bump(t->counters.requests);
-    if (t->phase == Phase::kDisabled) replay::OwnedCounters::bump(t->counters.unplanned_requests);
+    if (t->phase == Phase::kDisabled && !(t->detection.paused_left && pause_counts_down(*t))) {
+      replay::OwnedCounters::bump(t->counters.unplanned_requests);
+    }
   }
   if (t && t->explicit_passes && !t->in_pass) {
     // Marked passes: what happens between them is not part of the plan.

@@ -291,5 +291,51 @@ TEST(EngineAutomaticDetection, FixedSizesAreNeverPlannedByCallSiteAlone) {
   });
 }
 
+// A thread building a structure (sqlite3's pages of an in-memory database) has no pass to plan:
+// its blocks stay alive. Profiling pauses instead of tagging every block (issue 53), whether a
+// pass whose blocks mostly outlive it was found or nothing repeats; once the pause is over, the
+// thread's real passes are found and planned as on any thread.
+void builds_then_runs_passes(bool repeating) {
+  on_fresh_thread([&] {
+    Heap heap;
+    const Counters before = counters();
+    const uint64_t pauses_before = stats().profiling_pauses.load();
+    uint64_t seed = 11;
+    for (int step = 0; step < 800; ++step) {
+      seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+      // Two kept blocks and a temporary a step: the same three sizes every step, or sizes that
+      // never repeat in order.
+      const size_t a = repeating ? 4608 : 4096 + 64 * ((seed >> 33) % 512);
+      const size_t b = repeating ? 5120 : 4096 + 64 * ((seed >> 45) % 512);
+      heap.begin_pass(/*marks=*/false);  // every block checked once at the end, not each step
+      heap.run({alloc(0, a), alloc(1, b), alloc(2, 6144), free_op(2)});
+      heap.hold(0);
+      heap.hold(1);
+    }
+    heap.check_all();
+    heap.release_held();
+    const Counters built = counters() - before;
+    EXPECT_EQ(built.plans, 0u) << "a structure being built was planned";
+    EXPECT_GE(stats().profiling_pauses.load() - pauses_before, 1u);
+    EXPECT_LT(built.profiled, 2000u) << "every block of the structure was profiled";
+    // The pause (4,096 requests) ends and the passes are planned.
+    for (int pass = 0; pass < 400; ++pass) heap.pass(network_pass(), /*marks=*/false);
+    EXPECT_TRUE(heap.last_pass_all(Origin::kSlab)) << heap.last_pass_origins();
+    EXPECT_EQ((counters() - before).plans, 1u);
+  });
+}
+
+TEST(EngineAutomaticDetection, AStructureBeingBuiltPausesProfilingUntilPassesCome) {
+  SKIP_UNLESS_ENGINE_PLANS();
+  if (!engine_options().detect) GTEST_SKIP() << "needs detect:true";
+  builds_then_runs_passes(/*repeating=*/true);
+}
+
+TEST(EngineAutomaticDetection, BlocksThatStayAlivePauseProfilingUntilPassesCome) {
+  SKIP_UNLESS_ENGINE_PLANS();
+  if (!engine_options().detect) GTEST_SKIP() << "needs detect:true";
+  builds_then_runs_passes(/*repeating=*/false);
+}
+
 }  // namespace
 }  // namespace memoplan::shim::testing
