@@ -2,27 +2,39 @@
 # model workers: TorchServe, installed from PyPI on the official Python image. Not built here (no
 # Docker engine runs in this project's CI); what it relies on is described in docs/SERVE.md.
 #
-#   docker build -f docker/Dockerfile -t memoplan-serve .              # builds the shim too
-#   docker build -f docker/preload.Dockerfile -t torchserve-memoplan .
+#   docker build -f docker/preload.Dockerfile -t torchserve-memoplan .   # from the repository root
 #   docker run --rm -p 8080:8080 -v $PWD/model-store:/home/model-server/model-store \
 #     torchserve-memoplan --models resnet18=resnet18.mar
 #
-# Why python:3.11-slim-bookworm and not pytorch/torchserve: the shim built in the memoplan image
-# needs glibc 2.34 or later and Debian 12's libunwind8, and pytorch/torchserve tags are Ubuntu
-# releases with an older glibc (the library would not load). To use such an image, build the shim
-# in a stage FROM that image instead of copying it.
-ARG MEMOPLAN_IMAGE=memoplan-serve
-FROM ${MEMOPLAN_IMAGE} AS memoplan
-
-FROM python:3.11-slim-bookworm
+# The shim is built in a stage of its own on Debian 12 (bookworm), the release python:3.11-slim-
+# bookworm is made from, so the library finds the glibc (2.34 or later) and libunwind8 it was
+# built against. It needs no LibTorch: the configure line below finds only nlohmann_json, fmt,
+# CLI11, zlib and libunwind (the line and the build of the target were run on a Debian 12 host;
+# the image itself is not built here). pytorch/torchserve tags are Ubuntu releases with an older
+# glibc: to use one, build the shim in a stage FROM that image instead.
+FROM debian:bookworm AS shim
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-      openjdk-17-jre-headless libunwind8 libstdc++6 zlib1g \
+      cmake ninja-build g++ pkg-config libunwind-dev nlohmann-json3-dev libfmt-dev libcli11-dev \
+      zlib1g-dev \
+ && rm -rf /var/lib/apt/lists/*
+WORKDIR /src/memoplan
+COPY . .
+RUN cmake -S . -B build-shim -G Ninja -DCMAKE_BUILD_TYPE=Release \
+      -DCMAKE_DISABLE_FIND_PACKAGE_Torch=ON -DMEMOPLAN_BUILD_TESTS=OFF \
+      -DMEMOPLAN_BUILD_BENCH=OFF -DMEMOPLAN_WITH_CBC=OFF \
+ && cmake --build build-shim --target memoplan_preload
+
+FROM python:3.11-slim-bookworm
+# libmimalloc2.0: the shim's default fallback (fallback:auto) for what it does not plan.
+RUN apt-get update \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+      openjdk-17-jre-headless libunwind8 libstdc++6 zlib1g libmimalloc2.0 \
  && rm -rf /var/lib/apt/lists/*
 RUN pip install --no-cache-dir torch torchvision --index-url https://download.pytorch.org/whl/cpu \
  && pip install --no-cache-dir torchserve==0.12.0 torch-model-archiver==0.12.0
 
-COPY --from=memoplan /src/memoplan/build/interpose/libmemoplan_preload.so /usr/local/lib/
+COPY --from=shim /src/memoplan/build-shim/interpose/libmemoplan_preload.so /usr/local/lib/
 # Only the Python model workers get the shim, not TorchServe's Java frontend: TorchServe starts
 # each worker with the `python` of its config, which is this wrapper. One intra-op thread per
 # worker: the shim plans each thread's pass, and OpenMP helpers' allocations are not planned.
