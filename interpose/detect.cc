@@ -265,6 +265,8 @@ void pause_profiling(ThreadState& t, const char* why) {
 bool pause_counts_down(ThreadState& t) {
   Detection& d = t.detection;
   if (d.paused_left == 0 || --d.paused_left != 0) return false;
+  // Pass marks that came meanwhile replace detection; they do not restart a thread that stopped.
+  if (t.explicit_passes) return false;
   const uint64_t resume_at = t.profiling.profile->log.count();
   const uint32_t pauses = d.pauses;
   d = Detection{};
