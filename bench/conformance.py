@@ -38,9 +38,13 @@ def memoplan_run(binary, model, *options, rss=False, timeout=None):
         done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return {"error": f"over the {timeout} s limit"}
-    if done.returncode != 0:
-        return {"error": (done.stderr.strip() or done.stdout.strip()).splitlines()[-1][:300]}
-    return json.loads(done.stdout)
+    try:
+        # Exit 1 with a report: the planned outputs differ from the unplanned ones (the row keeps
+        # the report and says so); anything else is an error.
+        return json.loads(done.stdout)
+    except json.JSONDecodeError:
+        text = (done.stderr.strip() or done.stdout.strip() or f"exit {done.returncode}")
+        return {"error": text.splitlines()[-1][:300]}
 
 
 def row_text(r):
@@ -117,6 +121,8 @@ def main():
                              rss_stock=j.get("peak_rss_bytes_unplanned"),
                              rss_planned=j.get("peak_rss_bytes_planned"),
                              rss_tuned=j.get("peak_rss_bytes_tuned"))
+                    if not j.get("outputs_identical", True):
+                        r["planned_difference"] = j.get("first_difference", "")
                     if "error" in minimum:
                         r["min_error"] = minimum["error"]
                     else:

@@ -2,7 +2,8 @@
 tuned/stock, the lowest coverage and largest tuned difference over its forms, memory min's slab
 over the offset bound per form, whether every memory-min run was bit-identical, and peak RSS
 (stock and tuned, traced form). Flags what issue 49 judges: coverage < 0.9, tuned/stock > 1.02,
-a difference > 1e-5, memory min not bit-identical or above the bound, an error.
+a difference > 1e-5, planned outputs not bit-identical to the unplanned ones, memory min not
+bit-identical or above the bound, an error.
 
 Usage: python3 bench/conformance_table.py OUT_DIR [OUT_DIR ...] > table.md
 """
@@ -75,6 +76,9 @@ def main():
             flags.append("tuned slower")
         if diff > 1e-5:
             flags.append("difference")
+        planned = {r["planned_difference"] for r in ok if r.get("planned_difference")}
+        if planned:
+            flags.append("planned outputs differ: " + "; ".join(sorted(planned))[:160])
         if not identical:
             flags.append("memory min: " + "; ".join(str(r.get("min_error", r.get("min_identical")))
                                                     for r in ok if r.get("min_identical") is not True))
