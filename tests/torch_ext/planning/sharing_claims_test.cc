@@ -4,6 +4,7 @@
 
 #include "memoplan/planner/planner.h"
 #include "memoplan/planner/validator.h"
+#include "compiled_plan.h"
 #include "sharing.h"
 
 namespace memoplan::torch_ext {
@@ -117,6 +118,25 @@ TEST(ResolveClaims, AConcatNotWholeInTheNextStaysApart) {
   EXPECT_EQ(t.allocations[3].slice_of, 4u);
   EXPECT_EQ(t.allocations[3].slice_offset, 128u);
   EXPECT_EQ(check_trace(t), "");
+}
+
+// Memory min is for the smallest slab: where greedy_by_size leaves it above its lower bound, the
+// planner's best-of search is tried and the smaller plan kept. Four blocks (KiB): A 4 [0,2),
+// B 4 [1,4), C 2 [3,6), D 4 [4,6): greedy_by_size packs them in 10 KiB, 8 suffice (planner's
+// BestTest). The offset plan (no claims) is left as its strategy made it.
+TEST(CompilePlan, MemoryMinTakesTheBestStrategyWhereGreedyMissesTheBound) {
+  Trace t;
+  t.allocations = {row(0, 4096, 1, 0, 2), row(1, 4096, 2, 1, 4), row(2, 2048, 3, 3, 6),
+                   row(3, 4096, 4, 4, 6)};
+  const std::vector<int64_t> visits = {0, 1, 2, 3, 4};
+  const std::vector<ShareClaim> none;
+  Result<CompiledPlan> offset = compile_plan(t, visits, "greedy_by_size");
+  ASSERT_TRUE(offset.ok()) << offset.error();
+  EXPECT_EQ(offset->slab_bytes, 10240u);
+  Result<CompiledPlan> minimum = compile_plan(t, visits, "greedy_by_size", {}, &none);
+  ASSERT_TRUE(minimum.ok()) << minimum.error();
+  EXPECT_EQ(minimum->slab_bytes, 8192u);
+  EXPECT_EQ(minimum->lower_bound_bytes, 8192u);
 }
 
 }  // namespace
