@@ -93,6 +93,9 @@ int main(int argc, char** argv) {
                  "Intra-op threads of each inference thread (aten's, OpenBLAS's and oneDNN's; "
                  "default 1). The plan serves the inference threads' own allocations")
       ->check(CLI::Range(1, 256));
+  app.add_flag("--fuser", options.fuser,
+               "Run LibTorch's TensorExpr fuser (on by default in LibTorch 2.x where it can fuse on "
+               "the CPU) in every copy; off by default: the planned copies cannot fuse");
   app.add_option("-n,--iters", options.iters,
                  "Timed iterations, each one unplanned and one planned pass")
       ->check(CLI::Range(1, 1000000));

@@ -73,6 +73,11 @@ std::string format_text(const RunReport& r) {
     s += fmt::format("  malloc: {} (both copies; the plan serves the planned copy's tensors)\n",
                      r.malloc_library);
   }
+  if (r.fuser_on_cpu) {
+    s += r.fuser ? std::string("  LibTorch's TensorExpr fuser: on in every copy (--fuser)\n")
+                 : std::string("  LibTorch's TensorExpr fuser: off in every copy (LibTorch's default "
+                               "here is on; --fuser)\n");
+  }
   s += fmt::format("  {:<36}{:>12}{:>12}\n", "", "unplanned", "planned");
   s += fmt::format("  {:<36}{:>12.3f}{:>12.3f}   planned/unplanned {}\n",
                    "latency per pass, median ms", u_med, p_med, ratio(p_med, u_med));
@@ -219,6 +224,7 @@ std::string format_json(const RunReport& r) {
   j["warmup"] = r.warmup;
   j["strategy"] = r.strategy;
   j["malloc"] = r.malloc_library;
+  j["tensorexpr_fuser"] = r.fuser && r.fuser_on_cpu;
   j["unplanned_ms"] = round_to(median(r.unplanned_ms), 4);
   j["planned_ms"] = round_to(median(r.planned_ms), 4);
   j["unplanned_p99_ms"] = round_to(percentile(r.unplanned_ms, 99), 4);

@@ -89,6 +89,9 @@ struct RunReport {
   // copy's tensors): memoplan-run is linked with tcmalloc unless built without the pairing or
   // another allocator is preloaded.
   std::string malloc_library;
+  // LibTorch's TensorExpr fuser as the copies ran (--fuser, PYTORCH_TENSOREXPR), and whether this
+  // LibTorch fuses on the CPU at all (1.13: no, unless overridden; Debian's 2.6: yes).
+  bool fuser = false, fuser_on_cpu = false;
 
   // Shapes that vary (--input with ranges; for a fixed shape these hold that shape's figures): the
   // seed and the distinct shapes drawn (plan() and every pass), the timed planned passes that ran

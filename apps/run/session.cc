@@ -2,6 +2,7 @@
 #include "session.h"
 
 #include <ATen/Parallel.h>
+#include <torch/csrc/jit/passes/tensorexpr_fuser.h>
 #include <torch/script.h>
 
 #include <chrono>
@@ -267,6 +268,7 @@ RunReport run_session(const RunOptions& options) {
   // One intra-op thread unless asked: planning covers the calling thread's allocations
   // (docs/TORCH_EXT.md), and the threads of a server are its inference threads.
   at::set_num_threads(options.intra_op);
+  torch::jit::setTensorExprFuserEnabled(options.fuser);  // PYTORCH_TENSOREXPR still wins
   limit_openblas_threads(options.intra_op);
   if (torch_ext::is_aoti_package(options.model)) return run_aoti_session(options);
   RunReport report = run_script_session(options);
@@ -276,6 +278,7 @@ RunReport run_session(const RunOptions& options) {
 
 void run_rss_probe(const RunOptions& options) {
   at::set_num_threads(options.intra_op);
+  torch::jit::setTensorExprFuserEnabled(options.fuser);
   limit_openblas_threads(options.intra_op);
   if (torch_ext::is_aoti_package(options.model)) return run_aoti_probe(options);
   run_script_probe(options);

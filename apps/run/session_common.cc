@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <ATen/ATen.h>
+#include <torch/csrc/jit/passes/tensorexpr_fuser.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <c10/core/InferenceMode.h>
 #include <c10/util/Exception.h>
@@ -16,6 +17,12 @@
 
 #include "memoplan/process_status.h"
 #include "session.h"  // BadInput
+
+namespace torch::jit {
+// Exported by libtorch_cpu (1.13 and 2.x), declared in codegen/fuser/interface.h, which Debian's
+// libtorch-dev does not ship (as torch_ext/memory_min/sliced_ops.cc).
+TORCH_API bool canFuseOnCPU();
+}  // namespace torch::jit
 
 namespace memoplan::run {
 namespace {
@@ -124,6 +131,8 @@ InputSource input_source(const InputSpec& spec, uint64_t seed) {
 
 void fill_run_fields(const RunOptions& options, const InputSpec& spec, RunReport& report) {
   report.malloc_library = malloc_library();
+  report.fuser = torch::jit::tensorExprFuserEnabled();
+  report.fuser_on_cpu = torch::jit::canFuseOnCPU();
   report.model = options.model;
   report.threads = options.threads;
   report.intra_op = options.intra_op;

@@ -4,6 +4,7 @@
 #include <malloc.h>
 
 #include <CLI/CLI.hpp>
+#include <torch/csrc/jit/passes/tensorexpr_fuser.h>
 #include <algorithm>
 #include <chrono>
 #include <csignal>
@@ -43,6 +44,7 @@ struct Options {
   int http_threads = 0;                // 0: max(64, workers + queue + 4)
   std::string strategy{memoplan::planner::kDefaultStrategy};
   bool no_plan = false;
+  bool fuser = false;  // LibTorch's TensorExpr fuser (--fuser)
   std::string kernels = "auto";
   std::string memory = "offset";
   std::string budget;
@@ -84,6 +86,10 @@ int serve(const Options& o) {
   const auto started = std::chrono::steady_clock::now();
   return_large_blocks_to_the_kernel();
   install_shutdown_handlers();
+  // LibTorch 2.x fuses on the CPU by default; the plan's marks keep a planned graph's ops apart,
+  // so only an unplanned model would fuse, and 2.6 compiles some traced graphs' groups with LLVM
+  // for over ten minutes at their second request (densenet121, vit_b_32). PYTORCH_TENSOREXPR wins.
+  torch::jit::setTensorExprFuserEnabled(o.fuser);
 
   // The command line's settings: the one model's, or every repository model's defaults.
   ModelConfig defaults;
@@ -302,6 +308,9 @@ int main(int argc, char** argv) {
                    ? std::string()
                    : "unknown strategy; one of " + memoplan::planner::strategy_names();
       });
+  app.add_flag("--fuser", o.fuser,
+               "run LibTorch's TensorExpr fuser (LibTorch 2.x's default; off here: planned "
+               "models cannot fuse, and 2.6 compiles some traced graphs for minutes)");
   app.add_flag("--no-plan", o.no_plan,
                "serve without memoplan's plan (LibTorch's allocator, or whatever LD_PRELOAD "
                "gives): the baseline to compare against");
