@@ -249,12 +249,15 @@ bool mostly_outlives(const record::RecordLog& log, const uint64_t* pass, uint64_
 // afresh after the pause (pause_counts_down).
 void pause_profiling(ThreadState& t, const char* why) {
   Detection& d = t.detection;
-  d.paused_left = uint64_t{4096} << (d.pauses < 8 ? d.pauses : 8);
+  // At least four times the attempt's records: profiling takes at most a fifth of the requests.
+  const uint64_t attempt = t.profiling.profile->log.count() - d.first_record;
+  const uint64_t doubled = uint64_t{4096} << (d.pauses < 8 ? d.pauses : 8);
+  d.paused_left = doubled > 4 * attempt ? doubled : 4 * attempt;
   ++d.pauses;
   stats().profiling_pauses.fetch_add(1, std::memory_order_relaxed);
   if (global().options.verbose) {
-    log_line("memoplan: thread %u: %s (a structure being built): profiling paused for %llu requests",
-             t.index, why, static_cast<unsigned long long>(d.paused_left));
+    log_line("memoplan: thread %u: %s: profiling paused for %llu requests", t.index, why,
+             static_cast<unsigned long long>(d.paused_left));
   }
   run_unplanned(t);
   release_records(t.profiling);
@@ -301,10 +304,18 @@ void profile_maybe_detect(ThreadState& t) {
     return;
   }
   if (accumulates(t)) {
-    pause_profiling(t, "most of the blocks it profiled stay alive");
+    pause_profiling(t, "most of the blocks it profiled stay alive (a structure being built)");
     return;
   }
   const uint64_t history = log.count() - t.detection.first_record;
+  if (!t.detection.required_key && !t.detection.relaxed) {
+    const uint64_t attempt = Detection::kFirstAttemptRecords
+                             << (t.detection.pauses < 20 ? t.detection.pauses : 20);
+    if (history > attempt && attempt < 8 * g.options.max_period) {
+      pause_profiling(t, "no repeating pass in its records");
+      return;
+    }
+  }
   if ((t.detection.required_key || t.detection.relaxed) && history > t.detection.budget) {
     // The request the old plan missed never recurred inside a repeating pass (a one-off): search
     // without it once more, then stop profiling rather than profile (and fault) forever.
@@ -372,7 +383,7 @@ void profile_maybe_detect(ThreadState& t) {
   const uint64_t cut_tick = log.at(pass[found.period]).begin;
   if (!sizes && mostly_outlives(log, pass, found.period, cut_tick)) {
     fallback::free(columns);
-    pause_profiling(t, "the pass it found has blocks that mostly outlive it");
+    pause_profiling(t, "the pass it found has blocks that mostly outlive it (a structure being built)");
     return;
   }
   const uint32_t cursor = static_cast<uint32_t>((searched - found.start) % found.period);

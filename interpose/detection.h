@@ -35,6 +35,11 @@ struct Detection {
   // up to 2^20) and profiles afresh: a later phase (the inference loop after a load) is still
   // found, a pause later.
   static constexpr uint64_t kPauseLiveBlocks = 1024;
+  // A search that finds no pass in this many records (doubling per pause) pauses too, for four
+  // times as many requests: an intra-op worker whose requests never repeat as a pass (OpenMP's
+  // share of a varying-length encoder) profiled every request until 8 x max_period records.
+  // Passes up to 5,000 requests are found in the first attempt; longer ones in a later one.
+  static constexpr uint64_t kFirstAttemptRecords = 16384;
   uint64_t live_at_start = 0;  // the profile's live blocks when profiling (re)started
   uint64_t paused_left = 0;
   uint32_t pauses = 0;

@@ -254,7 +254,7 @@ void print_stats(int fd) {
          "memoplan: detected passes in steady state %llu, every request served from the slab in "
          "%llu (%.1f%%); plans keyed by call site alone (sizes that vary) %llu, replanned %llu "
          "times; passes learned from exited threads %llu, threads that started on one %llu; "
-         "profiling paused %llu times (blocks that stay alive: a structure being built)\n",
+         "profiling paused %llu times (blocks that stay alive, or no pass found in an attempt)\n",
          r.steady_passes, r.full_passes, percent(r.full_passes, r.steady_passes), r.size_free_plans,
          r.size_free_replans, r.learned_passes, r.learned_pass_threads, r.profiling_pauses);
   if (r.busiest_count > 0) {

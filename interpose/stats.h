@@ -25,7 +25,8 @@ struct Stats : replay::SharedCounters {
   // Passes learned from exited threads that ran one each (learned_pass.h), and the threads that
   // started on one.
   std::atomic<uint64_t> learned_passes{0}, learned_pass_threads{0};
-  // Threads' profiling paused because what they profiled stayed alive (detection.h).
+  // Threads' profiling paused: what they profiled stayed alive, or an attempt found no pass
+  // (detection.h).
   std::atomic<uint64_t> profiling_pauses{0};
 };
 
