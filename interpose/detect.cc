@@ -383,7 +383,8 @@ void profile_maybe_detect(ThreadState& t) {
   const uint64_t cut_tick = log.at(pass[found.period]).begin;
   if (!sizes && mostly_outlives(log, pass, found.period, cut_tick)) {
     fallback::free(columns);
-    pause_profiling(t, "the pass it found has blocks that mostly outlive it (a structure being built)");
+    pause_profiling(
+        t, "the pass it found has blocks that mostly outlive it (a structure being built)");
     return;
   }
   const uint32_t cursor = static_cast<uint32_t>((searched - found.start) % found.period);

@@ -32,8 +32,8 @@ struct Detection {
   // kPauseLiveBlocks or more profiled blocks stayed alive and they are half the records or more
   // (a model's weights, made on the thread that runs it, are a few hundred). The thread then
   // runs unplanned for `paused_left` requests of min_size or more (4,096, doubling at each pause
-  // up to 2^20) and profiles afresh: a later phase (the inference loop after a load) is still
-  // found, a pause later.
+  // up to 2^20, and at least four times the records of the attempt that paused) and profiles
+  // afresh: a later phase (the inference loop after a load) is still found, a pause later.
   static constexpr uint64_t kPauseLiveBlocks = 1024;
   // A search that finds no pass in this many records (doubling per pause) pauses too, for four
   // times as many requests: an intra-op worker whose requests never repeat as a pass (OpenMP's

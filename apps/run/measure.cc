@@ -59,7 +59,8 @@ std::string fusion_note(std::shared_ptr<torch::jit::Graph> graph) {
   if (!graph) return {};
   int groups = 0;
   // The fuser guards each group with a type check: the group sits in a prim::If's block.
-  for (torch::jit::DepthFirstGraphNodeIterator it(graph); const torch::jit::Node* node = it.next();) {
+  for (torch::jit::DepthFirstGraphNodeIterator it(graph);
+       const torch::jit::Node* node = it.next();) {
     groups += node->kind() == c10::Symbol::fromQualString("prim::TensorExprGroup");
   }
   if (groups == 0) return {};

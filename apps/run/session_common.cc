@@ -4,10 +4,10 @@
 #include <sys/stat.h>
 
 #include <ATen/ATen.h>
-#include <torch/csrc/jit/passes/tensorexpr_fuser.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <c10/core/InferenceMode.h>
 #include <c10/util/Exception.h>
+#include <torch/csrc/jit/passes/tensorexpr_fuser.h>
 
 #include <atomic>
 #include <cstdio>
@@ -99,9 +99,8 @@ std::string malloc_library() {
 
 InputSpec run_input_spec(const RunOptions& options, const std::string& file_shape,
                          const std::string& file_dtype, const std::string& file_high) {
-  Result<InputSpec> spec =
-      make_input_spec(options.model, options.input, options.dtype, file_shape, file_dtype,
-                      file_high);
+  Result<InputSpec> spec = make_input_spec(options.model, options.input, options.dtype, file_shape,
+                                           file_dtype, file_high);
   if (!spec) throw BadInput(spec.error());
   const std::optional<Draw> draw = parse_draw(options.draw);
   if (!draw) throw BadInput("unknown --draw '" + options.draw + "' (uniform, lognormal)");

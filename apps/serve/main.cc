@@ -3,8 +3,8 @@
 #include <dlfcn.h>
 #include <malloc.h>
 
-#include <CLI/CLI.hpp>
 #include <torch/csrc/jit/passes/tensorexpr_fuser.h>
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <csignal>

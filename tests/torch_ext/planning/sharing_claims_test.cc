@@ -2,9 +2,9 @@
 // (resolve_claims), and what a replayed pass then checks (share_checks).
 #include <gtest/gtest.h>
 
+#include "compiled_plan.h"
 #include "memoplan/planner/planner.h"
 #include "memoplan/planner/validator.h"
-#include "compiled_plan.h"
 #include "sharing.h"
 
 namespace memoplan::torch_ext {
