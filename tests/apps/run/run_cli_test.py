@@ -73,6 +73,8 @@ def check_json(memoplan, models):
                              "--heapmap", svg)
         report = check_report(out, code, err)
         check(report["input"] == "1x3x224x224", f"input from the file: {out}")
+        # LibTorch's TensorExpr fuser stays off unless --fuser (the planned copies cannot fuse).
+        check(report["tensorexpr_fuser"] is False, f"fuser on by default: {out}")
         check(report["threads"] == 2 and report["passes_compared"] == 8, f"counts: {out}")
         check(report["planned_passes"] == report["replayed_passes"] == 8, f"replayed: {out}")
         # resnet18: every tensor but the output is planned.
