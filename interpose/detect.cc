@@ -308,14 +308,6 @@ void profile_maybe_detect(ThreadState& t) {
     return;
   }
   const uint64_t history = log.count() - t.detection.first_record;
-  if (!t.detection.required_key && !t.detection.relaxed) {
-    const uint64_t attempt = Detection::kFirstAttemptRecords
-                             << (t.detection.pauses < 20 ? t.detection.pauses : 20);
-    if (history > attempt && attempt < 8 * g.options.max_period) {
-      pause_profiling(t, "no repeating pass in its records");
-      return;
-    }
-  }
   if ((t.detection.required_key || t.detection.relaxed) && history > t.detection.budget) {
     // The request the old plan missed never recurred inside a repeating pass (a one-off): search
     // without it once more, then stop profiling rather than profile (and fault) forever.

@@ -30,16 +30,12 @@ struct Detection {
   // spread 256 MiB apart that the program then walks: sqlite3 ran 13% slower). Profiling pauses
   // when a detected pass's blocks mostly outlive it, or when, since profiling (re)started,
   // kPauseLiveBlocks or more profiled blocks stayed alive and they are half the records or more
-  // (a model's weights, made on the thread that runs it, are a few hundred). The thread then
-  // runs unplanned for `paused_left` requests of min_size or more (4,096, doubling at each pause
-  // up to 2^20, and at least four times the records of the attempt that paused) and profiles
+  // (a model's weights, made on the thread that runs it, are a few hundred; `import torch`
+  // and torchvision on PyTorch 2.6 leave over a thousand blocks of 4 KiB or more alive). The thread
+  // then runs unplanned for `paused_left` requests of min_size or more (4,096, doubling at each
+  // pause up to 2^20, and at least four times the records of the attempt that paused) and profiles
   // afresh: a later phase (the inference loop after a load) is still found, a pause later.
-  static constexpr uint64_t kPauseLiveBlocks = 1024;
-  // A search that finds no pass in this many records (doubling per pause) pauses too, for four
-  // times as many requests: an intra-op worker whose requests never repeat as a pass (OpenMP's
-  // share of a varying-length encoder) profiled every request until 8 x max_period records.
-  // Passes up to 5,000 requests are found in the first attempt; longer ones in a later one.
-  static constexpr uint64_t kFirstAttemptRecords = 16384;
+  static constexpr uint64_t kPauseLiveBlocks = 4096;
   uint64_t live_at_start = 0;  // the profile's live blocks when profiling (re)started
   uint64_t paused_left = 0;
   uint32_t pauses = 0;
