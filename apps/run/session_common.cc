@@ -7,7 +7,6 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <c10/core/InferenceMode.h>
 #include <c10/util/Exception.h>
-#include <torch/csrc/jit/passes/tensorexpr_fuser.h>
 
 #include <atomic>
 #include <cstdio>
@@ -16,13 +15,8 @@
 #include <thread>
 
 #include "memoplan/process_status.h"
+#include "memoplan/torch/fuser.h"
 #include "session.h"  // BadInput
-
-namespace torch::jit {
-// Exported by libtorch_cpu (1.13 and 2.x), declared in codegen/fuser/interface.h, which Debian's
-// libtorch-dev does not ship (as torch_ext/memory_min/sliced_ops.cc).
-TORCH_API bool canFuseOnCPU();
-}  // namespace torch::jit
 
 namespace memoplan::run {
 namespace {

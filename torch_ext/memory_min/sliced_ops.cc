@@ -13,7 +13,6 @@
 #include <ATen/ops/max_pool2d_with_indices.h>
 #include <ATen/ops/randn.h>
 #include <torch/csrc/jit/ir/ir.h>
-#include <torch/csrc/jit/passes/tensorexpr_fuser.h>
 #include <torch/csrc/jit/runtime/custom_operator.h>
 
 #include <algorithm>
@@ -25,6 +24,7 @@
 #include "allocation_peak.h"
 #include "bn_relu_conv1x1.h"
 #include "memoplan/onednn/onednn.h"
+#include "memoplan/torch/fuser.h"
 #include "planning/planning.h"
 #include "sliced_conv.h"
 #include "sliced_operators.h"
@@ -270,12 +270,6 @@ torch::jit::RegisterOperators sliced_operators({
 
 }  // namespace
 }  // namespace memoplan::torch_ext
-
-namespace torch::jit {
-// torch._C._jit_can_fuse_on_cpu(): exported by libtorch_cpu (1.13 and 2.x), declared in a header
-// (codegen/fuser/interface.h) that Debian's libtorch-dev does not ship.
-TORCH_API bool canFuseOnCPU();
-}  // namespace torch::jit
 
 namespace memoplan::torch_ext {
 namespace {
