@@ -10,7 +10,7 @@ planned copy). One process at a time: nothing else runs beside the timed one.
 
 Usage: /usr/bin/python3 bench/conformance.py [--models resnet18,densenet121|all|default]
        [--forms traced,scripted,frozen] [--threads 1,2] [--iters 20] [--size 224]
-       [--out bench/results/conformance_STAMP]
+       [--out bench/results/conformance_STAMP] [--no-min] [--no-rss]
 Writes OUT/rows.jsonl (one object per model, form and thread count) and OUT/table.md.
 """
 import argparse
@@ -74,6 +74,9 @@ def main():
     parser.add_argument("--binary", default=os.path.join(HERE, "..", "build", "src", "memoplan-run"))
     parser.add_argument("--timeout", type=int, default=1800, help="seconds per memoplan run")
     parser.add_argument("--out")
+    parser.add_argument("--no-min", action="store_true",
+                        help="skip the memory min run (a second thread count after a sweep at one)")
+    parser.add_argument("--no-rss", action="store_true", help="skip the per-copy peak RSS probes")
     args = parser.parse_args()
     models = {"default": DEFAULT_MODELS.split(","), "all": graph_forms.all_names()}.get(
         args.models) or args.models.split(",")
@@ -102,12 +105,13 @@ def main():
                 print(row_text(r), flush=True)
                 rows_file.write(json.dumps(r) + "\n")
                 continue
-            minimum = memoplan_run(args.binary, path, "--memory", "min", "--iters", "3",
-                                   timeout=args.timeout)
+            minimum = {"error": "not run (--no-min)"} if args.no_min else memoplan_run(
+                args.binary, path, "--memory", "min", "--iters", "3", timeout=args.timeout)
             for i, threads in enumerate(map(int, args.threads.split(","))):
                 # Peak RSS (each copy in a process of its own) at the first thread count only.
                 j = memoplan_run(args.binary, path, "--kernels", "tuned", "--iters",
-                                 str(args.iters), "--intra-op", str(threads), rss=i == 0,
+                                 str(args.iters), "--intra-op", str(threads),
+                                 rss=i == 0 and not args.no_rss,
                                  timeout=args.timeout)
                 r = {"model": name, "form": form, "threads": threads}
                 if "error" in j:

@@ -245,6 +245,20 @@ bool mostly_outlives(const record::RecordLog& log, const uint64_t* pass, uint64_
   return 3 * outliving >= period && outliving > 1;
 }
 
+// Profiling (re)starts at the log's next record: detection as at a thread's start (its pause
+// count kept), over the records from here on, with nothing known of irregular work.
+void restart_detection(ThreadState& t) {
+  const record::RecordLog& log = t.profiling.profile->log;
+  const uint32_t pauses = t.detection.pauses;
+  t.detection = Detection{};
+  t.detection.pauses = pauses;
+  t.detection.first_record = log.count();
+  t.detection.next = log.count() + 64;
+  t.detection.live_at_start = t.profiling.profile->live_blocks();
+  t.irregular.count = 0;
+  enter_profiling(t);
+}
+
 // See Detection::paused_left: the thread runs unplanned, its records go back, and it profiles
 // afresh after the pause (pause_counts_down).
 void pause_profiling(ThreadState& t, const char* why) {
@@ -270,15 +284,7 @@ bool pause_counts_down(ThreadState& t) {
   if (d.paused_left == 0 || --d.paused_left != 0) return false;
   // Pass marks that came meanwhile replace detection; they do not restart a thread that stopped.
   if (t.explicit_passes) return false;
-  const uint64_t resume_at = t.profiling.profile->log.count();
-  const uint32_t pauses = d.pauses;
-  d = Detection{};
-  d.pauses = pauses;
-  d.first_record = resume_at;
-  d.next = resume_at + 64;
-  d.live_at_start = t.profiling.profile->live_blocks();
-  t.irregular.count = 0;
-  enter_profiling(t);
+  restart_detection(t);
   return true;
 }
 
@@ -401,17 +407,10 @@ void profile_maybe_detect(ThreadState& t) {
 }
 
 void detect_again(ThreadState& t, uint64_t key, uint32_t slot_count) {
-  const record::RecordLog& log = t.profiling.profile->log;
-  enter_profiling(t);
-  t.detection.first_record = log.count();
-  t.detection.next = log.count() + 64;
+  restart_detection(t);
   t.detection.required_key = key;
   t.detection.min_period = uint64_t{slot_count} + 1;
   t.detection.budget = slot_count * 16 > 4096 ? slot_count * 16 : 4096;
-  t.detection.relaxed = false;
-  t.detection.next_irregular = 0;
-  t.detection.live_at_start = t.profiling.profile->live_blocks();
-  t.irregular.count = 0;
 }
 
 // A key the search did not see (a response's rarest size) joins the left-out keys when it is

@@ -4,6 +4,7 @@
 #include <ATen/core/ivalue.h>
 #include <c10/core/InferenceMode.h>
 #include <torch/csrc/jit/ir/ir.h>
+#include <torch/csrc/jit/passes/tensorexpr_fuser.h>
 #include <torch/csrc/jit/runtime/graph_executor.h>
 #include <torch/csrc/jit/runtime/graph_iterator.h>
 
@@ -80,6 +81,9 @@ void fail(Shared& shared) {
 void worker(const Copies& copies, const InputSource& source, uint64_t first_index, int thread,
             const RunOptions& options, Shared& shared, ThreadResult& result) {
   bool counted_ready = false;
+  // Only a copy that fuses has fusion groups to name (fusion_note), and only the first
+  // difference is noted: the unplanned copy's graph is read while both hold.
+  const bool fusing = torch::jit::tensorExprFuserEnabled();
   try {
     c10::InferenceMode inference;  // per thread; part of the plan's key, as in plan()
     for (int i = 0; i < options.warmup && !shared.stop; ++i) {
@@ -113,8 +117,10 @@ void worker(const Copies& copies, const InputSource& source, uint64_t first_inde
       Clock::time_point start = Clock::now();
       const c10::IValue unplanned_out = copies.unplanned(inputs);
       result.unplanned_ms.push_back(ms_since(start));
-      const std::shared_ptr<torch::jit::Graph> unplanned_graph =
-          torch::jit::lastExecutedOptimizedGraph();
+      std::shared_ptr<torch::jit::Graph> unplanned_graph;
+      if (fusing && result.differing == 0) {
+        unplanned_graph = torch::jit::lastExecutedOptimizedGraph();
+      }
       CountingAllocator::count_this_thread(false);
       warm(copies.planned);
       start = Clock::now();

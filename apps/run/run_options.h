@@ -18,10 +18,8 @@ struct RunOptions {
   std::string dtype;             // "float32", "int64", ...; empty: the file's, else float32
   int threads = 1;               // inference threads
   int intra_op = 1;              // intra-op threads of each (aten's, OpenBLAS's, oneDNN's)
-  // LibTorch's TensorExpr fuser for every TorchScript copy (--fuser). Off by default: the plan's
-  // marks keep the planned copies' ops apart, so only the unplanned copy would fuse (its bits then
-  // differ from the plan's in the last places: regnet_y on 2.6), and on LibTorch 2.6 it compiles
-  // some traced graphs' groups with LLVM for over ten minutes (densenet121, vit_b_32).
+  // LibTorch's TensorExpr fuser for every TorchScript copy (--fuser; off by default, why:
+  // memoplan/torch/fuser.h).
   bool fuser = false;
   int iters = 40;                // timed iterations: one unplanned and one planned pass each
   int warmup = 3;                // untimed iterations per thread first

@@ -2,7 +2,6 @@
 #include "session.h"
 
 #include <ATen/Parallel.h>
-#include <torch/csrc/jit/passes/tensorexpr_fuser.h>
 #include <torch/script.h>
 
 #include <chrono>
@@ -13,6 +12,7 @@
 #include "memoplan/torch/aoti_package.h"
 #include "memoplan/process_status.h"
 #include "memoplan/torch/budget.h"
+#include "memoplan/torch/fuser.h"
 #include "memoplan/torch/plan.h"
 #include "memoplan/trace_io.h"
 #include "aoti_session.h"
@@ -268,7 +268,7 @@ RunReport run_session(const RunOptions& options) {
   // One intra-op thread unless asked: planning covers the calling thread's allocations
   // (docs/TORCH_EXT.md), and the threads of a server are its inference threads.
   at::set_num_threads(options.intra_op);
-  torch::jit::setTensorExprFuserEnabled(options.fuser);  // PYTORCH_TENSOREXPR still wins
+  torch_ext::set_fuser(options.fuser);
   limit_openblas_threads(options.intra_op);
   if (torch_ext::is_aoti_package(options.model)) return run_aoti_session(options);
   RunReport report = run_script_session(options);
@@ -278,7 +278,7 @@ RunReport run_session(const RunOptions& options) {
 
 void run_rss_probe(const RunOptions& options) {
   at::set_num_threads(options.intra_op);
-  torch::jit::setTensorExprFuserEnabled(options.fuser);
+  torch_ext::set_fuser(options.fuser);
   limit_openblas_threads(options.intra_op);
   if (torch_ext::is_aoti_package(options.model)) return run_aoti_probe(options);
   run_script_probe(options);

@@ -3,7 +3,6 @@
 #include <dlfcn.h>
 #include <malloc.h>
 
-#include <torch/csrc/jit/passes/tensorexpr_fuser.h>
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -20,6 +19,7 @@
 #endif
 #include "memoplan/planner/strategy.h"
 #include "memoplan/torch/budget.h"
+#include "memoplan/torch/fuser.h"
 #include "memoplan/torch/plan.h"
 #include "model_config.h"
 #include "model_registry.h"
@@ -86,10 +86,7 @@ int serve(const Options& o) {
   const auto started = std::chrono::steady_clock::now();
   return_large_blocks_to_the_kernel();
   install_shutdown_handlers();
-  // LibTorch 2.x fuses on the CPU by default; the plan's marks keep a planned graph's ops apart,
-  // so only an unplanned model would fuse, and 2.6 compiles some traced graphs' groups with LLVM
-  // for over ten minutes at their second request (densenet121, vit_b_32). PYTORCH_TENSOREXPR wins.
-  torch::jit::setTensorExprFuserEnabled(o.fuser);
+  memoplan::torch_ext::set_fuser(o.fuser);  // off unless --fuser: memoplan/torch/fuser.h
 
   // The command line's settings: the one model's, or every repository model's defaults.
   ModelConfig defaults;
