@@ -15,6 +15,7 @@ Writes OUT/rows.jsonl (one object per model, form and thread count) and OUT/tabl
 """
 import argparse
 import datetime
+import gc
 import json
 import os
 import subprocess
@@ -96,7 +97,7 @@ def main():
             model, example = graph_forms.build(name, 1, args.size)
             path = os.path.join(out, f"{name}.{form}.pt")
             try:
-                graph_forms.save(graph_forms.export(model, example, form), path, example,
+                graph_forms.write(model, example, form, path,
                                  graph_forms.input_high(name))
             except Exception as error:  # noqa: BLE001 - a form this model cannot take
                 r = {"model": name, "form": form, "threads": "-",
@@ -105,6 +106,11 @@ def main():
                 print(row_text(r), flush=True)
                 rows_file.write(json.dumps(r) + "\n")
                 continue
+            finally:
+                # The runs load the file themselves: this process's copy would only take memory
+                # from them (regnet_y_128gf: 2.6 GB).
+                del model, example
+                gc.collect()
             minimum = {"error": "not run (--no-min)"} if args.no_min else memoplan_run(
                 args.binary, path, "--memory", "min", "--iters", "3", timeout=args.timeout)
             for i, threads in enumerate(map(int, args.threads.split(","))):
