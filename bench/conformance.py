@@ -97,8 +97,7 @@ def main():
             model, example = graph_forms.build(name, 1, args.size)
             path = os.path.join(out, f"{name}.{form}.pt")
             try:
-                graph_forms.write(model, example, form, path,
-                                 graph_forms.input_high(name))
+                graph_forms.write(model, example, form, path, graph_forms.input_high(name))
             except Exception as error:  # noqa: BLE001 - a form this model cannot take
                 r = {"model": name, "form": form, "threads": "-",
                      "error": "export: " + str(error).strip().splitlines()[0][:200]}

@@ -216,8 +216,7 @@ def sweep_entries(args, out):
             model, example = graph_forms.build(name, 1, args.size)
             path = os.path.join(folder, f"{name}.{form}.pt")
             if not os.path.exists(path):
-                graph_forms.write(model, example, form, path,
-                                 graph_forms.input_high(name))
+                graph_forms.write(model, example, form, path, graph_forms.input_high(name))
             entries[f"{name}.{form}"] = {
                 "name": f"{name}.{form}", "file": path, "sweep_model": name,
                 "dtype": str(example.dtype).replace("torch.", ""),
