@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <map>
 #include <random>
 
@@ -63,13 +64,15 @@ double median(std::vector<double> v) {
 std::vector<Measurement> tune(const GemmShape& shape, const TuneOptions& options) {
   std::mt19937 rng(0);
   std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-  std::vector<float> a(shape.m * shape.k), b(shape.k * shape.n), bias(shape.n),
-      c(shape.m * shape.n);
+  // A prepacked B is packed from one random row read K times (row stride 0): the time of a product
+  // does not depend on its values, and the K x N matrix would be as large again as a packing.
+  const int64_t b_rows = shape.b_prepacked ? 1 : shape.k;
+  std::vector<float> a(shape.m * shape.k), b(b_rows * shape.n), bias(shape.n), c(shape.m * shape.n);
   for (float& x : a) x = uniform(rng);
   for (float& x : b) x = uniform(rng);
   for (float& x : bias) x = uniform(rng);
   const MatrixView a_view{a.data(), shape.m, shape.k, shape.k, 1};
-  const MatrixView b_view{b.data(), shape.k, shape.n, shape.n, 1};
+  const MatrixView b_view{b.data(), shape.k, shape.n, shape.b_prepacked ? 0 : shape.n, 1};
   const Epilogue epilogue{shape.bias ? bias.data() : nullptr, shape.activation};
 
   struct Candidate {
@@ -78,17 +81,42 @@ std::vector<Measurement> tune(const GemmShape& shape, const TuneOptions& options
   };
   std::vector<Candidate> measured;
   // B packed for a panel width: a packing depends on nr alone, so configurations of one nr share
-  // it, and at most one packing per nr among the finalists is alive (a 1280 x 1000 classifier's
-  // finalists held 15 MiB at once, one packing each: mobilenet_v2's planning peak).
-  std::map<int, PackedB> packs;
-  auto pack = [&](int nr) {
-    if (shape.b_prepacked && !packs.count(nr)) packs.emplace(nr, PackedB(b_view, nr));
+  // it. The packings alive at once stay within options.pack_scratch_bytes (one always): a new one
+  // that would pass it drops the others, least recently used first.
+  struct Packing {
+    PackedB panels;
+    uint64_t used = 0;
+  };
+  std::map<int, Packing> packs;
+  uint64_t clock = 0;
+  TuneStats stats;
+  auto held = [&] {
+    size_t bytes = 0;
+    for (const auto& [nr, p] : packs) bytes += p.panels.bytes();
+    return bytes;
+  };
+  auto pack = [&](int nr) -> const PackedB& {
+    auto it = packs.find(nr);
+    if (it == packs.end()) {
+      const size_t bytes =
+          static_cast<size_t>((shape.n + nr - 1) / nr * nr * shape.k) * sizeof(float);
+      while (!packs.empty() && held() + bytes > options.pack_scratch_bytes) {
+        packs.erase(std::min_element(packs.begin(), packs.end(), [](const auto& x, const auto& y) {
+          return x.second.used < y.second.used;
+        }));
+      }
+      it = packs.emplace(nr, Packing{PackedB(b_view, nr), 0}).first;
+      ++stats.packings;
+      stats.peak_pack_bytes = std::max(stats.peak_pack_bytes, held());
+    }
+    it->second.used = ++clock;
+    return it->second.panels;
   };
   auto call = [&](const Candidate& candidate) {
+    const PackedB* panels = shape.b_prepacked ? &pack(candidate.config.kernel.nr) : nullptr;
     const auto t0 = Clock::now();
-    if (shape.b_prepacked) {
-      gemm(a_view, packs.at(candidate.config.kernel.nr), c.data(), shape.n, epilogue,
-           candidate.config, options.parallel);
+    if (panels) {
+      gemm(a_view, *panels, c.data(), shape.n, epilogue, candidate.config, options.parallel);
     } else {
       gemm(a_view, b_view, c.data(), shape.n, epilogue, candidate.config, options.parallel);
     }
@@ -99,7 +127,6 @@ std::vector<Measurement> tune(const GemmShape& shape, const TuneOptions& options
 
   const int default_nr = default_config().kernel.nr;
   for (const GemmConfig& config : candidate_configs(shape)) {
-    pack(config.kernel.nr);
     measured.push_back({config, 0});
     // Before the first (the default), the core runs the product for a while (at least 3 calls and
     // 10 ms): a core that just woke up or changes its clock for AVX-512 runs the first calls at
@@ -127,7 +154,6 @@ std::vector<Measurement> tune(const GemmShape& shape, const TuneOptions& options
     return measured[x].screened_ms < measured[y].screened_ms;
   });
   const size_t finalists = std::min(kFinalists, order.size());
-  for (size_t f = 1; f < finalists; ++f) pack(measured[order[f]].config.kernel.nr);
   for (size_t f = 0; f < finalists; ++f) call(measured[order[f]]);  // untimed: the packs are new
   std::vector<std::vector<double>> rounds(finalists);
   for (int r = 0; r < repetitions; ++r) {
@@ -152,6 +178,7 @@ std::vector<Measurement> tune(const GemmShape& shape, const TuneOptions& options
   for (size_t i = finalists; i < order.size(); ++i) {
     out.push_back({measured[order[i]].config, measured[order[i]].screened_ms, false});
   }
+  if (options.stats) *options.stats = stats;
   return out;
 }
 

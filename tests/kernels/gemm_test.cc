@@ -8,6 +8,7 @@
 #include <array>
 #include <cmath>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -255,6 +256,36 @@ TEST(Tune, AShortBudgetStillMeasuresTheDefaultAndPicksAFinalist) {
   ASSERT_EQ(measured.size(), 1u);
   EXPECT_TRUE(measured[0].finalist);
   EXPECT_EQ(measured[0].config.to_string(), default_config().to_string());
+}
+
+TEST(Tune, ThePackingsHeldAtOnceStayWithinTheScratchBound) {
+  // A classifier-sized weight: each packing ~2 MiB. Unbounded, the finalists' packings (one per
+  // panel width) are alive together; bounded to 3 MiB, one at a time, the others packed again.
+  const GemmShape shape{1, 512, 1000, true, Activation::kNone, true};
+  std::set<int> widths;
+  for (const GemmConfig& c : candidate_configs(shape)) widths.insert(c.kernel.nr);
+  if (widths.size() < 2) GTEST_SKIP() << "one panel width on this CPU: nothing to bound";
+  const size_t one = size_t{512} * 1000 * sizeof(float);  // the smallest packing
+  TuneOptions options;
+  options.repetitions = 2;
+  options.budget_ms = 1e9;
+  TuneStats unbounded, bounded;
+  options.pack_scratch_bytes = size_t{1} << 40;
+  options.stats = &unbounded;
+  const std::vector<Measurement> free_run = tune(shape, options);
+  options.pack_scratch_bytes = size_t{3} << 20;
+  options.stats = &bounded;
+  const std::vector<Measurement> measured = tune(shape, options);
+  EXPECT_GT(unbounded.peak_pack_bytes, size_t{3} << 20);
+  EXPECT_LE(bounded.peak_pack_bytes, size_t{3} << 20);
+  EXPECT_GE(bounded.peak_pack_bytes, one);
+  EXPECT_GT(bounded.packings, unbounded.packings);
+  ASSERT_EQ(measured.size(), free_run.size());
+  Problem p(shape.m, shape.k, shape.n, 3);
+  const GemmConfig& picked = measured.front().config;
+  std::vector<float> c(p.m * p.n);
+  gemm(p.a_view(), PackedB(p.b_view(), picked.kernel.nr), c.data(), p.n, {p.bias.data()}, picked);
+  expect_close(p, p.a_view(), p.b_view(), c, {p.bias.data()}, picked.to_string());
 }
 
 TEST(Isa, TheBestIsaIsListedFirstAndCanBeCapped) {

@@ -5,6 +5,7 @@
 #ifndef MEMOPLAN_KERNELS_TUNE_H_
 #define MEMOPLAN_KERNELS_TUNE_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -25,10 +26,27 @@ struct Measurement {
   bool finalist = false;  // timed in the interleaved final (else: its screening calls only)
 };
 
+// Scratch a measurement may hold for packed weights at once (tune()'s packings, a product's two
+// candidate packings: tuned/projection.cc): beyond it, candidates are packed and timed one at a
+// time, so that a large weight's measurement does not set plan()'s peak.
+inline constexpr size_t kMeasureScratchBytes = size_t{8} << 20;
+
+// What one tune() held for its measurement: the packed B panels alive at once at most.
+struct TuneStats {
+  size_t peak_pack_bytes = 0;
+  int packings = 0;  // B packed this many times (a packing dropped for the bound is made again)
+};
+
 struct TuneOptions {
   int repetitions = 5;     // rounds of the final (the screening times min(2, this) calls each)
   double budget_ms = 400;  // screen new candidates while half of this lasts (the final after)
   ParallelFor parallel;    // the parallelism the op will run with
+  // Packed B panels (b_prepacked) kept at once, one per panel width, at most this many bytes (one
+  // packing always): a packing that would pass it replaces the others, and a candidate whose
+  // packing was dropped packs again before its call (untimed). A weight of 5 MiB (mobilenet_v2's
+  // classifier) held four finalists' packings, 20 MiB, at plan()'s peak.
+  size_t pack_scratch_bytes = kMeasureScratchBytes;
+  TuneStats* stats = nullptr;  // filled where given
 };
 
 // The candidates for this CPU, the default configuration first.
