@@ -98,8 +98,7 @@ std::vector<Measurement> tune(const GemmShape& shape, const TuneOptions& options
   auto pack = [&](int nr) -> const PackedB& {
     auto it = packs.find(nr);
     if (it == packs.end()) {
-      const size_t bytes =
-          static_cast<size_t>((shape.n + nr - 1) / nr * nr * shape.k) * sizeof(float);
+      const size_t bytes = PackedB::bytes_for(shape.k, shape.n, nr);
       while (!packs.empty() && held() + bytes > options.pack_scratch_bytes) {
         packs.erase(std::min_element(packs.begin(), packs.end(), [](const auto& x, const auto& y) {
           return x.second.used < y.second.used;

@@ -122,8 +122,7 @@ Choice measure(const Key& key, const at::Tensor& x2d, const at::Tensor& w, const
   auto on_onednn = [&](const at::Tensor& p) {
     run_onednn(*c.matmul, x2d, p.data_ptr(), bias, out);
   };
-  const int64_t nr = c.config.kernel.nr;
-  const size_t panel_bytes = static_cast<size_t>((n + nr - 1) / nr * nr * k) * sizeof(float);
+  const size_t panel_bytes = kernels::PackedB::bytes_for(k, n, c.config.kernel.nr);
   if (panel_bytes + c.matmul->packed_weights_bytes() <= kernels::kMeasureScratchBytes) {
     const kernels::PackedB p = panels();
     const at::Tensor q = packed();

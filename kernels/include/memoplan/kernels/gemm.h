@@ -50,7 +50,11 @@ class PackedB {
   const float* panel(int64_t index) const { return data_.get() + index * k_ * nr_; }
   int64_t panels() const { return (n_ + nr_ - 1) / nr_; }
   bool empty() const { return !data_; }
-  size_t bytes() const { return static_cast<size_t>(panels() * k_ * nr_) * sizeof(float); }
+  size_t bytes() const { return bytes_for(k_, n_, nr_); }
+  // What a packing of a K x N matrix in panels of width nr holds (the last panel padded).
+  static size_t bytes_for(int64_t k, int64_t n, int nr) {
+    return static_cast<size_t>((n + nr - 1) / nr * nr * k) * sizeof(float);
+  }
 
  private:
   struct Free {
