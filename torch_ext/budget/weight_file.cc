@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "memoplan/process_status.h"
+#include "weight_cache.h"
 
 namespace memoplan::torch_ext::budget {
 namespace {
@@ -149,6 +150,37 @@ bool writable_dir(const std::string& where) {
   return ::access(where.c_str(), W_OK | X_OK) == 0;
 }
 
+// Writes the storages at their places into `path` (`size` bytes): beside it first, then renamed,
+// so a reader never sees half a file. False (errno kept) when it could not be written.
+bool write_file(const std::vector<std::vector<c10::StorageImpl*>>& groups,
+                const std::vector<std::vector<uint64_t>>& places, uint64_t size,
+                const std::string& path) {
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  bool ok = false;
+  {
+    FileWriter out(tmp);
+    if (!out.opened()) return false;
+    ok = true;
+    uint64_t written = 0;
+    for (size_t g = 0; g < groups.size() && ok; ++g) {
+      for (size_t i = 0; i < groups[g].size() && ok; ++i) {
+        ok = out.append(nullptr, places[g][i] - written);
+        const uint64_t n = groups[g][i]->nbytes();
+        ok = ok && out.append(static_cast<const char*>(groups[g][i]->data()), n);
+        written = places[g][i] + n;
+      }
+    }
+    ok = ok && out.append(nullptr, size - written) && out.finish();
+  }
+  ok = ok && ::rename(tmp.c_str(), path.c_str()) == 0;
+  if (!ok) {
+    const int saved = errno;
+    ::unlink(tmp.c_str());
+    errno = saved;
+  }
+  return ok;
+}
+
 }  // namespace
 
 std::string weights_dir(const std::string& dir) {
@@ -205,34 +237,28 @@ std::shared_ptr<WeightFile> WeightFile::map(
   std::snprintf(name, sizeof name, "/%016llx.weights", static_cast<unsigned long long>(hash.h));
   file->path_ = dir + name;
 
-  struct stat st {};
-  if (::stat(file->path_.c_str(), &st) != 0 || static_cast<uint64_t>(st.st_size) != at) {
-    // Written beside, then renamed: a reader never sees half a file.
-    ::mkdir(dir.c_str(), 0755);
-    const std::string tmp = file->path_ + ".tmp." + std::to_string(::getpid());
-    bool ok = false;
-    {
-      FileWriter out(tmp);
-      if (!out.opened()) throw system_error("cannot write the weight file", tmp);
-      ok = true;
-      uint64_t written = 0;
-      for (size_t g = 0; g < groups.size() && ok; ++g) {
-        for (size_t i = 0; i < groups[g].size() && ok; ++i) {
-          ok = out.append(nullptr, places[g][i] - written);
-          const uint64_t n = groups[g][i]->nbytes();
-          ok = ok && out.append(static_cast<const char*>(groups[g][i]->data()), n);
-          written = places[g][i] + n;
+  // Written unless there, then opened; written again if another process's trim removed it in
+  // between. A full disk is cleared of the other weight files once and the write tried again.
+  for (int attempt = 0;; ++attempt) {
+    struct stat st {};
+    if (::stat(file->path_.c_str(), &st) == 0 && static_cast<uint64_t>(st.st_size) == at) {
+      mark_used(file->path_);
+    } else {
+      ::mkdir(dir.c_str(), 0755);
+      if (!write_file(groups, places, at, file->path_)) {
+        if (errno != ENOSPC || trim_weights_dir(dir, file->path_, 1) == 0 ||
+            !write_file(groups, places, at, file->path_)) {
+          throw system_error("cannot write the weight file", file->path_);
         }
       }
-      ok = ok && out.append(nullptr, at - written) && out.finish();
+      trim_weights_dir(dir, file->path_, weights_cache_bound_bytes());
     }
-    if (!ok || ::rename(tmp.c_str(), file->path_.c_str()) != 0) {
-      ::unlink(tmp.c_str());
-      throw system_error("cannot write the weight file", file->path_);
+    file->fd_ = ::open(file->path_.c_str(), O_RDONLY | O_CLOEXEC);
+    if (file->fd_ >= 0) break;
+    if (errno != ENOENT || attempt > 0) {
+      throw system_error("cannot open the weight file", file->path_);
     }
   }
-  file->fd_ = ::open(file->path_.c_str(), O_RDONLY | O_CLOEXEC);
-  if (file->fd_ < 0) throw system_error("cannot open the weight file", file->path_);
   // Verified before any storage moves: a file of the same name and size but other bytes (a hash
   // collision, a file changed behind our back) leaves the module as it was. Read in chunks into a
   // buffer, not through the mapping: no page of it is mapped beside the heap copy (BERT's 94 MiB

@@ -20,8 +20,9 @@ namespace memoplan::torch_ext::budget {
 class WeightFile {
  public:
   // groups[g]: the storages of group g; the first is at the group's start (a sliced linear's
-  // weight). Writes `dir`/<hash>.weights unless it exists, maps it and points every storage at
-  // its bytes there (the storages' own memory is freed). Throws std::runtime_error (naming the
+  // weight). Writes `dir`/<hash>.weights unless it exists (then trims `dir` to its bound,
+  // weight_cache.h), maps it and points every storage at its bytes there (the storages' own
+  // memory is freed). Throws std::runtime_error (naming the
   // file) when the directory cannot be written or the file cannot be mapped.
   static std::shared_ptr<WeightFile> map(const std::vector<std::vector<c10::StorageImpl*>>& groups,
                                          const std::string& dir);
