@@ -246,8 +246,12 @@ std::shared_ptr<WeightFile> WeightFile::map(
     } else {
       ::mkdir(dir.c_str(), 0755);
       if (!write_file(groups, places, at, file->path_)) {
-        if (errno != ENOSPC || trim_weights_dir(dir, file->path_, 1) == 0 ||
-            !write_file(groups, places, at, file->path_)) {
+        int error = errno;
+        if (error == ENOSPC && trim_weights_dir(dir, file->path_, 1) > 0) {
+          error = write_file(groups, places, at, file->path_) ? 0 : errno;
+        }
+        if (error != 0) {
+          errno = error;  // the write's, not the trim's
           throw system_error("cannot write the weight file", file->path_);
         }
       }
