@@ -4,8 +4,11 @@
 #include <signal.h>
 #include <sys/stat.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <vector>
@@ -16,23 +19,29 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr uint64_t kDefaultBound = uint64_t{8} << 30;
+constexpr char kSuffix[] = ".weights";
+constexpr char kPartial[] = ".tmp.";
+constexpr size_t kHexDigits = 16;
+constexpr size_t kNameSize = kHexDigits + sizeof kSuffix - 1;
 
-// "<16 hex>.weights": a name weight_file.cc gives; nothing else in the directory is ours.
-bool weight_file_name(const std::string& name) {
-  static const std::string suffix = ".weights";
-  if (name.size() != 16 + suffix.size() || name.compare(16, suffix.size(), suffix) != 0) {
+// A name weight_file_name gives; nothing else in the directory is ours.
+bool is_weight_file_name(const std::string& name) {
+  if (name.size() != kNameSize || name.compare(kHexDigits, std::string::npos, kSuffix) != 0) {
     return false;
   }
-  return std::all_of(name.begin(), name.begin() + 16, [](char c) {
+  return std::all_of(name.begin(), name.begin() + kHexDigits, [](char c) {
     return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
   });
 }
 
-// "<weight file name>.tmp.<pid>" of a process that no longer exists: a writer killed mid-file.
+// A partial_file_path of a process that no longer exists: a writer killed mid-file.
 bool orphaned_partial_file(const std::string& name) {
-  const size_t at = name.find(".weights.tmp.");
-  if (at != 16 || !weight_file_name(name.substr(0, at + 8))) return false;
-  const std::string pid_text = name.substr(at + 13);
+  if (name.size() <= kNameSize + sizeof kPartial - 1 ||
+      !is_weight_file_name(name.substr(0, kNameSize)) ||
+      name.compare(kNameSize, sizeof kPartial - 1, kPartial) != 0) {
+    return false;
+  }
+  const std::string pid_text = name.substr(kNameSize + sizeof kPartial - 1);
   if (pid_text.empty() || pid_text.find_first_not_of("0123456789") != std::string::npos) {
     return false;
   }
@@ -41,6 +50,16 @@ bool orphaned_partial_file(const std::string& name) {
 }
 
 }  // namespace
+
+std::string weight_file_name(uint64_t hash) {
+  char name[kNameSize + 1];
+  std::snprintf(name, sizeof name, "%016llx%s", static_cast<unsigned long long>(hash), kSuffix);
+  return name;
+}
+
+std::string partial_file_path(const std::string& path) {
+  return path + kPartial + std::to_string(::getpid());
+}
 
 uint64_t weights_cache_bound_bytes() {
   const char* env = std::getenv("MEMOPLAN_WEIGHTS_CACHE_MIB");
@@ -74,7 +93,7 @@ uint64_t trim_weights_dir(const std::string& dir, const std::string& keep, uint6
       if (fs::remove(it->path(), entry_ec)) removed += bytes;
       continue;
     }
-    if (!weight_file_name(name)) continue;
+    if (!is_weight_file_name(name)) continue;
     held += bytes;
     if (it->path().lexically_normal() == kept) continue;
     const fs::file_time_type used = it->last_write_time(entry_ec);
@@ -92,6 +111,10 @@ uint64_t trim_weights_dir(const std::string& dir, const std::string& keep, uint6
     }
   }
   return removed;
+}
+
+uint64_t trim_all_but(const std::string& dir, const std::string& keep) {
+  return trim_weights_dir(dir, keep, 1);  // `keep` is counted, so no other file fits in 1 byte
 }
 
 }  // namespace memoplan::torch_ext::budget

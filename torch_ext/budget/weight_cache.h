@@ -12,6 +12,12 @@
 
 namespace memoplan::torch_ext::budget {
 
+// The names of the directory's files, made here and nowhere else (trim_weights_dir parses them):
+// "<16 hex digits of the weights' hash>.weights" ...
+std::string weight_file_name(uint64_t hash);
+// ... and, while a writer fills it before renaming it to `path`, "<path>.tmp.<the writer's pid>".
+std::string partial_file_path(const std::string& path);
+
 // The bound: $MEMOPLAN_WEIGHTS_CACHE_MIB MiB (0: none), else 8 GiB.
 uint64_t weights_cache_bound_bytes();
 
@@ -23,5 +29,8 @@ void mark_used(const std::string& path);
 // than `keep` until those left hold at most `bound` bytes (`keep` counted; `bound` 0: none).
 // Returns the bytes removed. Other files in `dir` are never touched.
 uint64_t trim_weights_dir(const std::string& dir, const std::string& keep, uint64_t bound);
+
+// trim_weights_dir that leaves only `keep` (a full disk): every other weight file goes.
+uint64_t trim_all_but(const std::string& dir, const std::string& keep);
 
 }  // namespace memoplan::torch_ext::budget

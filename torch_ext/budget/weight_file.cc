@@ -155,7 +155,7 @@ bool writable_dir(const std::string& where) {
 bool write_file(const std::vector<std::vector<c10::StorageImpl*>>& groups,
                 const std::vector<std::vector<uint64_t>>& places, uint64_t size,
                 const std::string& path) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  const std::string tmp = partial_file_path(path);
   bool ok = false;
   {
     FileWriter out(tmp);
@@ -233,9 +233,7 @@ std::shared_ptr<WeightFile> WeightFile::map(
     at += file->bytes_.back();
   }
   file->size_ = at;
-  char name[40];
-  std::snprintf(name, sizeof name, "/%016llx.weights", static_cast<unsigned long long>(hash.h));
-  file->path_ = dir + name;
+  file->path_ = dir + "/" + weight_file_name(hash.h);
 
   // Written unless there, then opened; written again if another process's trim removed it in
   // between. A full disk is cleared of the other weight files once and the write tried again.
@@ -247,7 +245,7 @@ std::shared_ptr<WeightFile> WeightFile::map(
       ::mkdir(dir.c_str(), 0755);
       if (!write_file(groups, places, at, file->path_)) {
         int error = errno;
-        if (error == ENOSPC && trim_weights_dir(dir, file->path_, 1) > 0) {
+        if (error == ENOSPC && trim_all_but(dir, file->path_) > 0) {
           error = write_file(groups, places, at, file->path_) ? 0 : errno;
         }
         if (error != 0) {

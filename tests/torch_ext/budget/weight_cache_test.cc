@@ -89,10 +89,11 @@ TEST(WeightCache, TheBoundIsTheEnvironmentsInMiBElseEightGiB) {
 TEST(WeightCache, TrimRemovesTheLeastRecentlyUsedWeightFilesBeyondTheBoundAndNothingElse) {
   const fs::path dir = fresh_dir("memoplan-weight-cache-trim");
   constexpr size_t kMiB = 1 << 20;
-  const fs::path oldest = dir / "00000000000000a1.weights";
-  const fs::path older = dir / "00000000000000a2.weights";
-  const fs::path kept = dir / "00000000000000a3.weights";  // the one just written: the oldest too
-  const fs::path used = dir / "00000000000000a4.weights";
+  EXPECT_EQ(weight_file_name(0xa1), "00000000000000a1.weights");
+  const fs::path oldest = dir / weight_file_name(0xa1);
+  const fs::path older = dir / weight_file_name(0xa2);
+  const fs::path kept = dir / weight_file_name(0xa3);  // the one just written: the oldest too
+  const fs::path used = dir / weight_file_name(0xa4);
   write_bytes(oldest, kMiB, 400);
   write_bytes(older, kMiB, 300);
   write_bytes(kept, kMiB, 500);
@@ -100,8 +101,9 @@ TEST(WeightCache, TrimRemovesTheLeastRecentlyUsedWeightFilesBeyondTheBoundAndNot
   mark_used(used.string());  // now the most recent
   const fs::path other = dir / "notes.weights";  // not a name memoplan gives
   write_bytes(other, 4 * kMiB, 900);
-  const fs::path dead = dir / ("00000000000000b1.weights.tmp." + std::to_string(gone_pid()));
-  const fs::path live = dir / ("00000000000000b2.weights.tmp." + std::to_string(::getpid()));
+  const fs::path dead = dir / (weight_file_name(0xb1) + ".tmp." + std::to_string(gone_pid()));
+  const fs::path live = partial_file_path((dir / weight_file_name(0xb2)).string());
+  EXPECT_EQ(live.filename().string(), "00000000000000b2.weights.tmp." + std::to_string(::getpid()));
   write_bytes(dead, kMiB, 0);
   write_bytes(live, kMiB, 0);
 
@@ -115,6 +117,10 @@ TEST(WeightCache, TrimRemovesTheLeastRecentlyUsedWeightFilesBeyondTheBoundAndNot
   EXPECT_TRUE(fs::exists(live)) << "a writer at work keeps its file";
   EXPECT_EQ(trim_weights_dir(dir.string(), kept.string(), 0), 0u) << "0: no bound";
   EXPECT_EQ(trim_weights_dir(dir.string(), kept.string(), 2 * kMiB), 0u) << "within the bound";
+  EXPECT_EQ(trim_all_but(dir.string(), kept.string()), kMiB) << "a full disk: all other files go";
+  EXPECT_TRUE(fs::exists(kept));
+  EXPECT_FALSE(fs::exists(used));
+  EXPECT_TRUE(fs::exists(other));
   fs::remove_all(dir);
 }
 
