@@ -3,10 +3,13 @@
 // strided and transposed operands, packed and on-the-fly B, bias and activations, serial and
 // parallel.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdlib>
+#include <fstream>
 #include <random>
 #include <set>
 #include <string>
@@ -293,6 +296,34 @@ TEST(Isa, TheBestIsaIsListedFirstAndCanBeCapped) {
   ASSERT_FALSE(kernels.empty());
   EXPECT_EQ(kernels.front().isa, best_isa());
   EXPECT_EQ(kernels.back().isa, Isa::kGeneric);
+}
+
+// The process's resident bytes (/proc/self/statm).
+int64_t resident_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  int64_t pages = 0, resident = 0;
+  statm >> pages >> resident;
+  return resident * ::sysconf(_SC_PAGESIZE);
+}
+
+TEST(PackedB, ALargePackingGoesBackToTheSystemWhenDropped) {
+  // glibc raises its mmap threshold to the largest mmapped block freed (a released weight, an
+  // activation); blocks below it then come from its heap, which keeps them resident once freed.
+  void* large = std::malloc(24 << 20);
+  static_cast<volatile char*>(large)[0] = 1;
+  std::free(large);
+  constexpr int64_t k = 1024, n = 2048;  // 8 MiB
+  std::vector<float> b(k * n, 1.0f);
+  const int64_t before = resident_bytes();
+  {
+    PackedB packed(MatrixView{b.data(), k, n, n, 1}, 16);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(packed.panel(0)) % 64, 0u);
+    EXPECT_EQ(packed.panel(1)[0], 1.0f);
+    EXPECT_GE(resident_bytes() - before, 7 << 20);
+  }
+  EXPECT_LT(resident_bytes() - before, 1 << 20) << "the packing's pages were kept";
+  PackedB small(MatrixView{b.data(), 8, 8, n, 1}, 16);  // from malloc: still aligned
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(small.panel(0)) % 64, 0u);
 }
 
 }  // namespace
