@@ -59,9 +59,9 @@ namespace {
 // candidates are megabytes; served from malloc, whose heap keeps what it is given back once its
 // mmap threshold has risen (glibc raises it to the largest mmapped block freed: a released
 // weight, an activation), the candidates a measurement drops stayed resident and set plan()'s
-// peak (traced mobilenet_v2: its classifier's candidates, 5 MB each, grew it 275 -> 331 MB; plan()
-// with release_weights peaked at 318-324 MB, now 308, resnet50 428-444 -> 417). From kMapBytes on
-// a block is a mapping of its own, given back when freed.
+// peak (traced mobilenet_v2: its classifier's candidates, 5 MB each, grew it 275 -> 331 MB;
+// bench/tuned_rss.py --release-weights: 325-335 -> 300 MiB). From kMapBytes on a block is a
+// mapping of its own, given back when freed.
 constexpr size_t kHeader = 64;
 constexpr size_t kMapBytes = size_t{1} << 20;
 constexpr size_t kPage = 4096;

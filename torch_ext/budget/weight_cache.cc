@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
-
 #include <unistd.h>
 
 #include <algorithm>
