@@ -4,10 +4,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <memory>
 
 #include "budget/released_weights.h"
-#include "cold_caches.h"
 #include "tuned_support.h"
 
 namespace memoplan::torch_ext::tuned {
@@ -40,12 +38,10 @@ std::vector<double> fastest_each(const std::vector<std::function<void()>>& calls
 }
 
 Timing time_both(const std::function<void()>& memoplan, const std::function<void()>& aten,
-                 int rounds, Caches caches) {
+                 int rounds, const std::function<void()>& cold) {
   at::RecordFunctionGuard no_callbacks(false);
-  std::unique_ptr<CacheEvictor> evictor;
-  if (caches == Caches::kCold) evictor = std::make_unique<CacheEvictor>();
   auto settle = [&] {
-    if (evictor) evictor->evict();
+    if (cold) cold();
   };
   Timing t{1e300, 1e300};
   for (int r = 0; r < rounds; ++r) {
@@ -60,8 +56,8 @@ Timing time_both(const std::function<void()>& memoplan, const std::function<void
 }
 
 Measured measure_both(const std::function<void()>& memoplan, const std::function<void()>& aten,
-                      int rounds, Caches caches) {
-  const Timing t = time_both(memoplan, aten, rounds, caches);
+                      int rounds, const std::function<void()>& cold) {
+  const Timing t = time_both(memoplan, aten, rounds, cold);
   // aten's side read its weights in plain form: released pages go back now, not at the next
   // packing (vgg16: its 392 MiB classifier's plain pages stayed through the next layer's
   // measurement and set plan()'s peak).

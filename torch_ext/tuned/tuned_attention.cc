@@ -110,11 +110,17 @@ bool use_memoplan(const AttentionArgs& a) {
   const AttentionKey key{a.query.size(0), a.query.size(1), a.embed_dim, a.num_heads,
                          at::get_num_threads()};
   // Cold caches, as the layers of a pass see their weights.
+  const auto cold = [&] {
+    tuned::flush_weight(a.handle, a.qkv_weight);
+    tuned::flush_weight(a.handle + 1, a.proj_weight);
+    tuned::flush_tensor(a.qkv_bias);
+    tuned::flush_tensor(a.proj_bias);
+  };
   return attention_choices()
       .decide(key,
               [&] {
                 return tuned::measure_both([&] { memoplan_attention(a); },
-                                           [&] { aten_attention(a); }, 3, tuned::Caches::kCold);
+                                           [&] { aten_attention(a); }, 3, cold);
               })
       .use_memoplan;
 }

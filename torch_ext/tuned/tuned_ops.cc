@@ -164,6 +164,23 @@ void forget_packings(int64_t handle) {
   onednn_packings().forget(handle);
 }
 
+void flush_tensor(const at::Tensor& t) {
+  if (!t.defined() || t.numel() == 0) return;
+  int64_t extent = 1;  // elements from the first to the last one the tensor reads
+  for (int64_t d = 0; d < t.dim(); ++d) extent += (t.size(d) - 1) * t.stride(d);
+  flush_from_caches(t.data_ptr(), static_cast<size_t>(extent) * t.element_size());
+}
+
+void flush_weight(int64_t site, const at::Tensor& plain) {
+  flush_tensor(plain);
+  panel_packings().for_each(site, [](const PackedWeight& w) {
+    if (!w.panels.empty()) flush_from_caches(w.panels.panel(0), w.panels.bytes());
+  });
+  onednn_packings().for_each(site, [](const OneDnnWeight& w) {
+    flush_from_caches(w.bytes.data_ptr(), w.bytes.nbytes());
+  });
+}
+
 bool packable(const at::Tensor& w) {
   return w.scalar_type() == at::kFloat && w.device().is_cpu() && w.dim() == 2 &&
          !w.is_inference() && !(at::GradMode::is_enabled() && w.requires_grad());

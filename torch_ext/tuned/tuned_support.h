@@ -74,16 +74,16 @@ kernels::ParallelFor intra_op_parallel();
 // first so that neither is timed while the other's threads still spin: aten's OpenBLAS workers
 // against the OpenMP ones of memoplan's splits made aten's encoder layer measure 2x its cost at
 // two threads); the fastest of each in milliseconds (other processes only ever add time, so the
-// minimum is the op's own cost). kCold flushes the caches (cold_caches.h) between each untimed
-// call and the timed one: what a pass of a model whose weights exceed the last-level cache shows
-// each layer (measured warm, aten's BERT-base encoder layer tied memoplan's at one thread while in
-// the pass it took 8-10% longer; it reads its transposed weights as they stream in).
+// minimum is the op's own cost). `cold`, where given, runs between each untimed call and the
+// timed one and takes what the op reads from memory in a pass out of the caches (its weights:
+// flush_weight): what a pass of a model whose weights exceed the last-level cache shows each layer
+// (measured warm, aten's BERT-base encoder layer tied memoplan's at one thread while in the pass it
+// took 8-10% longer; it reads its transposed weights as they stream in).
 struct Timing {
   double memoplan_ms, aten_ms;
 };
-enum class Caches { kWarm, kCold };
 Timing time_both(const std::function<void()>& memoplan, const std::function<void()>& aten,
-                 int rounds, Caches caches = Caches::kWarm);
+                 int rounds, const std::function<void()>& cold = {});
 
 // memoplan's way of an op against aten's, as time_both measured them: the faster serves the key
 // from then on (a ChoiceCache's choice).
@@ -92,7 +92,12 @@ struct Measured {
   double memoplan_ms = 0, aten_ms = 0;
 };
 Measured measure_both(const std::function<void()>& memoplan, const std::function<void()>& aten,
-                      int rounds, Caches caches = Caches::kWarm);
+                      int rounds, const std::function<void()>& cold = {});
+// Takes the bytes `t` reads out of the CPU caches (cold_caches.h).
+void flush_tensor(const at::Tensor& t);
+// Takes the weight of `site` out of the CPU caches: `plain` (aten's side reads it) and every form
+// kept at the site (memoplan's side reads those).
+void flush_weight(int64_t site, const at::Tensor& plain);
 
 // Several candidates for one op, interleaved: each called once untimed, then `rounds` rounds of one
 // timed call of each; the fastest of each in milliseconds, in the order given.

@@ -144,6 +144,15 @@ class WeightCache final : public WeightCacheBase {
     return made;
   }
 
+  // Calls f(form) for each form kept for `site` (under the lock: f must not use this cache).
+  template <typename F>
+  void for_each(int64_t site, const F& f) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const auto it = sites_.find(site);
+    if (it == sites_.end()) return;
+    for (const Kept& k : it->second.forms) f(*k.form);
+  }
+
   // Drops every form kept for `site` (an op that measured aten's faster keeps none).
   void forget(int64_t site) {
     std::lock_guard<std::mutex> lock(mutex_);
