@@ -502,8 +502,10 @@ def main():
     if args.report_only:
         print(report(args.report_only), end="")
         return
-    out = args.out or os.path.join(ROOT, "bench", "results",
-                                   time.strftime("ort_%Y%m%dT%H%M%SZ", time.gmtime()))
+    # Absolute: the sweep's model paths are made from it and read from other directories.
+    out = os.path.abspath(args.out or os.path.join(ROOT, "bench", "results",
+                                                   time.strftime("ort_%Y%m%dT%H%M%SZ",
+                                                                 time.gmtime())))
     measure(args, out)
     print(report(out), end="")
     print(f"run_ort_compare: {os.path.join(out, 'report.md')}")
