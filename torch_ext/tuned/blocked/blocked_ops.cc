@@ -16,9 +16,9 @@
 
 #include "blocked.h"
 #include "blocked_tensor.h"
+#include "budget/released_weights.h"
 #include "memoplan/onednn/onednn.h"
 #include "planning/planning.h"
-#include "budget/released_weights.h"
 #include "tuned/conv_weights.h"
 #include "tuned/layout_plan.h"
 #include "tuned/tuned_support.h"
@@ -299,7 +299,8 @@ layouts::ConvCosts measure(const at::Tensor& x_in, const ConvArgs& a) {
       }
     }
     const std::shared_ptr<const onednn::Conv>& packer = candidates[first].primitive;
-    at::Tensor packed = at::empty({static_cast<int64_t>(packer->packed_weights_bytes())}, at::kByte);
+    at::Tensor packed =
+        at::empty({static_cast<int64_t>(packer->packed_weights_bytes())}, at::kByte);
     packer->pack_weights(folded.data_ptr<float>(), packed.data_ptr());
     std::vector<std::function<void()>> calls;
     for (size_t i : group) {

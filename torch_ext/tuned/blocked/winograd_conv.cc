@@ -192,9 +192,8 @@ Choice choose(const onednn::ConvSpec& s, WinogradChoice setting,
           ? memoplan_winograd(s)
           : nullptr;
   std::shared_ptr<const onednn::Conv> theirs =
-      setting == WinogradChoice::kMeasure || setting == WinogradChoice::kOneDnn
-          ? onednn_winograd(s)
-          : nullptr;
+      setting == WinogradChoice::kMeasure || setting == WinogradChoice::kOneDnn ? onednn_winograd(s)
+                                                                                : nullptr;
   Choice choice{direct};
   if (setting == WinogradChoice::kAlways) {
     if (ours) choice.conv = ours;
@@ -208,10 +207,12 @@ Choice choose(const onednn::ConvSpec& s, WinogradChoice setting,
   const onednn::ConvSpec m = measured_spec(s);
   const bool sliced = m.out_channels != s.out_channels;
   const std::shared_ptr<const onednn::Conv> direct_m = sliced ? onednn::conv(m) : direct;
-  const std::shared_ptr<const onednn::Conv> theirs_m =
-      !theirs ? nullptr : sliced ? onednn_winograd(m) : theirs;
-  const std::shared_ptr<const onednn::Conv> ours_m =
-      !ours ? nullptr : sliced ? memoplan_winograd(m) : ours;
+  const std::shared_ptr<const onednn::Conv> theirs_m = !theirs  ? nullptr
+                                                       : sliced ? onednn_winograd(m)
+                                                                : theirs;
+  const std::shared_ptr<const onednn::Conv> ours_m = !ours    ? nullptr
+                                                     : sliced ? memoplan_winograd(m)
+                                                              : ours;
   // oneDNN's direct kernels against its Winograd, then the faster against memoplan's.
   std::shared_ptr<const onednn::Conv> best = direct, best_m = direct_m;
   if (theirs && theirs_m) {
@@ -226,11 +227,10 @@ Choice choose(const onednn::ConvSpec& s, WinogradChoice setting,
     std::tie(choice.winograd_ms, best_ms) = measure(*ours_m, *best_m, m);
     if (best == direct) choice.direct_ms = best_ms;
     // Against oneDNN's Winograd: faster and no larger.
-    const bool better =
-        best == direct
-            ? worth_its_bytes(choice.winograd_ms, best_ms, *ours, *direct, price)
-            : choice.winograd_ms < best_ms &&
-                  ours->packed_weights_bytes() <= best->packed_weights_bytes();
+    const bool better = best == direct
+                            ? worth_its_bytes(choice.winograd_ms, best_ms, *ours, *direct, price)
+                            : choice.winograd_ms < best_ms &&
+                                  ours->packed_weights_bytes() <= best->packed_weights_bytes();
     if (better) best = ours;
   }
   choice.conv = best;
@@ -264,16 +264,15 @@ std::shared_ptr<const onednn::Conv> best_conv(const onednn::ConvSpec& s,
   std::shared_ptr<const onednn::Conv> direct = onednn::conv(s);
   const WinogradChoice setting = kernel_options().winograd;
   if (setting == WinogradChoice::kNever || !winograd_shape(s)) return direct;
-  std::vector<int64_t> key = {
-      s.n,
-      s.c,
-      s.h,
-      s.w,
-      s.out_channels,
-      at::get_num_threads(),
-      static_cast<int64_t>(setting),
-      static_cast<int64_t>(price.model_weight_bytes),
-      static_cast<int64_t>(price.gain_per_share * 1e6)};
+  std::vector<int64_t> key = {s.n,
+                              s.c,
+                              s.h,
+                              s.w,
+                              s.out_channels,
+                              at::get_num_threads(),
+                              static_cast<int64_t>(setting),
+                              static_cast<int64_t>(price.model_weight_bytes),
+                              static_cast<int64_t>(price.gain_per_share * 1e6)};
   for (const onednn::PostOp& op : s.post) {
     key.push_back(op.kind);
     key.push_back(static_cast<int64_t>(op.alpha * 1e6f));
