@@ -33,7 +33,8 @@ void flush_from_caches(const void* data, size_t bytes) {
       asm volatile("clflushopt (%0)" : : "r"(p) : "memory");
     }
   } else {
-    for (uintptr_t p = begin; p < end; p += kLine) asm volatile("clflush (%0)" : : "r"(p) : "memory");
+    for (uintptr_t p = begin; p < end; p += kLine)
+      asm volatile("clflush (%0)" : : "r"(p) : "memory");
   }
   asm volatile("mfence" : : : "memory");
 #elif defined(__aarch64__)

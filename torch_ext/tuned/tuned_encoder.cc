@@ -137,12 +137,11 @@ bool use_memoplan(const LayerArgs& a) {
   // caches: a layer's weights (28 MiB in BERT-base) come from memory in a pass of several layers;
   // its activations come warm from the layer before.
   const auto cold = [&] {
-    const at::Tensor* weights[] = {&a.qkv_weight, &a.proj_weight, &a.ffn_weight_1,
-                                   &a.ffn_weight_2};
+    const at::Tensor* weights[] = {&a.qkv_weight, &a.proj_weight, &a.ffn_weight_1, &a.ffn_weight_2};
     for (int i = 0; i < 4; ++i) tuned::flush_weight(a.handle + i, *weights[i]);
-    for (const at::Tensor* t : {&a.qkv_bias, &a.proj_bias, &a.ffn_bias_1, &a.ffn_bias_2,
-                                &a.norm_weight_1, &a.norm_bias_1, &a.norm_weight_2,
-                                &a.norm_bias_2}) {
+    for (const at::Tensor* t :
+         {&a.qkv_bias, &a.proj_bias, &a.ffn_bias_1, &a.ffn_bias_2, &a.norm_weight_1, &a.norm_bias_1,
+          &a.norm_weight_2, &a.norm_bias_2}) {
       tuned::flush_tensor(*t);
     }
   };

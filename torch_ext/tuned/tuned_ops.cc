@@ -176,9 +176,8 @@ void flush_weight(int64_t site, const at::Tensor& plain) {
   panel_packings().for_each(site, [](const PackedWeight& w) {
     if (!w.panels.empty()) flush_from_caches(w.panels.panel(0), w.panels.bytes());
   });
-  onednn_packings().for_each(site, [](const OneDnnWeight& w) {
-    flush_from_caches(w.bytes.data_ptr(), w.bytes.nbytes());
-  });
+  onednn_packings().for_each(
+      site, [](const OneDnnWeight& w) { flush_from_caches(w.bytes.data_ptr(), w.bytes.nbytes()); });
 }
 
 bool packable(const at::Tensor& w) {
@@ -373,8 +372,8 @@ void forget_module(int64_t module) {
   blocked::forget_reports(module);
 }
 
-constexpr KernelSet kTunedSet{&replace_hot_ops,    &tuned_report,        &tuned::begin_census,
-                              &tuned::end_census,  &tuned::packed_bytes, &forget_module};
+constexpr KernelSet kTunedSet{&replace_hot_ops,   &tuned_report,        &tuned::begin_census,
+                              &tuned::end_census, &tuned::packed_bytes, &forget_module};
 const bool registered = (register_kernels(Kernels::kTuned, &kTunedSet), true);
 
 }  // namespace

@@ -137,9 +137,9 @@ class WeightCache final : public WeightCacheBase {
     // Outside its module's census (serving) no form is dropped: another shape's is not stale.
     std::vector<Kept>& forms = sites_[site].forms;
     const uint64_t since = census_start(site_module(site));
-    forms.erase(std::remove_if(forms.begin(), forms.end(),
-                               [&](const Kept& k) { return k.used < since; }),
-                forms.end());
+    forms.erase(
+        std::remove_if(forms.begin(), forms.end(), [&](const Kept& k) { return k.used < since; }),
+        forms.end());
     forms.push_back({made, bytes_of_(*made), census_epoch()});
     return made;
   }
@@ -167,9 +167,9 @@ class WeightCache final : public WeightCacheBase {
         continue;
       }
       auto& forms = it->second.forms;
-      forms.erase(std::remove_if(forms.begin(), forms.end(),
-                                 [&](const Kept& k) { return k.used < epoch; }),
-                  forms.end());
+      forms.erase(
+          std::remove_if(forms.begin(), forms.end(), [&](const Kept& k) { return k.used < epoch; }),
+          forms.end());
       it = forms.empty() ? sites_.erase(it) : std::next(it);
     }
   }
