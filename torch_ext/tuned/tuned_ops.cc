@@ -7,6 +7,7 @@
 // slower than it measured. A weight changed in place (version counter) is repacked; inference
 // tensors (no version counter), other dtypes and autograd use aten's op.
 #include <ATen/ATen.h>
+#include <ATen/EmptyTensor.h>
 #include <ATen/Parallel.h>
 #include <ATen/record_function.h>
 #include <torch/csrc/jit/ir/ir.h>
@@ -165,10 +166,9 @@ void forget_packings(int64_t handle) {
 }
 
 void flush_tensor(const at::Tensor& t) {
-  if (!t.defined() || t.numel() == 0) return;
-  int64_t extent = 1;  // elements from the first to the last one the tensor reads
-  for (int64_t d = 0; d < t.dim(); ++d) extent += (t.size(d) - 1) * t.stride(d);
-  flush_from_caches(t.data_ptr(), static_cast<size_t>(extent) * t.element_size());
+  if (!t.defined()) return;  // from its first element to its last (0 bytes when empty)
+  flush_from_caches(t.data_ptr(),
+                    at::detail::computeStorageNbytes(t.sizes(), t.strides(), t.element_size()));
 }
 
 void flush_weight(int64_t site, const at::Tensor& plain) {
