@@ -176,6 +176,8 @@ std::shared_ptr<ServedModel> ModelRegistry::add(const ModelConfig& config) {
 }
 
 void ModelRegistry::load_all(const std::function<void(const std::string&)>& log) {
+  // On the loader thread, as later loads and unloads: they reuse what these leave free.
+  if (!loader_.on_thread()) return loader_.run([&] { load_all(log); });
   // Every model is listed (loaded, not ready) before the first is planned: all_ready() must not
   // say yes while a model further down the repository has yet to be added.
   std::vector<std::shared_ptr<ServedModel>> added;
@@ -311,14 +313,16 @@ void ModelRegistry::load(const std::string& name) {
   // Loaded and planned beside the old one, which serves until the new one replaces it.
   std::shared_ptr<ServedModel> model;
   std::string error;
-  try {
-    check_file_memory(it->config);
-    model = std::make_shared<ServedModel>(it->config, server_metrics_);
-    prepare(*model);
-  } catch (const std::exception& e) {
-    error = e.what();
-    model.reset();
-  }
+  loader_.run([&] {
+    try {
+      check_file_memory(it->config);
+      model = std::make_shared<ServedModel>(it->config, server_metrics_);
+      prepare(*model);
+    } catch (const std::exception& e) {
+      error = e.what();
+      model.reset();
+    }
+  });
   std::shared_ptr<ServedModel> replaced;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -331,8 +335,9 @@ void ModelRegistry::load(const std::string& name) {
       unavailable_.erase(name);
     }
   }
+  // `replaced` goes once its last request in flight is answered; here, when none is.
+  loader_.run([&] { replaced.reset(); });
   if (!model) throw HttpError(400, "model '" + name + "' failed to load: " + error);
-  // `replaced` goes once its last request in flight is answered.
 }
 
 void ModelRegistry::unload(const std::string& name) {
@@ -345,7 +350,9 @@ void ModelRegistry::unload(const std::string& name) {
     loaded_.erase(it);
     unavailable_[name] = "unloaded";
   }
-  // Its workers stop once the requests holding it are answered (the last reference).
+  // Its workers stop once the requests holding it are answered (the last reference): here, when
+  // none is in flight.
+  loader_.run([&] { model.reset(); });
 }
 
 void ModelRegistry::stop_all() {

@@ -14,6 +14,7 @@
 
 #include "batcher.h"
 #include "infer_handler.h"
+#include "load_thread.h"
 #include "metrics.h"
 #include "model.h"
 #include "model_config.h"
@@ -115,6 +116,8 @@ class ModelRegistry {
   std::map<std::string, std::shared_ptr<ServedModel>> loaded_;
   std::map<std::string, std::string> unavailable_;  // name -> why
   std::map<std::string, int> loading_;              // loads under way, by name
+  // Loads, plans and frees the repository's models, one at a time (load_thread.h says why).
+  LoadThread loader_;
 };
 
 }  // namespace memoplan::serve
