@@ -215,6 +215,30 @@ std::shared_ptr<const Primitive> reorder(Shape s, Format from, Format to) {
   });
 }
 
+namespace {
+std::mutex caches_mutex;
+std::vector<detail::Forget>& caches() {
+  static auto* all = new std::vector<detail::Forget>();
+  return *all;
+}
+}  // namespace
+
+void detail::register_cache(Forget forget) {
+  std::lock_guard<std::mutex> lock(caches_mutex);
+  caches().push_back(forget);
+}
+
+uint64_t next_primitive_epoch() { return detail::primitive_epoch().fetch_add(1) + 1; }
+
+void forget_primitives(uint64_t made_since, uint64_t used_since) {
+  std::vector<detail::Forget> all;
+  {
+    std::lock_guard<std::mutex> lock(caches_mutex);
+    all = caches();
+  }
+  for (detail::Forget forget : all) forget(made_since, used_since);
+}
+
 std::string describe() {
   const dnnl_version_t* v = dnnl_version();
   std::ostringstream out;

@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
@@ -285,24 +286,60 @@ inline int residual_slot(const std::vector<PostOp>& post) {
   return -1;
 }
 
-// The cache: every primitive by the numbers that define it. Made once: a thread that finds the
-// key missing makes it under making(), after looking again (another may have made it meanwhile).
+// The census' epoch (next_primitive_epoch) and every cache's way to drop what it no longer uses
+// (forget_primitives), registered when the cache is made.
+inline std::atomic<uint64_t>& primitive_epoch() {
+  static std::atomic<uint64_t> epoch{1};
+  return epoch;
+}
+using Forget = void (*)(uint64_t made_since, uint64_t used_since);
+void register_cache(Forget forget);
+
+// The cache: every primitive by the numbers that define it, with the epochs it was made and last
+// asked for in. Made once: a thread that finds the key missing makes it under making(), after
+// looking again (another may have made it meanwhile).
 using Key = std::vector<int64_t>;
+template <typename T>
+struct Cache {
+  struct Entry {
+    std::shared_ptr<const T> primitive;  // null where the kind has none for this key
+    uint64_t made = 0, used = 0;
+  };
+  std::mutex mutex;
+  std::map<std::pair<std::string, Key>, Entry> table;
+
+  static Cache& get() {
+    static Cache* cache = [] {
+      auto* c = new Cache();  // never destroyed: primitives may be asked for at exit
+      register_cache([](uint64_t made_since, uint64_t used_since) {
+        Cache& self = get();
+        std::lock_guard<std::mutex> lock(self.mutex);
+        for (auto it = self.table.begin(); it != self.table.end();) {
+          const Entry& e = it->second;
+          it = e.made >= made_since && e.used < used_since ? self.table.erase(it) : std::next(it);
+        }
+      });
+      return c;
+    }();
+    return *cache;
+  }
+};
+
 template <typename T, typename Make>
 std::shared_ptr<const T> cached(const char* kind, Key key, Make make) {
-  static std::mutex mutex;
-  static auto* table = new std::map<std::pair<std::string, Key>, std::shared_ptr<const T>>();
+  Cache<T>& cache = Cache<T>::get();
   auto k = std::make_pair(std::string(kind), std::move(key));
-  // The entry for k, or null; entries are never erased or changed (a null primitive, where the
-  // kind has none for this key, is kept too).
-  auto find = [&]() -> const std::shared_ptr<const T>* {
-    std::lock_guard<std::mutex> lock(mutex);
-    const auto it = table->find(k);
-    return it == table->end() ? nullptr : &it->second;
+  // The entry for k, marked used now; nothing when there is none (a census may drop it after).
+  auto find = [&]() -> std::optional<std::shared_ptr<const T>> {
+    std::lock_guard<std::mutex> lock(cache.mutex);
+    const auto it = cache.table.find(k);
+    if (it == cache.table.end()) return std::nullopt;
+    it->second.used = primitive_epoch().load(std::memory_order_relaxed);
+    return it->second.primitive;
   };
-  if (const auto* found = find()) return *found;
+  if (auto found = find()) return *found;
   std::lock_guard<std::recursive_mutex> one_maker(making());
-  if (const auto* found = find()) return *found;
+  if (auto found = find()) return *found;
   std::shared_ptr<const T> made;
   try {
     made = make();
@@ -310,8 +347,10 @@ std::shared_ptr<const T> cached(const char* kind, Key key, Make make) {
     throw std::runtime_error(std::string("memoplan: oneDNN cannot make this ") + kind + ": " +
                              e.what());
   }
-  std::lock_guard<std::mutex> lock(mutex);
-  return table->emplace(std::move(k), made).first->second;
+  const uint64_t now = primitive_epoch().load(std::memory_order_relaxed);
+  std::lock_guard<std::mutex> lock(cache.mutex);
+  return cache.table.emplace(std::move(k), typename Cache<T>::Entry{made, now, now})
+      .first->second.primitive;
 }
 
 inline void append(Key& key, const std::vector<PostOp>& post) {

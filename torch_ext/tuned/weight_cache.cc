@@ -5,6 +5,8 @@
 #include <atomic>
 #include <limits>
 
+#include "memoplan/onednn/onednn.h"
+
 namespace memoplan::torch_ext::tuned {
 namespace {
 
@@ -23,9 +25,14 @@ std::vector<int64_t>& site_modules() {
   static auto* owners = new std::vector<int64_t>();
   return *owners;
 }
-// By module: the epoch its census began in.
-std::unordered_map<int64_t, uint64_t>& censuses() {
-  static auto* started = new std::unordered_map<int64_t, uint64_t>();
+// By module, its census under way: the epoch it began in (this pass's) and the oneDNN primitives'
+// epochs of its first pass and of this one (onednn.h: what the measurements made and the last
+// pass did not ask for goes at its end).
+struct Census {
+  uint64_t epoch = 0, first_primitives = 0, last_primitives = 0;
+};
+std::unordered_map<int64_t, Census>& censuses() {
+  static auto* started = new std::unordered_map<int64_t, Census>();
   return *started;
 }
 
@@ -60,20 +67,32 @@ uint64_t census_epoch() { return epoch.load(std::memory_order_relaxed); }
 
 void begin_census(int64_t module) {
   const uint64_t now = epoch.fetch_add(1, std::memory_order_relaxed) + 1;
+  const uint64_t primitives = onednn::next_primitive_epoch();
   std::lock_guard<std::mutex> lock(registry_mutex);
-  censuses()[module] = now;
+  Census& census = censuses()[module];
+  census.epoch = now;
+  if (census.first_primitives == 0) census.first_primitives = primitives;
+  census.last_primitives = primitives;
 }
 
 uint64_t census_start(int64_t module) {
   std::lock_guard<std::mutex> lock(registry_mutex);
   const auto it = censuses().find(module);
-  return it == censuses().end() ? 0 : it->second;
+  return it == censuses().end() ? 0 : it->second.epoch;
 }
 
 uint64_t end_census(int64_t module) {
-  const uint64_t since = census_start(module);
-  if (since > 0) {
-    for (WeightCacheBase* cache : all_caches()) cache->drop_unused_since(since, module);
+  Census census;
+  {
+    std::lock_guard<std::mutex> lock(registry_mutex);
+    const auto it = censuses().find(module);
+    if (it != censuses().end()) census = it->second;
+  }
+  if (census.epoch > 0) {
+    for (WeightCacheBase* cache : all_caches()) cache->drop_unused_since(census.epoch, module);
+    // The primitives the module's passes made that its last pass did not ask for: measurement
+    // candidates (another module's made meanwhile may go too: made again on use).
+    onednn::forget_primitives(census.first_primitives, census.last_primitives);
     std::lock_guard<std::mutex> lock(registry_mutex);
     censuses().erase(module);
   }

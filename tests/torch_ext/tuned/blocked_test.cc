@@ -147,6 +147,34 @@ TEST(BlockedLayout, ConcurrentThreadsShareThePrimitives) {
 // epilogue) on memoplan's Winograd F(2x2, 3x3), then on oneDNN's Winograd, instead of oneDNN's
 // direct kernels: the same results at odd and even sizes, one and two threads; measured, it
 // reports the times.
+TEST(BlockedLayout, TheCensusForgetsOnlyPrimitivesMadeAndNotAskedForSince) {
+  if (!blocked_layout_here()) GTEST_SKIP() << "no blocked layout on this CPU";
+  // Shapes no other test makes: the caches are the process's.
+  auto spec = [](int64_t c) {
+    onednn::ConvSpec s;
+    s.n = 1;
+    s.c = c;
+    s.h = s.w = 7;
+    s.out_channels = 24;
+    s.kh = s.kw = 3;
+    s.padding[0] = s.padding[1] = 1;
+    return s;
+  };
+  const auto before = onednn::conv(spec(40));  // made before the census began: kept
+  const uint64_t first = onednn::next_primitive_epoch();
+  const auto unused = onednn::conv(spec(48));  // made in it, not asked for in its last epoch
+  const auto asked = onednn::conv(spec(56));   // made in it and asked for again in its last epoch
+  const uint64_t last = onednn::next_primitive_epoch();
+  EXPECT_EQ(onednn::conv(spec(56)), asked);
+  EXPECT_EQ(onednn::conv(spec(40)), before);
+  onednn::forget_primitives(first, last);
+  EXPECT_EQ(onednn::conv(spec(40)), before);
+  EXPECT_EQ(onednn::conv(spec(56)), asked);
+  const auto remade = onednn::conv(spec(48));
+  EXPECT_NE(remade, unused) << "a primitive the last epoch did not ask for stayed cached";
+  EXPECT_EQ(remade->output().c, unused->output().c);
+}
+
 TEST(BlockedLayout, WinogradConvolutionsMatchStock) {
   BlockedLayoutGuard on(true);
   on.set([](KernelOptions& o) { o.winograd = WinogradChoice::kAlways; });

@@ -261,9 +261,8 @@ WinogradPrice winograd_price(int64_t module) {
 
 std::shared_ptr<const onednn::Conv> best_conv(const onednn::ConvSpec& s,
                                               const WinogradPrice& price) {
-  std::shared_ptr<const onednn::Conv> direct = onednn::conv(s);
   const WinogradChoice setting = kernel_options().winograd;
-  if (setting == WinogradChoice::kNever || !winograd_shape(s)) return direct;
+  if (setting == WinogradChoice::kNever || !winograd_shape(s)) return onednn::conv(s);
   std::vector<int64_t> key = {s.n,
                               s.c,
                               s.h,
@@ -281,7 +280,9 @@ std::shared_ptr<const onednn::Conv> best_conv(const onednn::ConvSpec& s,
   return winograd_choices()
       .decide(key,
               [&] {
-                Choice choice = choose(s, setting, direct, price);
+                // The choice holds what it chose; oneDNN's cache may forget the direct kernels
+                // made for it (a measurement's primitives: blocked_ops.cc).
+                Choice choice = choose(s, setting, onednn::conv(s), price);
                 budget::give_back_plain_weights();  // the measurement's operands, freed
                 return choice;
               })

@@ -191,4 +191,13 @@ std::shared_ptr<const Primitive> reorder(Shape shape, Format from, Format to);
 // A one-line description of the oneDNN in use (version, ISA, block), for reports.
 std::string describe();
 
+// The primitives' census. Every primitive above is made once per key and kept for the next call
+// that asks for it, with its JIT code; a measurement makes candidates that no pass will ask for
+// again (mobilenet_v2's layout and Winograd candidates: several MiB). next_primitive_epoch()
+// starts an epoch and returns it; forget_primitives(made_since, used_since) drops from the caches
+// every primitive made in an epoch >= made_since that no call asked for in an epoch >= used_since
+// (freed once no one else holds it; asked for again, it is made again).
+uint64_t next_primitive_epoch();
+void forget_primitives(uint64_t made_since, uint64_t used_since);
+
 }  // namespace memoplan::onednn
