@@ -22,14 +22,18 @@ size_t packed_weights_floats(const Shape& s) {
 
 // U = G g G^T, G = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1]. Layout: for each of the 16
 // positions, panels of 16 output channels, each Cp x 16 (k-major): the micro-kernel's packed B.
-void pack_weights(const Shape& s, const float* weight, float* packed) {
+void pack_weights(const Shape& s, const float* weight, float* packed, const float* scales) {
   const int64_t cp = (s.c + s.block - 1) / s.block * s.block, k16 = (s.k + 15) / 16 * 16;
   const int64_t panels = k16 / 16;
   const double g_matrix[4][3] = {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}};
   for (int64_t i = 0; i < static_cast<int64_t>(packed_weights_floats(s)); ++i) packed[i] = 0.f;
   for (int64_t ko = 0; ko < s.k; ++ko) {
     for (int64_t c = 0; c < s.c; ++c) {
-      const float* g = weight + (ko * s.c + c) * 9;
+      float g[9];
+      for (int q = 0; q < 9; ++q) {
+        const float w = weight[(ko * s.c + c) * 9 + q];
+        g[q] = scales ? w * scales[ko] : w;
+      }
       double t[4][3];
       for (int i = 0; i < 4; ++i) {
         for (int j = 0; j < 3; ++j) {

@@ -184,17 +184,37 @@ inline std::recursive_mutex& making() {
   return mutex;
 }
 
-// Converts `from_data` in layout `from` into `to_data` in layout `to` (a weight packing).
-inline void reorder_into(const memory::desc& from, const void* from_data, const memory::desc& to,
-                         void* to_data) {
+// Converts `from_data` in layout `from` into `to_data` in layout `to` (a weight packing). With
+// `scales` (one per index of the dimensions `scale_mask` names, row-major: a weight's output
+// channels), each element is multiplied by its scale on the way: a batch norm folded as the weight
+// is packed, with no folded copy of it. Returns false, writing nothing, where oneDNN has no scaled
+// reorder into `to` (the caller folds then); true otherwise.
+inline bool reorder_into(const memory::desc& from, const void* from_data, const memory::desc& to,
+                         void* to_data, const float* scales = nullptr, int64_t scale_count = 0,
+                         int scale_mask = 0) {
   memory src = bind(from, from_data), dst = bind(to, to_data);
-  dnnl::reorder reorder;
-  {
-    std::lock_guard<std::recursive_mutex> one_maker(making());
-    reorder = dnnl::reorder(src, dst);
+  dnnl::primitive_attr attr;
+  std::unordered_map<int, memory> args = {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, dst}};
+  if (scales) {
+#if DNNL_VERSION_MAJOR >= 3
+    attr.set_scales_mask(DNNL_ARG_SRC, scale_mask);
+    args.emplace(DNNL_ARG_ATTR_SCALES | DNNL_ARG_SRC,
+                 bind(memory::desc({scale_count}, dt::f32, tag::x), scales));
+#else
+    attr.set_output_scales(scale_mask, std::vector<float>(scales, scales + scale_count));
+#endif
   }
-  reorder.execute(stream(), src, dst);
+  dnnl::reorder reorder;
+  try {
+    std::lock_guard<std::recursive_mutex> one_maker(making());
+    reorder = dnnl::reorder(src, dst, attr);
+  } catch (const dnnl::error&) {
+    if (!scales) throw;
+    return false;
+  }
+  reorder.execute(stream(), args);
   stream().wait();
+  return true;
 }
 
 // One call of a primitive with weights: its arguments pointed at `data` (BoundArgs, in the order

@@ -74,8 +74,14 @@ class ConvImpl final : public Conv {
     const auto* o = dynamic_cast<const ConvImpl*>(&other);
     return o != nullptr && (o == this || o->weights_desc_ == weights_desc_);
   }
-  void pack_weights(const float* weight, void* packed) const override {
-    reorder_into(user_weights_, weight, weights_desc_, packed);
+  bool pack_weights(const float* weight, void* packed, const float* scales) const override {
+    // oneDNN 2.6's reorder into its Winograd layout takes the scales and packs other bytes than
+    // the folded weight's (BlockedLayout.PackingWithScalesIsPackingTheFoldedWeight): not asked.
+    if (scales && spec_.winograd) return false;
+    // Output channels: dimension 0 of oihw, 0 and 1 (groups, channels of each) of goihw.
+    const int mask = user_weights_tag_ == tag::goihw ? 0b11 : 0b1;
+    return reorder_into(user_weights_, weight, weights_desc_, packed, scales, spec_.out_channels,
+                        mask);
   }
   void run(const float* input, const void* packed_weights, const float* bias, const float* residual,
            float* output, void* scratchpad) const override {

@@ -72,6 +72,23 @@ TEST(Winograd, MatchesDirectConvolutionOnTheBlockedLayout) {
   }
 }
 
+// Scales per output channel (a batch norm folded as the weight is packed) give the packing of the
+// folded weight, bit for bit.
+TEST(Winograd, ScaledPackingIsThePackingOfTheScaledWeight) {
+  const Shape s{1, 20, 6, 6, 40, 8, 1};
+  std::vector<float> weight(static_cast<size_t>(s.k * s.c * 9)), scales(static_cast<size_t>(s.k));
+  std::mt19937 random(11);
+  std::uniform_real_distribution<float> value(-1.f, 1.f), scale(0.5f, 1.5f);
+  for (float& w : weight) w = value(random);
+  for (float& x : scales) x = scale(random);
+  std::vector<float> folded = weight;
+  for (size_t i = 0; i < folded.size(); ++i) folded[i] *= scales[i / (s.c * 9)];
+  std::vector<float> a(packed_weights_floats(s)), b(packed_weights_floats(s));
+  pack_weights(s, folded.data(), a.data());
+  pack_weights(s, weight.data(), b.data(), scales.data());
+  EXPECT_EQ(a, b);
+}
+
 TEST(Winograd, PostOpsInOrderAndNoBias) {
   if (!available(8)) GTEST_SKIP() << "no AVX2 + FMA";
   const Shape s{2, 20, 9, 10, 21, 8};

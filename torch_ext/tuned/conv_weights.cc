@@ -77,4 +77,14 @@ at::Tensor folded_weight(const Weights& prepared, const at::Tensor& weight,
   return batch_norm ? fold(weight, scale_of(*batch_norm)) : weight.contiguous();
 }
 
+PackingSource packing_source(const Weights& prepared, const at::Tensor& weight,
+                             const BatchNorm* batch_norm) {
+  if (prepared.weight.defined()) return {prepared.weight, at::Tensor()};
+  runtime_pass::OffPlan off_plan;
+  at::NoGradGuard no_grad;
+  PackingSource source{weight.contiguous(), at::Tensor()};
+  if (batch_norm) source.scales = scale_of(*batch_norm).contiguous();
+  return source;
+}
+
 }  // namespace memoplan::torch_ext::conv

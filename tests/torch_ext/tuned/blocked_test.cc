@@ -175,6 +175,56 @@ TEST(BlockedLayout, TheCensusForgetsOnlyPrimitivesMadeAndNotAskedForSince) {
   EXPECT_EQ(remade->output().c, unused->output().c);
 }
 
+// A batch norm folded in as the weight is packed (oneDNN's reorder with per-output-channel scales,
+// memoplan's Winograd transform) packs exactly what packing the folded copy does: dense, 1x1,
+// grouped, depthwise and, where oneDNN has it, its Winograd.
+TEST(BlockedLayout, PackingWithScalesIsPackingTheFoldedWeight) {
+  if (!blocked_layout_here()) GTEST_SKIP() << "no blocked layout on this CPU";
+  struct Case {
+    int64_t c, out, k, groups;
+    bool winograd;
+  };
+  int scaled = 0;
+  for (const Case& t :
+       {Case{32, 48, 3, 1, false}, Case{24, 40, 1, 1, false}, Case{32, 64, 3, 4, false},
+        Case{32, 32, 3, 32, false}, Case{64, 64, 3, 1, true}}) {
+    onednn::ConvSpec s;
+    s.n = 1;
+    s.c = t.c;
+    s.h = s.w = 9;
+    s.out_channels = t.out;
+    s.kh = s.kw = t.k;
+    s.groups = t.groups;
+    s.padding[0] = s.padding[1] = t.k / 2;
+    s.winograd = t.winograd;
+    std::shared_ptr<const onednn::Conv> conv;
+    try {
+      conv = onednn::conv(s);
+    } catch (const std::exception&) {
+      ASSERT_TRUE(t.winograd) << "oneDNN made no direct convolution for case " << scaled;
+      continue;  // no Winograd of oneDNN's on this CPU
+    }
+    const at::Tensor weight = torch::randn({t.out, t.c / t.groups, t.k, t.k});
+    const at::Tensor scales = torch::rand({t.out}) + 0.5;
+    const at::Tensor folded = (weight * scales.view({-1, 1, 1, 1})).contiguous();
+    const auto bytes = static_cast<int64_t>(conv->packed_weights_bytes());
+    at::Tensor from_folded = torch::zeros({bytes}, at::kByte);
+    at::Tensor from_scales = torch::zeros({bytes}, at::kByte);
+    ASSERT_TRUE(conv->pack_weights(folded.data_ptr<float>(), from_folded.data_ptr(), nullptr));
+    if (!conv->pack_weights(weight.data_ptr<float>(), from_scales.data_ptr(),
+                            scales.data_ptr<float>())) {
+      EXPECT_TRUE(t.winograd) << conv->implementation() << " cannot scale as it packs";
+      EXPECT_EQ(from_scales.count_nonzero().item<int64_t>(), 0) << "wrote before refusing";
+      continue;
+    }
+    ++scaled;
+    EXPECT_TRUE(torch::equal(from_folded, from_scales))
+        << conv->implementation() << " " << t.c << " -> " << t.out << " " << t.k << "x" << t.k
+        << " /" << t.groups;
+  }
+  EXPECT_GE(scaled, 4);
+}
+
 TEST(BlockedLayout, WinogradConvolutionsMatchStock) {
   BlockedLayoutGuard on(true);
   on.set([](KernelOptions& o) { o.winograd = WinogradChoice::kAlways; });

@@ -37,6 +37,10 @@ struct ConvArgs : conv::Call {
   onednn::Format output = onednn::Format::kBlocked;
   std::vector<onednn::PostOp> post;    // in order; kResidualAdd adds `residual`
   c10::optional<at::Tensor> residual;  // the output's sizes, any layout
+  // The pass that measures the layouts: its packing goes after the call instead of staying at
+  // the site, as the plan's primitive may read another (held at once, two forms of a 512 -> 512
+  // layer were resnet18's tuned peak: 18 MiB above its steady state).
+  bool transient_packing = false;
 };
 
 struct PoolArgs {

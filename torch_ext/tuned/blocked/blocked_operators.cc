@@ -55,6 +55,7 @@ at::Tensor planned_conv(const at::Tensor& x, ConvArgs& a, int64_t graph, int nod
   const Format out = planned(graph, spec_node.output, decision.get());
   if (!costs || !onednn_may_run(x, a)) {
     a.output = out;
+    a.transient_packing = !decision && !costs;  // measured: the plan may read another packing
     return conv(x, a);
   }
   // The primitive the measurement found cheapest for this pair, with the conversions around it.

@@ -119,6 +119,18 @@ bool sole_owner(const at::Tensor& residual, const at::Tensor& operand) {
   const size_t ours = residual.is_same(operand) ? 2 : 1;
   return residual.use_count() == ours && residual.storage().use_count() == 1;
 }
+// Packs `w`'s weight for `packer` into `packed`, the batch norm folded in as it packs where the
+// packer can (else into a folded copy first).
+void pack(const onednn::Conv& packer, const conv::Weights& w, const ConvArgs& a, void* packed) {
+  const conv::BatchNorm* bn = a.batch_norm ? &*a.batch_norm : nullptr;
+  const conv::PackingSource source = conv::packing_source(w, a.weight, bn);
+  const float* scales = source.scales.defined() ? source.scales.data_ptr<float>() : nullptr;
+  if (!packer.pack_weights(source.weight.data_ptr<float>(), packed, scales)) {
+    const at::Tensor folded = conv::folded_weight(w, a.weight, bn);
+    packer.pack_weights(folded.data_ptr<float>(), packed, nullptr);
+  }
+}
+
 Packed packed_for(int64_t site, const conv::Weights& w, const ConvArgs& a,
                   const std::shared_ptr<const onednn::Conv>& primitive) {
   tuned::Sources sources;
@@ -129,22 +141,28 @@ Packed packed_for(int64_t site, const conv::Weights& w, const ConvArgs& a,
         site, sources, [](const at::Tensor&) { return true; },
         [&] { return std::make_shared<at::Tensor>(at::zeros({a.weight.size(0)}, at::kFloat)); });
   }
+  auto make = [&] {
+    // The batch norm folded in as it packs: the layer holds its plain weight (paged in from
+    // the released weights' file) and its packing at once, no folded copy beside them; the
+    // plain weight's pages go once it is packed (WeightCache::get, released_weights.h).
+    auto fresh = std::make_shared<Packing>();
+    fresh->packer = primitive;
+    fresh->bytes = at::empty({static_cast<int64_t>(primitive->packed_weights_bytes())},
+                             at::TensorOptions().dtype(at::kByte));
+    pack(*primitive, w, a, fresh->bytes.data_ptr());
+    return fresh;
+  };
+  if (a.transient_packing) {
+    at::Tensor bytes;
+    {
+      runtime_pass::OffPlan off_plan;
+      bytes = make()->bytes;
+    }
+    budget::give_back_plain_weights();  // what the packing read (released_weights.h)
+    return {bytes, bias};
+  }
   const auto packing = packings().get(
-      site, sources, [&](const Packing& p) { return p.packer->same_packing(*primitive); },
-      [&] {
-        // The fold first, then the plain weight's pages it read go (released_weights.h), then the
-        // packing: a 512 -> 512 layer holds its fold and its packing at once, never its plain
-        // weight beside both (resnet18's planning peak: 19 MiB above its steady state).
-        const at::Tensor folded =
-            conv::folded_weight(w, a.weight, a.batch_norm ? &*a.batch_norm : nullptr);
-        if (!folded.is_same(a.weight)) budget::give_back_plain_weights();
-        auto fresh = std::make_shared<Packing>();
-        fresh->packer = primitive;
-        fresh->bytes = at::empty({static_cast<int64_t>(primitive->packed_weights_bytes())},
-                                 at::TensorOptions().dtype(at::kByte));
-        primitive->pack_weights(folded.data_ptr<float>(), fresh->bytes.data_ptr());
-        return fresh;
-      });
+      site, sources, [&](const Packing& p) { return p.packer->same_packing(*primitive); }, make);
   return {packing->bytes, bias};
 }
 
@@ -241,9 +259,9 @@ layouts::ConvCosts measure(const at::Tensor& x_in, const ConvArgs& a) {
       conv::weights(a.site, a.weight, a.bias, a.batch_norm ? &*a.batch_norm : nullptr, geometry,
                     conv::Keep::kPackingsOnly);
   runtime_pass::OffPlan off_plan;  // synthetic operands, not the pass's tensors
-  const at::Tensor folded =
-      conv::folded_weight(*prepared, a.weight, a.batch_norm ? &*a.batch_norm : nullptr);
-  budget::give_back_plain_weights();  // the fold read them (released_weights.h)
+  struct GiveBack {  // the plain weight's pages the packings read (released_weights.h)
+    ~GiveBack() { budget::give_back_plain_weights(); }
+  } give_back;
   const at::Tensor bias =
       prepared->bias ? *prepared->bias : at::zeros({a.weight.size(0)}, at::kFloat);
   std::ostringstream summary;
@@ -252,7 +270,7 @@ layouts::ConvCosts measure(const at::Tensor& x_in, const ConvArgs& a) {
   // The primitive of each (input, output) pair oneDNN has one for, with its operands; then, per
   // weight layout, the candidates that read it timed in interleaved rounds (an untimed call each
   // first), the fastest round of each. One packing alive at a time: a 512 -> 512 3x3 held up to
-  // three 9 MiB packings at once beside its folded weight.
+  // three 9 MiB packings at once beside its plain weight.
   struct Candidate {
     int in = 0, out = 0;
     std::shared_ptr<const onednn::Conv> primitive;
@@ -309,7 +327,7 @@ layouts::ConvCosts measure(const at::Tensor& x_in, const ConvArgs& a) {
     const std::shared_ptr<const onednn::Conv>& packer = candidates[first].primitive;
     at::Tensor packed =
         at::empty({static_cast<int64_t>(packer->packed_weights_bytes())}, at::kByte);
-    packer->pack_weights(folded.data_ptr<float>(), packed.data_ptr());
+    pack(*packer, *prepared, a, packed.data_ptr());
     std::vector<std::function<void()>> calls;
     for (size_t i : group) {
       candidates[i].packed = packed;

@@ -38,8 +38,11 @@ bool available(int block);
 
 // The transformed weights: 16 x ceil(C/B)*B x ceil(K/16)*16 floats.
 size_t packed_weights_floats(const Shape& s);
-// weight: K x C x 3 x 3, contiguous. Padding channels are zero.
-void pack_weights(const Shape& s, const float* weight, float* packed);
+// weight: K x C x 3 x 3, contiguous. Padding channels are zero. With `scales` (K floats), each
+// output channel's weights are multiplied by its scale (in float, as a folded copy would be)
+// before they are transformed.
+void pack_weights(const Shape& s, const float* weight, float* packed,
+                  const float* scales = nullptr);
 
 // out = post(conv(in, weight) + bias): in, out (and the residual) blocked; bias K floats or null.
 // Scratch is per thread and kept (grown on demand, a few hundred KiB).

@@ -83,8 +83,11 @@ class Conv {
   virtual const std::string& implementation() const = 0;
   // Whether `other` packs its weights the same way (the packing can then be shared).
   virtual bool same_packing(const Conv& other) const = 0;
-  // The weight (O x C/groups x kh x kw, contiguous) in the layout this convolution reads.
-  virtual void pack_weights(const float* weight, void* packed) const = 0;
+  // The weight (O x C/groups x kh x kw, contiguous) in the layout this convolution reads. With
+  // `scales` (O floats: a batch norm folded in), each output channel's weights are multiplied by
+  // its scale as they are packed, bit for bit what packing the folded weight gives. Returns false,
+  // writing nothing, where it cannot scale (the caller folds first); true otherwise.
+  virtual bool pack_weights(const float* weight, void* packed, const float* scales) const = 0;
   virtual void run(const float* input, const void* packed_weights, const float* bias,
                    const float* residual, float* output, void* scratchpad) const = 0;
 };
