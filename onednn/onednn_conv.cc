@@ -11,6 +11,37 @@ namespace {
 
 using namespace detail;  // NOLINT(google-build-using-namespace): this file's whole vocabulary
 
+// The block of output channels of weight layout `d` where they are its outermost dimension and
+// the layout has no padding of them: a packing of a slice of them starting at a multiple of the
+// block is then a part of the whole packing of its own (memory::desc::submemory_desc). 0 where
+// they are not (its packing is made in one piece).
+int64_t output_channel_block(const memory::desc& d) {
+#if DNNL_VERSION_MAJOR >= 3
+  if (d.get_format_kind() != dnnl::memory::format_kind::blocked) return 0;
+  const memory::dims dims = d.get_dims(), padded = d.get_padded_dims(), strides = d.get_strides();
+  const memory::dims blocks = d.get_inner_blks(), indices = d.get_inner_idxs();
+  const int nblocks = d.get_inner_nblks();
+#else
+  const dnnl_memory_desc_t& c = d.data;
+  if (c.format_kind != dnnl_blocked) return 0;
+  const memory::dims dims(c.dims, c.dims + c.ndims), padded(c.padded_dims, c.padded_dims + c.ndims);
+  const auto& b = c.format_desc.blocking;
+  const memory::dims strides(b.strides, b.strides + c.ndims);
+  const memory::dims blocks(b.inner_blks, b.inner_blks + b.inner_nblks);
+  const memory::dims indices(b.inner_idxs, b.inner_idxs + b.inner_nblks);
+  const int nblocks = b.inner_nblks;
+#endif
+  if (dims.empty() || padded[0] != dims[0]) return 0;
+  for (size_t i = 1; i < strides.size(); ++i) {
+    if (strides[i] > strides[0]) return 0;
+  }
+  int64_t block = 1;
+  for (int i = 0; i < nblocks; ++i) {
+    if (indices[static_cast<size_t>(i)] == 0) block *= blocks[static_cast<size_t>(i)];
+  }
+  return block;
+}
+
 class ConvImpl final : public Conv {
  public:
   explicit ConvImpl(const ConvSpec& s) : spec_(s) {
@@ -61,6 +92,7 @@ class ConvImpl final : public Conv {
     // What the calls ask for, read from the descriptor once: each query is a library call (and
     // the implementation's name a string), asked on every pass of a small layer.
     weights_desc_ = pd_.weights_desc();
+    block_ = output_channel_block(weights_desc_);
     scratchpad_bytes_ = pd_.scratchpad_desc().get_size();
     dst_bytes_ = pd_.dst_desc().get_size();
     implementation_ = pd_.impl_info_str();
@@ -74,14 +106,39 @@ class ConvImpl final : public Conv {
     const auto* o = dynamic_cast<const ConvImpl*>(&other);
     return o != nullptr && (o == this || o->weights_desc_ == weights_desc_);
   }
-  bool pack_weights(const float* weight, void* packed, const float* scales) const override {
+  bool pack_weights(const float* weight, void* packed, const float* scales,
+                    const RowsPacked& rows_packed) const override {
     // oneDNN 2.6's reorder into its Winograd layout takes the scales and packs other bytes than
     // the folded weight's (BlockedLayout.PackingWithScalesIsPackingTheFoldedWeight): not asked.
     if (scales && spec_.winograd) return false;
-    // Output channels: dimension 0 of oihw, 0 and 1 (groups, channels of each) of goihw.
-    const int mask = user_weights_tag_ == tag::goihw ? 0b11 : 0b1;
-    return reorder_into(user_weights_, weight, weights_desc_, packed, scales, spec_.out_channels,
-                        mask);
+    const int64_t rows = spec_.out_channels;
+    const int64_t per_row = spec_.c / spec_.groups * spec_.kh * spec_.kw;
+    int64_t step = rows;
+    if (rows_packed && spec_.groups == 1 && block_ > 0) {
+      const auto fit = static_cast<int64_t>(kPackingSliceBytes / sizeof(float)) / per_row;
+      step = std::max<int64_t>(block_, fit / block_ * block_);
+    }
+    if (step >= rows) {
+      // Output channels: dimension 0 of oihw, 0 and 1 (groups, channels of each) of goihw.
+      const int mask = user_weights_tag_ == tag::goihw ? 0b11 : 0b1;
+      if (!reorder_into(user_weights_, weight, weights_desc_, packed, scales, rows, mask)) {
+        return false;
+      }
+      if (rows_packed) rows_packed(0, rows);
+      return true;
+    }
+    for (int64_t first = 0; first < rows; first += step) {
+      const int64_t count = std::min(step, rows - first);
+      const memory::dims part = {count, spec_.c, spec_.kh, spec_.kw};
+      // The first slice tells whether oneDNN scales into this layout: nothing written otherwise.
+      if (!reorder_into(memory::desc(part, dt::f32, tag::oihw), weight + first * per_row,
+                        weights_desc_.submemory_desc(part, {first, 0, 0, 0}), packed,
+                        scales ? scales + first : nullptr, count, 0b1)) {
+        return false;
+      }
+      rows_packed(first, count);
+    }
+    return true;
   }
   void run(const float* input, const void* packed_weights, const float* bias, const float* residual,
            float* output, void* scratchpad) const override {
@@ -91,6 +148,7 @@ class ConvImpl final : public Conv {
 
  private:
   memory::desc weights_desc_;
+  int64_t block_ = 0;  // output_channel_block(weights_desc_)
   size_t scratchpad_bytes_ = 0, dst_bytes_ = 0;
   std::string implementation_;
   ThreadChoice threads_;

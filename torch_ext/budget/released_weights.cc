@@ -10,8 +10,8 @@
 
 #include "module_table.h"
 #include "module_weights.h"
-#include "weight_file.h"
 #include "planning/planning.h"
+#include "weight_file.h"
 
 namespace memoplan::torch_ext::budget {
 namespace {
@@ -48,6 +48,16 @@ void give_back_plain_weights() {
   // What a measurement freed (candidates' packings, outputs, a folded weight) would stay with the
   // allocator until plan() ends: given back now (resnet18's planning peak: 29 MiB).
   if (!all.empty()) release_free_memory();
+}
+
+void give_back_plain_range(const void* data, size_t bytes) {
+  const auto* p = static_cast<const char*>(data);
+  for (const auto& file : files().all()) {
+    if (p >= file->base() && p < file->base() + file->bytes()) {
+      file->drop(static_cast<uint64_t>(p - file->base()), bytes);
+      return;
+    }
+  }
 }
 
 void forget_released(int64_t id) { files().erase(id); }

@@ -6,6 +6,7 @@
 // changed in place. No torch headers here.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -31,6 +32,10 @@ void drop_released(int64_t id);
 // The pages a path reads in plain form come back from the file at its next read (the mappings
 // are read-only and shared: a concurrent reader sees the same bytes).
 void give_back_plain_weights();
+// Gives back the pages wholly inside [data, data + bytes) where they lie in a released weights'
+// mapping (a no-op elsewhere): a packing made in slices gives back each slice's rows once packed,
+// so a layer never holds its whole plain weight beside its packing.
+void give_back_plain_range(const void* data, size_t bytes);
 
 // The module will not run again: its mapping goes once its weights' storages have died.
 void forget_released(int64_t id);

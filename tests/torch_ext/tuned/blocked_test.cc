@@ -184,10 +184,13 @@ TEST(BlockedLayout, PackingWithScalesIsPackingTheFoldedWeight) {
     int64_t c, out, k, groups;
     bool winograd;
   };
-  int scaled = 0;
+  int scaled = 0, sliced = 0;
+  // 64 -> 528 3x3 and 1024 -> 1040 1x1: over kPackingSliceBytes, packed in slices where the
+  // layout allows.
   for (const Case& t :
        {Case{32, 48, 3, 1, false}, Case{24, 40, 1, 1, false}, Case{32, 64, 3, 4, false},
-        Case{32, 32, 3, 32, false}, Case{64, 64, 3, 1, true}}) {
+        Case{32, 32, 3, 32, false}, Case{64, 64, 3, 1, true}, Case{64, 528, 3, 1, false},
+        Case{1024, 1040, 1, 1, false}}) {
     onednn::ConvSpec s;
     s.n = 1;
     s.c = t.c;
@@ -210,19 +213,27 @@ TEST(BlockedLayout, PackingWithScalesIsPackingTheFoldedWeight) {
     const auto bytes = static_cast<int64_t>(conv->packed_weights_bytes());
     at::Tensor from_folded = torch::zeros({bytes}, at::kByte);
     at::Tensor from_scales = torch::zeros({bytes}, at::kByte);
-    ASSERT_TRUE(conv->pack_weights(folded.data_ptr<float>(), from_folded.data_ptr(), nullptr));
+    ASSERT_TRUE(conv->pack_weights(folded.data_ptr<float>(), from_folded.data_ptr(), nullptr, {}));
+    int64_t rows_packed = 0, slices = 0;
     if (!conv->pack_weights(weight.data_ptr<float>(), from_scales.data_ptr(),
-                            scales.data_ptr<float>())) {
+                            scales.data_ptr<float>(), [&](int64_t first, int64_t count) {
+                              EXPECT_EQ(first, rows_packed);
+                              rows_packed += count;
+                              ++slices;
+                            })) {
       EXPECT_TRUE(t.winograd) << conv->implementation() << " cannot scale as it packs";
       EXPECT_EQ(from_scales.count_nonzero().item<int64_t>(), 0) << "wrote before refusing";
       continue;
     }
     ++scaled;
+    sliced += slices > 1 ? 1 : 0;
+    EXPECT_EQ(rows_packed, t.out);
     EXPECT_TRUE(torch::equal(from_folded, from_scales))
         << conv->implementation() << " " << t.c << " -> " << t.out << " " << t.k << "x" << t.k
         << " /" << t.groups;
   }
   EXPECT_GE(scaled, 4);
+  EXPECT_GE(sliced, 1) << "no packing was made in slices";
 }
 
 TEST(BlockedLayout, WinogradConvolutionsMatchStock) {

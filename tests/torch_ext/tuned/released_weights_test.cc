@@ -165,6 +165,32 @@ TEST(ReleasedWeights, AMeasurementGivesBackThePlainPagesAtensSideRead) {
   std::filesystem::remove_all(options.weights_dir);
 }
 
+// A sliced packing gives back each slice's rows as it goes (give_back_plain_range): the pages
+// wholly inside the range leave memory, the weight's other pages stay, and a range outside every
+// released mapping (a heap tensor) is left alone.
+TEST(ReleasedWeights, ARangeGivesBackOnlyThePagesInsideIt) {
+  torch::jit::Module m = conv_net();
+  PlanOptions options = tuned();
+  options.release_weights = true;
+  options.weights_dir = temp_dir();
+  c10::InferenceMode inference;
+  plan(m, {torch::randn({1, 64, 12, 12})}, options);
+  const int64_t id = module_id(m);
+  const torch::Tensor a = m.attr("a").toTensor();  // 147,456 B: 36 pages
+  EXPECT_GT(a.sum().item<float>() * 0, -1.f);      // read: its pages come in
+  const uint64_t before = budget::released_weights(id).resident_bytes;
+  ASSERT_GE(before, a.nbytes() - 4096);
+  budget::give_back_plain_range(a.data_ptr(), a.nbytes() / 2);
+  const uint64_t after = budget::released_weights(id).resident_bytes;
+  EXPECT_LE(before - after, a.nbytes() / 2);
+  EXPECT_GE(before - after, a.nbytes() / 2 - 2 * 4096);
+  const torch::Tensor heap = torch::ones({1 << 16});
+  budget::give_back_plain_range(heap.data_ptr(), heap.nbytes());
+  EXPECT_EQ(heap.sum().item<float>(), 65536.f);
+  EXPECT_EQ(budget::released_weights(id).resident_bytes, after);
+  std::filesystem::remove_all(options.weights_dir);
+}
+
 // plan() gives back the pages of the slab its last pass replayed in on the calling thread (a
 // server plans on one thread and serves on others); a later pass on that thread faults them in
 // again, zeroed, and computes as before.

@@ -120,14 +120,21 @@ bool sole_owner(const at::Tensor& residual, const at::Tensor& operand) {
   return residual.use_count() == ours && residual.storage().use_count() == 1;
 }
 // Packs `w`'s weight for `packer` into `packed`, the batch norm folded in as it packs where the
-// packer can (else into a folded copy first).
+// packer can (else into a folded copy first), in slices where it can: each slice's plain rows
+// go back once packed (released_weights.h).
 void pack(const onednn::Conv& packer, const conv::Weights& w, const ConvArgs& a, void* packed) {
   const conv::BatchNorm* bn = a.batch_norm ? &*a.batch_norm : nullptr;
   const conv::PackingSource source = conv::packing_source(w, a.weight, bn);
   const float* scales = source.scales.defined() ? source.scales.data_ptr<float>() : nullptr;
-  if (!packer.pack_weights(source.weight.data_ptr<float>(), packed, scales)) {
+  const auto* rows = static_cast<const float*>(source.weight.data_ptr());
+  const int64_t per_row = source.weight.numel() / std::max<int64_t>(1, source.weight.size(0));
+  const auto give_back = [&](int64_t first, int64_t count) {
+    budget::give_back_plain_range(rows + first * per_row,
+                                  static_cast<size_t>(count * per_row) * sizeof(float));
+  };
+  if (!packer.pack_weights(rows, packed, scales, give_back)) {
     const at::Tensor folded = conv::folded_weight(w, a.weight, bn);
-    packer.pack_weights(folded.data_ptr<float>(), packed, nullptr);
+    packer.pack_weights(folded.data_ptr<float>(), packed, nullptr, {});
   }
 }
 

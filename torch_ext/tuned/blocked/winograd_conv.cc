@@ -43,8 +43,10 @@ class WinogradConv final : public onednn::Conv {
     return o != nullptr && o->shape_.c == shape_.c && o->shape_.k == shape_.k &&
            o->shape_.block == shape_.block;
   }
-  bool pack_weights(const float* weight, void* packed, const float* scales) const override {
+  bool pack_weights(const float* weight, void* packed, const float* scales,
+                    const RowsPacked& rows_packed) const override {
     wino::pack_weights(shape_, weight, static_cast<float*>(packed), scales);
+    if (rows_packed) rows_packed(0, shape_.k);
     return true;
   }
   void run(const float* input, const void* packed_weights, const float* bias, const float* residual,
@@ -115,7 +117,7 @@ std::pair<double, double> measure(const onednn::Conv& a, const onednn::Conv& b,
   auto operands = [&](const onednn::Conv& conv) {
     Operands o{std::vector<unsigned char>(conv.packed_weights_bytes()),
                std::vector<unsigned char>(std::max<size_t>(1, conv.scratchpad_bytes()))};
-    conv.pack_weights(weight.data(), o.packed.data(), nullptr);
+    conv.pack_weights(weight.data(), o.packed.data(), nullptr, {});
     return o;
   };
   Operands oa = operands(a), ob = operands(b);

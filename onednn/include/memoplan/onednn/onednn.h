@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -48,6 +49,9 @@ struct PostOp {
 // A 4-d activation's layout; numbered as the layout plan numbers its candidates (layout_plan.h).
 enum class Format : int { kNchw = 0, kNhwc = 1, kBlocked = 2 };
 constexpr int kFormats = 3;
+
+// The weight bytes one slice of a sliced packing reads (Conv::pack_weights).
+constexpr size_t kPackingSliceBytes = size_t{1} << 20;
 
 // A convolution's output side along one dimension (aten's and oneDNN's rule, symmetric padding);
 // <= 0 when the kernel does not fit.
@@ -86,8 +90,14 @@ class Conv {
   // The weight (O x C/groups x kh x kw, contiguous) in the layout this convolution reads. With
   // `scales` (O floats: a batch norm folded in), each output channel's weights are multiplied by
   // its scale as they are packed, bit for bit what packing the folded weight gives. Returns false,
-  // writing nothing, where it cannot scale (the caller folds first); true otherwise.
-  virtual bool pack_weights(const float* weight, void* packed, const float* scales) const = 0;
+  // writing nothing, where it cannot scale (the caller folds first); true otherwise. With `packed`
+  // rows (`rows_packed`), it packs in slices of output channels where its layout allows
+  // (kPackingSliceBytes of the weight each) and calls rows_packed(first, count) after each: the
+  // caller may give back the pages of the rows read (a 512 -> 512 layer's whole weight was
+  // resnet18's tuned planning peak); once with all rows where it packs in one piece.
+  using RowsPacked = std::function<void(int64_t first, int64_t count)>;
+  virtual bool pack_weights(const float* weight, void* packed, const float* scales,
+                            const RowsPacked& rows_packed) const = 0;
   virtual void run(const float* input, const void* packed_weights, const float* bias,
                    const float* residual, float* output, void* scratchpad) const = 0;
 };
