@@ -143,14 +143,27 @@ TEST(ReleasedWeights, AWeightFileWithOtherBytesIsRefused) {
 // A measurement of memoplan's way against aten's gives back the released pages aten's side read:
 // a large layer's plain weight (vgg16's 392 MiB classifier) stays out of the next layer's
 // measurement, where it set plan()'s peak.
-TEST(ReleasedWeights, AMeasurementGivesBackThePlainPagesAtensSideRead) {
+// conv_net() planned tuned with its weights released into a file under a new directory (the
+// caller removes it).
+struct ReleasedNet {
   torch::jit::Module m = conv_net();
   PlanOptions options = tuned();
-  options.release_weights = true;
-  options.weights_dir = temp_dir();
+  int64_t id = 0;
+  ReleasedNet() {
+    options.release_weights = true;
+    options.weights_dir = temp_dir();
+    c10::InferenceMode inference;
+    plan(m, {torch::randn({1, 64, 12, 12})}, options);
+    id = module_id(m);
+  }
+  ~ReleasedNet() { std::filesystem::remove_all(options.weights_dir); }
+};
+
+TEST(ReleasedWeights, AMeasurementGivesBackThePlainPagesAtensSideRead) {
+  ReleasedNet net;
+  torch::jit::Module& m = net.m;
+  const int64_t id = net.id;
   c10::InferenceMode inference;
-  plan(m, {torch::randn({1, 64, 12, 12})}, options);
-  const int64_t id = module_id(m);
   auto read_plain = [&] {
     float sum = 0;
     for (const char* name : {"a", "b", "c", "d"})
@@ -162,22 +175,17 @@ TEST(ReleasedWeights, AMeasurementGivesBackThePlainPagesAtensSideRead) {
   const tuned::Measured measured = tuned::measure_both([] {}, [&] { read_plain(); }, 2);
   EXPECT_GT(measured.aten_ms, 0.0);
   EXPECT_EQ(budget::released_weights(id).resident_bytes, 0u);
-  std::filesystem::remove_all(options.weights_dir);
 }
 
 // A sliced packing gives back each slice's rows as it goes (give_back_plain_range): the pages
 // wholly inside the range leave memory, the weight's other pages stay, and a range outside every
 // released mapping (a heap tensor) is left alone.
 TEST(ReleasedWeights, ARangeGivesBackOnlyThePagesInsideIt) {
-  torch::jit::Module m = conv_net();
-  PlanOptions options = tuned();
-  options.release_weights = true;
-  options.weights_dir = temp_dir();
+  ReleasedNet net;
+  const int64_t id = net.id;
   c10::InferenceMode inference;
-  plan(m, {torch::randn({1, 64, 12, 12})}, options);
-  const int64_t id = module_id(m);
-  const torch::Tensor a = m.attr("a").toTensor();  // 147,456 B: 36 pages
-  EXPECT_GT(a.sum().item<float>() * 0, -1.f);      // read: its pages come in
+  const torch::Tensor a = net.m.attr("a").toTensor();  // 147,456 B: 36 pages
+  EXPECT_GT(a.sum().item<float>() * 0, -1.f);          // read: its pages come in
   const uint64_t before = budget::released_weights(id).resident_bytes;
   ASSERT_GE(before, a.nbytes() - 4096);
   budget::give_back_plain_range(a.data_ptr(), a.nbytes() / 2);
@@ -188,7 +196,6 @@ TEST(ReleasedWeights, ARangeGivesBackOnlyThePagesInsideIt) {
   budget::give_back_plain_range(heap.data_ptr(), heap.nbytes());
   EXPECT_EQ(heap.sum().item<float>(), 65536.f);
   EXPECT_EQ(budget::released_weights(id).resident_bytes, after);
-  std::filesystem::remove_all(options.weights_dir);
 }
 
 // plan() gives back the pages of the slab its last pass replayed in on the calling thread (a
