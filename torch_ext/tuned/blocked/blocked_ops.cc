@@ -149,9 +149,8 @@ Packed packed_for(int64_t site, const conv::Weights& w, const ConvArgs& a,
         [&] { return std::make_shared<at::Tensor>(at::zeros({a.weight.size(0)}, at::kFloat)); });
   }
   auto make = [&] {
-    // The batch norm folded in as it packs: the layer holds its plain weight (paged in from
-    // the released weights' file) and its packing at once, no folded copy beside them; the
-    // plain weight's pages go once it is packed (WeightCache::get, released_weights.h).
+    // The batch norm folded in as it packs, no folded copy; the plain weight's pages go slice by
+    // slice as they are packed (pack()), the rest once it is made (WeightCache::get).
     auto fresh = std::make_shared<Packing>();
     fresh->packer = primitive;
     fresh->bytes = at::empty({static_cast<int64_t>(primitive->packed_weights_bytes())},
