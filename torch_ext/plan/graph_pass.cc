@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <array>
 #include <mutex>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "budget/budget_runtime.h"
@@ -22,6 +24,7 @@
 #include "planning/pass_operators.h"
 #include "planning/pass_runtime.h"
 #include "planning/planning.h"
+#include "planning/settings_guard.h"
 
 namespace memoplan::torch_ext {
 namespace {
@@ -126,7 +129,7 @@ void drop_executors(torch::jit::GraphFunction& function) {
 }  // namespace
 
 int64_t rewritten_id(const Graph& graph) {
-  for (const Node* node : graph.nodes()) {
+  for (const Node* node : planned_block(graph)->nodes()) {
     if (node->kind() == kAllocateSlab) {
       return torch::jit::constant_as<int64_t>(AllocateSlabOp::module_of(node)).value();
     }
@@ -151,6 +154,12 @@ int64_t rewrite_forward(torch::jit::Module& module, const PlanOptions& options) 
   if (const int64_t id = rewritten_id(*graph); id >= 0) {
     // A module of a type already rewritten runs that graph: its settings must be the ones it took.
     refuse_other_settings(id, module);
+    if (const std::string flag = differing_flag(id, module); !flag.empty()) {
+      throw std::runtime_error("memoplan: this module's '" + flag +
+                               "' differs from the value its type was planned with, which the "
+                               "planned graph holds as a constant (a call in that mode runs "
+                               "unplanned); switch it back (eval() / train()) to plan it");
+    }
     return id;
   }
 
@@ -159,9 +168,12 @@ int64_t rewrite_forward(torch::jit::Module& module, const PlanOptions& options) 
     weight_bytes += s->nbytes();
   }
   const int64_t id = runtime_pass::register_module(options, weight_bytes);
+  // What a call runs when its modules' `training` flags differ from the folded ones: the forward
+  // as it is now, a few method calls (settings_guard.h).
+  std::shared_ptr<Graph> unfolded = graph->copy();
   torch::jit::Inline(*graph);
   // Before the cleanup: the branches on the module's settings fold away with it.
-  keep_folded(id, fold_attributes(module, *graph));
+  std::vector<FoldedAttribute> folded = fold_attributes(module, *graph);
   // Inlining made every called method build and cache its optimized graph (mobilenet_v2: 10 MiB
   // of graphs no one runs: forward now holds them all). Dropped; rebuilt if a method is called.
   for (const torch::jit::Module& submodule : module.modules()) {
@@ -206,6 +218,8 @@ int64_t rewrite_forward(torch::jit::Module& module, const PlanOptions& options) 
     op::Builder<EndPassOp> end(*graph);
     graph->insertNode(end.constant(&EndPassOp::module, id).create(0));
   }
+  guard_folded_settings(*graph, id, module, std::move(unfolded), folded);
+  keep_folded(id, std::move(folded));
   drop_executors(function);
   return id;
 }

@@ -92,18 +92,17 @@ std::vector<FoldedAttribute> fold_attributes(const torch::jit::Module& module,
   std::vector<Node*> reads;
   collect(graph.block(), reads);
   for (Node* node : reads) {
-    if (node->s(c10::attr::name) == "training") continue;
     const auto path = path_of(node, self);
     if (!path) continue;
     const auto value = read(module, *path);
     if (!value) continue;
     const auto text = folded_text(*value);
-    if (!text) continue;
+    if (!text || (path->back() == "training" && !value->isBool())) continue;
     torch::jit::WithInsertPoint point(node);
     Value* constant = graph.insertConstant(*value);
     node->output()->replaceAllUsesWith(constant);
     node->destroy();
-    folded.push_back({*path, *text});
+    folded.push_back({*path, *text, path->back() == "training"});
   }
   return folded;
 }
@@ -111,6 +110,7 @@ std::vector<FoldedAttribute> fold_attributes(const torch::jit::Module& module,
 std::string first_difference(const torch::jit::Module& module,
                              const std::vector<FoldedAttribute>& folded) {
   for (const FoldedAttribute& f : folded) {
+    if (f.guarded) continue;
     const auto value = read(module, f.path);
     const auto text = value ? folded_text(*value) : std::nullopt;
     if (!text || *text != f.value) {

@@ -194,14 +194,116 @@ int count_all(torch::jit::Block* block, c10::Symbol kind) {
   return n;
 }
 
-TEST(AttributeConstants, SettingsFoldAwayTrainingStays) {
+TEST(AttributeConstants, SettingsAndTrainingFoldAwayTrainingGuarded) {
   torch::jit::Module m = settings_module(true, true);
   auto graph = forward_graph(m);
   const std::vector<FoldedAttribute> folded = fold_attributes(m, *graph);
-  ASSERT_EQ(folded.size(), 2u);  // inplace and residual, not training
-  EXPECT_EQ(count_all(graph->block(), c10::prim::GetAttr), 2);  // self.w and self.training
+  ASSERT_EQ(folded.size(), 3u);                                 // inplace, training and residual
+  EXPECT_EQ(count_all(graph->block(), c10::prim::GetAttr), 1);  // self.w
+  int guarded = 0;
+  for (const FoldedAttribute& f : folded) guarded += f.guarded;
+  EXPECT_EQ(guarded, 1);
   EXPECT_EQ(first_difference(m, folded), "");
   EXPECT_EQ(first_difference(settings_module(true, false), folded), "residual");
+  torch::jit::Module training = settings_module(true, true);
+  training.train();
+  EXPECT_EQ(first_difference(training, folded), "");  // checked at each call, not at plan()
+}
+
+// A scripted net whose blocks read `self.training` (as nn.BatchNorm2d and nn.Dropout do): planned
+// in eval mode, the flags are constants and no training branch is left in the planned graph; a
+// call with any module's flag switched (train() on one block) runs the unplanned forward and
+// gives the training result, and back in eval mode the plan replays.
+torch::jit::Module training_net() {
+  torch::manual_seed(3);
+  auto block = [](const char* name) {
+    torch::jit::Module b(name);
+    b.register_parameter("w", torch::randn({8, 8, 3, 3}) * 0.1, false);
+    b.register_buffer("count", torch::zeros({}, torch::kLong));
+    b.register_attribute("training", c10::BoolType::get(), false);
+    b.define(R"(
+      def forward(self, x):
+          y = torch.conv2d(x, self.w, None, [1, 1], [1, 1])
+          if self.training:
+              self.count.add_(1)
+              y = y * 2.0
+          return torch.relu(y)
+    )");
+    return b;
+  };
+  torch::jit::Module m("TrainingNet");
+  m.register_module("first", block("Block1"));
+  m.register_module("second", block("Block2"));
+  m.register_attribute("training", c10::BoolType::get(), false);
+  m.define(R"(
+    def forward(self, x):
+        return self.second.forward(self.first.forward(x))
+  )");
+  m.eval();
+  return m;
+}
+
+int count_training_reads(const torch::jit::Block* block) {
+  int n = 0;
+  for (const torch::jit::Node* node : block->nodes()) {
+    n += node->kind() == c10::prim::GetAttr && node->s(c10::attr::name) == "training";
+    for (const torch::jit::Block* inner : node->blocks()) n += count_training_reads(inner);
+  }
+  return n;
+}
+
+TEST(AttributeConstants, TrainingFlagsFoldBehindAGuard) {
+  at::set_num_threads(1);
+  torch::NoGradGuard no_grad;
+  const at::Tensor x = torch::randn({1, 8, 10, 10});
+  torch::jit::Module reference = training_net(), planned = training_net();
+  plan(planned, {x});
+  const auto graph = torch::jit::toGraphFunction(planned.get_method("forward").function()).graph();
+  EXPECT_EQ(count_training_reads(graph->block()), 0) << *graph;
+  EXPECT_EQ(count(*graph, "memoplan::SettingsHold"), 1);
+
+  const at::Tensor eval_out = reference.forward({x}).toTensor();
+  PlanStats before = plan_stats();
+  EXPECT_TRUE(torch::equal(planned.forward({x}).toTensor(), eval_out));
+  EXPECT_EQ((plan_stats() - before).planned_passes, 1u);
+
+  // One block in training mode: its branch runs (the doubled output, the count), unplanned.
+  for (torch::jit::Module* m : {&reference, &planned}) m->attr("second").toModule().train();
+  const at::Tensor train_out = reference.forward({x}).toTensor();
+  ASSERT_FALSE(torch::equal(train_out, eval_out));
+  before = plan_stats();
+  EXPECT_TRUE(torch::equal(planned.forward({x}).toTensor(), train_out));
+  EXPECT_EQ((plan_stats() - before).passes, 0u);
+  EXPECT_EQ(planned.attr("second").toModule().attr("count").toTensor().item<int64_t>(), 1);
+  EXPECT_EQ(planned.attr("first").toModule().attr("count").toTensor().item<int64_t>(), 0);
+
+  // The whole net in training mode, then back in eval: the plan replays.
+  reference.train();
+  planned.train();
+  EXPECT_TRUE(torch::equal(planned.forward({x}).toTensor(), reference.forward({x}).toTensor()));
+  planned.eval();
+  before = plan_stats();
+  EXPECT_TRUE(torch::equal(planned.forward({x}).toTensor(), eval_out));
+  EXPECT_EQ((plan_stats() - before).planned_passes, 1u);
+}
+
+// plan() on a module whose flag differs from the folded one (its passes would run unplanned) is
+// refused with the flag's name; the module still runs, on the unplanned forward.
+TEST(AttributeConstants, PlanningInAnotherModeNamesTheFlag) {
+  at::set_num_threads(1);
+  torch::NoGradGuard no_grad;
+  const at::Tensor x = torch::randn({1, 8, 10, 10});
+  torch::jit::Module planned = training_net(), reference = training_net();
+  plan(planned, {x});
+  planned.attr("first").toModule().train();
+  reference.attr("first").toModule().train();
+  try {
+    plan(planned, {torch::randn({1, 8, 6, 6})});
+    ADD_FAILURE() << "planned in another mode";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("'first.training'"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(torch::equal(planned.forward({x}).toTensor(), reference.forward({x}).toTensor()));
 }
 
 // Planned, the settings are constants: the same bits as unplanned, the in-place branch's slab, and
