@@ -12,6 +12,7 @@
 #include "budget_api.h"  // module_id
 #include "memoplan/process_status.h"
 #include "memoplan/torch/plan.h"
+#include "planning/attribute_constants.h"
 #include "planning/coverage.h"
 #include "planning/op_descriptor.h"
 #include "planning/pass_runtime.h"
@@ -47,6 +48,7 @@ void forget_module(const torch::jit::Module& module) {
   forget_coverage(id);
   budget::forget(id);
   budget::forget_released(id);
+  forget_folded(id);  // the guard of its `training` flags stays (settings_guard.cc)
 }
 
 namespace {

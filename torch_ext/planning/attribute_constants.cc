@@ -127,6 +127,11 @@ void keep_folded(int64_t id, std::vector<FoldedAttribute> folded) {
   folded_attributes()[id] = std::move(folded);
 }
 
+void forget_folded(int64_t id) {
+  std::lock_guard<std::mutex> lock(folded_mutex);
+  folded_attributes().erase(id);
+}
+
 void refuse_other_settings(int64_t id, const torch::jit::Module& module) {
   std::lock_guard<std::mutex> lock(folded_mutex);
   const std::string differs = first_difference(module, folded_attributes()[id]);

@@ -39,5 +39,6 @@ std::string first_difference(const torch::jit::Module& module,
 // throws std::runtime_error naming the first attribute whose value differs.
 void keep_folded(int64_t id, std::vector<FoldedAttribute> folded);
 void refuse_other_settings(int64_t id, const torch::jit::Module& module);
+void forget_folded(int64_t id);  // forget_module()
 
 }  // namespace memoplan::torch_ext

@@ -7,6 +7,7 @@
 #include <torch/csrc/jit/runtime/custom_operator.h>
 
 #include <mutex>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
@@ -35,14 +36,17 @@ struct Guard {
   std::unique_ptr<torch::jit::GraphFunction> unfolded;
 };
 
-// By module id; never destroyed (executors built from a guarded graph hold raw pointers).
+// By module id; never erased: an executor may make its operators again long after plan() (a new
+// input shape's fallback, even after forget_module()), and must find the guard. Some KiB a planned
+// type (each flag's slots and names: 53 flags in scripted mobilenet_v2; the unfolded forward's
+// graph, a few calls).
 std::mutex guards_mutex;
-std::unordered_map<int64_t, Guard*>& guards() {
-  static auto* table = new std::unordered_map<int64_t, Guard*>();
-  return *table;
+std::unordered_map<int64_t, std::shared_ptr<const Guard>>& guards() {
+  static auto* table = new std::unordered_map<int64_t, std::shared_ptr<const Guard>>();
+  return *table;  // never destroyed
 }
 
-const Guard* guard_of(int64_t id) {
+std::shared_ptr<const Guard> guard_of(int64_t id) {
   std::lock_guard<std::mutex> lock(guards_mutex);
   const auto it = guards().find(id);
   return it == guards().end() ? nullptr : it->second;
@@ -90,14 +94,14 @@ const Flag* differing(const Guard& guard, const c10::ivalue::Object& self) {
   return nullptr;
 }
 
-const Guard& guard_at(const Node* node) {
-  const Guard* guard = guard_of(node->i(kModuleAttribute));
+std::shared_ptr<const Guard> guard_at(const Node* node) {
+  std::shared_ptr<const Guard> guard = guard_of(node->i(kModuleAttribute));
   if (guard == nullptr) throw std::logic_error("memoplan: a settings guard with no module");
-  return *guard;
+  return guard;
 }
 
 torch::jit::Operation settings_hold_op(const Node* node) {
-  const Guard* guard = &guard_at(node);
+  std::shared_ptr<const Guard> guard = guard_at(node);
   return [guard](torch::jit::Stack& stack) {
     const bool hold = differing(*guard, stack.back().toObjectRef()) == nullptr;
     stack.back() = hold;
@@ -105,7 +109,7 @@ torch::jit::Operation settings_hold_op(const Node* node) {
 }
 
 torch::jit::Operation run_unfolded_op(const Node* node) {
-  const Guard* guard = &guard_at(node);
+  std::shared_ptr<const Guard> guard = guard_at(node);
   const size_t inputs = node->inputs().size();
   return [guard, inputs](torch::jit::Stack& stack) {
     torch::jit::Stack call(stack.end() - static_cast<std::ptrdiff_t>(inputs), stack.end());
@@ -129,8 +133,9 @@ bool guard_folded_settings(Graph& planned, int64_t id, const torch::jit::Module&
                            std::shared_ptr<Graph> unfolded,
                            const std::vector<FoldedAttribute>& folded) {
   auto guard = std::make_unique<Guard>();
+  std::set<std::vector<std::string>> seen;  // a batch norm reads its flag 4 times
   for (const FoldedAttribute& f : folded) {
-    if (!f.guarded) continue;
+    if (!f.guarded || !seen.insert(f.path).second) continue;
     guard->flags.push_back({slots_of(module.type(), f.path), f.path, f.value == "b1"});
   }
   if (guard->flags.empty()) return false;
@@ -138,7 +143,7 @@ bool guard_folded_settings(Graph& planned, int64_t id, const torch::jit::Module&
       module.type()->name()->qualifiedName() + ".forward_unfolded", std::move(unfolded), nullptr);
   {
     std::lock_guard<std::mutex> lock(guards_mutex);
-    guards()[id] = guard.release();
+    guards()[id] = std::move(guard);
   }
 
   torch::jit::Block* top = planned.block();
@@ -179,7 +184,7 @@ const torch::jit::Block* planned_block(const Graph& graph) {
 }
 
 std::string differing_flag(int64_t id, const torch::jit::Module& module) {
-  const Guard* guard = guard_of(id);
+  const std::shared_ptr<const Guard> guard = guard_of(id);
   const Flag* flag = guard == nullptr ? nullptr : differing(*guard, *module._ivalue());
   std::string name;
   if (flag != nullptr) {

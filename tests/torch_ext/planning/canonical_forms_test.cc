@@ -9,9 +9,11 @@
 #include <torch/script.h>
 
 #include "attribute_constants.h"
+#include "budget_api.h"  // module_id
 #include "canonical_forms.h"
 #include "memoplan/torch/kernels.h"
 #include "memoplan/torch/plan.h"
+#include "settings_guard.h"
 #include "tuned_test_support.h"
 
 namespace memoplan::torch_ext {
@@ -227,6 +229,8 @@ torch::jit::Module training_net() {
           if self.training:
               self.count.add_(1)
               y = y * 2.0
+          if self.training:  # a second read of the same flag (nn.BatchNorm2d reads it 4 times)
+              y = y + 1.0
           return torch.relu(y)
     )");
     return b;
@@ -285,6 +289,24 @@ TEST(AttributeConstants, TrainingFlagsFoldBehindAGuard) {
   before = plan_stats();
   EXPECT_TRUE(torch::equal(planned.forward({x}).toTensor(), eval_out));
   EXPECT_EQ((plan_stats() - before).planned_passes, 1u);
+}
+
+// A module forgotten (forget_module()) and run again in training mode still takes the unfolded
+// forward: the guard outlives the module's other state.
+TEST(AttributeConstants, AForgottenModuleStillTakesTheUnfoldedForward) {
+  at::set_num_threads(1);
+  torch::NoGradGuard no_grad;
+  const at::Tensor x = torch::randn({1, 8, 10, 10});
+  torch::jit::Module planned = training_net(), reference = training_net();
+  plan(planned, {x});
+  forget_module(planned);
+  planned.attr("first").toModule().train();
+  reference.attr("first").toModule().train();
+  EXPECT_EQ(differing_flag(module_id(planned), planned), "first.training");
+  for (const int64_t size : {10, 6}) {  // a new shape: the executor makes its code again
+    const at::Tensor in = torch::randn({1, 8, size, size});
+    EXPECT_TRUE(torch::equal(planned.forward({in}).toTensor(), reference.forward({in}).toTensor()));
+  }
 }
 
 // plan() on a module whose flag differs from the folded one (its passes would run unplanned) is
