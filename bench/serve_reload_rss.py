@@ -12,20 +12,13 @@ import json
 import os
 import sys
 import tempfile
-import threading
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
                                 "apps", "serve"))
 import memory_test  # noqa: E402  (the test's model, repository layout and requests)
-from serve_client import Server, infer_body, request, serving  # noqa: E402
+from serve_client import Server, concurrently, infer_body, request, serving  # noqa: E402
 
 import torch  # noqa: E402
-
-
-def concurrently(count, call):
-    threads = [threading.Thread(target=call) for _ in range(count)]
-    [t.start() for t in threads]
-    [t.join() for t in threads]
 
 
 def main():
@@ -46,13 +39,13 @@ def main():
         server.wait_ready(timeout=120)
         for _ in range(3 if args.warm else 0):
             concurrently(args.warm,
-                         lambda: request(server, "POST", "/v2/models/m/infer", body, headers))
+                         lambda k: request(server, "POST", "/v2/models/m/infer", body, headers))
         history = []
         for _ in range(args.cycles):
             assert memory_test.post(server, "/v2/repository/models/m/unload")[0] == 200
             history.append(server.rss_kib() / 1024)
             assert memory_test.post(server, "/v2/repository/models/m/load")[0] == 200
-            concurrently(4, lambda: memory_test.infer(server, "m", x))
+            concurrently(4, lambda k: memory_test.infer(server, "m", x))
     print("config %s, %d cycles: VmRSS after unload (MiB) %s" %
           (json.dumps(config), args.cycles, " ".join("%.1f" % h for h in history)))
     if len(history) > 10:

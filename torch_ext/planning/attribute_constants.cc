@@ -4,6 +4,7 @@
 #include <torch/csrc/jit/api/module.h>
 #include <torch/csrc/jit/ir/ir.h>
 
+#include <algorithm>
 #include <cstring>
 #include <mutex>
 #include <optional>
@@ -123,6 +124,10 @@ std::string first_difference(const torch::jit::Module& module,
 }
 
 void keep_folded(int64_t id, std::vector<FoldedAttribute> folded) {
+  // The guarded flags are checked at each call (settings_guard.h), never here: not kept.
+  folded.erase(std::remove_if(folded.begin(), folded.end(),
+                              [](const FoldedAttribute& f) { return f.guarded; }),
+               folded.end());
   std::lock_guard<std::mutex> lock(folded_mutex);
   folded_attributes()[id] = std::move(folded);
 }

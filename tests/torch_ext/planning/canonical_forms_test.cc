@@ -256,12 +256,19 @@ int count_training_reads(const torch::jit::Block* block) {
   return n;
 }
 
-TEST(AttributeConstants, TrainingFlagsFoldBehindAGuard) {
-  at::set_num_threads(1);
+// training_net planned in eval mode, beside an unplanned copy, gradients off.
+class TrainingGuard : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    at::set_num_threads(1);
+    plan(planned, {x});
+  }
   torch::NoGradGuard no_grad;
   const at::Tensor x = torch::randn({1, 8, 10, 10});
-  torch::jit::Module reference = training_net(), planned = training_net();
-  plan(planned, {x});
+  torch::jit::Module planned = training_net(), reference = training_net();
+};
+
+TEST_F(TrainingGuard, TrainingFlagsFoldBehindAGuard) {
   const auto graph = torch::jit::toGraphFunction(planned.get_method("forward").function()).graph();
   EXPECT_EQ(count_training_reads(graph->block()), 0) << *graph;
   EXPECT_EQ(count(*graph, "memoplan::SettingsHold"), 1);
@@ -293,12 +300,7 @@ TEST(AttributeConstants, TrainingFlagsFoldBehindAGuard) {
 
 // A module forgotten (forget_module()) and run again in training mode still takes the unfolded
 // forward: the guard outlives the module's other state.
-TEST(AttributeConstants, AForgottenModuleStillTakesTheUnfoldedForward) {
-  at::set_num_threads(1);
-  torch::NoGradGuard no_grad;
-  const at::Tensor x = torch::randn({1, 8, 10, 10});
-  torch::jit::Module planned = training_net(), reference = training_net();
-  plan(planned, {x});
+TEST_F(TrainingGuard, AForgottenModuleStillTakesTheUnfoldedForward) {
   forget_module(planned);
   planned.attr("first").toModule().train();
   reference.attr("first").toModule().train();
@@ -311,12 +313,7 @@ TEST(AttributeConstants, AForgottenModuleStillTakesTheUnfoldedForward) {
 
 // plan() on a module whose flag differs from the folded one (its passes would run unplanned) is
 // refused with the flag's name; the module still runs, on the unplanned forward.
-TEST(AttributeConstants, PlanningInAnotherModeNamesTheFlag) {
-  at::set_num_threads(1);
-  torch::NoGradGuard no_grad;
-  const at::Tensor x = torch::randn({1, 8, 10, 10});
-  torch::jit::Module planned = training_net(), reference = training_net();
-  plan(planned, {x});
+TEST_F(TrainingGuard, PlanningInAnotherModeNamesTheFlag) {
   planned.attr("first").toModule().train();
   reference.attr("first").toModule().train();
   try {
