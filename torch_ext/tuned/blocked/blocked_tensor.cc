@@ -4,6 +4,7 @@
 #include "blocked_tensor.h"
 
 #include <ATen/ATen.h>
+#include <ATen/EmptyTensor.h>
 #include <ATen/Parallel.h>
 
 #include <cstring>
@@ -33,12 +34,25 @@ int64_t blocked_floats(const Shape& s) { return s.n * onednn::padded_channels(s.
 
 Tag tag_of(const Shape& s) { return {kTagMagic, s.n, s.c, s.h, s.w, onednn::block_size()}; }
 
+// The region's tensors come from ATen's CPU constructor itself (at::detail::empty_cpu: the CPU
+// allocator, so memoplan's plan where one runs, as at::empty), not through the dispatcher: a
+// convolution of a small net costs more in its calls than in its arithmetic
+// (bench/node_overhead.py --graph conv).
+at::Tensor cpu_empty(at::IntArrayRef sizes, const at::TensorOptions& options,
+                     c10::optional<at::MemoryFormat> format = c10::nullopt) {
+  return at::detail::empty_cpu(sizes, c10::typeMetaToScalarType(options.dtype()),
+                               /*pin_memory=*/false, format);
+}
+
+// The flat storage, then its 4-d strides set in place (no view: one TensorImpl).
 at::Tensor new_blocked(const Shape& s, const at::TensorOptions& options) {
   const int64_t cp = onednn::padded_channels(s.c);
-  at::Tensor storage = at::empty({blocked_floats(s) + kTagFloats}, options.dtype(at::kFloat));
+  at::Tensor t = cpu_empty({blocked_floats(s) + kTagFloats}, options.dtype(at::kFloat));
   const Tag tag = tag_of(s);
-  std::memcpy(storage.data_ptr<float>() + blocked_floats(s), &tag, sizeof tag);
-  return storage.as_strided({s.n, s.c, s.h, s.w}, {cp * s.h * s.w, s.h * s.w, s.w, 1});
+  std::memcpy(t.data_ptr<float>() + blocked_floats(s), &tag, sizeof tag);
+  const int64_t sizes[] = {s.n, s.c, s.h, s.w}, strides[] = {cp * s.h * s.w, s.h * s.w, s.w, 1};
+  t.unsafeGetTensorImpl()->set_sizes_and_strides(at::IntArrayRef(sizes), at::IntArrayRef(strides));
+  return t;
 }
 
 }  // namespace
@@ -47,7 +61,7 @@ Shape shape_of(const at::Tensor& x) { return {x.size(0), x.size(1), x.size(2), x
 
 at::Tensor scratchpad(size_t bytes, const at::TensorOptions& options) {
   return bytes == 0 ? at::Tensor()
-                    : at::empty({static_cast<int64_t>(bytes)}, options.dtype(at::kByte));
+                    : cpu_empty({static_cast<int64_t>(bytes)}, options.dtype(at::kByte));
 }
 void* data_or_null(const at::Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
 
@@ -56,12 +70,12 @@ at::Tensor new_tensor(const Shape& s, Format f, const at::TensorOptions& options
     case Format::kBlocked:
       return new_blocked(s, options);
     case Format::kNhwc:
-      return at::empty({s.n, s.c, s.h, s.w}, options.dtype(at::kFloat),
+      return cpu_empty({s.n, s.c, s.h, s.w}, options.dtype(at::kFloat),
                        at::MemoryFormat::ChannelsLast);
     case Format::kNchw:
       break;
   }
-  return at::empty({s.n, s.c, s.h, s.w}, options.dtype(at::kFloat));
+  return cpu_empty({s.n, s.c, s.h, s.w}, options.dtype(at::kFloat));
 }
 
 // A 4-d float CPU activation in one of the three layouts: `x` itself where it is, else x as
