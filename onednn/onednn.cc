@@ -51,10 +51,7 @@ class Simple final : public Primitive {
   void run(const float* input, const float* input1, float* output,
            void* scratchpad) const override {
     const void* data[] = {input, output, src1_arg_ != 0 ? input1 : scratchpad, scratchpad};
-    args_->run(data, [&](const std::unordered_map<int, memory>& args) {
-      primitive_.execute(stream(), args);
-      stream().wait();
-    });
+    args_->run(primitive_, data);
   }
 
  private:
@@ -230,7 +227,14 @@ void detail::register_cache(Forget forget) {
 
 uint64_t next_primitive_epoch() { return detail::primitive_epoch().fetch_add(1) + 1; }
 
+namespace {
+std::atomic<uint64_t> forgotten{0};
+}  // namespace
+
+uint64_t primitives_forgotten() { return forgotten.load(std::memory_order_acquire); }
+
 void forget_primitives(uint64_t made_since, uint64_t used_since) {
+  forgotten.fetch_add(1, std::memory_order_acq_rel);
   std::vector<detail::Forget> all;
   {
     std::lock_guard<std::mutex> lock(caches_mutex);

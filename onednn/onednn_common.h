@@ -144,14 +144,13 @@ inline memory bind(const memory::desc& d, const void* data) {
 class BoundArgs {
  public:
   explicit BoundArgs(std::vector<std::pair<int, memory::desc>> descs) : descs_(std::move(descs)) {
-    for (const auto& [arg, d] : descs_) {
-      memories_.emplace_back(d, engine(), nullptr);
-      args_.emplace(arg, memories_.back());
-    }
+    for (const auto& [arg, d] : descs_) memories_.emplace_back(d, engine(), nullptr);
+    for (size_t i = 0; i < descs_.size(); ++i)
+      args_.push_back({descs_[i].first, memories_[i].get()});
   }
-  // Runs fn(args) with argument i (in the order given at construction) pointed at data[i].
-  template <typename Fn>
-  void run(const void* const* data, const Fn& fn) const {
+  // Runs the primitive with argument i (in the order given at construction) pointed at data[i],
+  // through oneDNN's C call (the C++ one copies a map of the arguments into a new vector first).
+  void run(const dnnl::primitive& primitive, const void* const* data) const {
     if (!busy_.exchange(true, std::memory_order_acquire)) {
       struct Release {
         std::atomic<bool>& busy;
@@ -159,19 +158,30 @@ class BoundArgs {
       } release{busy_};
       for (size_t i = 0; i < memories_.size(); ++i)
         memories_[i].set_data_handle(const_cast<void*>(data[i]));
-      fn(args_);
+      execute(primitive, args_);
       return;
     }
-    std::unordered_map<int, memory> args;
-    for (size_t i = 0; i < descs_.size(); ++i)
-      args.emplace(descs_[i].first, bind(descs_[i].second, data[i]));
-    fn(args);
+    std::vector<memory> own;
+    std::vector<dnnl_exec_arg_t> args;
+    own.reserve(descs_.size());
+    for (size_t i = 0; i < descs_.size(); ++i) {
+      own.push_back(bind(descs_[i].second, data[i]));
+      args.push_back({descs_[i].first, own.back().get()});
+    }
+    execute(primitive, args);
   }
 
  private:
+  static void execute(const dnnl::primitive& primitive, const std::vector<dnnl_exec_arg_t>& args) {
+    dnnl::error::wrap_c_api(dnnl_primitive_execute(primitive.get(), stream().get(),
+                                                   static_cast<int>(args.size()), args.data()),
+                            "could not execute a primitive");
+    stream().wait();
+  }
+
   std::vector<std::pair<int, memory::desc>> descs_;
-  std::vector<memory> memories_;  // handles: set_data_handle changes the objects args_ shares
-  std::unordered_map<int, memory> args_;
+  std::vector<memory> memories_;  // handles: set_data_handle changes what args_ points at
+  std::vector<dnnl_exec_arg_t> args_;
   mutable std::atomic<bool> busy_{false};
 };
 
@@ -224,12 +234,7 @@ inline bool reorder_into(const memory::desc& from, const void* from_data, const 
 inline void execute(const dnnl::primitive& primitive, const BoundArgs& args,
                     const void* const* data, const ThreadChoice& threads, bool sums, void* output,
                     size_t bytes) {
-  auto once = [&] {
-    args.run(data, [&](const std::unordered_map<int, memory>& bound) {
-      primitive.execute(stream(), bound);
-      stream().wait();
-    });
-  };
+  auto once = [&] { args.run(primitive, data); };
   if (!sums || threads.measured()) {
     threads.run(once);
     return;

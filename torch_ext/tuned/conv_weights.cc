@@ -58,14 +58,19 @@ std::shared_ptr<const Weights> prepare(const at::Tensor& weight,
 
 }  // namespace
 
-std::shared_ptr<const Weights> weights(int64_t site, const at::Tensor& weight,
-                                       const c10::optional<at::Tensor>& bias, const BatchNorm* bn,
-                                       const Geometry& geometry, Keep keep) {
+tuned::Sources weight_sources(const at::Tensor& weight, const c10::optional<at::Tensor>& bias,
+                              const BatchNorm* bn) {
   tuned::Sources sources;
   sources.add(weight).add(bias ? *bias : at::Tensor());
   if (bn) sources.add(bn->weight).add(bn->bias).add(bn->mean).add(bn->var);
+  return sources;
+}
+
+std::shared_ptr<const Weights> weights(int64_t site, const at::Tensor& weight,
+                                       const c10::optional<at::Tensor>& bias, const BatchNorm* bn,
+                                       const Geometry& geometry, Keep keep) {
   return prepared().get(
-      site, sources, [](const Weights&) { return true; },
+      site, weight_sources(weight, bias, bn), [](const Weights&) { return true; },
       [&] { return prepare(weight, bias, bn, geometry, keep); });
 }
 

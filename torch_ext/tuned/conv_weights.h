@@ -13,6 +13,8 @@
 #include <memory>
 #include <vector>
 
+#include "weight_cache.h"  // tuned::Sources
+
 namespace memoplan::torch_ext::conv {
 
 // An eval-mode batch norm folded into the convolution before it (all four tensors defined but the
@@ -55,6 +57,10 @@ struct Call {
 // with a batch norm (the caller keeps packings of its own and folds anew with folded_weight when
 // it needs a new one: resnet50's folded copy is another 98 MB beside the packings).
 enum class Keep { kAtenPacking, kFolded, kPackingsOnly };
+
+// What weights() compares on every call: the identity and version of each source.
+tuned::Sources weight_sources(const at::Tensor& weight, const c10::optional<at::Tensor>& bias,
+                              const BatchNorm* batch_norm);
 
 // The weights of `site` for these sources, refreshed when any of them changed since.
 std::shared_ptr<const Weights> weights(int64_t site, const at::Tensor& weight,

@@ -71,6 +71,7 @@ KernelOptions set_kernel_options(const KernelOptions& o) {
   s.winograd.store(o.winograd);
   s.region_layout.store(o.region_layout);
   s.blocked_layout.store(o.blocked_layout);
+  tuned::resolutions_changed();  // what calls resolved under the old options
   return before;
 }
 

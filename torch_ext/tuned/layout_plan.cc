@@ -225,6 +225,19 @@ std::shared_ptr<const Decision> decision(int64_t graph, bool measuring_over) {
   return c.decision;
 }
 
+ConvView conv_view(int64_t graph, int node) {
+  std::lock_guard<std::mutex> lock(mutex);
+  Context& c = context(graph);
+  const GraphSpec& spec = specs().at(static_cast<size_t>(graph));
+  ConvView view;
+  const auto it = c.convs.find(node);
+  if (it != c.convs.end()) view.costs = &it->second;  // map nodes are stable
+  if (!c.decision && view.costs) c.decision = plan(spec, c);
+  view.decision = c.decision;
+  view.output_edge = spec.nodes.at(static_cast<size_t>(node)).output;
+  return view;
+}
+
 std::string layout_report() {
   std::ostringstream out;
   std::lock_guard<std::mutex> lock(mutex);

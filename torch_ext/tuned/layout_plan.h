@@ -53,7 +53,8 @@ struct GraphSpec {
   Layout default_layout = kNchw;
 };
 
-// Registers a graph's spec, owned by the module being rewritten; returns the handle its nodes carry.
+// Registers a graph's spec, owned by the module being rewritten; returns the handle its nodes
+// carry.
 int64_t register_graph(GraphSpec spec);
 // The module will not run again: its graphs' measurements and layout decisions go (measured
 // again if it runs after all).
@@ -84,6 +85,14 @@ struct Decision {
 void record_conv(int64_t graph, int node, const ConvCosts& costs);
 // The measurements of `node`, or null when it has none yet for this key.
 const ConvCosts* conv_costs(int64_t graph, int node);
+// What a convolution node reads on every call, in one lookup: its measurements (null until
+// measured), the layouts (decision(graph, costs != null)) and its output edge.
+struct ConvView {
+  const ConvCosts* costs = nullptr;
+  std::shared_ptr<const Decision> decision;
+  int output_edge = -1;
+};
+ConvView conv_view(int64_t graph, int node);
 // Records the bytes a conversion node saw (first pass), which price it in the plan.
 void record_conversion_bytes(int64_t graph, int conversion, uint64_t bytes);
 // The layouts for the calling thread's pass; null until decided (every activation then keeps the

@@ -233,13 +233,14 @@ at::Tensor conv2d(const at::Tensor& x, ConvArgs& a, int64_t graph, int64_t node)
   }
   a.prepared = conv::weights(a.site, a.weight, a.bias, a.batch_norm ? &*a.batch_norm : nullptr,
                              {a.stride, a.padding, a.dilation, a.groups});
-  const layouts::ConvCosts* costs = layouts::conv_costs(graph, index);
-  const auto decision = layouts::decision(graph, costs != nullptr);
+  const layouts::ConvView view = layouts::conv_view(graph, index);
+  const layouts::ConvCosts* costs = view.costs;
+  const auto& decision = view.decision;
   if (!costs && !decision) {
     layouts::record_conv(graph, index, measure(x, a));
     costs = layouts::conv_costs(graph, index);
   }
-  const int output_edge = layouts::graph_spec(graph).nodes.at(static_cast<size_t>(index)).output;
+  const int output_edge = view.output_edge;
   const Layout out_layout =
       decision && output_edge >= 0 ? decision->edge_layouts.at(output_edge) : kNchw;
   const Layout in_layout = layout_of(x);

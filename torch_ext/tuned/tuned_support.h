@@ -110,6 +110,7 @@ double fastest_ms(const std::function<void()>& call, int rounds);
 KernelChoice choice();   // kernel_options().choice, one atomic load (kernel_options.cc)
 void count(bool tuned);  // one call run by memoplan's kernels (true) or by aten (false)
 void count_in_place();   // one convolution that wrote over its dying residual
+void count_resolved();   // one convolution that ran what its site resolved before
 
 // aten::linear(x, w, b) then the activation, on memoplan's GEMM where this shape measured faster
 // (w packed at `site`), else on aten.

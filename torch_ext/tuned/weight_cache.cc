@@ -38,6 +38,9 @@ std::unordered_map<int64_t, Census>& censuses() {
 
 thread_local int64_t owner = -1;
 
+std::atomic<uint64_t> resolutions{1};
+std::atomic<size_t> censuses_under_way{0};  // censuses().size(), written under registry_mutex
+
 }  // namespace
 
 RewriteOwner::RewriteOwner(int64_t module) : saved_(owner) { owner = module; }
@@ -63,13 +66,19 @@ WeightCacheBase::WeightCacheBase() {
   registry().push_back(this);
 }
 
+uint64_t resolution_generation() { return resolutions.load(std::memory_order_acquire); }
+void resolutions_changed() { resolutions.fetch_add(1, std::memory_order_acq_rel); }
+bool census_under_way() { return censuses_under_way.load(std::memory_order_acquire) > 0; }
+
 uint64_t census_epoch() { return epoch.load(std::memory_order_relaxed); }
 
 void begin_census(int64_t module) {
   const uint64_t now = epoch.fetch_add(1, std::memory_order_relaxed) + 1;
   const uint64_t primitives = onednn::next_primitive_epoch();
+  resolutions_changed();
   std::lock_guard<std::mutex> lock(registry_mutex);
   Census& census = censuses()[module];
+  censuses_under_way.store(censuses().size(), std::memory_order_release);
   census.epoch = now;
   if (census.first_primitives == 0) census.first_primitives = primitives;
   census.last_primitives = primitives;
@@ -95,7 +104,9 @@ uint64_t end_census(int64_t module) {
     onednn::forget_primitives(census.first_primitives, census.last_primitives);
     std::lock_guard<std::mutex> lock(registry_mutex);
     censuses().erase(module);
+    censuses_under_way.store(censuses().size(), std::memory_order_release);
   }
+  resolutions_changed();
   return packed_bytes(module);
 }
 
@@ -110,8 +121,10 @@ void forget_sites(int64_t module) {
   for (WeightCacheBase* cache : all_caches()) {
     cache->drop_unused_since(std::numeric_limits<uint64_t>::max(), module);
   }
+  resolutions_changed();
   std::lock_guard<std::mutex> lock(registry_mutex);
   censuses().erase(module);
+  censuses_under_way.store(censuses().size(), std::memory_order_release);
 }
 
 }  // namespace memoplan::torch_ext::tuned

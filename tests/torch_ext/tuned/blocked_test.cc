@@ -143,6 +143,63 @@ TEST(BlockedLayout, ConcurrentThreadsShareThePrimitives) {
   EXPECT_EQ(bad.load(), 0);
 }
 
+// A convolution resolves its primitive, packing and bias once per site (blocked_ops.cc): the
+// passes after plan() run what their first call resolved, with stock's outputs; a weight changed
+// in place is packed again and its new values read; plan() again (a census) and forget_module()
+// resolve afresh, and nothing resolved keeps a form the caches dropped.
+TEST(BlockedLayout, ConvolutionsRunWhatTheirSiteResolvedUntilTheirWeightsChange) {
+  BlockedLayoutGuard on(true);
+  at::set_num_threads(1);
+  torch::jit::Module reference = blocks(), planned = blocks();
+  const at::Tensor x = torch::randn({1, 3, 40, 40});
+  auto passes = [&](int n, const char* what) {
+    c10::InferenceMode guard;
+    const KernelStats before = kernel_stats();
+    for (int pass = 0; pass < n; ++pass) {
+      expect_close(planned.forward({x}), reference.forward({x}), what);
+    }
+    return kernel_stats().convolutions_resolved - before.convolutions_resolved;
+  };
+  {
+    c10::InferenceMode guard;
+    plan(planned, {x}, tuned());
+  }
+  if (!blocked_layout_here()) GTEST_SKIP() << "no blocked layout on this CPU";
+  passes(1, "first pass after plan()");  // resolves
+  const uint64_t per_pass = passes(1, "second pass");
+  EXPECT_GE(per_pass, 10u) << kernel_report();  // 13 convolutions, a few may stay on aten
+  EXPECT_EQ(passes(3, "three passes"), 3 * per_pass);
+  // Whether every call runs resolved again within four passes (forms made anew in a pass move
+  // the generation: its later calls resolve afresh, the next pass keeps them).
+  auto settles = [&](const char* what) {
+    for (int pass = 0; pass < 4; ++pass) {
+      if (passes(1, what) == per_pass) return true;
+    }
+    return false;
+  };
+  {
+    torch::NoGradGuard no_grad;
+    for (torch::jit::Module* m : {&reference, &planned}) {
+      m->attr("project").toTensor().mul_(-0.5);
+      m->attr("bn1_w").toTensor().add_(0.25);
+    }
+  }
+  // The first pass packs the two changed sites again (their sources' versions moved): fewer calls
+  // run resolved; within a few passes all of them again, with the new values.
+  EXPECT_LT(passes(1, "changed weights"), per_pass);
+  EXPECT_TRUE(settles("changed weights, again"));
+  {
+    c10::InferenceMode guard;
+    plan(planned, {x}, tuned());  // a census: every resolved call goes
+  }
+  EXPECT_EQ(passes(1, "first pass after plan() again"), 0u);
+  EXPECT_EQ(passes(1, "then"), per_pass);
+  const int64_t before = tuned::packed_bytes(-1);
+  forget_module(planned);
+  EXPECT_LT(tuned::packed_bytes(-1), before);
+  EXPECT_TRUE(settles("forgotten: made again on use, then resolved"));
+}
+
 // ResNet's two 3x3 convolutions (batch norm and ReLU; batch norm, residual and ReLU in the
 // epilogue) on memoplan's Winograd F(2x2, 3x3), then on oneDNN's Winograd, instead of oneDNN's
 // direct kernels: the same results at odd and even sizes, one and two threads; measured, it

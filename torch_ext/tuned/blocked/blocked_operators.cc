@@ -42,28 +42,30 @@ Format planned(int64_t graph, int edge, const layouts::Decision* decision) {
 // layout the plan gave it.
 at::Tensor planned_conv(const at::Tensor& x, ConvArgs& a, int64_t graph, int node,
                         int residual_conversion) {
-  const layouts::ConvCosts* costs = layouts::conv_costs(graph, node);
-  const auto decision = layouts::decision(graph, costs != nullptr);
-  const layouts::GraphSpec::Node& spec_node =
-      layouts::graph_spec(graph).nodes.at(static_cast<size_t>(node));
+  const layouts::ConvView view = layouts::conv_view(graph, node);
+  const layouts::ConvCosts* costs = view.costs;
+  const auto& decision = view.decision;
   if (!decision) {
     if (!costs && onednn_may_run(x, a)) layouts::record_conv(graph, node, measure(x, a));
     if (a.residual && residual_conversion >= 0) {
       layouts::record_conversion_bytes(graph, residual_conversion, a.residual->nbytes());
     }
   }
-  const Format out = planned(graph, spec_node.output, decision.get());
+  const Format out = planned(graph, view.output_edge, decision.get());
   if (!costs || !onednn_may_run(x, a)) {
     a.output = out;
     a.transient_packing = !decision && !costs;  // measured: the plan may read another packing
     return conv(x, a);
   }
-  // The primitive the measurement found cheapest for this pair, with the conversions around it.
-  const int in = static_cast<int>(format_of(dense(x, "bconv")));
-  const int implementation = costs->implementation[in][static_cast<int>(out)];
+  // The primitive the measurement found cheapest for this pair, with the conversions around it
+  // (none where the layouts agree: conv() gives its result in a.output's).
+  const at::Tensor input = dense(x, "bconv");
+  const Format in = format_of(input);
+  const int implementation = costs->implementation[static_cast<int>(in)][static_cast<int>(out)];
   const auto reads = static_cast<Format>(implementation / onednn::kFormats);
   a.output = static_cast<Format>(implementation % onednn::kFormats);
-  return convert(conv(convert(x, reads), a), out);
+  const at::Tensor y = conv(reads == in ? input : convert(input, reads), a);
+  return a.output == out ? y : convert(y, out);
 }
 
 // Records the bytes of a conversion the plan prices (first pass only) and answers its target.

@@ -14,6 +14,7 @@
 #include <functional>
 #include <limits>
 #include <sstream>
+#include <unordered_map>
 
 #include "blocked.h"
 #include "blocked_tensor.h"
@@ -108,8 +109,11 @@ tuned::WeightCache<at::Tensor>& zero_biases() {
   return *cache;
 }
 
+// A site's packed weight and bias, with what owns each (a cache's form; null for a packing made
+// for one call): resolved calls keep the owners weakly.
 struct Packed {
   at::Tensor weights, bias;
+  std::shared_ptr<const void> weights_owner, bias_owner;
 };
 
 // Whether `residual` (converted from `operand`, or `operand` itself) is seen by nobody else: the
@@ -138,15 +142,21 @@ void pack(const onednn::Conv& packer, const conv::Weights& w, const ConvArgs& a,
   }
 }
 
-Packed packed_for(int64_t site, const conv::Weights& w, const ConvArgs& a,
-                  const std::shared_ptr<const onednn::Conv>& primitive) {
+Packed packed_for(int64_t site, const std::shared_ptr<const conv::Weights>& prepared,
+                  const ConvArgs& a, const std::shared_ptr<const onednn::Conv>& primitive) {
+  const conv::Weights& w = *prepared;
   tuned::Sources sources;
   sources.add(at::Tensor(), w.generation);  // the preparation: folded weights never change
-  at::Tensor bias = w.bias ? *w.bias : at::Tensor();
-  if (!bias.defined()) {
-    bias = *zero_biases().get(
+  Packed packed;
+  if (w.bias) {
+    packed.bias = *w.bias;
+    packed.bias_owner = prepared;
+  } else {
+    auto zeros = zero_biases().get(
         site, sources, [](const at::Tensor&) { return true; },
         [&] { return std::make_shared<at::Tensor>(at::zeros({a.weight.size(0)}, at::kFloat)); });
+    packed.bias = *zeros;
+    packed.bias_owner = std::move(zeros);
   }
   auto make = [&] {
     // The batch norm folded in as it packs, no folded copy; the plain weight's pages go slice by
@@ -159,17 +169,131 @@ Packed packed_for(int64_t site, const conv::Weights& w, const ConvArgs& a,
     return fresh;
   };
   if (a.transient_packing) {
-    at::Tensor bytes;
     {
       runtime_pass::OffPlan off_plan;
-      bytes = make()->bytes;
+      packed.weights = make()->bytes;
     }
     budget::give_back_plain_weights();  // what the packing read (released_weights.h)
-    return {bytes, bias};
+    return packed;
   }
-  const auto packing = packings().get(
+  auto packing = packings().get(
       site, sources, [&](const Packing& p) { return p.packer->same_packing(*primitive); }, make);
-  return {packing->bytes, bias};
+  packed.weights = packing->bytes;
+  packed.weights_owner = std::move(packing);
+  return packed;
+}
+
+// What one call runs: the primitive, its packed weight and bias, and whether it writes its output
+// over the residual (a sum post-op) rather than reading it.
+struct Resolution {
+  std::shared_ptr<const onednn::Conv> primitive;
+  std::shared_ptr<const void> weights_owner, bias_owner;  // alive for the call
+  const void* weights = nullptr;
+  const float* bias = nullptr;
+  bool in_place = false;
+};
+
+// The calls a thread resolved, by site: a convolution in a pass resolves the same way every time
+// (the same input shape and layout, output layout and epilogue, the same weights), through lookups
+// under locks that cost a small net more than its arithmetic (bench/node_overhead.py --graph
+// conv). Kept weakly (a primitive or form a cache drops is not held here: the call resolves again),
+// per thread (no lock), and only while tuned::resolution_generation() and
+// onednn::primitives_forgotten() stand (a census, a cache's drop, new kernel options empty the
+// table). While a census runs nothing is kept or read: the caches mark what the pass uses.
+struct Resolved {
+  onednn::ConvSpec spec;
+  int threads = 0;
+  tuned::Sources sources;
+  struct Variant {  // [whether the residual may be written over]
+    std::weak_ptr<const onednn::Conv> primitive;
+    std::weak_ptr<const void> weights_owner, bias_owner;  // what keeps the two below
+    const void* weights = nullptr;
+    const float* bias = nullptr;
+    bool in_place = false;
+    bool set = false;
+  } variants[2];
+};
+struct ResolvedTable {
+  uint64_t generation = 0, forgotten = 0;
+  std::unordered_map<int64_t, Resolved> by_site;
+};
+
+bool same_spec(const onednn::ConvSpec& x, const onednn::ConvSpec& y) {
+  auto same_op = [](const PostOp& p, const PostOp& q) {
+    return p.kind == q.kind && p.alpha == q.alpha && p.beta == q.beta;
+  };
+  return x.n == y.n && x.c == y.c && x.h == y.h && x.w == y.w && x.out_channels == y.out_channels &&
+         x.kh == y.kh && x.kw == y.kw && x.groups == y.groups && x.stride[0] == y.stride[0] &&
+         x.stride[1] == y.stride[1] && x.padding[0] == y.padding[0] &&
+         x.padding[1] == y.padding[1] && x.dilation[0] == y.dilation[0] &&
+         x.dilation[1] == y.dilation[1] && x.input == y.input && x.output == y.output &&
+         x.winograd == y.winograd &&
+         std::equal(x.post.begin(), x.post.end(), y.post.begin(), y.post.end(), same_op);
+}
+
+// This thread's table, emptied where the generations moved; null while a census runs.
+ResolvedTable* resolved_calls() {
+  thread_local ResolvedTable table;
+  if (tuned::census_under_way()) return nullptr;
+  const uint64_t generation = tuned::resolution_generation();
+  const uint64_t forgotten = onednn::primitives_forgotten();
+  if (table.generation != generation || table.forgotten != forgotten) {
+    table.by_site.clear();
+    table.generation = generation;
+    table.forgotten = forgotten;
+  }
+  return &table;
+}
+
+// The site's entry for this call, where one was resolved and everything it read is unchanged.
+const Resolved* resolved_for(ResolvedTable* table, const ConvArgs& a, const onednn::ConvSpec& spec,
+                             const tuned::Sources& sources) {
+  if (!table) return nullptr;
+  const auto it = table->by_site.find(a.site);
+  if (it == table->by_site.end()) return nullptr;
+  const Resolved& r = it->second;
+  if (r.threads != at::get_num_threads() || r.sources != sources || !same_spec(r.spec, spec)) {
+    return nullptr;
+  }
+  return &r;
+}
+
+// The variant's primitive and forms, where all of them are still alive.
+bool take(const Resolved::Variant& v, Resolution& out) {
+  if (!v.set) return false;
+  out.primitive = v.primitive.lock();
+  out.weights_owner = v.weights_owner.lock();
+  out.bias_owner = v.bias_owner.lock();
+  if (!out.primitive || !out.weights_owner || !out.bias_owner) return false;
+  out.weights = v.weights;
+  out.bias = v.bias;
+  out.in_place = v.in_place;
+  return true;
+}
+
+void keep(ResolvedTable* table, const ConvArgs& a, const onednn::ConvSpec& spec,
+          const tuned::Sources& sources, bool sole, const Resolution& r) {
+  if (!table || !r.weights_owner || !r.bias_owner ||
+      tuned::resolution_generation() != table->generation ||
+      onednn::primitives_forgotten() != table->forgotten) {
+    return;  // a packing for this call only, or the caches moved meanwhile
+  }
+  Resolved& entry = table->by_site[a.site];
+  if (entry.threads != at::get_num_threads() || entry.sources != sources ||
+      !same_spec(entry.spec, spec)) {
+    entry = Resolved{};
+    entry.spec = spec;
+    entry.threads = at::get_num_threads();
+    entry.sources = sources;
+  }
+  Resolved::Variant& v = entry.variants[sole ? 1 : 0];
+  v.primitive = r.primitive;
+  v.weights_owner = r.weights_owner;
+  v.bias_owner = r.bias_owner;
+  v.weights = r.weights;
+  v.bias = r.bias;
+  v.in_place = r.in_place;
+  v.set = true;
 }
 
 }  // namespace
@@ -184,67 +308,103 @@ bool onednn_may_run(const at::Tensor& x, const ConvArgs& a) {
          x.scalar_type() == at::kFloat && x.device().is_cpu();
 }
 
+namespace {
+
+// aten's convolution and batch norm on plain tensors, then the epilogue: where oneDNN may not run
+// the call or has only its reference loop for it.
+at::Tensor on_aten(const at::Tensor& x_in, const ConvArgs& a) {
+  tuned::count(false);
+  at::Tensor y = at::conv2d(is_blocked(x_in) ? to_plain(x_in) : x_in, a.weight, a.bias, a.stride,
+                            a.padding, a.dilation, a.groups);
+  if (a.batch_norm) {
+    const conv::BatchNorm& bn = *a.batch_norm;
+    y = at::batch_norm(y, bn.weight, bn.bias, bn.mean, bn.var, a.batch_norm_training,
+                       a.batch_norm_momentum, bn.eps, false);
+  }
+  for (const PostOp& op : a.post) {
+    y = op.kind == onednn::kResidualAdd ? y + to_plain(*a.residual) : apply_eltwise(y, op);
+  }
+  return convert(y, a.output);
+}
+
+void check_residual(const at::Tensor& residual, const onednn::Conv& primitive,
+                    const at::Tensor& operand) {
+  const Shape r = shape_of(residual), o = primitive.output();
+  TORCH_CHECK(r.n == o.n && r.c == o.c && r.h == o.h && r.w == o.w,
+              "memoplan::bconv: residual of sizes ", operand.sizes(),
+              " does not match the convolution's output");
+}
+
+}  // namespace
+
 at::Tensor conv(const at::Tensor& x_in, const ConvArgs& a) {
-  const bool fast = onednn_may_run(x_in, a);
+  if (!onednn_may_run(x_in, a)) return on_aten(x_in, a);
   at::internal::lazy_init_num_threads();
-  std::shared_ptr<const onednn::Conv> primitive;
-  at::Tensor x = x_in;
-  if (fast) {
-    x = dense(x_in, "bconv");
-    primitive = primitive_for(spec_of(x, a, format_of(x), a.output), a.site);
-    if (!primitive && format_of(x) == Format::kNhwc) {  // oneDNN's few-channel kernels take NCHW
-      x = x.contiguous();
-      primitive = primitive_for(spec_of(x, a, Format::kNchw, a.output), a.site);
-    }
-  }
-  if (!primitive) {  // aten's convolution and batch norm on plain tensors, then the epilogue
-    tuned::count(false);
-    at::Tensor y = at::conv2d(is_blocked(x_in) ? to_plain(x_in) : x_in, a.weight, a.bias, a.stride,
-                              a.padding, a.dilation, a.groups);
-    if (a.batch_norm) {
-      const conv::BatchNorm& bn = *a.batch_norm;
-      y = at::batch_norm(y, bn.weight, bn.bias, bn.mean, bn.var, a.batch_norm_training,
-                         a.batch_norm_momentum, bn.eps, false);
-    }
-    for (const PostOp& op : a.post) {
-      y = op.kind == onednn::kResidualAdd ? y + to_plain(*a.residual) : apply_eltwise(y, op);
-    }
-    return convert(y, a.output);
-  }
+  at::Tensor x = dense(x_in, "bconv");
+  onednn::ConvSpec spec = spec_of(x, a, format_of(x), a.output);
+  const conv::BatchNorm* bn = a.batch_norm ? &*a.batch_norm : nullptr;
+  const tuned::Sources sources = conv::weight_sources(a.weight, a.bias, bn);
+  ResolvedTable* table = a.transient_packing ? nullptr : resolved_calls();
+  Resolution r;
+  Packed packed;  // a slow call's (a packing made for this call alone lives here)
   at::Tensor residual;
-  bool in_place = false;
-  if (a.residual) {
-    residual = convert(*a.residual, a.output);
-    const Shape r = shape_of(residual), o = primitive->output();
-    TORCH_CHECK(r.n == o.n && r.c == o.c && r.h == o.h && r.w == o.w,
-                "memoplan::bconv: residual of sizes ", a.residual->sizes(),
-                " does not match the convolution's output");
-    // Written over: oneDNN's sum adds it as it stores, where the binary addition reads it as a
-    // second stream. Not over memoplan's Winograd, which has no sum.
-    if (sole_owner(residual, *a.residual) &&
-        primitive->implementation().rfind("memoplan:", 0) != 0) {
-      onednn::ConvSpec summing = spec_of(x, a, format_of(x), a.output);
-      for (PostOp& op : summing.post) {
-        if (op.kind == onednn::kResidualAdd) op.kind = onednn::kResidualSum;
+  bool sole = false;  // the residual may be written over
+  const Resolved* known = resolved_for(table, a, spec, sources);
+  if (known) {  // its primitive exists: the residual is converted, as below
+    if (a.residual) {
+      residual = convert(*a.residual, a.output);
+      sole = sole_owner(residual, *a.residual);
+    }
+    if (!take(known->variants[sole ? 1 : 0], r)) known = nullptr;
+  }
+  if (!known) {
+    r.primitive = primitive_for(spec, a.site);
+    bool keepable = true;
+    if (!r.primitive && format_of(x) == Format::kNhwc) {  // oneDNN's few-channel kernels: NCHW
+      x = x.contiguous();
+      r.primitive = primitive_for(spec_of(x, a, Format::kNchw, a.output), a.site);
+      keepable = false;
+    }
+    if (!r.primitive) return on_aten(x_in, a);
+    if (a.residual) {
+      if (!residual.defined()) {
+        residual = convert(*a.residual, a.output);
+        sole = sole_owner(residual, *a.residual);
       }
-      if (auto p = primitive_for(summing, a.site)) {
-        primitive = std::move(p);
-        in_place = true;
+      check_residual(residual, *r.primitive, *a.residual);
+      // Written over: oneDNN's sum adds it as it stores, where the binary addition reads it as a
+      // second stream. Not over memoplan's Winograd, which has no sum.
+      if (sole && r.primitive->implementation().rfind("memoplan:", 0) != 0) {
+        onednn::ConvSpec summing = spec_of(x, a, format_of(x), a.output);
+        for (PostOp& op : summing.post) {
+          if (op.kind == onednn::kResidualAdd) op.kind = onednn::kResidualSum;
+        }
+        if (auto p = primitive_for(summing, a.site)) {
+          r.primitive = std::move(p);
+          r.in_place = true;
+        }
       }
     }
+    const conv::Geometry geometry{a.stride, a.padding, a.dilation, a.groups};
+    const auto prepared =
+        conv::weights(a.site, a.weight, a.bias, bn, geometry, conv::Keep::kPackingsOnly);
+    packed = packed_for(a.site, prepared, a, r.primitive);  // alive until the call returns
+    r.weights = packed.weights.data_ptr();
+    r.bias = packed.bias.data_ptr<float>();
+    r.weights_owner = packed.weights_owner;
+    r.bias_owner = packed.bias_owner;
+    if (keepable) keep(table, a, spec, sources, sole, r);
+  } else {
+    if (a.residual) check_residual(residual, *r.primitive, *a.residual);
+    tuned::count_resolved();
   }
-  const conv::Geometry geometry{a.stride, a.padding, a.dilation, a.groups};
-  const auto prepared =
-      conv::weights(a.site, a.weight, a.bias, a.batch_norm ? &*a.batch_norm : nullptr, geometry,
-                    conv::Keep::kPackingsOnly);
-  const Packed packed = packed_for(a.site, *prepared, a, primitive);
-  at::Tensor out = in_place ? residual : new_tensor(primitive->output(), a.output, x.options());
-  at::Tensor scratch = scratchpad(primitive->scratchpad_bytes(), x.options());
-  primitive->run(x.data_ptr<float>(), packed.weights.data_ptr(), packed.bias.data_ptr<float>(),
-                 residual.defined() && !in_place ? residual.data_ptr<float>() : nullptr,
-                 out.data_ptr<float>(), data_or_null(scratch));
+  at::Tensor out = r.in_place ? residual : new_tensor(r.primitive->output(), a.output, x.options());
+  at::Tensor scratch = scratchpad(r.primitive->scratchpad_bytes(), x.options());
+  r.primitive->run(x.data_ptr<float>(), r.weights, r.bias,
+                   residual.defined() && !r.in_place ? residual.data_ptr<float>() : nullptr,
+                   out.data_ptr<float>(), data_or_null(scratch));
   tuned::count(true);
-  if (in_place) tuned::count_in_place();
+  if (r.in_place) tuned::count_in_place();
   return out;
 }
 

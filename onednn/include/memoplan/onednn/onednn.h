@@ -212,5 +212,8 @@ std::string describe();
 // (freed once no one else holds it; asked for again, it is made again).
 uint64_t next_primitive_epoch();
 void forget_primitives(uint64_t made_since, uint64_t used_since);
+// How many times forget_primitives ran: a caller that keeps a primitive it asked for (weakly)
+// asks again once this moved.
+uint64_t primitives_forgotten();
 
 }  // namespace memoplan::onednn
