@@ -216,25 +216,32 @@ void record_conversion_bytes(int64_t graph, int conversion, uint64_t bytes) {
   if (!c.decision) c.conversion_bytes.emplace(conversion, bytes);
 }
 
-std::shared_ptr<const Decision> decision(int64_t graph, bool measuring_over) {
-  std::lock_guard<std::mutex> lock(mutex);
-  Context& c = context(graph);
+namespace {
+
+// Under the lock: the context's layouts, decided now where measuring is over.
+std::shared_ptr<const Decision> decided(int64_t graph, Context& c, bool measuring_over) {
   if (!c.decision && measuring_over) {
     c.decision = plan(specs().at(static_cast<size_t>(graph)), c);
   }
   return c.decision;
 }
 
+}  // namespace
+
+std::shared_ptr<const Decision> decision(int64_t graph, bool measuring_over) {
+  std::lock_guard<std::mutex> lock(mutex);
+  return decided(graph, context(graph), measuring_over);
+}
+
 ConvView conv_view(int64_t graph, int node) {
   std::lock_guard<std::mutex> lock(mutex);
   Context& c = context(graph);
-  const GraphSpec& spec = specs().at(static_cast<size_t>(graph));
   ConvView view;
   const auto it = c.convs.find(node);
   if (it != c.convs.end()) view.costs = &it->second;  // map nodes are stable
-  if (!c.decision && view.costs) c.decision = plan(spec, c);
-  view.decision = c.decision;
-  view.output_edge = spec.nodes.at(static_cast<size_t>(node)).output;
+  view.decision = decided(graph, c, view.costs != nullptr);
+  view.output_edge =
+      specs().at(static_cast<size_t>(graph)).nodes.at(static_cast<size_t>(node)).output;
   return view;
 }
 

@@ -78,9 +78,10 @@ int64_t new_site(int count = 1);
 // The module `site` belongs to; -1 for one made outside a rewrite.
 int64_t site_module(int64_t site);
 
-// What a call resolved once (blocked_ops.cc: a convolution's primitive, packing and bias) holds
-// while this has not moved: it moves when a census begins or ends, a cache drops forms, a module's
-// sites are forgotten or the kernel options change.
+// What a call resolved once (blocked/resolved_calls.h: a convolution's primitive, packing and bias,
+// kept weakly: a form a cache drops is gone from it too) holds while this has not moved: it moves
+// when a census begins or ends (a plan's choices may change), a module's sites are forgotten or
+// the kernel options change.
 uint64_t resolution_generation();
 void resolutions_changed();
 // Whether some module's census is under way: calls then resolve through the caches, which mark
@@ -141,7 +142,6 @@ class WeightCache final : public WeightCacheBase {
     budget::give_back_plain_weights();
     std::lock_guard<std::mutex> lock(mutex_);
     if (auto found = find(site, sources, matches)) return found;
-    resolutions_changed();  // forms may go below
     // The site's forms not used since the census began belong to a graph the passes left (the
     // profiling executor's first graph, a layout given up): they go now, not at the census' end.
     // Outside its module's census (serving) no form is dropped: another shape's is not stale.
@@ -165,13 +165,11 @@ class WeightCache final : public WeightCacheBase {
 
   // Drops every form kept for `site` (an op that measured aten's faster keeps none).
   void forget(int64_t site) {
-    resolutions_changed();
     std::lock_guard<std::mutex> lock(mutex_);
     sites_.erase(site);
   }
 
   void drop_unused_since(uint64_t epoch, int64_t module) override {
-    resolutions_changed();
     std::lock_guard<std::mutex> lock(mutex_);
     for (auto it = sites_.begin(); it != sites_.end();) {
       if (module >= 0 && site_module(it->first) != module) {
@@ -212,7 +210,6 @@ class WeightCache final : public WeightCacheBase {
   std::shared_ptr<const Form> find(int64_t site, const Sources& sources, const Matches& matches) {
     Site& s = sites_[site];
     if (s.sources != sources) {
-      if (!s.forms.empty()) resolutions_changed();
       s.sources = sources;
       s.forms.clear();
       return nullptr;

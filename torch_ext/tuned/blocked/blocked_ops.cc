@@ -14,13 +14,13 @@
 #include <functional>
 #include <limits>
 #include <sstream>
-#include <unordered_map>
 
 #include "blocked.h"
 #include "blocked_tensor.h"
 #include "budget/released_weights.h"
 #include "memoplan/onednn/onednn.h"
 #include "planning/planning.h"
+#include "resolved_calls.h"
 #include "tuned/conv_weights.h"
 #include "tuned/layout_plan.h"
 #include "tuned/tuned_support.h"
@@ -183,119 +183,6 @@ Packed packed_for(int64_t site, const std::shared_ptr<const conv::Weights>& prep
   return packed;
 }
 
-// What one call runs: the primitive, its packed weight and bias, and whether it writes its output
-// over the residual (a sum post-op) rather than reading it.
-struct Resolution {
-  std::shared_ptr<const onednn::Conv> primitive;
-  std::shared_ptr<const void> weights_owner, bias_owner;  // alive for the call
-  const void* weights = nullptr;
-  const float* bias = nullptr;
-  bool in_place = false;
-};
-
-// The calls a thread resolved, by site: a convolution in a pass resolves the same way every time
-// (the same input shape and layout, output layout and epilogue, the same weights), through lookups
-// under locks that cost a small net more than its arithmetic (bench/node_overhead.py --graph
-// conv). Kept weakly (a primitive or form a cache drops is not held here: the call resolves again),
-// per thread (no lock), and only while tuned::resolution_generation() and
-// onednn::primitives_forgotten() stand (a census, a cache's drop, new kernel options empty the
-// table). While a census runs nothing is kept or read: the caches mark what the pass uses.
-struct Resolved {
-  onednn::ConvSpec spec;
-  int threads = 0;
-  tuned::Sources sources;
-  struct Variant {  // [whether the residual may be written over]
-    std::weak_ptr<const onednn::Conv> primitive;
-    std::weak_ptr<const void> weights_owner, bias_owner;  // what keeps the two below
-    const void* weights = nullptr;
-    const float* bias = nullptr;
-    bool in_place = false;
-    bool set = false;
-  } variants[2];
-};
-struct ResolvedTable {
-  uint64_t generation = 0, forgotten = 0;
-  std::unordered_map<int64_t, Resolved> by_site;
-};
-
-bool same_spec(const onednn::ConvSpec& x, const onednn::ConvSpec& y) {
-  auto same_op = [](const PostOp& p, const PostOp& q) {
-    return p.kind == q.kind && p.alpha == q.alpha && p.beta == q.beta;
-  };
-  return x.n == y.n && x.c == y.c && x.h == y.h && x.w == y.w && x.out_channels == y.out_channels &&
-         x.kh == y.kh && x.kw == y.kw && x.groups == y.groups && x.stride[0] == y.stride[0] &&
-         x.stride[1] == y.stride[1] && x.padding[0] == y.padding[0] &&
-         x.padding[1] == y.padding[1] && x.dilation[0] == y.dilation[0] &&
-         x.dilation[1] == y.dilation[1] && x.input == y.input && x.output == y.output &&
-         x.winograd == y.winograd &&
-         std::equal(x.post.begin(), x.post.end(), y.post.begin(), y.post.end(), same_op);
-}
-
-// This thread's table, emptied where the generations moved; null while a census runs.
-ResolvedTable* resolved_calls() {
-  thread_local ResolvedTable table;
-  if (tuned::census_under_way()) return nullptr;
-  const uint64_t generation = tuned::resolution_generation();
-  const uint64_t forgotten = onednn::primitives_forgotten();
-  if (table.generation != generation || table.forgotten != forgotten) {
-    table.by_site.clear();
-    table.generation = generation;
-    table.forgotten = forgotten;
-  }
-  return &table;
-}
-
-// The site's entry for this call, where one was resolved and everything it read is unchanged.
-const Resolved* resolved_for(ResolvedTable* table, const ConvArgs& a, const onednn::ConvSpec& spec,
-                             const tuned::Sources& sources) {
-  if (!table) return nullptr;
-  const auto it = table->by_site.find(a.site);
-  if (it == table->by_site.end()) return nullptr;
-  const Resolved& r = it->second;
-  if (r.threads != at::get_num_threads() || r.sources != sources || !same_spec(r.spec, spec)) {
-    return nullptr;
-  }
-  return &r;
-}
-
-// The variant's primitive and forms, where all of them are still alive.
-bool take(const Resolved::Variant& v, Resolution& out) {
-  if (!v.set) return false;
-  out.primitive = v.primitive.lock();
-  out.weights_owner = v.weights_owner.lock();
-  out.bias_owner = v.bias_owner.lock();
-  if (!out.primitive || !out.weights_owner || !out.bias_owner) return false;
-  out.weights = v.weights;
-  out.bias = v.bias;
-  out.in_place = v.in_place;
-  return true;
-}
-
-void keep(ResolvedTable* table, const ConvArgs& a, const onednn::ConvSpec& spec,
-          const tuned::Sources& sources, bool sole, const Resolution& r) {
-  if (!table || !r.weights_owner || !r.bias_owner ||
-      tuned::resolution_generation() != table->generation ||
-      onednn::primitives_forgotten() != table->forgotten) {
-    return;  // a packing for this call only, or the caches moved meanwhile
-  }
-  Resolved& entry = table->by_site[a.site];
-  if (entry.threads != at::get_num_threads() || entry.sources != sources ||
-      !same_spec(entry.spec, spec)) {
-    entry = Resolved{};
-    entry.spec = spec;
-    entry.threads = at::get_num_threads();
-    entry.sources = sources;
-  }
-  Resolved::Variant& v = entry.variants[sole ? 1 : 0];
-  v.primitive = r.primitive;
-  v.weights_owner = r.weights_owner;
-  v.bias_owner = r.bias_owner;
-  v.weights = r.weights;
-  v.bias = r.bias;
-  v.in_place = r.in_place;
-  v.set = true;
-}
-
 }  // namespace
 
 // Whether oneDNN may run the convolution (else aten does: training, autograd, other dtypes).
@@ -349,13 +236,13 @@ at::Tensor conv(const at::Tensor& x_in, const ConvArgs& a) {
   Packed packed;  // a slow call's (a packing made for this call alone lives here)
   at::Tensor residual;
   bool sole = false;  // the residual may be written over
-  const Resolved* known = resolved_for(table, a, spec, sources);
+  const Resolved* known = resolved_for(table, a.site, spec, sources);
   if (known) {  // its primitive exists: the residual is converted, as below
     if (a.residual) {
       residual = convert(*a.residual, a.output);
       sole = sole_owner(residual, *a.residual);
     }
-    if (!take(known->variants[sole ? 1 : 0], r)) known = nullptr;
+    if (!take(*known, sole, r)) known = nullptr;
   }
   if (!known) {
     r.primitive = primitive_for(spec, a.site);
@@ -393,7 +280,7 @@ at::Tensor conv(const at::Tensor& x_in, const ConvArgs& a) {
     r.bias = packed.bias.data_ptr<float>();
     r.weights_owner = packed.weights_owner;
     r.bias_owner = packed.bias_owner;
-    if (keepable) keep(table, a, spec, sources, sole, r);
+    if (keepable) keep(table, a.site, spec, sources, sole, r);
   } else {
     if (a.residual) check_residual(residual, *r.primitive, *a.residual);
     tuned::count_resolved();
