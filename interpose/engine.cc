@@ -16,6 +16,7 @@
 #include "bootstrap.h"
 #include "fallback.h"
 #include "fault_injection.h"
+#include "huge_blocks.h"
 #include "learned_pass.h"
 #include "lifecycle.h"
 #include "memoplan/plan_stage/planned_pass.h"
@@ -147,6 +148,9 @@ void initialize() {
       stats().address_space_failures.fetch_add(1, std::memory_order_relaxed);
     }
   }
+  if (!g.mode_off && !strcmp(fallback::name(), "mimalloc")) {
+    set_huge_blocks(size_t{4} << 20, kTagRetainBytes);  // huge_blocks.h
+  }
   if (!install_thread_hooks()) {
     log_line("memoplan: cannot register thread-exit and fork handlers; running unplanned");
     g.mode_off = true;
@@ -207,7 +211,8 @@ __attribute__((noinline, cold)) void* out_of_memory() {
 }
 
 void* fallback_alloc(size_t size, size_t alignment, bool zero) {
-  void* p;
+  void* p = huge_alloc(size, alignment, zero);
+  if (p) return p;
   if (alignment <= 16) {
     p = zero ? fallback::calloc(1, size) : fallback::malloc(size);
   } else {
@@ -271,7 +276,7 @@ void engine_free(void* p) {
   if (__builtin_expect(g.slabs.contains(p), 0)) return g.slabs.free(p, tls_state);
   if (__builtin_expect(g.tags.contains(p), 0)) {
     const int saved = errno;  // decommitting can fail (ENOMEM at the map count limit)
-    profile_free(p);
+    if (!huge_free(p)) profile_free(p);
     errno = saved;
     return;
   }
@@ -308,11 +313,12 @@ void* engine_realloc(void* p, size_t size) {
     engine_free(p);
     return nullptr;
   }
-  // Our blocks never grow in place: move them to the fallback, which is where a resized block
-  // belongs anyway (its size no longer matches the plan).
+  if (g.tags.contains(p) && huge_resize(p, size)) return p;
+  // Planned and profiled blocks never grow in place: move them to the fallback, which is where a
+  // resized block belongs anyway (its size no longer matches the plan).
   const size_t old_size = engine_usable_size(p);
-  void* q = fallback::malloc(size);
-  if (!q) return out_of_memory();  // errno is ENOMEM; p is untouched, as realloc promises
+  void* q = fallback_alloc(size, 16, false);
+  if (!q) return nullptr;  // errno is ENOMEM; p is untouched, as realloc promises
   memcpy(q, p, old_size < size ? old_size : size);
   if (g.slabs.contains(p)) stats().moved_by_realloc.fetch_add(1, std::memory_order_relaxed);
   engine_free(p);
@@ -327,6 +333,8 @@ int engine_trim(size_t pad) {
     ReentryGuard guard;
     released += trim_replay(t.replay);
     released += g.slabs.release_parked();
+    released += g.tags.retained_bytes();  // pages kept by freed huge and profiled blocks
+    g.tags.trim();
     stats().released_bytes.fetch_add(released, std::memory_order_relaxed);
     // Records matter only while profiling (release_records counts them as released).
     if (t.phase != Phase::kProfiling) released += release_records(t.profiling);

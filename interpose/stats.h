@@ -28,6 +28,8 @@ struct Stats : replay::SharedCounters {
   // Threads' profiling paused: what they profiled stayed alive, or an attempt found no pass
   // (detection.h).
   std::atomic<uint64_t> profiling_pauses{0};
+  // Huge requests served from the tag region instead of the fallback (huge_blocks.h).
+  std::atomic<uint64_t> huge_blocks{0};
 };
 
 Stats& stats();

@@ -129,6 +129,25 @@ void* TagRegion::take(uint64_t bytes, bool zero, uintptr_t owner, uint64_t recor
   return at;
 }
 
+bool TagRegion::resize(const void* p, uint64_t bytes) {
+  if (bytes > slots_.slot_bytes()) return false;
+  const uint32_t index = slots_.slot_of(p);
+  Slot& s = table_[index];
+  uint64_t pages = 0;
+  ::memoplan::record::size_class(bytes, pages);
+  uint64_t mapped = pages * kPage;
+  if (mapped > slots_.slot_bytes()) mapped = slots_.slot_bytes();
+  if (mapped > s.committed) {
+    if ((commit_fault_ && commit_fault_()) ||
+        !slots_.commit(index, mapped - s.committed, s.committed)) {
+      return false;
+    }
+    s.committed = mapped;
+  }
+  s.bytes = bytes;
+  return true;
+}
+
 void TagRegion::give_back(const void* p) {
   const uint32_t index = slots_.slot_of(p);
   Slot& s = table_[index];

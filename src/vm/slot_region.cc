@@ -60,9 +60,9 @@ void SlotRegion::release_all() {
   in_use_.store(0);
 }
 
-bool SlotRegion::commit(uint32_t slot, size_t bytes) {
-  if (slot >= count_ || bytes > slot_bytes()) return false;
-  void* at = slot_address(slot);
+bool SlotRegion::commit(uint32_t slot, size_t bytes, size_t offset) {
+  if (slot >= count_ || offset > slot_bytes() || bytes > slot_bytes() - offset) return false;
+  void* at = slot_address(slot) + offset;
   return mmap(at, round_to_pages(bytes ? bytes : 1), PROT_READ | PROT_WRITE,
               MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) != MAP_FAILED;
 }

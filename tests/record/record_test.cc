@@ -162,6 +162,39 @@ TEST_F(TagRegionTest, KeptSlotsServeTheirOwnSizeClassOnly) {
 
 bool fail_always() { return true; }
 
+// A block grows in place up to its slot's size (pages mapped past what it had, its bytes kept),
+// shrinks keeping its pages, and is kept at its free as a whole size class.
+TEST_F(TagRegionTest, ABlockResizesInPlaceWithinItsSlot) {
+  tags_.set_retain_bytes(1 << 20);
+  TagRegion::Miss miss;
+  char* p = static_cast<char*>(tags_.take(5000, false, 1, 0, &miss));
+  ASSERT_NE(p, nullptr);
+  memset(p, 0x5a, 5000);
+  ASSERT_TRUE(tags_.resize(p, 300000));
+  EXPECT_EQ(tags_.owner_of(p).bytes, 300000u);
+  for (int i = 0; i < 5000; ++i) ASSERT_EQ(p[i], 0x5a) << "kept at " << i;
+  memset(p, 0x33, 300000);  // every new page mapped read-write
+  ASSERT_TRUE(tags_.resize(p, 200000));
+  EXPECT_EQ(tags_.owner_of(p).bytes, 200000u);
+  EXPECT_FALSE(tags_.resize(p, tags_.slot_bytes() + 1));
+  EXPECT_EQ(tags_.owner_of(p).bytes, 200000u) << "a failed resize leaves the block alone";
+  tags_.give_back(p);
+  EXPECT_EQ(tags_.retained_bytes(), 80u * 4096) << "mapped as 300,000 bytes' class: 80 pages";
+  tags_.set_commit_fault(&fail_always);
+  char* q = static_cast<char*>(tags_.take(4096, false, 1, 1, &miss));
+  tags_.set_commit_fault(nullptr);
+  ASSERT_EQ(q, nullptr) << "no kept slot of a page's class; a fresh one fails to map";
+  char* r = static_cast<char*>(tags_.take(4096, false, 1, 2, &miss));
+  ASSERT_NE(r, nullptr);
+  tags_.set_commit_fault(&fail_always);
+  EXPECT_FALSE(tags_.resize(r, 100000)) << "the pages past it cannot be mapped";
+  tags_.set_commit_fault(nullptr);
+  EXPECT_EQ(tags_.owner_of(r).bytes, 4096u);
+  tags_.give_back(r);
+  tags_.trim();
+  EXPECT_EQ(tags_.slots_in_use(), 0u);
+}
+
 TEST_F(TagRegionTest, CommitFailureGivesTheSlotBack) {
   tags_.set_commit_fault(&fail_always);
   TagRegion::Miss miss;

@@ -57,6 +57,10 @@ class TagRegion {
     const Slot& s = table_[slots_.slot_of(p)];
     return Owner{s.owner, s.record, s.bytes};
   }
+  // The live block holding p (by its holder) grows or shrinks to `bytes` in place: its slot's
+  // pages are mapped up to the size class of `bytes` (none are unmapped). False, the block
+  // unchanged, past the slot's size or when the pages cannot be mapped.
+  bool resize(const void* p, uint64_t bytes);
   // Frees the block holding p (from any thread): its pages are kept or unmapped.
   void give_back(const void* p);
   // Unmaps the pages every free slot kept.

@@ -37,8 +37,9 @@ class SlotRegion {
   size_t slot_bytes() const { return size_t{1} << shift_; }
   uint32_t slot_count() const { return count_; }
 
-  // Maps [slot, slot + bytes) read-write (fresh zero pages). False on failure or bytes too large.
-  bool commit(uint32_t slot, size_t bytes);
+  // Maps [slot + offset, slot + offset + bytes) read-write (fresh zero pages). False on failure
+  // or past the slot's end. `offset`: a multiple of the page size.
+  bool commit(uint32_t slot, size_t bytes, size_t offset = 0);
   // Returns the pages of [slot, slot + bytes) to the kernel and makes them inaccessible again.
   void decommit(uint32_t slot, size_t bytes);
 

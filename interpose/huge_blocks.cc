@@ -1,0 +1,67 @@
+#include "huge_blocks.h"
+
+#include <atomic>
+
+#include "state.h"
+#include "stats.h"
+
+namespace memoplan::shim {
+namespace {
+
+// A huge block's owner word in the tag region (a profiled block's is its Profile's address, never
+// 1: it is aligned).
+constexpr uintptr_t kHugeOwner = 1;
+size_t huge_from = 0;
+uint64_t base_retain = 0;
+std::atomic<uint64_t> live_bytes{0};  // of huge blocks, as requested
+
+// The region may keep as many freed bytes as huge blocks are alive, at least its base allowance.
+void allow_retention(uint64_t live) {
+  global().tags.set_retain_bytes(live > base_retain ? live : base_retain);
+}
+
+}  // namespace
+
+void set_huge_blocks(size_t from, uint64_t base) {
+  huge_from = from;
+  base_retain = base;
+}
+
+void* huge_alloc(size_t size, size_t alignment, bool zero) {
+  Global& g = global();
+  if (huge_from == 0 || size < huge_from || zero || g.mode_off || !g.tags.reserved() ||
+      alignment > g.tags.slot_bytes()) {
+    return nullptr;
+  }
+  record::TagRegion::Miss why;
+  void* p = g.tags.take(size, false, kHugeOwner, 0, &why);
+  if (!p) return nullptr;
+  allow_retention(live_bytes.fetch_add(size, std::memory_order_relaxed) + size);
+  stats().huge_blocks.fetch_add(1, std::memory_order_relaxed);
+  return p;
+}
+
+bool huge_free(void* p) {
+  Global& g = global();
+  const record::TagRegion::Owner owner = g.tags.owner_of(p);
+  if (owner.owner != kHugeOwner) return false;
+  allow_retention(live_bytes.fetch_sub(owner.bytes, std::memory_order_relaxed) - owner.bytes);
+  g.tags.give_back(p);
+  return true;
+}
+
+bool huge_resize(void* p, size_t size) {
+  Global& g = global();
+  const record::TagRegion::Owner owner = g.tags.owner_of(p);
+  if (owner.owner != kHugeOwner || size < huge_from || size < owner.bytes / 2) return false;
+  if (!g.tags.resize(p, size)) return false;
+  const uint64_t live = size >= owner.bytes
+                            ? live_bytes.fetch_add(size - owner.bytes, std::memory_order_relaxed) +
+                                  (size - owner.bytes)
+                            : live_bytes.fetch_sub(owner.bytes - size, std::memory_order_relaxed) -
+                                  (owner.bytes - size);
+  allow_retention(live);
+  return true;
+}
+
+}  // namespace memoplan::shim
