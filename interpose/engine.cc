@@ -148,7 +148,7 @@ void initialize() {
       stats().address_space_failures.fetch_add(1, std::memory_order_relaxed);
     }
   }
-  if (!g.mode_off && !strcmp(fallback::name(), "mimalloc")) {
+  if (!g.mode_off && fallback::maps_each_large_block()) {
     set_huge_blocks(size_t{4} << 20, kTagRetainBytes);  // huge_blocks.h
   }
   if (!install_thread_hooks()) {

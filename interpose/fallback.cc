@@ -178,8 +178,9 @@ bool init(FallbackKind kind, const char** error) {
     }
     fn.mallocx = nullptr;
     *error =
-        "memoplan: fallback:jemalloc but libjemalloc.so.2 (mallocx) could not be loaded; "
-        "using the next malloc in the chain";
+        "memoplan: fallback:jemalloc but libjemalloc.so.2 (mallocx) could not be loaded (its "
+        "static TLS: preload it after the shim, LD_PRELOAD=\"libmemoplan_preload.so "
+        "libjemalloc.so.2\"); using the next malloc in the chain";
   }
   resolve(RTLD_NEXT, "malloc_usable_size", fn.usable);  // optional
   if (!resolve(RTLD_NEXT, "malloc", fn.malloc) || !resolve(RTLD_NEXT, "calloc", fn.calloc) ||
@@ -195,6 +196,12 @@ bool init(FallbackKind kind, const char** error) {
 }
 
 const char* name() { return chosen; }
+
+bool maps_each_large_block() {
+  if (!strcmp(chosen, "mimalloc") || !strcmp(chosen, "jemalloc")) return true;
+  // Preloaded after the shim: jemalloc is the one with mallocx.
+  return !strcmp(chosen, "next") && dlsym(RTLD_NEXT, "mallocx") != nullptr;
+}
 
 void* malloc(size_t size) {
   if (injected_out_of_memory()) return nullptr;

@@ -10,10 +10,9 @@
 // cache never holds more than the huge blocks in use (a general allocator's heap may hold all it
 // ever held), and it goes back at malloc_trim and when a plan is installed.
 //
-// Only behind mimalloc: glibc (its mmap threshold rises to 32 MiB after a free) and tcmalloc keep
-// freed large blocks themselves (bench/large_blocks: 1.13x and 1.56x glibc behind the shim; the
-// region: 1.02x). jemalloc alone took 4.3x glibc's time; behind the shim (fallback:jemalloc, or
-// preloaded after it) it is not measured yet: its private load failed on this machine. calloc stays
+// Behind mimalloc and jemalloc (fallback::maps_each_large_block; jemalloc alone 4.3x glibc's
+// time): glibc (its mmap threshold rises to 32 MiB after a free) and tcmalloc keep freed large
+// blocks themselves (1.13x and 1.56x glibc behind the shim; the region: 1.02x). calloc stays
 // with the fallback (its fresh pages are zero; a kept slot would be cleared page by page). A
 // request the region cannot take (over the tag budget, larger than a slot, a failed map) goes to
 // the fallback as before.
