@@ -333,11 +333,15 @@ int engine_trim(size_t pad) {
     ReentryGuard guard;
     released += trim_replay(t.replay);
     released += g.slabs.release_parked();
-    released += g.tags.retained_bytes();  // pages kept by freed huge and profiled blocks
-    g.tags.trim();
     stats().released_bytes.fetch_add(released, std::memory_order_relaxed);
     // Records matter only while profiling (release_records counts them as released).
     if (t.phase != Phase::kProfiling) released += release_records(t.profiling);
+  }
+  if (!g.mode_off) {  // pages kept by freed huge and profiled blocks, whoever freed them
+    const uint64_t kept = g.tags.retained_bytes();
+    g.tags.trim();
+    stats().released_bytes.fetch_add(kept, std::memory_order_relaxed);
+    released += kept;
   }
   return fallback::trim(pad) || released ? 1 : 0;
 }

@@ -15,9 +15,13 @@ size_t huge_from = 0;
 uint64_t base_retain = 0;
 std::atomic<uint64_t> live_bytes{0};  // of huge blocks, as requested
 
-// The region may keep as many freed bytes as huge blocks are alive, at least its base allowance.
+// The region may keep as many freed bytes as huge blocks are alive, at least its base allowance;
+// what it kept past a lower allowance goes (the largest kept slots first).
 void allow_retention(uint64_t live) {
-  global().tags.set_retain_bytes(live > base_retain ? live : base_retain);
+  record::TagRegion& tags = global().tags;
+  const uint64_t allowed = live > base_retain ? live : base_retain;
+  tags.set_retain_bytes(allowed);
+  if (tags.retained_bytes() > allowed) tags.trim_to(allowed);
 }
 
 }  // namespace
@@ -45,7 +49,8 @@ bool huge_free(void* p) {
   Global& g = global();
   const record::TagRegion::Owner owner = g.tags.owner_of(p);
   if (owner.owner != kHugeOwner) return false;
-  allow_retention(live_bytes.fetch_sub(owner.bytes, std::memory_order_relaxed) - owner.bytes);
+  const uint64_t live = live_bytes.fetch_sub(owner.bytes, std::memory_order_relaxed) - owner.bytes;
+  allow_retention(live);  // first: the free keeps its pages only within the new allowance
   g.tags.give_back(p);
   return true;
 }

@@ -168,11 +168,13 @@ void TagRegion::give_back(const void* p) {
   slots_.release(index);
 }
 
-void TagRegion::trim() {
+void TagRegion::trim() { trim_to(0); }
+
+void TagRegion::trim_to(uint64_t bytes) {
   if (!reserved()) return;
-  for (int c = 0; c < kClasses; ++c) {
+  for (int c = kClasses - 1; c >= 0; --c) {  // the largest first: the fewest system calls
     uint32_t index = 0;
-    while (pop_kept(c, index)) {
+    while (retained_.load(std::memory_order_relaxed) > bytes && pop_kept(c, index)) {
       Slot& s = table_[index];
       retained_.fetch_sub(s.committed, std::memory_order_relaxed);
       slots_.decommit(index, s.committed);

@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstring>
@@ -15,6 +16,7 @@
 #include "engine_harness.h"
 #include "fallback.h"
 #include "state.h"
+#include "stats.h"
 
 namespace memoplan::shim::testing {
 namespace {
@@ -106,6 +108,47 @@ TEST(EngineApi, TrimGivesTheIdleSlabAndTheProfileBack) {
     EXPECT_TRUE(heap.last_pass_all(Origin::kSlab)) << heap.last_pass_origins();
   });
   EXPECT_GT((counters() - before).released_bytes, 0u);
+}
+
+// Huge requests the fallback would serve (huge_blocks.h; here the shim's own, under the reentry
+// guard, as any request outside a planned pass): tag slots, whose freed pages are kept while the
+// kept bytes stay within max(64 MiB, the live huge bytes), and which malloc_trim gives back.
+TEST(EngineApi, HugeBlocksKeepTheirPagesUpToTheLiveHugeBytes) {
+  SKIP_UNLESS_ENGINE_PLANS();
+  if (!fallback::maps_each_large_block()) GTEST_SKIP() << "the fallback keeps its large blocks";
+  on_fresh_thread([] {
+    Global& g = global();
+    constexpr size_t kMiB = size_t{1} << 20;
+    const uint64_t huge_before = stats().huge_blocks.load();
+    g.tags.trim();
+    std::vector<void*> blocks;
+    {
+      ReentryGuard guard;
+      for (int i = 0; i < 5; ++i) blocks.push_back(engine_alloc(40 * kMiB, 16, false));
+      void* zeroed = engine_alloc(40 * kMiB, 16, true);  // calloc: the fallback's fresh pages
+      EXPECT_FALSE(g.tags.contains(zeroed));
+      engine_free(zeroed);
+    }
+    EXPECT_EQ(stats().huge_blocks.load() - huge_before, 5u);
+    uint64_t live = 5 * 40 * kMiB;
+    for (void* p : blocks) {
+      ASSERT_TRUE(g.tags.contains(p));
+      memset(p, 1, 40 * kMiB);
+      EXPECT_EQ(engine_usable_size(p), 40 * kMiB);
+    }
+    void* grown = engine_realloc(blocks[0], 60 * kMiB);
+    EXPECT_EQ(grown, blocks[0]) << "grown in place within its slot";
+    live += 20 * kMiB;
+    for (void* p : blocks) {
+      engine_free(p);
+      live -= p == grown ? 60 * kMiB : 40 * kMiB;
+      const uint64_t allowed = std::max<uint64_t>(64 * kMiB, live);
+      EXPECT_LE(g.tags.retained_bytes(), allowed) << "live huge bytes " << live;
+    }
+    EXPECT_GT(g.tags.retained_bytes(), 0u);
+    EXPECT_EQ(engine_trim(0), 1);
+    EXPECT_EQ(g.tags.retained_bytes(), 0u) << "malloc_trim gave the kept pages back";
+  });
 }
 
 // Blocks made while the thread profiled that stay alive for the whole run (a model's weights, made

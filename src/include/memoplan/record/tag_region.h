@@ -63,8 +63,10 @@ class TagRegion {
   bool resize(const void* p, uint64_t bytes);
   // Frees the block holding p (from any thread): its pages are kept or unmapped.
   void give_back(const void* p);
-  // Unmaps the pages every free slot kept.
+  // Unmaps the pages every free slot kept; trim_to: of kept slots, the largest first, until at
+  // most `bytes` stay kept.
   void trim();
+  void trim_to(uint64_t bytes);
   uint64_t retained_bytes() const { return retained_.load(std::memory_order_relaxed); }
 
   // For the fault tests: called before each slot's pages are mapped; true makes it fail.
