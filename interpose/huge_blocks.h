@@ -33,8 +33,8 @@ void* huge_alloc(size_t size, size_t alignment, bool zero);
 bool huge_free(void* p);
 // realloc of a huge block to `size` bytes in place (its slot has room up to the slot's size:
 // growing maps pages, no copy); false when p is not a huge block, `size` is below huge_from or
-// under half its size (it moves: the pages kept past it would be lost to the program), or the
-// pages cannot be mapped.
+// under half its size (it moves, and its pages past the new size go back), or the pages cannot be
+// mapped.
 bool huge_resize(void* p, size_t size);
 
 }  // namespace memoplan::shim
