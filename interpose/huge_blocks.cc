@@ -60,12 +60,8 @@ bool huge_resize(void* p, size_t size) {
   const record::TagRegion::Owner owner = g.tags.owner_of(p);
   if (owner.owner != kHugeOwner || size < huge_from || size < owner.bytes / 2) return false;
   if (!g.tags.resize(p, size)) return false;
-  const uint64_t live = size >= owner.bytes
-                            ? live_bytes.fetch_add(size - owner.bytes, std::memory_order_relaxed) +
-                                  (size - owner.bytes)
-                            : live_bytes.fetch_sub(owner.bytes - size, std::memory_order_relaxed) -
-                                  (owner.bytes - size);
-  allow_retention(live);
+  const uint64_t change = size - owner.bytes;  // modulo 2^64: a shrink subtracts
+  allow_retention(live_bytes.fetch_add(change, std::memory_order_relaxed) + change);
   return true;
 }
 

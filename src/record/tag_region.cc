@@ -28,6 +28,13 @@ int size_class(uint64_t bytes, uint64_t& pages) {
   return 8 + (shift - 1) * 4 + static_cast<int>(m - 4);
 }
 
+// What a block of `bytes` maps: its size class's pages, at most a slot. Sets `size_class`.
+uint64_t mapped_bytes(uint64_t bytes, uint64_t slot_bytes, int& size_class) {
+  uint64_t pages = 0;
+  size_class = ::memoplan::record::size_class(bytes, pages);
+  return pages * kPage < slot_bytes ? pages * kPage : slot_bytes;
+}
+
 }  // namespace
 
 bool TagRegion::reserve(unsigned largest_shift, unsigned smallest_shift, unsigned step) {
@@ -80,10 +87,8 @@ void* TagRegion::take(uint64_t bytes, bool zero, uintptr_t owner, uint64_t recor
     *why = Miss::kTooLarge;
     return nullptr;
   }
-  uint64_t pages = 0;
-  const int size_class = ::memoplan::record::size_class(bytes, pages);
-  uint64_t mapped = pages * kPage;
-  if (mapped > slots_.slot_bytes()) mapped = slots_.slot_bytes();
+  int size_class = 0;
+  const uint64_t mapped = mapped_bytes(bytes, slots_.slot_bytes(), size_class);
   uint32_t index = 0;
   char* at = nullptr;
   // A kept slot of this class, else of the next few (up to 2.4 times the pages: the pages of
@@ -133,10 +138,8 @@ bool TagRegion::resize(const void* p, uint64_t bytes) {
   if (bytes > slots_.slot_bytes()) return false;
   const uint32_t index = slots_.slot_of(p);
   Slot& s = table_[index];
-  uint64_t pages = 0;
-  ::memoplan::record::size_class(bytes, pages);
-  uint64_t mapped = pages * kPage;
-  if (mapped > slots_.slot_bytes()) mapped = slots_.slot_bytes();
+  int size_class = 0;
+  const uint64_t mapped = mapped_bytes(bytes, slots_.slot_bytes(), size_class);
   if (mapped > s.committed) {
     if ((commit_fault_ && commit_fault_()) ||
         !slots_.commit(index, mapped - s.committed, s.committed)) {
