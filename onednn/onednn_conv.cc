@@ -108,9 +108,7 @@ class ConvImpl final : public Conv {
   }
   bool pack_weights(const float* weight, void* packed, const float* scales,
                     const RowsPacked& rows_packed) const override {
-    // oneDNN 2.6's reorder into its Winograd layout takes the scales and packs other bytes than
-    // the folded weight's (BlockedLayout.PackingWithScalesIsPackingTheFoldedWeight): not asked.
-    if (scales && spec_.winograd) return false;
+    if (spec_.winograd) return pack_winograd(weight, packed, scales, rows_packed);
     const int64_t rows = spec_.out_channels;
     const int64_t per_row = spec_.c / spec_.groups * spec_.kh * spec_.kw;
     int64_t step = rows;
@@ -147,6 +145,28 @@ class ConvImpl final : public Conv {
   }
 
  private:
+  // oneDNN's Winograd packing. Its reorder holds the whole weight transformed as its scratchpad
+  // (16/9 to 4x the weight's bytes), and it cannot scale (oneDNN 2.6 packs other bytes than the
+  // folded weight's: BlockedLayout.PackingWithScalesIsPackingTheFoldedWeight), so packed whole a
+  // 512 -> 512 layer's weight, its folded copy, that scratchpad and the packing were all resident
+  // at once: 35 MiB above the packing, resnet18's tuned peak. With scales or rows_packed it packs
+  // in chunks of output channels instead, each folded into a slice of its own and reordered on
+  // its own (winograd_chunks), its plain rows given back as it goes.
+  bool pack_winograd(const float* weight, void* packed, const float* scales,
+                     const RowsPacked& rows_packed) const {
+    if (!scales && !rows_packed) {
+      reorder_into(user_weights_, weight, weights_desc_, packed);
+      return true;
+    }
+    if (pack_winograd_in_chunks(weight, packed, scales, rows_packed)) return true;
+    if (scales) return false;
+    reorder_into(user_weights_, weight, weights_desc_, packed);
+    rows_packed(0, spec_.out_channels);
+    return true;
+  }
+  bool pack_winograd_in_chunks(const float* weight, void* packed, const float* scales,
+                               const RowsPacked& rows_packed) const;
+
   memory::desc weights_desc_;
   int64_t block_ = 0;  // output_channel_block(weights_desc_)
   size_t scratchpad_bytes_ = 0, dst_bytes_ = 0;
@@ -162,6 +182,100 @@ class ConvImpl final : public Conv {
   bool sums_ = false;  // kResidualSum: the output is read too
   std::unique_ptr<const BoundArgs> args_;
 };
+
+// The layout of oneDNN 2.x's Winograd weights (its wino_reorder_t): for each of the alpha x alpha
+// tile positions, the output channels outermost in steps of `unit` (aaOIoi, aaOio, aaOBiOo), or
+// those steps outermost of all (OBaaIBOIio). A chunk of output channels starting at a multiple of
+// `unit` is then, packed on its own, the whole packing's `pieces` parts of `piece` floats each.
+struct WinogradChunks {
+  int64_t unit = 0;        // 0: not a layout of these
+  int64_t oc = 0, ic = 0;  // the layout's (padded) channels
+  int64_t tiles = 0;       // alpha x alpha
+  bool chunk_outermost = false;
+};
+
+#if DNNL_VERSION_MAJOR < 3
+WinogradChunks winograd_chunks(const dnnl_memory_desc_t& d) {
+  WinogradChunks c;
+  if (d.format_kind != dnnl_format_kind_wino || d.ndims != 4 || d.data_type != dnnl_f32) return c;
+  const dnnl_wino_desc_t& w = d.format_desc.wino_desc;
+  c.oc = w.oc;
+  c.ic = w.ic;
+  c.tiles = static_cast<int64_t>(w.alpha) * w.alpha;
+  if (c.oc <= 0 || c.ic <= 0 || w.oc_block <= 0 ||
+      w.size != static_cast<size_t>(c.tiles * c.oc * c.ic) * sizeof(float)) {
+    return c;
+  }
+  switch (w.wino_format) {
+    case dnnl_wino_wei_aaOIoi:
+    case dnnl_wino_wei_aaOio:
+      c.unit = w.oc_block;
+      break;
+    case dnnl_wino_wei_aaOBiOo:
+      c.unit = static_cast<int64_t>(w.oc_block) * std::max(1, w.oc2_block);
+      break;
+    case dnnl_wino_wei_OBaaIBOIio:
+      c.unit = static_cast<int64_t>(w.oc_block) * std::max(1, w.oc2_block);
+      c.chunk_outermost = true;
+      break;
+    default:
+      break;
+  }
+  if (c.unit <= 0 || c.oc % c.unit != 0) c.unit = 0;
+  return c;
+}
+#endif
+
+bool ConvImpl::pack_winograd_in_chunks(const float* weight, void* packed, const float* scales,
+                                       const RowsPacked& rows_packed) const {
+#if DNNL_VERSION_MAJOR < 3
+  const dnnl_memory_desc_t& whole = weights_desc_.data;
+  const WinogradChunks c = winograd_chunks(whole);
+  if (c.unit == 0 || spec_.groups != 1 || whole.dims[0] != spec_.out_channels) return false;
+  const int64_t rows = spec_.out_channels, per_row = spec_.c * spec_.kh * spec_.kw;
+  const auto fit = static_cast<int64_t>(kPackingSliceBytes / sizeof(float)) / per_row;
+  const int64_t step = std::max<int64_t>(c.unit, fit / c.unit * c.unit);
+  std::vector<float> folded, chunk_packing;
+  auto* out = static_cast<float*>(packed);
+  for (int64_t first = 0; first < rows;) {
+    // The last chunk takes the layout's padding channels too (no rows of their own).
+    const int64_t count = first + step >= rows ? c.oc - first : step;
+    const int64_t read = std::min(count, rows - first);
+    const float* from = weight + first * per_row;
+    if (scales) {
+      folded.resize(static_cast<size_t>(read * per_row));
+      for (int64_t r = 0; r < read; ++r) {
+        for (int64_t i = 0; i < per_row; ++i) {
+          folded[static_cast<size_t>(r * per_row + i)] = from[r * per_row + i] * scales[first + r];
+        }
+      }
+      from = folded.data();
+    }
+    dnnl_memory_desc_t part = whole;
+    part.dims[0] = part.padded_dims[0] = read;
+    part.format_desc.wino_desc.oc = static_cast<int>(count);
+    part.format_desc.wino_desc.size = static_cast<size_t>(c.tiles * count * c.ic) * sizeof(float);
+    const memory::desc source({read, spec_.c, spec_.kh, spec_.kw}, dt::f32, tag::oihw);
+    const size_t piece = static_cast<size_t>(count * c.ic);
+    if (c.chunk_outermost) {
+      reorder_into(source, from, memory::desc(part), out + first * c.tiles * c.ic);
+    } else {
+      chunk_packing.resize(piece * static_cast<size_t>(c.tiles));
+      reorder_into(source, from, memory::desc(part), chunk_packing.data());
+      for (int64_t t = 0; t < c.tiles; ++t) {
+        std::copy_n(chunk_packing.data() + static_cast<size_t>(t) * piece, piece,
+                    out + (t * c.oc + first) * c.ic);
+      }
+    }
+    if (rows_packed) rows_packed(first, read);
+    first += count;
+  }
+  return true;
+#else
+  (void)weight, (void)packed, (void)scales, (void)rows_packed;
+  return false;  // oneDNN 3's Winograd layouts are opaque
+#endif
+}
 
 }  // namespace
 
