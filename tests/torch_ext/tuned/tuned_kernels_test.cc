@@ -215,15 +215,6 @@ TEST(TunedKernels, MeasuringAnEncoderLayerPicksASideAndStaysWithinTolerance) {
             1e-5);
 }
 
-// A field of /proc/self/status ("VmRSS:", "VmHWM:") in bytes; -1 when unreadable.
-int64_t status_bytes(const std::string& field) {
-  std::ifstream status("/proc/self/status");
-  for (std::string line; std::getline(status, line);) {
-    if (line.rfind(field, 0) == 0) return std::stoll(line.substr(field.size())) * 1024;
-  }
-  return -1;
-}
-
 TEST(TunedKernels, AColdMeasurementTakesNoMemoryOfItsOwn) {
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
   GTEST_SKIP() << "the sanitizer's allocator keeps freed memory in quarantine";
@@ -236,11 +227,11 @@ TEST(TunedKernels, AColdMeasurementTakesNoMemoryOfItsOwn) {
   const at::Tensor x = torch::randn({1, 13, 64});  // a shape no other test measures
   planned.forward({x});  // aten's own first-call allocations, outside the measured span
   if (!(std::ofstream("/proc/self/clear_refs") << "5")) GTEST_SKIP() << "cannot reset VmHWM";
-  const int64_t before = status_bytes("VmRSS:");
+  const int64_t before = testing::status_bytes("VmRSS:");
   plan(planned, {x}, tuned());
   ASSERT_NE(kernel_report().find("encoder layer 1x13x64 heads 4 gelu"), std::string::npos)
       << kernel_report();
-  EXPECT_LT(status_bytes("VmHWM:") - before, int64_t{16} << 20);
+  EXPECT_LT(testing::status_bytes("VmHWM:") - before, int64_t{16} << 20);
 }
 
 TEST(TunedKernels, EncoderLayerWithAMaskGoesToAten) {

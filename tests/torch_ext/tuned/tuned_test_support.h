@@ -5,6 +5,8 @@
 #include <ATen/ATen.h>
 
 #include <cstring>
+#include <fstream>
+#include <string>
 #include <vector>
 
 #include "memoplan/torch/kernels.h"
@@ -12,6 +14,15 @@
 #include "tuned_ops.h"
 
 namespace memoplan::torch_ext::testing {
+
+// A field of /proc/self/status ("VmRSS:", "VmHWM:") in bytes; -1 when unreadable.
+inline int64_t status_bytes(const std::string& field) {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind(field, 0) == 0) return std::stoll(line.substr(field.size())) * 1024;
+  }
+  return -1;
+}
 
 // One and two intra-op threads; one only under ThreadSanitizer: aten's own OpenMP regions
 // (libgomp is not instrumented) show as races there.
