@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "counting_allocator.h"
+#include "memoplan/torch/fuser.h"
 #include "memoplan/torch/memory_min.h"  // sliced_counts
 #include "memoplan/torch/plan.h"
 #include "outputs_equal.h"
@@ -83,7 +84,7 @@ void worker(const Copies& copies, const InputSource& source, uint64_t first_inde
   bool counted_ready = false;
   // Only a copy that fuses has fusion groups to name (fusion_note), and only the first
   // difference is noted: the unplanned copy's graph is read while both hold.
-  const bool fusing = torch::jit::tensorExprFuserEnabled();
+  const bool fusing = torch_ext::fusing_on_cpu();
   try {
     c10::InferenceMode inference;  // per thread; part of the plan's key, as in plan()
     for (int i = 0; i < options.warmup && !shared.stop; ++i) {

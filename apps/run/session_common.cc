@@ -124,8 +124,8 @@ InputSource input_source(const InputSpec& spec, uint64_t seed) {
 
 void fill_run_fields(const RunOptions& options, const InputSpec& spec, RunReport& report) {
   report.malloc_library = malloc_library();
-  report.fuser = torch::jit::tensorExprFuserEnabled();
-  report.fuser_on_cpu = torch::jit::canFuseOnCPU();
+  report.fuser = torch_ext::fusing_on_cpu();
+  report.fuser_on_cpu = torch_ext::fuses_on_cpu_by_default();
   report.model = options.model;
   report.threads = options.threads;
   report.intra_op = options.intra_op;
