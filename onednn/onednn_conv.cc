@@ -186,7 +186,7 @@ class ConvImpl final : public Conv {
 // The layout of oneDNN 2.x's Winograd weights (its wino_reorder_t): for each of the alpha x alpha
 // tile positions, the output channels outermost in steps of `unit` (aaOIoi, aaOio, aaOBiOo), or
 // those steps outermost of all (OBaaIBOIio). A chunk of output channels starting at a multiple of
-// `unit` is then, packed on its own, the whole packing's `pieces` parts of `piece` floats each.
+// `unit`, packed on its own, is then `tiles` runs of the whole packing (one, OBaaIBOIio).
 struct WinogradChunks {
   int64_t unit = 0;        // 0: not a layout of these
   int64_t oc = 0, ic = 0;  // the layout's (padded) channels
