@@ -42,6 +42,13 @@ int64_t output_channel_block(const memory::desc& d) {
   return block;
 }
 
+// Output channels (rows of `per_row` floats) per packing slice: the most whose weight fits in
+// kPackingSliceBytes, in whole blocks of `block`, at least one block.
+int64_t slice_rows(int64_t per_row, int64_t block) {
+  const auto fit = static_cast<int64_t>(kPackingSliceBytes / sizeof(float)) / per_row;
+  return std::max<int64_t>(block, fit / block * block);
+}
+
 class ConvImpl final : public Conv {
  public:
   explicit ConvImpl(const ConvSpec& s) : spec_(s) {
@@ -111,11 +118,8 @@ class ConvImpl final : public Conv {
     if (spec_.winograd) return pack_winograd(weight, packed, scales, rows_packed);
     const int64_t rows = spec_.out_channels;
     const int64_t per_row = spec_.c / spec_.groups * spec_.kh * spec_.kw;
-    int64_t step = rows;
-    if (rows_packed && spec_.groups == 1 && block_ > 0) {
-      const auto fit = static_cast<int64_t>(kPackingSliceBytes / sizeof(float)) / per_row;
-      step = std::max<int64_t>(block_, fit / block_ * block_);
-    }
+    const int64_t step =
+        rows_packed && spec_.groups == 1 && block_ > 0 ? slice_rows(per_row, block_) : rows;
     if (step >= rows) {
       // Output channels: dimension 0 of oihw, 0 and 1 (groups, channels of each) of goihw.
       const int mask = user_weights_tag_ == tag::goihw ? 0b11 : 0b1;
@@ -154,14 +158,12 @@ class ConvImpl final : public Conv {
   // its own (winograd_chunks), its plain rows given back as it goes.
   bool pack_winograd(const float* weight, void* packed, const float* scales,
                      const RowsPacked& rows_packed) const {
-    if (!scales && !rows_packed) {
-      reorder_into(user_weights_, weight, weights_desc_, packed);
+    if ((scales || rows_packed) && pack_winograd_in_chunks(weight, packed, scales, rows_packed)) {
       return true;
     }
-    if (pack_winograd_in_chunks(weight, packed, scales, rows_packed)) return true;
     if (scales) return false;
     reorder_into(user_weights_, weight, weights_desc_, packed);
-    rows_packed(0, spec_.out_channels);
+    if (rows_packed) rows_packed(0, spec_.out_channels);
     return true;
   }
   bool pack_winograd_in_chunks(const float* weight, void* packed, const float* scales,
@@ -233,8 +235,7 @@ bool ConvImpl::pack_winograd_in_chunks(const float* weight, void* packed, const 
   const WinogradChunks c = winograd_chunks(whole);
   if (c.unit == 0 || spec_.groups != 1 || whole.dims[0] != spec_.out_channels) return false;
   const int64_t rows = spec_.out_channels, per_row = spec_.c * spec_.kh * spec_.kw;
-  const auto fit = static_cast<int64_t>(kPackingSliceBytes / sizeof(float)) / per_row;
-  const int64_t step = std::max<int64_t>(c.unit, fit / c.unit * c.unit);
+  const int64_t step = slice_rows(per_row, c.unit);
   std::vector<float> folded, chunk_packing;
   auto* out = static_cast<float*>(packed);
   for (int64_t first = 0; first < rows;) {

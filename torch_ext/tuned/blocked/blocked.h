@@ -4,8 +4,8 @@
 // activations and residual additions into the convolutions' epilogues, and hands the region's
 // layout graph to the layout plan (layout_plan.h): every activation of the region is NCHW, NHWC or
 // blocked, as measured per convolution and planned, with conversions only where the plan puts
-// them; blocked_ops.cc runs the ops on whichever layout their input has. ATen types; for tuned/
-// only.
+// them; blocked_ops.cc (the convolution) and simple_ops.cc (the rest) run the ops on whichever
+// layout their input has. ATen types; for tuned/ only.
 #pragma once
 
 #include <ATen/core/Tensor.h>

@@ -4,7 +4,7 @@
 // If's branch: the If's layout), with blayout_back_ after a use that wrote into its copy. Each
 // activation of the region is in the layout the plan chose for it (layout_plan.h; blocked while
 // the first pass measures): here the ops learn it, record what the plan weighs (each
-// convolution's measurement, each conversion's bytes) and call blocked_ops.cc.
+// convolution's measurement, each conversion's bytes) and call blocked_ops.cc and simple_ops.cc.
 #include <torch/csrc/jit/runtime/custom_operator.h>
 
 #include "blocked.h"

@@ -1,0 +1,150 @@
+// The ops of a blocked-layout region (blocked.h) other than the convolution (blocked_ops.cc):
+// elementwise chains, pooling, adaptive average pooling and binary ops, each on oneDNN in
+// whichever layout its input has (blocked_tensor.h), the result in its input's layout or the one
+// asked for. A pooling or broadcast oneDNN has no primitive for runs as aten would, through plain
+// tensors, and is converted back. The TorchScript operators that call these: blocked_operators.cc.
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <memory>
+#include <vector>
+
+#include "blocked.h"
+#include "blocked_tensor.h"
+#include "memoplan/onednn/onednn.h"
+#include "tuned/tuned_support.h"
+
+namespace memoplan::torch_ext::blocked {
+
+using onednn::Format;
+using onednn::PostOp;
+using onednn::Shape;
+
+at::Tensor apply_eltwise(const at::Tensor& y, const PostOp& op) {
+  switch (static_cast<onednn::Eltwise>(op.kind)) {
+    case onednn::Eltwise::kRelu:
+      return op.alpha == 0.f ? at::relu(y) : at::leaky_relu(y, op.alpha);
+    case onednn::Eltwise::kClip:
+      return at::hardtanh(y, op.alpha, op.beta);
+    case onednn::Eltwise::kHardswish:
+      return at::hardswish(y);
+    case onednn::Eltwise::kHardsigmoid:
+      return at::hardsigmoid(y);
+    case onednn::Eltwise::kSigmoid:
+      return at::sigmoid(y);
+    case onednn::Eltwise::kSilu:
+      return at::silu(y);
+    case onednn::Eltwise::kGelu:
+      return at::gelu(y);
+    case onednn::Eltwise::kTanh:
+      return at::tanh(y);
+  }
+  TORCH_CHECK(false, "memoplan: unknown elementwise kind ", op.kind);
+}
+
+at::Tensor eltwise(const at::Tensor& x_in, const std::vector<PostOp>& chain) {
+  const at::Tensor x = dense(x_in, "beltwise");
+  const auto p = onednn::eltwise(shape_of(x), chain, format_of(x));
+  at::Tensor out = new_tensor(shape_of(x), format_of(x), x.options());
+  at::Tensor scratch = scratchpad(p->scratchpad_bytes(), x.options());
+  p->run(x.data_ptr<float>(), nullptr, out.data_ptr<float>(), data_or_null(scratch));
+  return out;
+}
+
+namespace {
+
+at::Tensor run_simple(const std::shared_ptr<const onednn::Primitive>& p, const at::Tensor& a,
+                      const at::Tensor* b, Format f) {
+  at::Tensor out = new_tensor(p->output(), f, a.options());
+  at::Tensor scratch = scratchpad(p->scratchpad_bytes(), a.options());
+  p->run(a.data_ptr<float>(), b ? b->data_ptr<float>() : nullptr, out.data_ptr<float>(),
+         data_or_null(scratch));
+  return out;
+}
+
+int64_t pick(const std::vector<int64_t>& v, int i, int64_t otherwise) {
+  if (v.empty()) return otherwise;
+  return v.at(v.size() == 1 ? 0 : static_cast<size_t>(i));
+}
+
+// A pooling of `x` in its own layout; the window is the caller's to set.
+onednn::PoolSpec pool_spec(const at::Tensor& x) {
+  const Shape s = shape_of(x);
+  onednn::PoolSpec spec;
+  spec.format = format_of(x);
+  spec.n = s.n;
+  spec.c = s.c;
+  spec.h = s.h;
+  spec.w = s.w;
+  return spec;
+}
+
+}  // namespace
+
+at::Tensor pool(const at::Tensor& x_in, const PoolArgs& a) {
+  const at::Tensor x = dense(x_in, "bpool");
+  const Shape s = shape_of(x);
+  onednn::PoolSpec spec = pool_spec(x);
+  bool supported = !a.avg || !a.ceil_mode;
+  for (int i = 0; i < 2; ++i) {
+    const int64_t in = i == 0 ? s.h : s.w;
+    const int64_t k = pick(a.kernel, i, 1), st = pick(a.stride, i, k), p = pick(a.padding, i, 0);
+    supported = supported && pick(a.dilation, i, 1) == 1 && k > 0 && st > 0;
+    if (!supported) break;
+    int64_t out = a.ceil_mode ? (in + 2 * p - k + st - 1) / st + 1 : (in + 2 * p - k) / st + 1;
+    if (a.ceil_mode && (out - 1) * st >= in + p) --out;  // the last window starts inside
+    spec.kernel[i] = k;
+    spec.stride[i] = st;
+    spec.padding_l[i] = p;
+    spec.padding_r[i] = std::max(p, (out - 1) * st + k - in - p);
+    supported = out > 0 && (in + spec.padding_l[i] + spec.padding_r[i] - k) / st + 1 == out;
+  }
+  spec.kind = !a.avg                ? onednn::PoolKind::kMax
+              : a.count_include_pad ? onednn::PoolKind::kAvgIncludePadding
+                                    : onednn::PoolKind::kAvgExcludePadding;
+  if (!supported) {
+    tuned::count(false);
+    const at::Tensor plain = to_plain(x);
+    return convert(
+        a.avg
+            ? at::avg_pool2d(plain, a.kernel, a.stride, a.padding, a.ceil_mode, a.count_include_pad)
+            : at::max_pool2d(plain, a.kernel, a.stride, a.padding, a.dilation, a.ceil_mode),
+        spec.format);
+  }
+  return run_simple(onednn::pool(spec), x, nullptr, spec.format);
+}
+
+at::Tensor adaptive_avg_pool(const at::Tensor& x_in, const std::vector<int64_t>& output_size) {
+  const at::Tensor x = dense(x_in, "badaptive_avg_pool");
+  const Shape s = shape_of(x);
+  const int64_t oh = pick(output_size, 0, 1), ow = pick(output_size, 1, oh);
+  if (oh <= 0 || ow <= 0 || s.h % oh != 0 || s.w % ow != 0) {
+    return convert(at::adaptive_avg_pool2d(to_plain(x), output_size), format_of(x));
+  }
+  onednn::PoolSpec spec = pool_spec(x);
+  spec.kind = onednn::PoolKind::kAvgExcludePadding;
+  spec.kernel[0] = spec.stride[0] = s.h / oh;
+  spec.kernel[1] = spec.stride[1] = s.w / ow;
+  return run_simple(onednn::pool(spec), x, nullptr, spec.format);
+}
+
+at::Tensor binary(const at::Tensor& a_in, const at::Tensor& b_in, onednn::BinaryKind kind,
+                  const std::vector<PostOp>& post, Format output) {
+  // Both kinds commute: the full-size operand goes first.
+  const bool swap = a_in.numel() < b_in.numel();
+  const at::Tensor a = convert(swap ? b_in : a_in, output);
+  const at::Tensor b = convert(swap ? a_in : b_in, output);
+  const Shape sa = shape_of(a), sb = shape_of(b);
+  const bool same = sa.n == sb.n && sa.c == sb.c && sa.h == sb.h && sa.w == sb.w;
+  const bool per_channel = sa.n == sb.n && sa.c == sb.c && sb.h == 1 && sb.w == 1;
+  if (!same && !per_channel) {  // another broadcast: as aten would
+    tuned::count(false);
+    at::Tensor y =
+        kind == onednn::BinaryKind::kAdd ? to_plain(a) + to_plain(b) : to_plain(a) * to_plain(b);
+    for (const PostOp& op : post) y = apply_eltwise(y, op);
+    return convert(y, output);
+  }
+  return run_simple(onednn::binary(kind, sa, sb, post, output), a, &b, output);
+}
+
+}  // namespace memoplan::torch_ext::blocked
