@@ -93,7 +93,7 @@ void* profile_alloc(ThreadState& t, size_t size, size_t alignment, uint64_t key,
   }
   record::TagRegion::Miss miss;
   void* p = g.tags.take(size, zero, reinterpret_cast<uintptr_t>(profile),
-                        profile->record_tag(profile->log.count()), &miss);
+                        profile->record_tag(profile->log.count()), &miss, alignment);
   if (!p) {
     // Untracked: the fallback serves it, and the plan will not know it (a not_planned fallback).
     // No free slot: 65,536 tracked blocks are alive.

@@ -10,7 +10,8 @@ namespace {
 
 constexpr uint64_t kPage = 4096;
 constexpr int kReuseClasses = 5;
-constexpr size_t kTableBytes = (sizeof(uint64_t) * 4 + sizeof(uint32_t)) * TagRegion::kSlots;
+constexpr size_t kTableBytes =
+    (sizeof(uint64_t) * 4 + sizeof(uint32_t)) * 2 * size_t{TagRegion::kSlots};
 
 // Size classes in pages: 1..8 exact, then m * 2^k with m in 4..7 (at most 25% over). Returns the
 // class and sets `pages` to its size.
@@ -52,9 +53,34 @@ bool TagRegion::reserve(unsigned largest_shift, unsigned smallest_shift, unsigne
     return false;
   }
   table_ = static_cast<Slot*>(table);
-  next_ = reinterpret_cast<std::atomic<uint32_t>*>(table_ + kSlots);
+  next_ = reinterpret_cast<std::atomic<uint32_t>*>(table_ + 2 * kSlots);
+  // Small slots in the first large ones, held for good (a failure leaves every block large).
+  const unsigned shift = static_cast<unsigned>(__builtin_ctzll(slots_.slot_bytes()));
+  if (shift >= kSmallFromShift) {
+    uint32_t held = 0;
+    while (held < kSmallSetAside && slots_.try_acquire(held)) ++held;
+    const uint64_t small = (uint64_t{kSmallSetAside} << shift) >> kSmallShift;
+    if (held < kSmallSetAside ||
+        !small_.adopt(slots_.base(), kSmallShift,
+                      static_cast<uint32_t>(small < kSlots ? small : kSlots))) {
+      while (held) slots_.release(--held);
+    }
+  }
   return true;
 }
+
+bool TagRegion::acquire(uint64_t mapped, bool small, uint32_t& tag) {
+  uint32_t index = 0;
+  if (small && mapped <= small_.slot_bytes() && small_.acquire(index)) {
+    tag = kSlots + index;
+    return true;
+  }
+  if (!slots_.acquire(index)) return false;
+  tag = index;
+  return true;
+}
+
+void TagRegion::release(uint32_t tag) { region_of(tag).release(index_of(tag)); }
 
 bool TagRegion::pop_kept(int size_class, uint32_t& slot) {
   std::atomic<uint64_t>& head = kept_[size_class];
@@ -82,7 +108,8 @@ void TagRegion::push_kept(int size_class, uint32_t slot) {
   } while (!head.compare_exchange_weak(old, replacement, std::memory_order_release));
 }
 
-void* TagRegion::take(uint64_t bytes, bool zero, uintptr_t owner, uint64_t record, Miss* why) {
+void* TagRegion::take(uint64_t bytes, bool zero, uintptr_t owner, uint64_t record, Miss* why,
+                      uint64_t alignment) {
   if (bytes > slots_.slot_bytes()) {
     *why = Miss::kTooLarge;
     return nullptr;
@@ -93,38 +120,41 @@ void* TagRegion::take(uint64_t bytes, bool zero, uintptr_t owner, uint64_t recor
   char* at = nullptr;
   // A kept slot of this class, else of the next few (up to 2.4 times the pages: the pages of
   // freed blocks serve other sizes too, as a general allocator's would, rather than pile up).
+  // Kept slots may be small ones: a block aligned past them takes a fresh large slot.
+  const bool small = small_.reserved() && alignment <= small_.slot_bytes();
+  const int last = small || !small_.reserved() ? size_class + kReuseClasses : size_class;
   bool kept = false;
-  for (int c = size_class; c < size_class + kReuseClasses && c < kClasses && !kept; ++c) {
+  for (int c = size_class; c < last && c < kClasses && !kept; ++c) {
     kept = pop_kept(c, index);
   }
   if (kept) {  // its pages: no system call
     Slot& s = table_[index];
     retained_.fetch_sub(s.committed, std::memory_order_relaxed);
-    at = slots_.slot_address(index);
+    at = region_of(index).slot_address(index_of(index));
     if (zero) memset(at, 0, bytes);
   } else {
     const uint32_t limit = live_limit_.load(std::memory_order_relaxed);
     // Kept slots count: they are mappings too. At the budget they go first.
-    if (limit && slots_.slots_in_use() >= limit && retained_.load(std::memory_order_relaxed)) {
+    if (limit && slots_in_use() >= limit && retained_.load(std::memory_order_relaxed)) {
       trim();
     }
-    if (limit && slots_.slots_in_use() >= limit) {  // approximate under races: a budget
+    if (limit && slots_in_use() >= limit) {  // approximate under races: a budget
       *why = Miss::kOverLimit;
       return nullptr;
     }
-    if (!slots_.acquire(index)) {
+    if (!acquire(mapped, small, index)) {
       *why = Miss::kNoSlot;
       return nullptr;
     }
     Slot& s = table_[index];
     if ((commit_fault_ && commit_fault_()) ||
-        !slots_.commit(index, mapped)) {  // e.g. vm.max_map_count reached
-      slots_.release(index);
+        !region_of(index).commit(index_of(index), mapped)) {  // e.g. vm.max_map_count reached
+      release(index);
       *why = Miss::kCommitFailed;
       return nullptr;
     }
     s.committed = mapped;
-    at = slots_.slot_address(index);
+    at = region_of(index).slot_address(index_of(index));
   }
   Slot& s = table_[index];
   s.owner = owner;
@@ -135,14 +165,15 @@ void* TagRegion::take(uint64_t bytes, bool zero, uintptr_t owner, uint64_t recor
 }
 
 bool TagRegion::resize(const void* p, uint64_t bytes) {
-  if (bytes > slots_.slot_bytes()) return false;
-  const uint32_t index = slots_.slot_of(p);
+  const uint32_t index = tag_of(p);
+  vm::SlotRegion& region = region_of(index);
+  if (bytes > region.slot_bytes()) return false;
   Slot& s = table_[index];
   int size_class = 0;
-  const uint64_t mapped = mapped_bytes(bytes, slots_.slot_bytes(), size_class);
+  const uint64_t mapped = mapped_bytes(bytes, region.slot_bytes(), size_class);
   if (mapped > s.committed) {
     if ((commit_fault_ && commit_fault_()) ||
-        !slots_.commit(index, mapped - s.committed, s.committed)) {
+        !region.commit(index_of(index), mapped - s.committed, s.committed)) {
       return false;
     }
     s.committed = mapped;
@@ -152,7 +183,7 @@ bool TagRegion::resize(const void* p, uint64_t bytes) {
 }
 
 void TagRegion::give_back(const void* p) {
-  const uint32_t index = slots_.slot_of(p);
+  const uint32_t index = tag_of(p);
   Slot& s = table_[index];
   uint64_t pages = 0;
   const int size_class = ::memoplan::record::size_class(s.committed, pages);
@@ -166,9 +197,9 @@ void TagRegion::give_back(const void* p) {
     }
     retained_.fetch_sub(s.committed, std::memory_order_relaxed);
   }
-  slots_.decommit(index, s.committed);
+  region_of(index).decommit(index_of(index), s.committed);
   s.committed = 0;
-  slots_.release(index);
+  release(index);
 }
 
 void TagRegion::trim() { trim_to(0); }
@@ -180,14 +211,15 @@ void TagRegion::trim_to(uint64_t bytes) {
     while (retained_.load(std::memory_order_relaxed) > bytes && pop_kept(c, index)) {
       Slot& s = table_[index];
       retained_.fetch_sub(s.committed, std::memory_order_relaxed);
-      slots_.decommit(index, s.committed);
+      region_of(index).decommit(index_of(index), s.committed);
       s.committed = 0;
-      slots_.release(index);
+      release(index);
     }
   }
 }
 
 void TagRegion::release_all() {
+  small_.release_all();
   slots_.release_all();
   if (table_) munmap(table_, kTableBytes);
   table_ = nullptr;

@@ -29,34 +29,54 @@ bool SlotRegion::reserve(unsigned slot_shift, uint32_t slot_count) {
   const uintptr_t tail = aligned + size;
   if (start + 2 * size > tail) munmap(reinterpret_cast<void*>(tail), start + 2 * size - tail);
 
-  const size_t words = (slot_count + 63) / 64;
-  void* bits = mmap(nullptr, round_to_pages(words * sizeof(uint64_t)), PROT_READ | PROT_WRITE,
-                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (bits == MAP_FAILED) {
+  if (!make_free_bits(slot_count)) {
     munmap(reinterpret_cast<void*>(aligned), size);
     return false;
   }
+  base_ = aligned;
+  size_ = size;
+  shift_ = slot_shift;
+  return true;
+}
+
+bool SlotRegion::adopt(uintptr_t base, unsigned slot_shift, uint32_t slot_count) {
+  if (base_ || slot_count == 0 || slot_shift < 12 || slot_shift > 40 ||
+      (base & ((uintptr_t{1} << slot_shift) - 1))) {
+    errno = EINVAL;
+    return false;
+  }
+  if (!make_free_bits(slot_count)) return false;
+  base_ = base;
+  size_ = size_t{slot_count} << slot_shift;
+  shift_ = slot_shift;
+  adopted_ = true;
+  return true;
+}
+
+bool SlotRegion::make_free_bits(uint32_t slot_count) {
+  const size_t words = (slot_count + 63) / 64;
+  void* bits = mmap(nullptr, round_to_pages(words * sizeof(uint64_t)), PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (bits == MAP_FAILED) return false;
   free_bits_ = static_cast<std::atomic<uint64_t>*>(bits);
   for (size_t w = 0; w < words; ++w) {
     const uint32_t in_word = slot_count - static_cast<uint32_t>(w * 64);
     free_bits_[w].store(in_word >= 64 ? ~uint64_t{0} : (uint64_t{1} << in_word) - 1,
                         std::memory_order_relaxed);
   }
-  base_ = aligned;
-  size_ = size;
-  shift_ = slot_shift;
   count_ = slot_count;
   return true;
 }
 
 void SlotRegion::release_all() {
   if (!base_) return;
-  munmap(reinterpret_cast<void*>(base_), size_);
+  if (!adopted_) munmap(reinterpret_cast<void*>(base_), size_);
   munmap(free_bits_, round_to_pages((count_ + 63) / 64 * sizeof(uint64_t)));
   base_ = 0;
   size_ = 0;
   count_ = 0;
   free_bits_ = nullptr;
+  adopted_ = false;
   in_use_.store(0);
 }
 

@@ -160,6 +160,59 @@ TEST_F(TagRegionTest, KeptSlotsServeTheirOwnSizeClassOnly) {
   EXPECT_EQ(tags_.slots_in_use(), 0u);
 }
 
+// Where the address space allows large slots of 4 MiB or more, blocks of 64 KiB or less take
+// 64 KiB slots cut from the first large ones: neighbours 64 KiB apart, found by the same range
+// check, their interior pointers leading to their records; larger blocks, or alignments past
+// 64 KiB, take large slots. A small block cannot grow past its slot in place.
+TEST(TagRegionSmallSlots, SmallBlocksSitSideBySide) {
+  TagRegion tags;
+  ASSERT_TRUE(tags.reserve(28, 20, 4));
+  if (tags.slot_bytes() < (uint64_t{1} << TagRegion::kSmallFromShift)) {
+    tags.release_all();
+    GTEST_SKIP() << "large slots of " << tags.slot_bytes() << " bytes: no small ones";
+  }
+  EXPECT_EQ(tags.small_slots(), TagRegion::kSlots);
+  TagRegion::Miss miss;
+  char* a = static_cast<char*>(tags.take(4400, false, 1, 10, &miss));
+  char* b = static_cast<char*>(tags.take(64 << 10, false, 2, 11, &miss));
+  char* large = static_cast<char*>(tags.take((64 << 10) + 1, false, 3, 12, &miss));
+  char* aligned = static_cast<char*>(tags.take(4096, false, 4, 13, &miss, 128 << 10));
+  ASSERT_TRUE(a && b && large && aligned);
+  const uintptr_t base = tags.region().base();
+  const uintptr_t small_end = base + TagRegion::kSmallSetAside * tags.slot_bytes();
+  for (char* p : {a, b}) {
+    EXPECT_TRUE(tags.contains(p));
+    EXPECT_LT(reinterpret_cast<uintptr_t>(p), small_end);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % (64 << 10), 0u);
+  }
+  EXPECT_EQ(b - a, 64 << 10) << "neighbouring small slots";
+  for (char* p : {large, aligned}) {
+    EXPECT_GE(reinterpret_cast<uintptr_t>(p), small_end);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % tags.slot_bytes(), 0u);
+  }
+  memset(a, 1, 4400);
+  memset(b, 2, 64 << 10);
+  EXPECT_EQ(tags.owner_of(a + 4399).record, 10u);
+  EXPECT_EQ(tags.owner_of(b + (64 << 10) - 1).record, 11u);
+  EXPECT_EQ(tags.owner_of(large + (64 << 10)).record, 12u);
+  EXPECT_EQ(tags.owner_of(aligned).record, 13u);
+  EXPECT_EQ(tags.slots_in_use(), 4u);
+  EXPECT_TRUE(tags.resize(a, 60 << 10));
+  memset(a, 3, 60 << 10);
+  EXPECT_FALSE(tags.resize(a, (64 << 10) + 1)) << "past its small slot";
+  EXPECT_EQ(tags.owner_of(a).bytes, uint64_t{60 << 10});
+  EXPECT_EQ(b[0], 2) << "the neighbour untouched";
+  for (char* p : {a, b, large, aligned}) tags.give_back(p);
+  EXPECT_EQ(tags.slots_in_use(), 0u);
+  // A freed small slot is taken again, and a kept one too.
+  EXPECT_EQ(tags.take(100, false, 1, 14, &miss), a);
+  tags.set_retain_bytes(1 << 20);
+  tags.give_back(a);
+  EXPECT_EQ(tags.take(200, true, 1, 15, &miss), a);
+  EXPECT_NE(tags.take(4096, false, 1, 16, &miss, 1 << 20), a) << "a kept small slot is too small";
+  tags.release_all();
+}
+
 bool fail_always() { return true; }
 
 // A block grows in place up to its slot's size (pages mapped past what it had, its bytes kept),

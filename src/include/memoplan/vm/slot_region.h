@@ -20,6 +20,9 @@ class SlotRegion {
   // bits [slot_shift, slot_shift + log2(slot_count)) of an inside pointer are its slot index.
   // Returns false (errno set) when the address space cannot be had.
   bool reserve(unsigned slot_shift, uint32_t slot_count);
+  // The same over [base, base + (slot_count << slot_shift)), a range inside another region that
+  // stays its owner's (reserved PROT_NONE, aligned to the slot size): release_all leaves it mapped.
+  bool adopt(uintptr_t base, unsigned slot_shift, uint32_t slot_count);
   void release_all();  // unmaps everything; for tests
   bool reserved() const { return base_ != 0; }
 
@@ -51,8 +54,11 @@ class SlotRegion {
   uint32_t slots_in_use() const { return in_use_.load(std::memory_order_relaxed); }
 
  private:
+  bool make_free_bits(uint32_t slot_count);
+
   uintptr_t base_ = 0;
   size_t size_ = 0;
+  bool adopted_ = false;
   unsigned shift_ = 0;
   uint32_t count_ = 0;
   // Free slots: a bitmap scanned from a rotating hint; 1 bit per slot, allocated with mmap.
