@@ -275,6 +275,7 @@ void pause_profiling(ThreadState& t, const char* why) {
   }
   run_unplanned(t);
   release_records(t.profiling);
+  give_back_kept_pages();
 }
 
 }  // namespace

@@ -81,6 +81,15 @@ void give_up_profiling(ThreadState& t, const char* why) {
   stats().plan_failures.fetch_add(1, std::memory_order_relaxed);
   log_line("memoplan: thread %u runs unplanned: %s", t.index, why);
   release_records(t.profiling);  // of no use any more
+  give_back_kept_pages();
+}
+
+void give_back_kept_pages() {
+  record::TagRegion& tags = global().tags;
+  const uint64_t kept = tags.retained_bytes();
+  if (kept == 0) return;
+  tags.trim();
+  stats().released_bytes.fetch_add(kept, std::memory_order_relaxed);
 }
 
 void* profile_alloc(ThreadState& t, size_t size, size_t alignment, uint64_t key, uint64_t site,

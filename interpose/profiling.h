@@ -64,8 +64,12 @@ void* profile_alloc(ThreadState& t, size_t size, size_t alignment, uint64_t key,
                     bool zero);
 void profile_free(void* p);
 size_t profile_usable_size(void* p);
-// The thread runs unplanned from here on (says why; its records go back).
+// The thread runs unplanned from here on (says why; its records and the kept pages go back).
 void give_up_profiling(ThreadState& t, const char* why);
+// The pages freed profiled blocks kept for the next ones (TagRegion's retain_bytes) go back,
+// counted as released: the thread stops or pauses profiling, and kept pages would only sit in
+// its RSS (another thread still profiling maps fresh ones).
+void give_back_kept_pages();
 // The records are of no use any more (the plan is made, or the thread no longer profiles): their
 // memory goes back and is counted as released. Returns the bytes.
 uint64_t release_records(Profiling& p);

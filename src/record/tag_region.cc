@@ -69,6 +69,8 @@ bool TagRegion::reserve(unsigned largest_shift, unsigned smallest_shift, unsigne
   return true;
 }
 
+bool TagRegion::share_small_slots() { return small_.reserved() && shared_.init(&small_); }
+
 bool TagRegion::acquire(uint64_t mapped, bool small, uint32_t& tag) {
   uint32_t index = 0;
   if (small && mapped <= small_.slot_bytes() && small_.acquire(index)) {
@@ -113,6 +115,15 @@ void* TagRegion::take(uint64_t bytes, bool zero, uintptr_t owner, uint64_t recor
   if (bytes > slots_.slot_bytes()) {
     *why = Miss::kTooLarge;
     return nullptr;
+  }
+  if (shared_.ready() && bytes <= SharedSlots::kLargestBlock && alignment <= 64) {
+    bool commit_failed = false;
+    void* p = shared_.take(bytes, owner, record, commit_fault_, slots_in_use(),
+                           live_limit_.load(std::memory_order_relaxed), &commit_failed);
+    if (p || commit_failed) {  // a block, or untracked as a slot of its own would be
+      *why = p ? Miss::kNone : Miss::kCommitFailed;
+      return p;
+    }  // else a slot of its own, or why not
   }
   int size_class = 0;
   const uint64_t mapped = mapped_bytes(bytes, slots_.slot_bytes(), size_class);
@@ -166,6 +177,8 @@ void* TagRegion::take(uint64_t bytes, bool zero, uintptr_t owner, uint64_t recor
 
 bool TagRegion::resize(const void* p, uint64_t bytes) {
   const uint32_t index = tag_of(p);
+  const int64_t shared = shared_slot(index);
+  if (shared >= 0) return shared_.resize(static_cast<uint32_t>(shared), p, bytes);
   vm::SlotRegion& region = region_of(index);
   if (bytes > region.slot_bytes()) return false;
   Slot& s = table_[index];
@@ -184,6 +197,8 @@ bool TagRegion::resize(const void* p, uint64_t bytes) {
 
 void TagRegion::give_back(const void* p) {
   const uint32_t index = tag_of(p);
+  const int64_t shared = shared_slot(index);
+  if (shared >= 0) return shared_.give_back(static_cast<uint32_t>(shared), p);
   Slot& s = table_[index];
   uint64_t pages = 0;
   const int size_class = ::memoplan::record::size_class(s.committed, pages);
@@ -202,7 +217,10 @@ void TagRegion::give_back(const void* p) {
   release(index);
 }
 
-void TagRegion::trim() { trim_to(0); }
+void TagRegion::trim() {
+  shared_.close_open();
+  trim_to(0);
+}
 
 void TagRegion::trim_to(uint64_t bytes) {
   if (!reserved()) return;
@@ -219,6 +237,7 @@ void TagRegion::trim_to(uint64_t bytes) {
 }
 
 void TagRegion::release_all() {
+  shared_.release_all();
   small_.release_all();
   slots_.release_all();
   if (table_) munmap(table_, kTableBytes);

@@ -3,8 +3,10 @@
 // pointers, kept pages and trim(), and the trace a stretch of records becomes.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstring>
 #include <thread>
+#include <vector>
 
 #include "memoplan/record/record_log.h"
 #include "memoplan/record/tag_region.h"
@@ -210,6 +212,117 @@ TEST(TagRegionSmallSlots, SmallBlocksSitSideBySide) {
   tags.give_back(a);
   EXPECT_EQ(tags.take(200, true, 1, 15, &miss), a);
   EXPECT_NE(tags.take(4096, false, 1, 16, &miss, 1 << 20), a) << "a kept small slot is too small";
+  tags.release_all();
+}
+
+// Shared small slots (the shim's choice): blocks of 32 KiB or less packed front to back in a
+// 64 KiB slot per stride class, found with interior pointers; the slot is unmapped when its last
+// block goes after it closed (full, or trim()); a block grows in place up to its stride; larger or
+// more aligned blocks take slots of their own.
+TEST(TagRegionSmallSlots, BlocksOf32KiBOrLessShareASlot) {
+  TagRegion tags;
+  ASSERT_TRUE(tags.reserve(28, 20, 4));
+  if (!tags.share_small_slots()) {
+    tags.release_all();
+    GTEST_SKIP() << "large slots of " << tags.slot_bytes() << " bytes: no small ones";
+  }
+  TagRegion::Miss miss;
+  std::vector<char*> pages;  // 4,104 bytes: a stride of 4,608, 14 to a slot
+  for (int i = 0; i < 15; ++i) {
+    pages.push_back(static_cast<char*>(tags.take(4104, i % 2, 1, 100 + i, &miss)));
+    ASSERT_NE(pages.back(), nullptr);
+  }
+  for (int i = 1; i < 14; ++i) EXPECT_EQ(pages[i] - pages[i - 1], 4608) << i;
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(pages[0]) % (64 << 10), 0u);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(pages[14]) % (64 << 10), 0u) << "the 15th opens a slot";
+  EXPECT_EQ(tags.slots_in_use(), 2u);
+  for (int i = 0; i < 15; ++i) {
+    for (int j = 0; j < 4104; ++j) ASSERT_EQ(pages[i][j], 0) << "fresh, never reused";
+    memset(pages[i], i + 1, 4104);
+  }
+  for (int i = 0; i < 15; ++i) {
+    const TagRegion::Owner o = tags.owner_of(pages[i] + (i * 293) % 4104);
+    EXPECT_EQ(o.record, 100u + i);
+    EXPECT_EQ(o.bytes, 4104u);
+  }
+  EXPECT_TRUE(tags.resize(pages[3], 4608));
+  EXPECT_EQ(tags.owner_of(pages[3]).bytes, 4608u);
+  EXPECT_FALSE(tags.resize(pages[3], 4609)) << "past its stride";
+  EXPECT_EQ(pages[4][0], 5) << "the neighbour untouched";
+  // Other classes, alignments and sizes.
+  char* other = static_cast<char*>(tags.take(7464, false, 1, 200, &miss));
+  char* aligned = static_cast<char*>(tags.take(4104, false, 1, 201, &miss, 128));
+  char* sole = static_cast<char*>(tags.take((32 << 10) + 1, false, 1, 202, &miss));
+  for (char* p : {other, aligned, sole}) {
+    ASSERT_NE(p, nullptr);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % (64 << 10), 0u);
+  }
+  EXPECT_EQ(tags.owner_of(other + 7000).record, 200u);
+  EXPECT_EQ(tags.owner_of(aligned).record, 201u);
+  EXPECT_EQ(tags.owner_of(sole + (32 << 10)).record, 202u);
+  EXPECT_EQ(tags.slots_in_use(), 5u);
+  // The full slot goes with its last block; the open one stays until trim() closes it.
+  for (int i = 0; i < 14; ++i) tags.give_back(pages[i]);
+  EXPECT_EQ(tags.slots_in_use(), 4u);
+  tags.give_back(pages[14]);
+  EXPECT_EQ(tags.slots_in_use(), 4u) << "open: more blocks may come";
+  tags.trim();
+  EXPECT_EQ(tags.slots_in_use(), 3u);
+  EXPECT_EQ(tags.owner_of(other).record, 200u) << "closed with a live block: kept";
+  for (char* p : {other, aligned, sole}) tags.give_back(p);
+  EXPECT_EQ(tags.slots_in_use(), 0u);
+  tags.release_all();
+}
+
+// Threads taking and giving back shared blocks of every class at once: no block handed out twice,
+// every slot unmapped at the end.
+TEST(TagRegionSmallSlots, SharedSlotsUnderThreads) {
+  TagRegion tags;
+  ASSERT_TRUE(tags.reserve(28, 20, 4));
+  if (!tags.share_small_slots()) {
+    tags.release_all();
+    GTEST_SKIP() << "no small slots";
+  }
+  std::vector<std::thread> threads;
+  std::atomic<int> bad{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      struct Block {
+        uint8_t* p;
+        uint64_t bytes;
+        uint64_t id;
+      };
+      std::vector<Block> live;
+      uint64_t seed = 12345 + t;
+      for (uint64_t i = 0; i < 20000; ++i) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        if (live.size() > 40 || (!live.empty() && (seed >> 60) < 7)) {
+          const size_t k = (seed >> 20) % live.size();
+          const Block b = live[k];
+          const uint8_t mark = static_cast<uint8_t>(b.id * 2 + 1);
+          if (b.p[0] != mark || b.p[b.bytes - 1] != mark) bad.fetch_add(1);
+          const TagRegion::Owner o = tags.owner_of(b.p + b.bytes / 2);
+          if (o.record != b.id || o.bytes != b.bytes) bad.fetch_add(1);
+          tags.give_back(b.p);
+          live[k] = live.back();
+          live.pop_back();
+        } else {
+          const uint64_t bytes = 64 + (seed >> 40) % (32 << 10);
+          const uint64_t id = uint64_t(t) << 32 | i;
+          TagRegion::Miss miss;
+          auto* p = static_cast<uint8_t*>(tags.take(bytes, false, 1, id, &miss));
+          if (!p) continue;
+          memset(p, static_cast<uint8_t>(id * 2 + 1), bytes);
+          live.push_back({p, bytes, id});
+        }
+      }
+      for (const Block& b : live) tags.give_back(b.p);
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(bad.load(), 0);
+  tags.trim();
+  EXPECT_EQ(tags.slots_in_use(), 0u);
   tags.release_all();
 }
 

@@ -34,6 +34,10 @@ const char* const kOperators[] = {
     "_ZdaPvSt11align_val_tRKSt9nothrow_t",
 };
 
+// Blocks over 32 KiB take a tag slot of their own (smaller ones share one, shared_slots.h), so a
+// freed block's slot is the next block's (check_released).
+constexpr size_t kSole = 40 << 10;
+
 // Checks a block from one new form; `alignment` 0 means the default (16).
 void exercise(const char* form, void* p, size_t size, size_t alignment) {
   if (!p) fprintf(stderr, "%s returned null\n", form);
@@ -53,7 +57,7 @@ void exercise(const char* form, void* p, size_t size, size_t alignment) {
 // gets the same address back: proof that the delete form released the block. Checked with
 // malloc, which every build routes to the shim.
 // `freed` is the block's address as an integer: the pointer itself is dead after the delete.
-void check_released(uintptr_t freed, size_t size = BIG) {
+void check_released(uintptr_t freed, size_t size = kSole) {
   if (!planning) return;
   void* again = malloc(size);
   if (reinterpret_cast<uintptr_t>(again) != freed) {
@@ -67,40 +71,40 @@ uintptr_t address(const void* p) { return reinterpret_cast<uintptr_t>(p); }
 
 void check_plain_forms() {
   uintptr_t freed = 0;
-  void* p = ::operator new(BIG);
-  exercise("new", p, BIG, 0);
+  void* p = ::operator new(kSole);
+  exercise("new", p, kSole, 0);
   freed = address(p);
   ::operator delete(p);
   check_released(freed);
 
-  p = ::operator new[](BIG);
-  exercise("new[]", p, BIG, 0);
+  p = ::operator new[](kSole);
+  exercise("new[]", p, kSole, 0);
   freed = address(p);
   ::operator delete[](p);
   check_released(freed);
 
-  p = ::operator new(BIG, std::nothrow);
-  exercise("new nothrow", p, BIG, 0);
+  p = ::operator new(kSole, std::nothrow);
+  exercise("new nothrow", p, kSole, 0);
   freed = address(p);
   ::operator delete(p, std::nothrow);
   check_released(freed);
 
-  p = ::operator new[](BIG, std::nothrow);
-  exercise("new[] nothrow", p, BIG, 0);
+  p = ::operator new[](kSole, std::nothrow);
+  exercise("new[] nothrow", p, kSole, 0);
   freed = address(p);
   ::operator delete[](p, std::nothrow);
   check_released(freed);
 
-  p = ::operator new(BIG);
-  exercise("new for sized delete", p, BIG, 0);
+  p = ::operator new(kSole);
+  exercise("new for sized delete", p, kSole, 0);
   freed = address(p);
-  ::operator delete(p, BIG);
+  ::operator delete(p, kSole);
   check_released(freed);
 
-  p = ::operator new[](BIG);
-  exercise("new[] for sized delete[]", p, BIG, 0);
+  p = ::operator new[](kSole);
+  exercise("new[] for sized delete[]", p, kSole, 0);
   freed = address(p);
-  ::operator delete[](p, BIG);
+  ::operator delete[](p, kSole);
   check_released(freed);
 }
 
@@ -109,7 +113,7 @@ void check_aligned_forms() {
   for (size_t alignment = 16; alignment <= 65536; alignment *= 2) {
     // A different size in every round: the shim's pass detection (on in mode:auto) must not see
     // a repeating sequence here, or it would start serving these requests from a slab.
-    const size_t size = BIG + alignment;
+    const size_t size = kSole + alignment;
     const std::align_val_t al{alignment};
     void* p = ::operator new(size, al);
     exercise("new aligned", p, size, alignment);
@@ -186,7 +190,7 @@ void check_edges() {
 
   // New-expressions, the way programs use the operators.
   struct alignas(256) Aligned {
-    char bytes[BIG];
+    char bytes[kSole];
   };
   Aligned* one = new Aligned;
   CHECK(reinterpret_cast<uintptr_t>(one) % 256 == 0);
@@ -194,8 +198,8 @@ void check_edges() {
   Aligned* many = new Aligned[3];
   CHECK(reinterpret_cast<uintptr_t>(many) % 256 == 0);
   delete[] many;
-  char* text = new char[BIG];
-  exercise("new-expression", text, BIG, 0);
+  char* text = new char[kSole];
+  exercise("new-expression", text, kSole, 0);
   delete[] text;
 }
 

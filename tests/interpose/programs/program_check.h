@@ -63,11 +63,10 @@ static inline int resolves_to_shim(const char* symbol) {
   return strstr(info.dli_fname, "libmemoplan_preload") != NULL;
 }
 
-/* In mode:auto a thread profiles from its first allocation, and every profiled block gets a tag
- * slot of its own (record::TagRegion, src/include/memoplan/record/tag_region.h): 64 KiB for
- * blocks up to 64 KiB, 256 MiB above, in one region of 2^44 bytes aligned to its size. A block at
- * a slot boundary inside the region that holds a 1 MiB block (a large slot's) shows the request
- * reached the shim's engine. */
+/* In mode:auto a thread profiles from its first allocation, and every profiled block is placed
+ * in the tag region (record::TagRegion, src/include/memoplan/record/tag_region.h), 2^44 bytes
+ * aligned to its size: a block inside the region that holds a 1 MiB block (a large tag slot's, at
+ * a 256 MiB boundary) shows the request reached the shim's engine. */
 static inline int in_tag_slot(const void* p) {
   static uintptr_t region; /* its base */
   if (!region) {
@@ -76,8 +75,7 @@ static inline int in_tag_slot(const void* p) {
     region = (uintptr_t)probe & ~(((uintptr_t)1 << 44) - 1);
     free(probe);
   }
-  const uintptr_t at = (uintptr_t)p;
-  return (at & ~(((uintptr_t)1 << 44) - 1)) == region && (at & 0xffff) == 0;
+  return ((uintptr_t)p & ~(((uintptr_t)1 << 44) - 1)) == region;
 }
 
 /* A byte pattern that differs for every seed, so one block overwriting another shows. */

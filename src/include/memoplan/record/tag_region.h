@@ -16,13 +16,15 @@
 // more) are cut into up to 2^16 slots of 64 KiB, tagged after the large ones. Small blocks then sit
 // 64 KiB apart, 32 to a page-table page, instead of one page-table page (and a page-walk of its
 // own) each: sqlite3, which profiles thousands of 4 KiB pages, held 15.7 MiB of page tables with
-// 256 MiB slots for all. The whole range stays one range check.
+// 256 MiB slots for all. The whole range stays one range check. share_small_slots() packs blocks
+// of 32 KiB or less further, several to a small slot (shared_slots.h; the shim's choice).
 #pragma once
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 
+#include "memoplan/record/shared_slots.h"
 #include "memoplan/vm/slot_region.h"
 
 namespace memoplan::record {
@@ -42,6 +44,9 @@ class TagRegion {
   const vm::SlotRegion& region() const { return slots_; }
   uint64_t slot_bytes() const { return slots_.slot_bytes(); }   // the largest block
   uint32_t small_slots() const { return small_.slot_count(); }  // 0: every block takes a large one
+  // From here on blocks of 32 KiB or less share small slots (SharedSlots): packed, but a freed
+  // block's pages stay until its slot's last block goes. False where there are no small slots.
+  bool share_small_slots();
   uint32_t slots_in_use() const {
     return slots_.slots_in_use() - (small_.reserved() ? kSmallSetAside : 0) + small_.slots_in_use();
   }
@@ -68,7 +73,13 @@ class TagRegion {
   };
   // Who recorded the live block holding p. Precondition: contains(p) and the block is alive.
   Owner owner_of(const void* p) const {
-    const Slot& s = table_[tag_of(p)];
+    const uint32_t tag = tag_of(p);
+    const int64_t shared = shared_slot(tag);
+    if (shared >= 0) {
+      const SharedSlots::Entry& e = shared_.entry(static_cast<uint32_t>(shared), p);
+      return Owner{e.owner, e.record, e.bytes};
+    }
+    const Slot& s = table_[tag];
     return Owner{s.owner, s.record, s.bytes};
   }
   // The live block holding p (by its holder) grows or shrinks to `bytes` in place: its slot's
@@ -104,6 +115,11 @@ class TagRegion {
   vm::SlotRegion& region_of(uint32_t tag) { return tag < kSlots ? slots_ : small_; }
   static uint32_t index_of(uint32_t tag) { return tag < kSlots ? tag : tag - kSlots; }
   bool acquire(uint64_t mapped, bool small, uint32_t& tag);
+  // The small slot of a shared block's tag, else -1.
+  int64_t shared_slot(uint32_t tag) const {
+    return tag >= kSlots && shared_.ready() && shared_.shared(tag - kSlots) ? int64_t{tag} - kSlots
+                                                                            : -1;
+  }
   void release(uint32_t tag);
   // Kept slots of one class: a Treiber stack of slot indices (next_ links them); the head packs
   // the top slot + 1 (0: empty) in the low 32 bits and a change count above it (no ABA).
@@ -112,6 +128,7 @@ class TagRegion {
 
   vm::SlotRegion slots_;
   vm::SlotRegion small_;                   // inside slots_' first kSmallSetAside slots
+  SharedSlots shared_;                     // small_'s slots that blocks of 32 KiB or less share
   Slot* table_ = nullptr;                  // 2 * kSlots entries, mapped at reserve()
   std::atomic<uint32_t>* next_ = nullptr;  // 2 * kSlots entries, in the same mapping
   std::atomic<uint64_t> kept_[kClasses] = {};
