@@ -2,6 +2,8 @@
 
 #include <sys/mman.h>
 
+#include <cstring>
+
 namespace memoplan::record {
 namespace {
 
@@ -53,8 +55,9 @@ void SharedSlots::release_all() {
   for (auto& open : open_) open.store(0);
 }
 
-void* SharedSlots::take(uint64_t bytes, uintptr_t owner, uint64_t record, bool (*should_fail)(),
-                        uint32_t slots_in_use, uint32_t live_limit, bool* commit_failed) {
+void* SharedSlots::take(uint64_t bytes, bool zero, uintptr_t owner, uint64_t record,
+                        bool (*should_fail)(), uint32_t slots_in_use, uint32_t live_limit,
+                        bool* commit_failed) {
   uint32_t stride = 0;
   const int size_class = stride_class(bytes, stride);
   const uint32_t per_slot = blocks_per_slot(stride, region_->slot_bytes());
@@ -67,15 +70,22 @@ void* SharedSlots::take(uint64_t bytes, uintptr_t owner, uint64_t record, bool (
       // The class is checked in the word claimed: the slot may have been closed, unmapped and
       // opened again for another class since `open` was read.
       while ((word & kOpen) && static_cast<int>((word >> kClassShift) & 31) == size_class) {
+        // The lowest free block: one freed before (its pages reused, as a kept slot's were) or
+        // the next never handed out.
+        const uint64_t free_blocks = ~word & ((uint64_t{1} << per_slot) - 1);
+        if (!free_blocks) break;
+        const uint32_t block = static_cast<uint32_t>(__builtin_ctzll(free_blocks));
         const uint32_t handed = static_cast<uint32_t>((word >> kHandedShift) & 31);
-        if (handed == per_slot) break;
-        const uint64_t claimed = (word | (uint64_t{1} << handed)) + (uint64_t{1} << kHandedShift);
+        const uint64_t claimed =
+            (word | (uint64_t{1} << block)) + (block == handed ? uint64_t{1} << kHandedShift : 0);
         if (s.word.compare_exchange_weak(word, claimed, std::memory_order_acq_rel)) {
-          Entry& e = entries_[slot * kBlocksPerSlot + handed];
+          Entry& e = entries_[slot * kBlocksPerSlot + block];
           e.owner = owner;
           e.record = record;
           e.bytes = bytes;
-          return region_->slot_address(slot) + uint64_t{handed} * stride;
+          char* at = region_->slot_address(slot) + uint64_t{block} * stride;
+          if (zero && block < handed) memset(at, 0, bytes);
+          return at;
         }
       }
       // Full (or no longer this class's): whoever replaces it in open_ closes it.

@@ -118,7 +118,7 @@ void* TagRegion::take(uint64_t bytes, bool zero, uintptr_t owner, uint64_t recor
   }
   if (shared_.ready() && bytes <= SharedSlots::kLargestBlock && alignment <= 64) {
     bool commit_failed = false;
-    void* p = shared_.take(bytes, owner, record, commit_fault_, slots_in_use(),
+    void* p = shared_.take(bytes, zero, owner, record, commit_fault_, slots_in_use(),
                            live_limit_.load(std::memory_order_relaxed), &commit_failed);
     if (p || commit_failed) {  // a block, or untracked as a slot of its own would be
       *why = p ? Miss::kNone : Miss::kCommitFailed;

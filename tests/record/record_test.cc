@@ -215,10 +215,10 @@ TEST(TagRegionSmallSlots, SmallBlocksSitSideBySide) {
   tags.release_all();
 }
 
-// Shared small slots (the shim's choice): blocks of 32 KiB or less packed front to back in a
-// 64 KiB slot per stride class, found with interior pointers; the slot is unmapped when its last
-// block goes after it closed (full, or trim()); a block grows in place up to its stride; larger or
-// more aligned blocks take slots of their own.
+// Shared small slots (the shim's choice): blocks of 32 KiB or less packed in a 64 KiB slot per
+// stride class, found with interior pointers; the open slot's freed blocks are reused; a slot is
+// unmapped when its last block goes after it closed (full, or trim()); a block grows in place up
+// to its stride; larger or more aligned blocks take slots of their own.
 TEST(TagRegionSmallSlots, BlocksOf32KiBOrLessShareASlot) {
   TagRegion tags;
   ASSERT_TRUE(tags.reserve(28, 20, 4));
@@ -266,6 +266,12 @@ TEST(TagRegionSmallSlots, BlocksOf32KiBOrLessShareASlot) {
   EXPECT_EQ(tags.slots_in_use(), 4u);
   tags.give_back(pages[14]);
   EXPECT_EQ(tags.slots_in_use(), 4u) << "open: more blocks may come";
+  // The open slot's freed block is its class's next, cleared when zeros are asked.
+  char* again = static_cast<char*>(tags.take(4500, true, 1, 300, &miss));  // a stride of 4,608
+  ASSERT_EQ(again, pages[14]);
+  for (int j = 0; j < 4500; ++j) ASSERT_EQ(again[j], 0);
+  EXPECT_EQ(tags.owner_of(again + 4499).record, 300u);
+  tags.give_back(again);
   tags.trim();
   EXPECT_EQ(tags.slots_in_use(), 3u);
   EXPECT_EQ(tags.owner_of(other).record, 200u) << "closed with a live block: kept";

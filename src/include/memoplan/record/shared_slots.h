@@ -1,12 +1,12 @@
 // Small tag slots shared by blocks of one stride (TagRegion's blocks of 32 KiB or less): a 64 KiB
-// slot is mapped once and handed out front to back, up to 16 blocks, and given back (unmapped)
-// when its last block is freed after it filled. One block a slot rounded each block up to whole
-// pages and cost a mapping of its own: sqlite3's 4.3 KiB pages took 8 KiB each while profiled, and
-// a database built while profiling kept them so.
+// slot is mapped once and holds up to 16 blocks. Each class has one open slot, whose lowest free
+// block is handed out next (a freed block's pages serve the next one, as kept slots' did); a
+// full slot closes and is given back (unmapped) when its last block goes. One block a slot rounded
+// each block up to whole pages and cost a mapping of its own: sqlite3's 4.3 KiB pages took 8 KiB
+// each while profiled, and a database built while profiling kept them so.
 //
 // A block's slot is found by TagRegion's range check and shift; its place in the slot by a
-// multiplication (stride's inverse), interior pointers included. Blocks are never reused within a
-// slot, so they read as zeros and need no clearing. Lock-free; never calls malloc.
+// multiplication (stride's inverse), interior pointers included. Lock-free; never calls malloc.
 #pragma once
 
 #include <atomic>
@@ -36,7 +36,8 @@ class SharedSlots {
   // A block of `bytes` (at most kLargestBlock, aligned to 64) for (owner, record); nullptr when
   // a slot is needed and none can be had: none free, `slots_in_use` at `live_limit` (0: none), or
   // mapping it failed (`commit_failed` set; `should_fail`: the fault tests' hook, called first).
-  void* take(uint64_t bytes, uintptr_t owner, uint64_t record, bool (*should_fail)(),
+  // `zero`: the block must read as zeros (fresh pages do; a reused block is cleared).
+  void* take(uint64_t bytes, bool zero, uintptr_t owner, uint64_t record, bool (*should_fail)(),
              uint32_t slots_in_use, uint32_t live_limit, bool* commit_failed);
   // Whether small slot `slot` is a shared one (its blocks are looked up here).
   bool shared(uint32_t slot) const { return state_[slot].stride != 0; }
