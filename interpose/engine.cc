@@ -46,7 +46,7 @@ constexpr uint64_t kTagRetainBytes = uint64_t{64} << 20;
 
 void warn_line(const char* message) { log_line("%s", message); }
 
-// Live profiled blocks allowed at once: each is a mapping of its own (about two VMAs), and a
+// Tag slots in use allowed at once: each is a mapping of its own (about two VMAs), and a
 // process past vm.max_map_count cannot mmap anything — thread stacks, dlopen, glibc's large
 // blocks. An eighth of the limit leaves the host the rest. Read without malloc.
 uint32_t tag_budget() {

@@ -105,14 +105,14 @@ void* profile_alloc(ThreadState& t, size_t size, size_t alignment, uint64_t key,
                         profile->record_tag(profile->log.count()), &miss, alignment);
   if (!p) {
     // Untracked: the fallback serves it, and the plan will not know it (a not_planned fallback).
-    // No free slot: 65,536 tracked blocks are alive.
+    // No free slot: 65,536 large and 65,536 small slots hold tracked blocks.
     if (miss == record::TagRegion::Miss::kCommitFailed) {
       stats().tag_commit_failures.fetch_add(1, std::memory_order_relaxed);
     } else if (miss == record::TagRegion::Miss::kOverLimit) {
       stats().untracked_budget.fetch_add(1, std::memory_order_relaxed);
       if (!budget_reported.exchange(true, std::memory_order_relaxed)) {
         log_line(
-            "memoplan: %u profiled blocks alive, the tag budget (vm.max_map_count / 8): "
+            "memoplan: %u tag slots hold profiled blocks, the budget (vm.max_map_count / 8): "
             "more go untracked, unplanned",
             g.tags.live_limit());
       }

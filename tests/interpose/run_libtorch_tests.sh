@@ -40,6 +40,12 @@ fi
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
+# Left out of both runs: tests that fail as is now and then, too rarely for the retries below.
+# LoadWithMultiThreads (LibTorch 2.6) gives its ten readers one std::istringstream, which they seek
+# and read from their threads: 4 failures in 1,000 repeats as is, 6 under the shim, 0 under
+# mimalloc 3 (2026-12-02, Debian 13 root, --gtest_repeat=1000).
+export GTEST_FILTER="-PyTorchStreamWriterAndReader.LoadWithMultiThreads"
+
 # run_one BINARY: writes "name plain_status plain_ms shim_status shim_ms" to $work/NAME.result. Each
 # run in a scratch directory of its own (some tests write files) with OpenBLAS and OpenMP at one
 # thread each, so that the two runs of a binary see the same program.

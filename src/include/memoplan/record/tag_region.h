@@ -51,9 +51,9 @@ class TagRegion {
     return slots_.slots_in_use() - (small_.reserved() ? kSmallSetAside : 0) + small_.slots_in_use();
   }
 
-  // At most this many blocks tagged at once (0: every slot). Each tagged block is a mapping of its
-  // own (about two VMAs): a host near vm.max_map_count would see its own mmap calls fail.
-  void set_live_limit(uint32_t blocks) { live_limit_.store(blocks, std::memory_order_relaxed); }
+  // At most this many slots in use at once (0: every slot). Each is a mapping of its own (about
+  // two VMAs): a host near vm.max_map_count would see its own mmap calls fail.
+  void set_live_limit(uint32_t slots) { live_limit_.store(slots, std::memory_order_relaxed); }
   uint32_t live_limit() const { return live_limit_.load(std::memory_order_relaxed); }
 
   // Freed slots keep up to this many bytes mapped in all (0: every free unmaps, the default).
