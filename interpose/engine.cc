@@ -341,12 +341,7 @@ int engine_trim(size_t pad) {
     // Records matter only while profiling (release_records counts them as released).
     if (t.phase != Phase::kProfiling) released += release_records(t.profiling);
   }
-  if (!g.mode_off) {  // pages kept by freed huge and profiled blocks, whoever freed them
-    const uint64_t kept = g.tags.retained_bytes();
-    g.tags.trim();
-    stats().released_bytes.fetch_add(kept, std::memory_order_relaxed);
-    released += kept;
-  }
+  if (!g.mode_off) released += give_back_kept_pages();  // whoever freed the blocks
   return fallback::trim(pad) || released ? 1 : 0;
 }
 

@@ -84,12 +84,12 @@ void give_up_profiling(ThreadState& t, const char* why) {
   give_back_kept_pages();
 }
 
-void give_back_kept_pages() {
+uint64_t give_back_kept_pages() {
   record::TagRegion& tags = global().tags;
   const uint64_t kept = tags.retained_bytes();
-  if (kept == 0) return;
   tags.trim();
   stats().released_bytes.fetch_add(kept, std::memory_order_relaxed);
+  return kept;
 }
 
 void* profile_alloc(ThreadState& t, size_t size, size_t alignment, uint64_t key, uint64_t site,

@@ -66,10 +66,11 @@ void profile_free(void* p);
 size_t profile_usable_size(void* p);
 // The thread runs unplanned from here on (says why; its records and the kept pages go back).
 void give_up_profiling(ThreadState& t, const char* why);
-// The pages freed profiled blocks kept for the next ones (TagRegion's retain_bytes) go back,
-// counted as released: the thread stops or pauses profiling, and kept pages would only sit in
-// its RSS (another thread still profiling maps fresh ones).
-void give_back_kept_pages();
+// The pages freed profiled and huge blocks kept for the next ones (TagRegion's retain_bytes) go
+// back, counted as released (returned), and shared slots stop taking blocks: a thread stops or
+// pauses profiling, or malloc_trim. Kept pages would only sit in RSS (another thread still
+// profiling maps fresh ones).
+uint64_t give_back_kept_pages();
 // The records are of no use any more (the plan is made, or the thread no longer profiles): their
 // memory goes back and is counted as released. Returns the bytes.
 uint64_t release_records(Profiling& p);
