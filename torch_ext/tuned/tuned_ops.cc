@@ -182,7 +182,7 @@ void flush_weight(int64_t site, const at::Tensor& plain) {
 
 bool packable(const at::Tensor& w) {
   return w.scalar_type() == at::kFloat && w.device().is_cpu() && w.dim() == 2 &&
-         !w.is_inference() && !(at::GradMode::is_enabled() && w.requires_grad());
+         !(at::GradMode::is_enabled() && w.requires_grad());
 }
 
 void count(bool tuned) { ++(tuned ? tuned_calls : stock_calls); }

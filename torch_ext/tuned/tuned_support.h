@@ -117,8 +117,10 @@ void count_resolved();   // one convolution that ran what its site resolved befo
 at::Tensor linear(const at::Tensor& x, const at::Tensor& w, const c10::optional<at::Tensor>& b,
                   int64_t site, kernels::Activation activation);
 
-// A weight memoplan may pack: a float CPU matrix with a version counter (not an inference tensor),
-// and no autograd needed for this call.
+// A weight memoplan may pack: a float CPU matrix, and no autograd needed for this call. An
+// inference tensor (a module loaded in inference mode) has no version counter: its packing is
+// kept while its storage is (Sources), as a convolution's is: after a change in place,
+// forget_module() repacks.
 bool packable(const at::Tensor& weight);
 
 }  // namespace memoplan::torch_ext::tuned

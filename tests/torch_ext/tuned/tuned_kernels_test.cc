@@ -48,8 +48,6 @@ using testing::tuned;
 TEST(TunedKernels, MemoplanGemmMatchesAtenAndIsPlanned) {
   ChoiceGuard always(KernelChoice::kAlwaysMemoplan);
   at::set_num_threads(1);
-  // Outside inference mode: its tensors have no version counter, so weights made in it are left
-  // to aten (a change could not be seen).
   torch::jit::Module reference = mlp(), planned = mlp();
   c10::InferenceMode guard;
   const at::Tensor x = torch::randn({2, 7, 64});
@@ -109,6 +107,31 @@ TEST(TunedKernels, AWeightChangedInPlaceIsRepacked) {
   EXPECT_LT(relative_difference(planned.forward({x}).toTensor(), reference.forward({x}).toTensor()),
             1e-5);
   EXPECT_EQ(kernel_stats().weights_packed - before.weights_packed, 4u) << "w2 repacked once";
+}
+
+// A module loaded in inference mode (what a C++ server's c10::InferenceMode around
+// torch::jit::load makes) holds inference tensors, without version counters: its linears run on
+// memoplan all the same, and forget_module() after a change in place repacks them.
+TEST(TunedKernels, AModuleMadeInInferenceModeRunsOnMemoplan) {
+  ChoiceGuard always(KernelChoice::kAlwaysMemoplan);
+  at::set_num_threads(1);
+  c10::InferenceMode guard;
+  torch::jit::Module reference = mlp(), planned = mlp();
+  ASSERT_TRUE(planned.attr("w1").toTensor().is_inference());
+  const at::Tensor x = torch::randn({2, 7, 64});
+  plan(planned, {x}, tuned());
+  const KernelStats before = kernel_stats();
+  for (int pass = 0; pass < 3; ++pass) {
+    EXPECT_LT(
+        relative_difference(planned.forward({x}).toTensor(), reference.forward({x}).toTensor()),
+        1e-5);
+  }
+  EXPECT_EQ(kernel_stats().tuned_calls - before.tuned_calls, 9u);  // 3 linears x 3
+  EXPECT_EQ(kernel_stats().stock_calls, before.stock_calls);
+  for (auto* m : {&reference, &planned}) m->attr("w2").toTensor().mul_(-2.0);
+  forget_module(planned);
+  EXPECT_LT(relative_difference(planned.forward({x}).toTensor(), reference.forward({x}).toTensor()),
+            1e-5);
 }
 
 TEST(TunedKernels, AutogradGetsAtenAndItsGradients) {
