@@ -1,7 +1,7 @@
 // memoplan-run, which `memoplan run` executes: runs a TorchScript model (or an AOTInductor
 // package) unplanned and planned, interleaved in one process, and reports latency, slab size,
-// allocator traffic and whether the outputs are bit-identical (docs/RUN.md). Exit codes: 0 fine, 1 the outputs differ or the run
-// failed, 2 bad input or usage.
+// allocator traffic and whether the outputs are bit-identical (docs/RUN.md). Exit codes: 0 fine, 1
+// the outputs differ or the run failed, 2 bad input or usage.
 #include <fmt/core.h>
 
 #include <unistd.h>
@@ -93,19 +93,25 @@ int main(int argc, char** argv) {
                  "Intra-op threads of each inference thread (aten's, OpenBLAS's and oneDNN's; "
                  "default 1). The plan serves the inference threads' own allocations")
       ->check(CLI::Range(1, 256));
-  app.add_flag("--fuser", options.fuser,
-               "Run LibTorch's TensorExpr fuser (on by default in LibTorch 2.x where it can fuse on "
-               "the CPU) in every copy; off by default: the planned copies cannot fuse");
+  app.add_flag(
+      "--fuser", options.fuser,
+      "Run LibTorch's TensorExpr fuser (on by default in LibTorch 2.x where it can fuse on "
+      "the CPU) in every copy; off by default: the planned copies cannot fuse");
   app.add_option("-n,--iters", options.iters,
                  "Timed iterations, each one unplanned and one planned pass")
       ->check(CLI::Range(1, 1000000));
   app.add_option("--warmup", options.warmup, "Untimed iterations per thread first")
       ->check(CLI::Range(0, 100000));
   app.add_option("--warm-passes", options.warm_passes,
-                 "Untimed passes of each copy right before each timed one (default 0: the copies "
-                 "alternate pass by pass and evict each other's weights from the caches; 1: each "
-                 "is timed with its own weights warm, as a one-model server runs)")
+                 "Untimed passes of each copy right before each block of its timed ones (default "
+                 "0: the copies alternate and evict each other's weights from the caches)")
       ->check(CLI::Range(0, 1000));
+  app.add_option("--block", options.block,
+                 "Timed passes of one copy in a row before the next copy runs the same inputs "
+                 "(default 1: pass by pass). A small model stays slow for several passes after "
+                 "another copy's, warm pass or not: --block 20 --warm-passes 2 times each copy as "
+                 "a server running only that model does")
+      ->check(CLI::Range(1, 10000));
   app.add_option("-s,--strategy", options.strategy, "Planner strategy (memoplan plan --list)");
   app.add_option("--heapmap", options.heapmap, "Write the plan's heap map (SVG) here");
   app.add_option("--trace", options.trace,

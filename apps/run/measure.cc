@@ -104,55 +104,69 @@ void worker(const Copies& copies, const InputSource& source, uint64_t first_inde
       shared.changed.wait(lock, [&] { return shared.go || shared.stop; });
     }
     while (!shared.stop) {
-      const int iteration = shared.next_iteration.fetch_add(1);
-      if (iteration >= options.iters) break;
-      const std::vector<c10::IValue> inputs =
-          source(first_index + static_cast<uint64_t>(options.threads) * options.warmup +
-                 static_cast<uint64_t>(iteration));
-      // --warm-passes: untimed passes of a copy right before its timed one.
+      // A block of iterations: each copy runs all of them in a row (RunOptions::block).
+      const int first = shared.next_iteration.fetch_add(options.block);
+      if (first >= options.iters) break;
+      const int count = std::min(options.block, options.iters - first);
+      std::vector<std::vector<c10::IValue>> inputs;
+      for (int k = 0; k < count; ++k) {
+        inputs.push_back(source(first_index +
+                                static_cast<uint64_t>(options.threads) * options.warmup +
+                                static_cast<uint64_t>(first + k)));
+      }
+      // --warm-passes: untimed passes of a copy right before its timed ones.
       auto warm = [&](const Pass& pass) {
-        for (int k = 0; k < options.warm_passes; ++k) pass(inputs);
+        for (int k = 0; k < options.warm_passes; ++k) pass(inputs[0]);
       };
       warm(copies.unplanned);
-      CountingAllocator::count_this_thread(true);
-      Clock::time_point start = Clock::now();
-      const c10::IValue unplanned_out = copies.unplanned(inputs);
-      result.unplanned_ms.push_back(ms_since(start));
+      std::vector<c10::IValue> unplanned_out(count);
+      for (int k = 0; k < count; ++k) {
+        CountingAllocator::count_this_thread(true);
+        const Clock::time_point start = Clock::now();
+        unplanned_out[k] = copies.unplanned(inputs[k]);
+        result.unplanned_ms.push_back(ms_since(start));
+        CountingAllocator::count_this_thread(false);
+      }
       std::shared_ptr<torch::jit::Graph> unplanned_graph;
       if (fusing && result.differing == 0) {
         unplanned_graph = torch::jit::lastExecutedOptimizedGraph();
       }
-      CountingAllocator::count_this_thread(false);
       warm(copies.planned);
-      start = Clock::now();
-      const c10::IValue planned_out = copies.planned(inputs);
-      result.planned_ms.push_back(ms_since(start));
-      result.fully_planned += torch_ext::last_pass().fully_planned();
-      ++result.compared;
-      if (std::string d = output_difference(unplanned_out, planned_out); !d.empty()) {
-        if (result.differing++ == 0) result.first_difference = d + fusion_note(unplanned_graph);
+      for (int k = 0; k < count; ++k) {
+        const Clock::time_point start = Clock::now();
+        const c10::IValue planned_out = copies.planned(inputs[k]);
+        result.planned_ms.push_back(ms_since(start));
+        result.fully_planned += torch_ext::last_pass().fully_planned();
+        ++result.compared;
+        if (std::string d = output_difference(unplanned_out[k], planned_out); !d.empty()) {
+          if (result.differing++ == 0) result.first_difference = d + fusion_note(unplanned_graph);
+        }
       }
       if (copies.tuned) {
         warm(copies.tuned);
-        start = Clock::now();
-        const c10::IValue tuned_out = copies.tuned(inputs);
-        result.tuned_ms.push_back(ms_since(start));
-        const double r = max_relative_difference(tuned_out, unplanned_out);
-        double& worst = result.tuned_max_relative_difference;
-        worst = (r < 0 || worst < 0) ? -1 : std::max(worst, r);
+        for (int k = 0; k < count; ++k) {
+          const Clock::time_point start = Clock::now();
+          const c10::IValue tuned_out = copies.tuned(inputs[k]);
+          result.tuned_ms.push_back(ms_since(start));
+          const double r = max_relative_difference(tuned_out, unplanned_out[k]);
+          double& worst = result.tuned_max_relative_difference;
+          worst = (r < 0 || worst < 0) ? -1 : std::max(worst, r);
+        }
       }
       if (copies.budgeted) {
         warm(copies.budgeted);
-        if (copies.before_budgeted) copies.before_budgeted();
-        start = Clock::now();
-        const c10::IValue budgeted_out = copies.budgeted(inputs);
-        result.budgeted_ms.push_back(ms_since(start));
-        ++result.compared;
-        if (std::string d = output_difference(unplanned_out, budgeted_out); !d.empty()) {
-          if (result.differing++ == 0) result.first_difference = "budgeted: " + d;
+        for (int k = 0; k < count; ++k) {
+          if (copies.before_budgeted) copies.before_budgeted();
+          const Clock::time_point start = Clock::now();
+          const c10::IValue budgeted_out = copies.budgeted(inputs[k]);
+          result.budgeted_ms.push_back(ms_since(start));
+          ++result.compared;
+          if (std::string d = output_difference(unplanned_out[k], budgeted_out); !d.empty()) {
+            if (result.differing++ == 0) result.first_difference = "budgeted: " + d;
+          }
         }
       }
-      shared.measuring->advance();
+      shared.measuring->advance(count);
     }
   } catch (...) {
     CountingAllocator::count_this_thread(false);

@@ -65,9 +65,13 @@ std::string format_text(const RunReport& r) {
       "planned pass) after {} warm-up\n",
       r.threads, r.threads == 1 ? "" : "s", r.intra_op, r.intra_op == 1 ? "" : "s", r.iters,
       r.warmup);
+  if (r.block > 1) {
+    s += fmt::format("  each copy times {} passes in a row, then the next copy the same inputs\n",
+                     r.block);
+  }
   if (r.warm_passes > 0) {
-    s += fmt::format("  each timed pass right after {} untimed one{} of the same copy\n",
-                     r.warm_passes, r.warm_passes == 1 ? "" : "s");
+    s += fmt::format("  each copy's timed pass{} right after {} untimed one{} of the same copy\n",
+                     r.block > 1 ? "es" : "", r.warm_passes, r.warm_passes == 1 ? "" : "s");
   }
   if (!r.malloc_library.empty()) {
     s += fmt::format("  malloc: {} (both copies; the plan serves the planned copy's tensors)\n",
@@ -75,8 +79,9 @@ std::string format_text(const RunReport& r) {
   }
   if (r.fuser_on_cpu) {
     s += r.fuser ? std::string("  LibTorch's TensorExpr fuser: on in every copy (--fuser)\n")
-                 : std::string("  LibTorch's TensorExpr fuser: off in every copy (LibTorch's default "
-                               "here is on; --fuser)\n");
+                 : std::string(
+                       "  LibTorch's TensorExpr fuser: off in every copy (LibTorch's default "
+                       "here is on; --fuser)\n");
   }
   s += fmt::format("  {:<36}{:>12}{:>12}\n", "", "unplanned", "planned");
   s += fmt::format("  {:<36}{:>12.3f}{:>12.3f}   planned/unplanned {}\n",
@@ -220,6 +225,7 @@ std::string format_json(const RunReport& r) {
   j["threads"] = r.threads;
   j["intra_op"] = r.intra_op;
   j["warm_passes"] = r.warm_passes;
+  j["block"] = r.block;
   j["iters"] = r.iters;
   j["warmup"] = r.warmup;
   j["strategy"] = r.strategy;

@@ -21,7 +21,8 @@ struct RunReport {
   std::string strategy;  // the planner strategy the plan was made with
   int threads = 1;       // inference threads
   int intra_op = 1;      // intra-op threads of each
-  int warm_passes = 0;   // untimed passes of a copy before each timed one
+  int warm_passes = 0;   // untimed passes of a copy before each block of timed ones
+  int block = 1;         // timed passes of one copy in a row
   int iters = 0;         // timed iterations: each one unplanned pass and one planned pass
   int warmup = 0;        // untimed iterations per thread before them
   std::vector<double> unplanned_ms, planned_ms;  // per timed pass, all threads

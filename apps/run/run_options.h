@@ -21,12 +21,18 @@ struct RunOptions {
   // LibTorch's TensorExpr fuser for every TorchScript copy (--fuser; off by default, why:
   // memoplan/torch/fuser.h).
   bool fuser = false;
-  int iters = 40;                // timed iterations: one unplanned and one planned pass each
-  int warmup = 3;                // untimed iterations per thread first
-  // Untimed passes of each copy right before each of its timed ones: 0, the copies alternate pass
-  // by pass (each evicts the others' weights from the caches); K, each is timed as a server
-  // running one model back to back would be (its weights warm).
+  int iters = 40;  // timed iterations: one unplanned and one planned pass each
+  int warmup = 3;  // untimed iterations per thread first
+  // Untimed passes of each copy right before each of its blocks of timed ones: 0, the copies
+  // alternate pass by pass (each evicts the others' weights from the caches); K, each starts its
+  // block with its weights warm.
   int warm_passes = 0;
+  // Timed passes of one copy in a row (iterations [i, i + block), on their own inputs) before the
+  // next copy runs the same ones. 1: the copies alternate pass by pass. A small model's pass
+  // after another copy's is slow for several passes, warm pass or not (traced mobilenet_v3_small
+  // at 128x128, tuned: 1.03 ms after one warm pass, 0.55 back to back): a block of 10-20 times
+  // each copy as a server running that one model back to back does, still interleaved.
+  int block = 1;
   std::string strategy = "greedy_by_size";
   // "tuned": a third copy, planned with memoplan's tuned kernels (docs/KERNELS.md), timed in the
   // same iterations.

@@ -130,6 +130,7 @@ void fill_run_fields(const RunOptions& options, const InputSpec& spec, RunReport
   report.threads = options.threads;
   report.intra_op = options.intra_op;
   report.warm_passes = options.warm_passes;
+  report.block = options.block;
   report.iters = options.iters;
   report.warmup = options.warmup;
   report.input = spec_shape_text(spec);

@@ -111,6 +111,12 @@ def check_tiny(memoplan, models):
     report = check_report(out, code, err)
     check(report["intra_op"] == 2 and report["warm_passes"] == 1, f"--intra-op: {out}")
     check(report["passes_compared"] == 3, f"passes: {out}")
+    # Blocks: each copy times passes in a row; 5 iterations in blocks of 2 are 2 + 2 + 1 passes.
+    code, out, err = run(memoplan, model, "--input", "3x7", "--dtype", "int64", "--json",
+                         "--iters", "5", "--block", "2", "--warm-passes", "1", "--no-rss")
+    report = check_report(out, code, err)
+    check(report["block"] == 2 and report["passes_compared"] == 5 and
+          report["planned_passes"] == 5 + 3, f"--block (3 blocks, a warm pass each): {out}")
     # The tuned copy's distance from stock over the same outputs, dicts included (segmentation
     # models return {"out": ...}): a number, not -1 ("structures differ").
     code, out, err = run(memoplan, model, "--input", "3x7", "--dtype", "int64", "--json",
