@@ -6,7 +6,8 @@
 // what removing the interpreter alone can give. Graphs with control flow are refused.
 //
 //   build/bench/flat_probe MODEL.pt --input 1x3x128x128 [--kernels tuned] [--passes 500]
-//     [--rounds 7]
+//     [--rounds 7] [--only interpreter|flat|per-kind]
+// per-kind: the flat loop's time per node kind (where a small net's pass goes).
 #include <ATen/Parallel.h>
 #include <ATen/ops/randn.h>
 #include <c10/core/InferenceMode.h>
@@ -36,6 +37,7 @@ struct Step {
   std::vector<bool> last_use;  // moved into the stack: the register is not read again
   std::vector<size_t> outputs;
   std::vector<size_t> unread;  // outputs nothing reads: dropped at once, as the interpreter does
+  std::string kind;            // the node's, for --per-kind
 };
 
 struct Program {
@@ -144,15 +146,20 @@ Program build(const torch::jit::Graph& graph, const torch::jit::Module& module) 
       if (!v->hasUses() && !is_output(v)) s.unread.push_back(reg(v));
     }
     ++p.kinds[kind.toQualString()];
+    s.kind = kind.toQualString();
     p.steps.push_back(std::move(s));
   }
   for (const Value* v : graph.outputs()) p.graph_outputs.push_back(reg(v));
   return p;
 }
 
-c10::IValue run(Program& p, const std::vector<c10::IValue>& inputs, torch::jit::Stack& stack) {
+// With `per_kind`, each step's time (ns) is added to its kind's.
+c10::IValue run(Program& p, const std::vector<c10::IValue>& inputs, torch::jit::Stack& stack,
+                std::map<std::string, double>* per_kind = nullptr) {
   for (size_t i = 0; i < inputs.size(); ++i) p.registers[p.graph_inputs[i + 1]] = inputs[i];
   for (Step& s : p.steps) {
+    const auto t0 =
+        per_kind ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
     stack.clear();
     for (size_t i = 0; i < s.inputs.size(); ++i) {
       if (s.last_use[i]) {
@@ -164,6 +171,10 @@ c10::IValue run(Program& p, const std::vector<c10::IValue>& inputs, torch::jit::
     s.op(stack);
     for (size_t i = 0; i < s.outputs.size(); ++i) p.registers[s.outputs[i]] = std::move(stack[i]);
     for (size_t r : s.unread) p.registers[r] = c10::IValue();
+    if (per_kind) {
+      (*per_kind)[s.kind] +=
+          std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
+    }
   }
   c10::IValue out = p.registers[p.graph_outputs.at(0)];
   for (size_t i = 1; i < p.graph_inputs.size(); ++i) p.registers[p.graph_inputs[i]] = c10::IValue();
@@ -182,7 +193,7 @@ int main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr,
                  "usage: flat_probe MODEL.pt --input 1x3x224x224 [--kernels tuned] "
-                 "[--passes N] [--rounds R]\n");
+                 "[--passes N] [--rounds R] [--only interpreter|flat|per-kind]\n");
     return 2;
   }
   std::string model = argv[1], input = "1x3x224x224", kernels = "stock";
@@ -194,7 +205,9 @@ int main(int argc, char** argv) {
     if (k == "--kernels") kernels = v;
     if (k == "--passes") passes = std::stoi(v);
     if (k == "--rounds") rounds = std::stoi(v);
-    if (k == "--only") only = v;  // interpreter or flat: one side (perf stat counts it alone)
+    // interpreter or flat: one side (perf stat counts it alone); per-kind: the flat loop's time
+    // per node kind (each step timed: ~20 ns a step more).
+    if (k == "--only") only = v;
   }
   at::set_num_threads(1);
   std::vector<int64_t> shape;
@@ -217,6 +230,23 @@ int main(int argc, char** argv) {
   }
   const at::Tensor a = m.forward(inputs).toTensor(), b = run(p, inputs, stack).toTensor();
   const bool identical = at::equal(a, b);
+  if (only == "per-kind") {
+    std::map<std::string, double> ns;
+    for (int i = 0; i < passes; ++i) run(p, inputs, stack, &ns);
+    std::vector<std::pair<double, std::string>> rows;
+    double total = 0;
+    for (const auto& [kind, t] : ns) {
+      rows.emplace_back(t / passes / 1e3, kind);
+      total += t / passes / 1e3;
+    }
+    std::sort(rows.rbegin(), rows.rend());
+    std::printf(
+        "%s %s kernels %s: flat loop, %.1f us a pass over %zu steps, per kind (us, steps):\n",
+        model.c_str(), input.c_str(), kernels.c_str(), total, p.steps.size());
+    for (const auto& [us, kind] : rows)
+      std::printf("  %-28s %8.1f %4d\n", kind.c_str(), us, p.kinds[kind]);
+    return identical ? 0 : 1;
+  }
   using Clock = std::chrono::steady_clock;
   std::vector<double> interpreter, flat;
   for (int r = 0; r < rounds; ++r) {
