@@ -1,9 +1,11 @@
 // plan() with kernels "tuned" in oneDNN's blocked layout: the region's ops tell a blocked
-// activation from a plain one, every region layout the plan may pick matches stock, and the
-// profiler sees memoplan's ops under their own names.
+// activation from a plain one, every region layout the plan may pick matches stock, ShuffleNet's
+// chunks, concatenations and channel shuffles stay in the region, and the profiler sees
+// memoplan's ops under their own names.
 #include <ATen/Parallel.h>
 #include <ATen/record_function.h>
 #include <gtest/gtest.h>
+#include <torch/csrc/jit/runtime/graph_iterator.h>
 #include <torch/script.h>
 
 #include <atomic>
@@ -100,6 +102,96 @@ TEST(BlockedLayout, EveryRegionLayoutMatchesStock) {
     on.set([forced](KernelOptions& o) { o.region_layout = forced; });
     check_blocks(torch::randn({2, 3, 40, 36}), 1);
     check_blocks(torch::randn({1, 3, 32, 32}).contiguous(at::MemoryFormat::ChannelsLast), 1);
+  }
+}
+
+// ShuffleNet V2's units as torchvision scripts them (channel counts off the block: 29 + 29), a
+// shuffle of three groups on its own, and a view that is no shuffle.
+torch::jit::Module shuffle_units() {
+  torch::manual_seed(5);
+  torch::jit::Module m("ShuffleUnits");
+  add_conv(m, "stem", 24, 3, 3);
+  add_bn(m, "stem_bn", 24);
+  add_conv(m, "b1_dw", 24, 1, 3);  // stride-2 unit: branch 1 on x
+  add_conv(m, "b1_pw", 29, 24, 1);
+  add_conv(m, "b2_pw1", 29, 24, 1);  // branch 2 on x
+  add_conv(m, "b2_dw", 29, 1, 3);
+  add_conv(m, "b2_pw2", 29, 29, 1);
+  add_conv(m, "s_pw1", 29, 29, 1);  // stride-1 unit: branch on the second chunk
+  add_conv(m, "s_dw", 29, 1, 3);
+  add_conv(m, "s_pw2", 29, 29, 1);
+  add_bn(m, "s_bn", 29);
+  add_conv(m, "wide", 48, 58, 1);
+  add_conv(m, "head", 40, 48, 1);
+  m.register_attribute("training", c10::BoolType::get(), false);
+  m.define(R"(
+    def channel_shuffle(self, x, groups: int):
+        batchsize, num_channels, height, width = x.size()
+        channels_per_group = num_channels // groups
+        x = x.view(batchsize, groups, channels_per_group, height, width)
+        x = torch.transpose(x, 1, 2).contiguous()
+        x = x.view(batchsize, -1, height, width)
+        return x
+
+    def forward(self, x):
+        h = torch.relu(torch.batch_norm(torch.conv2d(x, self.stem, None, [2, 2], [1, 1]), self.stem_bn_w, self.stem_bn_b, self.stem_bn_m, self.stem_bn_v, self.training, 0.1, 1e-5, False))
+        b1 = torch.relu(torch.conv2d(torch.conv2d(h, self.b1_dw, None, [2, 2], [1, 1], [1, 1], 24), self.b1_pw))
+        b2 = torch.relu(torch.conv2d(h, self.b2_pw1))
+        b2 = torch.relu(torch.conv2d(torch.conv2d(b2, self.b2_dw, None, [2, 2], [1, 1], [1, 1], 29), self.b2_pw2))
+        out = self.channel_shuffle(torch.cat((b1, b2), dim=1), 2)
+        x1, x2 = out.chunk(2, dim=1)
+        b = torch.relu(torch.conv2d(x2, self.s_pw1))
+        b = torch.conv2d(torch.conv2d(b, self.s_dw, None, [1, 1], [1, 1], [1, 1], 29), self.s_pw2)
+        b = torch.relu(torch.batch_norm(b, self.s_bn_w, self.s_bn_b, self.s_bn_m, self.s_bn_v, self.training, 0.1, 1e-5, False))
+        out = self.channel_shuffle(torch.cat((x1, b), dim=1), 2)
+        w = self.channel_shuffle(torch.relu(torch.conv2d(out, self.wide)), 3)
+        y = torch.relu(torch.conv2d(w, self.head))
+        n, c, hh, ww = y.size()
+        halves = y.view(n, 2, c // 2, hh, ww).sum(1)
+        return torch.flatten(torch.adaptive_avg_pool2d(y, [1, 1]), 1), halves
+  )");
+  m.eval();
+  return m;
+}
+
+int64_t count_nodes(const torch::jit::Module& m, const char* kind) {
+  int64_t n = 0;
+  std::shared_ptr<torch::jit::Graph> graph = m.get_method("forward").graph();
+  torch::jit::DepthFirstGraphNodeIterator it(graph);
+  for (const torch::jit::Node* node = it.next(); node != nullptr; node = it.next()) {
+    n += node->kind() == c10::Symbol::fromQualString(kind);
+  }
+  return n;
+}
+
+// Each unit's concatenation and shuffle is one memoplan::bcat, its chunks one memoplan::bchunk, the
+// size arithmetic only the shuffles read is gone, and every layout gives stock's results.
+TEST(BlockedLayout, ShuffleNetUnitsStayInTheRegion) {
+  BlockedLayoutGuard on(true);
+  if (!blocked_layout_here()) GTEST_SKIP() << "no blocked layout on this CPU";
+  at::set_num_threads(1);
+  for (const RegionLayout forced :
+       {RegionLayout::kPlanned, RegionLayout::kNchw, RegionLayout::kNhwc, RegionLayout::kBlocked}) {
+    on.set([forced](KernelOptions& o) { o.region_layout = forced; });
+    for (const at::Tensor& x : {torch::randn({1, 3, 32, 32}), torch::randn({2, 3, 20, 28})}) {
+      torch::jit::Module reference = shuffle_units(), planned = shuffle_units();
+      c10::InferenceMode guard;
+      const c10::IValue expected = reference.forward({x});
+      plan(planned, {x}, tuned());
+      for (int pass = 0; pass < 2; ++pass) {
+        expect_close(planned.forward({x}), expected,
+                     "layout " + std::to_string(static_cast<int>(forced)) + ", input " +
+                         c10::str(x.sizes()));
+      }
+      EXPECT_EQ(count_nodes(planned, "memoplan::bcat"), 3);
+      EXPECT_EQ(count_nodes(planned, "memoplan::bchunk"), 1);
+      for (const char* gone : {"aten::cat", "aten::chunk", "aten::transpose", "aten::contiguous"}) {
+        EXPECT_EQ(count_nodes(planned, gone), 0) << gone;
+      }
+      // Left: the view that is no shuffle, and its c // 2.
+      EXPECT_EQ(count_nodes(planned, "aten::view"), 1);
+      EXPECT_EQ(count_nodes(planned, "aten::floordiv"), 1);
+    }
   }
 }
 

@@ -8,6 +8,7 @@
 // layout their input has. ATen types; for tuned/ only.
 #pragma once
 
+#include <ATen/core/List.h>
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
@@ -67,6 +68,12 @@ bool is_blocked(const at::Tensor& x);
 // The layout of a 4-d float activation: blocked (is_blocked), NCHW (contiguous) or NHWC
 // (channels-last dense); anything else is read as NCHW once made contiguous.
 onednn::Format format_of(const at::Tensor& x);
+// Channel rearrangements (channel_ops.cc), each a new activation: `xs` concatenated along the
+// channels in layout `output`, then with groups > 1 shuffled as ShuffleNet does
+// (y.view(N, groups, C / groups, H, W).transpose(1, 2).contiguous().view(N, -1, H, W));
+// aten::chunk along the channels, each chunk in x's layout.
+at::Tensor cat_channels(const std::vector<at::Tensor>& xs, int64_t groups, onednn::Format output);
+c10::List<at::Tensor> chunk_channels(const at::Tensor& x, int64_t chunks);
 // `x` in layout `to` (itself when it is in it already); float, any 4-d strides in.
 at::Tensor convert(const at::Tensor& x, onednn::Format to);
 at::Tensor to_blocked(const at::Tensor& x);  // convert(x, kBlocked)

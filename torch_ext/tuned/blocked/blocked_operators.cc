@@ -1,10 +1,11 @@
 // The TorchScript operators of the blocked region (blocked_pass.cc puts them in the graph):
-// memoplan::bconv, beltwise, bpool, badaptive_avg_pool, bbinary, and memoplan::blayout, the
-// conversion the layout plan prices (in front of a use outside the region: NCHW; at the end of an
-// If's branch: the If's layout), with blayout_back_ after a use that wrote into its copy. Each
-// activation of the region is in the layout the plan chose for it (layout_plan.h; blocked while
-// the first pass measures): here the ops learn it, record what the plan weighs (each
-// convolution's measurement, each conversion's bytes) and call blocked_ops.cc and simple_ops.cc.
+// memoplan::bconv, beltwise, bpool, badaptive_avg_pool, bbinary, bcat, bchunk, and
+// memoplan::blayout, the conversion the layout plan prices (in front of a use outside the region:
+// NCHW; at the end of an If's branch: the If's layout), with blayout_back_ after a use that wrote
+// into its copy. Each activation of the region is in the layout the plan chose for it
+// (layout_plan.h; blocked while the first pass measures): here the ops learn it, record what the
+// plan weighs (each convolution's measurement, each conversion's bytes) and call blocked_ops.cc,
+// simple_ops.cc and channel_ops.cc.
 #include <torch/csrc/jit/runtime/custom_operator.h>
 
 #include "blocked.h"
@@ -114,6 +115,16 @@ at::Tensor bbinary(BbinaryOp op) {
                 conversion_target(op.graph, op.conversion, op.a));
 }
 
+at::Tensor bcat(BcatOp op) {
+  std::vector<at::Tensor> xs(op.tensors.begin(), op.tensors.end());
+  for (size_t i = 1; i < xs.size(); ++i) {
+    conversion_target(op.graph, op.conversion + static_cast<int64_t>(i), xs[i]);
+  }
+  return cat_channels(xs, op.groups, conversion_target(op.graph, op.conversion, xs.at(0)));
+}
+
+c10::List<at::Tensor> bchunk(BchunkOp op) { return chunk_channels(op.self, op.chunks); }
+
 at::Tensor blayout(BlayoutOp op) {
   return convert(op.self, conversion_target(op.graph, op.conversion, op.self));
 }
@@ -126,6 +137,8 @@ torch::jit::RegisterOperators blocked_operators({
     op::make_operator<BpoolOp, &bpool>(),
     op::make_operator<BadaptiveAvgPoolOp, &badaptive_avg_pool>(),
     op::make_operator<BbinaryOp, &bbinary>(),
+    op::make_operator<BcatOp, &bcat>(),
+    op::make_operator<BchunkOp, &bchunk>(),
     op::make_operator<BlayoutOp, &blayout>(),
     op::make_operator<BlayoutBackOp, &blayout_back>(),
 });

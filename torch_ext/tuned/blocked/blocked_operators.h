@@ -103,6 +103,34 @@ struct BbinaryOp {
   }
 };
 
+// aten::cat of activations along the channels, then with `groups` > 1 ShuffleNet's channel
+// shuffle of the result (x.view(N, groups, C / groups, H, W).transpose(1, 2).contiguous()
+// .view(N, -1, H, W)); operand i is conversion `conversion` + i, to the result's edge.
+struct BcatOp {
+  static constexpr const char* kName = "memoplan::bcat";
+  static constexpr const char* kReturns = "Tensor";
+  c10::List<at::Tensor> tensors;
+  int64_t groups = 1;
+  int64_t graph = -1, conversion = -1;
+  static constexpr auto fields() {
+    using O = BcatOp;
+    return std::make_tuple(op::field("tensors", &O::tensors), op::field("groups", &O::groups),
+                           op::field("graph", &O::graph), op::field("conversion", &O::conversion));
+  }
+};
+
+// aten::chunk(self, chunks, 1), each chunk a new activation on self's layout.
+struct BchunkOp {
+  static constexpr const char* kName = "memoplan::bchunk";
+  static constexpr const char* kReturns = "Tensor[]";
+  at::Tensor self;
+  int64_t chunks = 1;
+  static constexpr auto fields() {
+    using O = BchunkOp;
+    return std::make_tuple(op::field("self", &O::self), op::field("chunks", &O::chunks));
+  }
+};
+
 // `self` in the layout the plan chose for `conversion`'s edge (NCHW for a use outside the
 // region); `self` itself where it has that layout.
 struct BlayoutOp {
