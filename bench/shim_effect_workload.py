@@ -4,7 +4,8 @@ would run it, timed pass by pass.
 
     /usr/bin/python3 bench/shim_effect_workload.py MODEL MODE PASSES INTRA INFER OUT.json [--work]
 
-MODE: eager (the torch.nn module, built as bench/models/zoo_models.py builds it), scripted (the
+MODE: eager (the torch.nn module, built as bench/models/zoo_models.py builds it), traced (that
+module through torch.jit.trace(model, example) and nothing else, as users export), scripted (the
 zoo's TorchScript file, models/MODEL.pt, as made by bench/models/make_zoo.py), compiled (PyTorch
 2.x: the eager module through torch.compile, Inductor's generated C++ on CPU; its first pass
 compiles) or aoti (PyTorch 2.x: AOTInductor, the module exported and compiled ahead of time into a
@@ -42,9 +43,11 @@ def rss_kib():
 
 def load(name, mode):
     torch.manual_seed(0)
-    if mode in ("eager", "compiled", "aoti"):
+    if mode in ("eager", "traced", "compiled", "aoti"):
         from zoo_models import MODELS
         model, example = MODELS[name][0]()
+        if mode == "traced":
+            model = torch.jit.trace(model.eval(), example)
         if mode == "compiled":
             model = torch.compile(model)
         if mode == "aoti":

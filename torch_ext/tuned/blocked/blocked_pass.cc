@@ -349,9 +349,9 @@ class BlockedRewriter {
     return true;
   }
 
-  // A prim::ListConstruct read only by aten::cat(list, 1), of region values (at least one; the
-  // others enter as NCHW): memoplan::bcat, a join the plan prices; with the channel shuffle that
-  // reads the result (shuffle_of), one op.
+  // A prim::ListConstruct read only by aten::cat(list, 1), of region values only (float: another
+  // operand's dtype would promote): memoplan::bcat, a join the plan prices; with the channel
+  // shuffle that reads the result (shuffle_of), one op.
   bool concatenation(Node* list) {
     if (list->kind() != c10::prim::ListConstruct || list->inputs().empty() ||
         list->output()->uses().size() != 1) {
@@ -363,12 +363,9 @@ class BlockedRewriter {
         !channel_dim(cat->input(1))) {
       return false;
     }
-    bool any = false;
     for (const Value* v : list->inputs()) {
-      if (!v->type()->cast<c10::TensorType>()) return false;
-      any = any || blocked(v);
+      if (!blocked(v)) return false;
     }
-    if (!any) return false;
     const Shuffle shuffle = shuffle_of(cat->output());
     torch::jit::WithInsertPoint point(cat);
     Value* made = concatenate(list, shuffle.groups, shuffle.flat ? shuffle.flat : cat);
@@ -392,14 +389,11 @@ class BlockedRewriter {
     return true;
   }
 
-  // memoplan::bcat of `list`'s tensors, then shuffled in `groups` (1: not), made at the insertion
-  // point, typed as `typed_like`'s output: a join of the list's edges.
+  // memoplan::bcat of `list`'s tensors (region values), then shuffled in `groups` (1: not), made
+  // at the insertion point, typed as `typed_like`'s output: a join of the list's edges.
   Value* concatenate(Node* list, int64_t groups, const Node* typed_like) {
     std::vector<int> inputs;
-    for (const Value* v : list->inputs()) {
-      const int edge = edge_of(v);
-      inputs.push_back(edge >= 0 ? edge : new_edge(v, true));
-    }
+    for (const Value* v : list->inputs()) inputs.push_back(edge_of(v));
     const int output = new_edge(typed_like->output(), false);
     const int index =
         new_node(NodeKind::kJoin, inputs, output, groups > 1 ? "channel shuffle" : "aten::cat");
