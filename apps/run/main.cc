@@ -109,8 +109,9 @@ int main(int argc, char** argv) {
   app.add_option("--block", options.block,
                  "Timed passes of one copy in a row before the next copy runs the same inputs "
                  "(default 1: pass by pass). A small model stays slow for several passes after "
-                 "another copy's, warm pass or not: --block 20 --warm-passes 2 times each copy as "
-                 "a server running only that model does")
+                 "another copy's, warm pass or not: --block 20 --warm-passes 3 times each copy as "
+                 "a server running only that model does (the stock copy's B outputs are held "
+                 "for the comparison)")
       ->check(CLI::Range(1, 10000));
   app.add_option("-s,--strategy", options.strategy, "Planner strategy (memoplan plan --list)");
   app.add_option("--heapmap", options.heapmap, "Write the plan's heap map (SVG) here");

@@ -31,7 +31,8 @@ struct RunOptions {
   // next copy runs the same ones. 1: the copies alternate pass by pass. A small model's pass
   // after another copy's is slow for several passes, warm pass or not (traced mobilenet_v3_small
   // at 128x128, tuned: 1.03 ms after one warm pass, 0.55 back to back): a block of 10-20 times
-  // each copy as a server running that one model back to back does, still interleaved.
+  // each copy as a server running that one model back to back does, still interleaved. The
+  // unplanned copy's outputs of a block are held until the others' are compared with them.
   int block = 1;
   std::string strategy = "greedy_by_size";
   // "tuned": a third copy, planned with memoplan's tuned kernels (docs/KERNELS.md), timed in the
