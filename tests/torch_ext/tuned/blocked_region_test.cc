@@ -195,6 +195,51 @@ TEST(BlockedLayout, ShuffleNetUnitsStayInTheRegion) {
   }
 }
 
+// Under memory "min" a concatenation stays aten's, for the sharing pass to lay its inputs in its
+// output (the shuffle of three groups, of a convolution's output, is still taken; the chunks of
+// aten's shuffled concatenation are outside the region); a
+// concatenation of more than four activations stays outside the region at any setting: the layout
+// plan weighs every layout of a node's edges at once (DenseNet's concatenations of up to 49
+// planned for minutes).
+TEST(BlockedLayout, MemoryMinAndLongConcatenationsKeepAtensCat) {
+  BlockedLayoutGuard on(true);
+  if (!blocked_layout_here()) GTEST_SKIP() << "no blocked layout on this CPU";
+  at::set_num_threads(1);
+  const at::Tensor x = torch::randn({1, 3, 32, 32});
+  {
+    torch::jit::Module reference = shuffle_units(), planned = shuffle_units();
+    c10::InferenceMode guard;
+    const c10::IValue expected = reference.forward({x});
+    PlanOptions min = tuned();
+    min.memory = Memory::kMin;
+    plan(planned, {x}, min);
+    expect_close(planned.forward({x}), expected, "memory min");
+    EXPECT_EQ(count_nodes(planned, "memoplan::bcat"), 1);
+    EXPECT_EQ(count_nodes(planned, "memoplan::bchunk"), 0);  // of aten's shuffle, outside
+  }
+  torch::manual_seed(6);
+  torch::jit::Module wide("Wide");
+  for (int i = 0; i < 5; ++i) add_conv(wide, "c" + std::to_string(i), 12, 3, 3);
+  add_conv(wide, "head", 8, 60, 1);
+  wide.define(R"(
+    def forward(self, x):
+        parts = [torch.relu(torch.conv2d(x, self.c0, None, [1, 1], [1, 1])),
+                 torch.relu(torch.conv2d(x, self.c1, None, [1, 1], [1, 1])),
+                 torch.relu(torch.conv2d(x, self.c2, None, [1, 1], [1, 1])),
+                 torch.relu(torch.conv2d(x, self.c3, None, [1, 1], [1, 1])),
+                 torch.relu(torch.conv2d(x, self.c4, None, [1, 1], [1, 1]))]
+        return torch.conv2d(torch.cat(parts, 1), self.head)
+  )");
+  wide.eval();
+  torch::jit::Module planned = wide.clone();
+  c10::InferenceMode guard;
+  const at::Tensor expected = wide.forward({x}).toTensor();
+  plan(planned, {x}, tuned());
+  EXPECT_LT(relative_difference(planned.forward({x}).toTensor(), expected), 1e-5);
+  EXPECT_EQ(count_nodes(planned, "aten::cat"), 1);
+  EXPECT_EQ(count_nodes(planned, "memoplan::bcat"), 0);
+}
+
 // What a RecordFunction observer (torch.profiler) sees of a tuned model: each of memoplan's
 // operators as a user scope of its name, its arguments when asked (the convolution's input
 // first). Observed, the plan still serves every tensor: the planner's shadow stack watches

@@ -34,6 +34,7 @@
 #include "blocked_operators.h"
 #include "conv_fusion.h"
 #include "memoplan/torch/kernels.h"
+#include "planning/planning.h"  // module_options
 #include "tuned/graph_match.h"
 #include "tuned/layout_plan.h"
 #include "tuned/reports.h"
@@ -50,6 +51,10 @@ using torch::jit::Block;
 using torch::jit::Node;
 using torch::jit::Value;
 
+// The layout plan weighs every layout of a node's edges at once (3^edges assignments): a
+// concatenation of more activations (DenseNet's, of every layer before) stays outside the region.
+constexpr size_t kMaxJoined = 4;
+
 const char* const kConvSchema =
     "aten::conv2d(Tensor input, Tensor weight, Tensor? bias=None, int[2] stride=1, "
     "int[2] padding=0, int[2] dilation=1, int groups=1) -> Tensor";
@@ -63,7 +68,8 @@ std::vector<std::pair<int64_t, std::string>>& report_lines() {
 
 class BlockedRewriter {
  public:
-  BlockedRewriter(torch::jit::Graph& graph, int64_t handle) : graph_(graph), handle_(handle) {
+  BlockedRewriter(torch::jit::Graph& graph, int64_t handle, bool memory_min)
+      : graph_(graph), handle_(handle), memory_min_(memory_min) {
     spec_.layouts = layouts::kLayouts;
     spec_.default_layout = layouts::kBlocked;
   }
@@ -349,12 +355,13 @@ class BlockedRewriter {
     return true;
   }
 
-  // A prim::ListConstruct read only by aten::cat(list, 1), of region values only (float: another
-  // operand's dtype would promote): memoplan::bcat, a join the plan prices; with the channel
-  // shuffle that reads the result (shuffle_of), one op.
+  // A prim::ListConstruct read only by aten::cat(list, 1), of at most kMaxJoined region values
+  // (float: another operand's dtype would promote): memoplan::bcat, a join the plan prices; with
+  // the channel shuffle that reads the result (shuffle_of), one op. Not under memory "min", whose
+  // sharing pass lays a concatenation's inputs in its output instead (DenseNet, Inception).
   bool concatenation(Node* list) {
     if (list->kind() != c10::prim::ListConstruct || list->inputs().empty() ||
-        list->output()->uses().size() != 1) {
+        list->inputs().size() > kMaxJoined || list->output()->uses().size() != 1 || memory_min_) {
       return false;
     }
     Node* cat = list->output()->uses()[0].user;
@@ -616,6 +623,7 @@ class BlockedRewriter {
 
   torch::jit::Graph& graph_;
   const int64_t handle_;
+  const bool memory_min_;
   GraphSpec spec_;
   std::unordered_map<const Value*, int> edges_;  // the region's values: their layout graph edge
   std::unordered_set<const Node*> removed_;
@@ -631,7 +639,8 @@ int replace_regions(torch::jit::Graph& graph) {
     return 0;
   }
   const int64_t handle = layouts::register_graph({});
-  BlockedRewriter rewriter(graph, handle);
+  const PlanOptions* options = runtime_pass::module_options(tuned::rewrite_owner());
+  BlockedRewriter rewriter(graph, handle, options != nullptr && options->memory == Memory::kMin);
   const int convolutions = rewriter.rewrite();
   layouts::set_graph_spec(handle, rewriter.take_spec());
   if (convolutions > 0) {
