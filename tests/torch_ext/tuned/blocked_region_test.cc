@@ -199,7 +199,7 @@ TEST(BlockedLayout, ShuffleNetUnitsStayInTheRegion) {
 // output (the shuffle of three groups, of a convolution's output, is still taken; the chunks of
 // aten's shuffled concatenation are outside the region); a
 // concatenation of more than four activations stays outside the region at any setting: the layout
-// plan weighs every layout of a node's edges at once (DenseNet's concatenations of up to 49
+// plan weighs every layout of a node's edges at once (densenet121's concatenations of up to 25
 // planned for minutes).
 TEST(BlockedLayout, MemoryMinAndLongConcatenationsKeepAtensCat) {
   BlockedLayoutGuard on(true);
