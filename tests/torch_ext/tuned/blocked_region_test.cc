@@ -106,7 +106,8 @@ TEST(BlockedLayout, EveryRegionLayoutMatchesStock) {
 }
 
 // ShuffleNet V2's units as torchvision scripts them (channel counts off the block: 29 + 29), a
-// shuffle of three groups on its own, and a view that is no shuffle.
+// shuffle of three groups on its own (as torchvision 0.21 writes it: back to N, C, H, W), and a
+// view that is no shuffle.
 torch::jit::Module shuffle_units() {
   torch::manual_seed(5);
   torch::jit::Module m("ShuffleUnits");
@@ -133,6 +134,14 @@ torch::jit::Module shuffle_units() {
         x = x.view(batchsize, -1, height, width)
         return x
 
+    def channel_shuffle_0_21(self, x, groups: int):
+        batchsize, num_channels, height, width = x.size()
+        channels_per_group = num_channels // groups
+        x = x.view(batchsize, groups, channels_per_group, height, width)
+        x = torch.transpose(x, 1, 2).contiguous()
+        x = x.view(batchsize, num_channels, height, width)
+        return x
+
     def forward(self, x):
         h = torch.relu(torch.batch_norm(torch.conv2d(x, self.stem, None, [2, 2], [1, 1]), self.stem_bn_w, self.stem_bn_b, self.stem_bn_m, self.stem_bn_v, self.training, 0.1, 1e-5, False))
         b1 = torch.relu(torch.conv2d(torch.conv2d(h, self.b1_dw, None, [2, 2], [1, 1], [1, 1], 24), self.b1_pw))
@@ -144,7 +153,7 @@ torch::jit::Module shuffle_units() {
         b = torch.conv2d(torch.conv2d(b, self.s_dw, None, [1, 1], [1, 1], [1, 1], 29), self.s_pw2)
         b = torch.relu(torch.batch_norm(b, self.s_bn_w, self.s_bn_b, self.s_bn_m, self.s_bn_v, self.training, 0.1, 1e-5, False))
         out = self.channel_shuffle(torch.cat((x1, b), dim=1), 2)
-        w = self.channel_shuffle(torch.relu(torch.conv2d(out, self.wide)), 3)
+        w = self.channel_shuffle_0_21(torch.relu(torch.conv2d(out, self.wide)), 3)
         y = torch.relu(torch.conv2d(w, self.head))
         n, c, hh, ww = y.size()
         halves = y.view(n, 2, c // 2, hh, ww).sum(1)

@@ -416,8 +416,9 @@ class BlockedRewriter {
   }
 
   // ShuffleNet's channel_shuffle(x, g) as traced or scripted: x.view(N, g, C // g, H, W),
-  // transpose(1, 2), contiguous(), view(N, -1, H, W) (or reshape), each the only use of the one
-  // before, N, C, H, W x's sizes (aten::size(x, i) or the unpacked aten::size(x)), g a constant.
+  // transpose(1, 2), contiguous(), view(N, -1, H, W) or view(N, C, H, W) (or reshape), each the
+  // only use of the one before, N, C, H, W x's sizes (aten::size(x, i) or the unpacked
+  // aten::size(x)), g a constant.
   struct Shuffle {
     Node *view = nullptr, *transpose = nullptr, *contiguous = nullptr, *flat = nullptr;
     int64_t groups = 1;
@@ -453,12 +454,13 @@ class BlockedRewriter {
     if (!flat || !is_kind(flat, {"aten::view", "aten::reshape"}) || flat->inputs().size() != 2) {
       return {};
     }
+    // Back to N, -1, H, W (torchvision 0.14) or N, C, H, W (0.21).
     const Node* back = flat->input(1)->node();
-    const auto minus_one = back->kind() == c10::prim::ListConstruct && back->inputs().size() == 4
-                               ? torch::jit::constant_as<int64_t>(back->input(1))
-                               : c10::nullopt;
-    if (!minus_one || *minus_one != -1 || !dim_of(back->input(0), x, 0) ||
-        !dim_of(back->input(2), x, 2) || !dim_of(back->input(3), x, 3)) {
+    if (back->kind() != c10::prim::ListConstruct || back->inputs().size() != 4) return {};
+    const auto minus_one = torch::jit::constant_as<int64_t>(back->input(1));
+    if (!(minus_one ? *minus_one == -1 : dim_of(back->input(1), x, 1)) ||
+        !dim_of(back->input(0), x, 0) || !dim_of(back->input(2), x, 2) ||
+        !dim_of(back->input(3), x, 3)) {
       return {};
     }
     return {view, transpose, contiguous, flat, *groups};
