@@ -7,9 +7,9 @@
 //    activations (residuals, squeeze-excitation scales, broadcast per channel) on a blocked input
 //    stay blocked, on oneDNN; dropout with a constant false `train` is dropped.
 //  - Concatenations along the channels of region values (aten::cat of a list made for it), channel
-//    shuffles (view to 5-d, transpose(1, 2), contiguous, view back: ShuffleNet's) and chunks along
-//    the channels stay in the region, on channel_ops.cc's gathers (copies where aten's chunks are
-//    views: taken only where nothing writes into the value or its chunks).
+//    shuffles (ShuffleNet's, as shuffle_match.h finds them) and chunks along the channels stay in
+//    the region, on channel_ops.cc's gathers (copies where aten's chunks are views: taken only
+//    where nothing writes into the value or its chunks).
 //  - An If whose branches yield a blocked activation yields one: the other branches convert at
 //    their end (EfficientNet's stochastic depth keeps the region whole in eval mode).
 //  - Every other use of a region's value (a view, flatten, a list, the graph's output, an op with
@@ -22,7 +22,6 @@
 #include <torch/csrc/jit/ir/constants.h>
 #include <torch/csrc/jit/ir/ir.h>
 
-#include <algorithm>
 #include <mutex>
 #include <sstream>
 #include <string>
@@ -35,6 +34,7 @@
 #include "conv_fusion.h"
 #include "memoplan/torch/kernels.h"
 #include "planning/planning.h"  // module_options
+#include "shuffle_match.h"
 #include "tuned/graph_match.h"
 #include "tuned/layout_plan.h"
 #include "tuned/reports.h"
@@ -376,7 +376,7 @@ class BlockedRewriter {
     const Shuffle shuffle = shuffle_of(cat->output());
     torch::jit::WithInsertPoint point(cat);
     Value* made = concatenate(list, shuffle.groups, shuffle.flat ? shuffle.flat : cat);
-    if (shuffle.flat) remove_shuffle(shuffle, made);
+    if (shuffle.flat) remove_shuffle(shuffle, made, &removed_);
     // What is left reads the concatenation's sizes, which the result shares.
     cat->output()->replaceAllUsesWith(made);
     removed_.insert(cat);
@@ -392,7 +392,7 @@ class BlockedRewriter {
     if (shuffle.view != view) return false;
     torch::jit::WithInsertPoint point(view);
     Node* list = graph_.insertNode(graph_.createList(c10::TensorType::get(), {view->input(0)}));
-    remove_shuffle(shuffle, concatenate(list, shuffle.groups, shuffle.flat));
+    remove_shuffle(shuffle, concatenate(list, shuffle.groups, shuffle.flat), &removed_);
     return true;
   }
 
@@ -413,126 +413,6 @@ class BlockedRewriter {
     Value* made = insert(b.create(), typed_like->output())->output();
     edges_[made] = output;
     return made;
-  }
-
-  // ShuffleNet's channel_shuffle(x, g) as traced or scripted: x.view(N, g, C // g, H, W),
-  // transpose(1, 2), contiguous(), view(N, -1, H, W) or view(N, C, H, W) (or reshape), each the
-  // only use of the one before, N, C, H, W x's sizes (aten::size(x, i) or the unpacked
-  // aten::size(x)), g a constant.
-  struct Shuffle {
-    Node *view = nullptr, *transpose = nullptr, *contiguous = nullptr, *flat = nullptr;
-    int64_t groups = 1;
-  };
-  Shuffle shuffle_of(Value* x) const {
-    Node* view = sole_reader(x);
-    if (!view || !is_kind(view, {"aten::view", "aten::reshape"}) || view->inputs().size() != 2 ||
-        view->input(0) != x) {
-      return {};
-    }
-    const Node* sizes = view->input(1)->node();
-    if (sizes->kind() != c10::prim::ListConstruct || sizes->inputs().size() != 5) return {};
-    const auto groups = torch::jit::constant_as<int64_t>(sizes->input(1));
-    if (!groups || *groups < 1 || !dim_of(sizes->input(0), x, 0) ||
-        !per_group(sizes->input(2), x, *groups) || !dim_of(sizes->input(3), x, 2) ||
-        !dim_of(sizes->input(4), x, 3)) {
-      return {};
-    }
-    Node* transpose = only_use(view->output());
-    c10::optional<int64_t> d0, d1;
-    if (!transpose || !is_kind(transpose, {"aten::transpose"}) ||
-        !(d0 = torch::jit::constant_as<int64_t>(transpose->input(1))) ||
-        !(d1 = torch::jit::constant_as<int64_t>(transpose->input(2))) || std::min(*d0, *d1) != 1 ||
-        std::max(*d0, *d1) != 2) {
-      return {};
-    }
-    Node* contiguous = only_use(transpose->output());
-    const auto format = contiguous && is_kind(contiguous, {"aten::contiguous"})
-                            ? torch::jit::constant_as<int64_t>(contiguous->input(1))
-                            : c10::nullopt;
-    if (!format || *format != static_cast<int64_t>(c10::MemoryFormat::Contiguous)) return {};
-    Node* flat = only_use(contiguous->output());
-    if (!flat || !is_kind(flat, {"aten::view", "aten::reshape"}) || flat->inputs().size() != 2) {
-      return {};
-    }
-    // Back to N, -1, H, W (torchvision 0.14) or N, C, H, W (0.21).
-    const Node* back = flat->input(1)->node();
-    if (back->kind() != c10::prim::ListConstruct || back->inputs().size() != 4) return {};
-    const auto minus_one = torch::jit::constant_as<int64_t>(back->input(1));
-    if (!(minus_one ? *minus_one == -1 : dim_of(back->input(1), x, 1)) ||
-        !dim_of(back->input(0), x, 0) || !dim_of(back->input(2), x, 2) ||
-        !dim_of(back->input(3), x, 3)) {
-      return {};
-    }
-    return {view, transpose, contiguous, flat, *groups};
-  }
-
-  // The shuffle's four nodes replaced by `result`; the size arithmetic only they read goes too.
-  void remove_shuffle(const Shuffle& s, Value* result) {
-    s.flat->output()->replaceAllUsesWith(result);
-    std::vector<Value*> lists = {s.view->input(1), s.flat->input(1)};
-    for (Node* n : {s.flat, s.contiguous, s.transpose, s.view}) {
-      removed_.insert(n);
-      n->destroy();
-    }
-    for (Value* v : lists) drop_if_unused(v);
-  }
-
-  // `v`'s node, where nothing reads it and it is size arithmetic, and then the nodes of its
-  // inputs likewise (nodes, never values, kept: a node's values go with it).
-  void drop_if_unused(Value* v) {
-    std::vector<Node*> work = {v->node()};
-    while (!work.empty()) {
-      Node* n = work.back();
-      work.pop_back();
-      if (removed_.count(n) ||
-          !is_kind(n, {"prim::ListConstruct", "prim::ListUnpack", "aten::size", "aten::Int",
-                       "aten::floor_divide", "aten::floordiv", "prim::NumToTensor"})) {
-        continue;
-      }
-      bool used = false;
-      for (const Value* out : n->outputs()) used = used || out->hasUses();
-      if (used) continue;
-      for (Value* in : n->inputs()) work.push_back(in->node());
-      removed_.insert(n);
-      n->destroy();
-    }
-  }
-
-  // Whether `v` is x.size(dim): aten::size(x, dim) or element `dim` of aten::size(x) unpacked.
-  static bool dim_of(const Value* v, const Value* x, int64_t dim) {
-    const Node* n = v->node();
-    if (n->kind() == c10::aten::size && n->inputs().size() == 2 && n->input(0) == x) {
-      const auto d = torch::jit::constant_as<int64_t>(n->input(1));
-      return d && (*d == dim || *d == dim - 4);
-    }
-    if (n->kind() == c10::prim::ListUnpack && n->outputs().size() == 4 &&
-        static_cast<int64_t>(v->offset()) == dim) {
-      const Node* size = n->input(0)->node();
-      return size->kind() == c10::aten::size && size->inputs().size() == 1 && size->input(0) == x;
-    }
-    return false;
-  }
-  // Whether `v` is x.size(1) // groups: aten::floordiv of ints (scripted), or the traced
-  // aten::Int(aten::floor_divide(prim::NumToTensor(x.size(1)), groups)).
-  static bool per_group(const Value* v, const Value* x, int64_t groups) {
-    const Node* n = v->node();
-    if (n->kind() == c10::aten::Int && n->inputs().size() == 1) {
-      n = n->input(0)->node();
-      if (!is_kind(n, {"aten::floor_divide"}) || n->inputs().size() != 2 ||
-          n->input(0)->node()->kind() != c10::prim::NumToTensor) {
-        return false;
-      }
-      return dim_of(n->input(0)->node()->input(0), x, 1) && constant_equals(n->input(1), groups);
-    }
-    return n->kind() == c10::aten::floordiv && n->inputs().size() == 2 &&
-           dim_of(n->input(0), x, 1) && constant_equals(n->input(1), groups);
-  }
-  // A constant int, or a one-element tensor constant, equal to `value`.
-  static bool constant_equals(const Value* v, int64_t value) {
-    const c10::optional<c10::IValue> c = torch::jit::toIValue(v);
-    if (!c) return false;
-    if (c->isInt()) return c->toInt() == value;
-    return c->isTensor() && c->toTensor().numel() == 1 && c->toTensor().item<double>() == value;
   }
 
   // aten::chunk(x, chunks, 1) of a region value, read by one prim::ListUnpack: memoplan::bchunk,
@@ -567,17 +447,6 @@ class BlockedRewriter {
     return true;
   }
 
-  // The one node that uses `value` (in its block), or null.
-  static Node* only_use(const Value* value) {
-    if (value->uses().size() != 1) return nullptr;
-    Node* user = value->uses()[0].user;
-    return user->owningBlock() == value->node()->owningBlock() ? user : nullptr;
-  }
-  // A constant 1 or -3: the channels of a 4-d activation.
-  static bool channel_dim(const Value* v) {
-    const auto dim = torch::jit::constant_as<int64_t>(v);
-    return dim && (*dim == 1 || *dim == -3);
-  }
   template <class Op>
   void replace_simple(Node* node, const op::Builder<Op>& b) {
     const int edge = edge_of(node->input(0));
