@@ -41,6 +41,11 @@ Result<bool> check_graph(const LayoutGraph& graph) {
         }
       }
     }
+    if (node.coupled_inputs < -1 || node.coupled_inputs > static_cast<int>(node.inputs.size())) {
+      return Error{"layout graph: node " + node.name + " couples " +
+                   std::to_string(node.coupled_inputs) + " of its " +
+                   std::to_string(node.inputs.size()) + " inputs"};
+    }
     for (int e : node.outputs) {
       if (++producers[e] > 1) {
         return Error{"layout graph: edge " + graph.edges[e].name + " has two producers"};

@@ -29,14 +29,22 @@ struct Planner {
     return -1;
   }
 
-  std::vector<int> incident(int v) const {
-    std::vector<int> out;
-    for (const auto* list : {&g.nodes[v].inputs, &g.nodes[v].outputs}) {
-      for (int e : *list) {
-        if (std::find(out.begin(), out.end(), e) == out.end()) out.push_back(e);
+  // v's edges apart: those whose layouts are weighed together (outputs, coupled inputs), and the
+  // separable inputs (LayoutGraph::Node::coupled_inputs) that are nothing else.
+  void incident(int v, std::vector<int>* joint, std::vector<int>* separable) const {
+    const LayoutGraph::Node& node = g.nodes[v];
+    const size_t coupled =
+        node.coupled_inputs < 0 ? node.inputs.size() : static_cast<size_t>(node.coupled_inputs);
+    auto add = [](std::vector<int>* list, int e) {
+      if (std::find(list->begin(), list->end(), e) == list->end()) list->push_back(e);
+    };
+    for (size_t i = 0; i < coupled; ++i) add(joint, node.inputs[i]);
+    for (int e : node.outputs) add(joint, e);
+    for (size_t i = coupled; i < node.inputs.size(); ++i) {
+      if (std::find(joint->begin(), joint->end(), node.inputs[i]) == joint->end()) {
+        add(separable, node.inputs[i]);
       }
     }
-    return out;
   }
 
   double cost(int v, const std::map<int, int>& layout_of) {
@@ -48,33 +56,49 @@ struct Planner {
   }
 
   // The cheapest cost of v with the state edges set, over its free other edges; *best gets the
-  // layout of every incident edge at that minimum.
+  // layout of every incident edge at that minimum. Every assignment of the free joint edges is
+  // tried; under each, each free separable input alone (its term does not depend on the others').
   double node_min(int v, const std::map<int, int>& state, std::map<int, int>* best) {
-    std::vector<int> free_edges;
+    std::vector<int> joint, separable, free_joint, free_separable;
+    incident(v, &joint, &separable);
     std::map<int, int> layout_of = state;
-    for (int e : incident(v)) {
-      if (state.count(e)) continue;
-      if (fixed[e] >= 0) {
-        layout_of[e] = fixed[e];
-      } else {
-        free_edges.push_back(e);
-        layout_of[e] = 0;
+    auto set_free = [&](const std::vector<int>& edges, std::vector<int>* free_edges) {
+      for (int e : edges) {
+        if (state.count(e)) continue;
+        if (fixed[e] >= 0) {
+          layout_of[e] = fixed[e];
+        } else {
+          free_edges->push_back(e);
+          layout_of[e] = 0;
+        }
       }
-    }
+    };
+    set_free(joint, &free_joint);
+    set_free(separable, &free_separable);
     double best_cost = kInfinity;
     while (true) {
-      const double c = cost(v, layout_of);
+      double c = cost(v, layout_of);
+      for (int e : free_separable) {
+        int& l = layout_of[e];
+        int chosen = 0;
+        for (l = 1; l < g.edges[e].layouts; ++l) {
+          const double with = cost(v, layout_of);
+          if (with < c) c = with, chosen = l;
+        }
+        l = chosen;
+      }
       if (c < best_cost) {
         best_cost = c;
         *best = layout_of;
       }
-      size_t i = 0;  // next assignment of the free edges, mixed radix
-      for (; i < free_edges.size(); ++i) {
-        int& l = layout_of[free_edges[i]];
-        if (++l < g.edges[free_edges[i]].layouts) break;
+      for (int e : free_separable) layout_of[e] = 0;
+      size_t i = 0;  // next assignment of the free joint edges, mixed radix
+      for (; i < free_joint.size(); ++i) {
+        int& l = layout_of[free_joint[i]];
+        if (++l < g.edges[free_joint[i]].layouts) break;
         l = 0;
       }
-      if (i == free_edges.size()) break;
+      if (i == free_joint.size()) break;
     }
     return best_cost;
   }

@@ -163,6 +163,60 @@ TEST(LayoutPlan, NeverBetterThanBruteForceAndUsuallyClose) {
   EXPECT_GT(conflicts, 0) << "no conflict arose: the vote path is untested";
 }
 
+// `operands` ops each make a tensor from the input; one concatenation joins them all, priced per
+// operand (a random cost for each operand's layout against the output's) plus its output's own.
+LayoutGraph concatenation(int operands, bool separable, unsigned seed) {
+  LayoutGraph g;
+  const int input = g.add_edge("input", 1);
+  std::vector<int> parts;
+  for (int i = 0; i < operands; ++i) {
+    parts.push_back(g.add_edge("part" + std::to_string(i), 3));
+    g.add_node("op" + std::to_string(i), {input}, {parts.back()});
+  }
+  const int joined = g.add_edge("joined", 3);
+  g.add_node("cat", parts, {joined});
+  if (separable) g.nodes.back().coupled_inputs = 0;
+  g.add_node("use", {joined}, {g.add_edge("output", 1)});
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> u(1.0, 10.0);
+  std::vector<double> table(static_cast<size_t>(operands + 3) * 9);
+  for (double& x : table) x = u(rng);
+  const int cat = operands;
+  g.cost = [table, cat](int v, const std::vector<int>& in, const std::vector<int>& out) {
+    if (v < cat) return table[static_cast<size_t>(v) * 9 + static_cast<size_t>(out[0])];
+    if (v > cat) return table[static_cast<size_t>(v) * 9 + static_cast<size_t>(in[0])];
+    double sum = table[static_cast<size_t>(cat) * 9 + static_cast<size_t>(out[0])];
+    for (size_t i = 0; i < in.size(); ++i) {
+      sum += table[(static_cast<size_t>(cat) + 1 + i % 2) * 9 + static_cast<size_t>(in[i] * 3) +
+                   static_cast<size_t>(out[0])];
+    }
+    return sum;
+  };
+  return g;
+}
+
+TEST(LayoutPlan, SeparableInputsArePricedOneAtATime) {
+  for (unsigned seed = 0; seed < 10; ++seed) {
+    LayoutGraph joint = concatenation(6, false, seed);
+    LayoutGraph separable = concatenation(6, true, seed);
+    ASSERT_TRUE(check_graph(separable));
+    const LayoutPlanOptions dp_only{false};  // the refinement's evaluations are the same
+    const LayoutPlan a = plan_layouts(joint, dp_only);
+    const LayoutPlan b = plan_layouts(separable, dp_only);
+    EXPECT_DOUBLE_EQ(a.cost, b.cost) << "seed " << seed;
+    EXPECT_DOUBLE_EQ(b.cost, total_cost(separable, b.layouts));
+    EXPECT_LT(b.evaluations * 10, a.evaluations) << "seed " << seed;
+  }
+  // DenseNet's longest concatenation has 25 operands: 3^26 assignments weighed together.
+  LayoutGraph wide = concatenation(25, true, 7);
+  ASSERT_TRUE(check_graph(wide));
+  const LayoutPlan plan = plan_layouts(wide);
+  EXPECT_LT(plan.evaluations, 100000u);
+  EXPECT_DOUBLE_EQ(plan.cost, total_cost(wide, plan.layouts));
+  wide.nodes[25].coupled_inputs = 26;
+  EXPECT_FALSE(check_graph(wide)) << "more coupled inputs than inputs";
+}
+
 TEST(LayoutPlan, BadGraphsAreRefused) {
   LayoutGraph g = chain(3, 2);
   EXPECT_FALSE(check_graph(g)) << "no cost function";

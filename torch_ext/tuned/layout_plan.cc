@@ -88,6 +88,11 @@ std::shared_ptr<const Decision> plan(const GraphSpec& spec, const Context& c) {
     std::vector<int> outputs;
     if (node.output >= 0) outputs.push_back(node.output);
     graph.add_node(node.name, node.inputs, outputs);
+    // Below, each input past the first of a convolution (its residual) or an in-place join, and
+    // every input of a join or a use outside, costs its own conversion or nothing.
+    const bool first_coupled = node.kind == GraphSpec::Node::Kind::kConv ||
+                               node.kind == GraphSpec::Node::Kind::kInPlaceJoin;
+    graph.nodes.back().coupled_inputs = first_coupled ? 1 : 0;
   }
   const auto converting = conversion_costs(spec, c);
   auto convert_ms = [&](int node, int input) {

@@ -51,10 +51,6 @@ using torch::jit::Block;
 using torch::jit::Node;
 using torch::jit::Value;
 
-// The layout plan weighs every layout of a node's edges at once (3^edges assignments): a
-// concatenation of more activations (DenseNet's, of every layer before) stays outside the region.
-constexpr size_t kMaxJoined = 4;
-
 const char* const kConvSchema =
     "aten::conv2d(Tensor input, Tensor weight, Tensor? bias=None, int[2] stride=1, "
     "int[2] padding=0, int[2] dilation=1, int groups=1) -> Tensor";
@@ -355,13 +351,13 @@ class BlockedRewriter {
     return true;
   }
 
-  // A prim::ListConstruct read only by aten::cat(list, 1), of at most kMaxJoined region values
+  // A prim::ListConstruct read only by aten::cat(list, 1), of region values
   // (float: another operand's dtype would promote): memoplan::bcat, a join the plan prices; with
   // the channel shuffle that reads the result (shuffle_of), one op. Not under memory "min", whose
   // sharing pass lays a concatenation's inputs in its output instead (DenseNet, Inception).
   bool concatenation(Node* list) {
     if (list->kind() != c10::prim::ListConstruct || list->inputs().empty() ||
-        list->inputs().size() > kMaxJoined || list->output()->uses().size() != 1 || memory_min_) {
+        list->output()->uses().size() != 1 || memory_min_) {
       return false;
     }
     Node* cat = list->output()->uses()[0].user;

@@ -28,6 +28,11 @@ struct LayoutGraph {
   struct Node {
     std::string name;
     std::vector<int> inputs, outputs;  // edge indices
+    // -1: the cost depends on the layouts of all inputs together. k >= 0: each input from
+    // position k on adds a term of its own, which depends only on its layout, the first k inputs'
+    // and the outputs' (a concatenation's operands, a residual). The plan then chooses those
+    // inputs one at a time: a sum of their layout counts tried, not a product.
+    int coupled_inputs = -1;
   };
   std::vector<Edge> edges;
   std::vector<Node> nodes;
