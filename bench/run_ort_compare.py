@@ -93,9 +93,8 @@ TIMEOUT_S = 3600
 
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--models",
-                   default="resnet18,resnet50,mobilenet_v2,mobilenet_v3_large,efficientnet_b0,"
-                           "bert_encoder")
+    p.add_argument("--models", help="the zoo's resnet18,resnet50,mobilenet_v2,mobilenet_v3_large,"
+                   "efficientnet_b0,bert_encoder; with --sweep, `default` (the sweep's list)")
     p.add_argument("--batches", default="1,2")
     p.add_argument("--threads", default="1,2", help="intra-op threads of the one inference thread")
     p.add_argument("--rounds", type=int, default=3)
@@ -118,6 +117,9 @@ def parse_args():
     args = p.parse_args()
     if args.also_env and "=" not in args.also_env:
         p.error("--also-env takes NAME=VALUE")
+    if args.models is None:
+        args.models = ("default" if args.sweep else
+                       "resnet18,resnet50,mobilenet_v2,mobilenet_v3_large,efficientnet_b0,bert_encoder")
     return args
 
 
@@ -393,8 +395,9 @@ def report(out):
         f"provider); torch {meta['torch']} (export and the ORT accuracy reference); memoplan "
         f"commit {meta['commit']}; {'; '.join(meta['packages'])}",
         f"- rounds: {settings['rounds']}; per process {settings['warmup']} warm-up then "
-        f"{settings['iters']} timed passes (memoplan: iterations of a stock, a planned and a "
-        "tuned pass, each after an untimed pass of the same copy); one inference thread with T intra-op threads, OPENBLAS_NUM_THREADS = "
+        f"{settings['iters']} timed passes (memoplan: its stock, planned and tuned copies each "
+        "run 3 untimed passes, then their timed passes in a row: `--block`); one inference "
+        "thread with T intra-op threads, OPENBLAS_NUM_THREADS = "
         "OMP_NUM_THREADS = T; ORT first in even rounds, memoplan first in odd ones",
         "- ms: median over the rounds of each process's median pass; ratio: memoplan tuned ms / "
         "ORT ms of the same round, median [min–max] over the rounds (below 1: memoplan faster)",

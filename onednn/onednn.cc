@@ -2,6 +2,7 @@
 // (onednn_conv.cc): pooling, elementwise chains, binary ops, conversions, the block size. The API
 // moved between 2.x and 3.x (operation descriptors gone, post-op eltwise without a scale): the two
 // spellings sit side by side where a primitive is made, nowhere else.
+#include <cstdio>
 #include <cstdlib>
 #include <sstream>
 #include <unordered_map>
@@ -98,18 +99,29 @@ std::shared_ptr<const Primitive> make_eltwise_step(Shape s, const EltwiseStep& s
                                   pd.scratchpad_desc(), s, 0);
 }
 
+// ISAs are bit sets (avx2_vnni is 0x407 in 2.x: numerically above avx512_core's 0x27).
+bool has_isa(dnnl::cpu_isa bits) {
+  const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+  return (isa & static_cast<unsigned>(bits)) == static_cast<unsigned>(bits);
+}
+
 int detect_block_size() {
   if (const char* forced = std::getenv("MEMOPLAN_BLOCKED_LAYOUT")) {
     const std::string v = forced;
-    if (v == "0" || v == "8" || v == "16") return std::stoi(v);
+    if (v == "0" || v == "16") return std::stoi(v);
+    if (v == "8") {
+      // As on an AVX2 machine: oneDNN 2.6's AVX-512 binary kernel with a post-op writes past an
+      // nChw8c tensor of 24 channels (heap corruption), so oneDNN is held to AVX2 where it still
+      // can be (no kernel made yet); else the CPU's own block.
+      (void)dnnl::set_max_cpu_isa(dnnl::cpu_isa::avx2);
+      if (!has_isa(dnnl::cpu_isa::avx512_core)) return 8;
+      std::fprintf(stderr,
+                   "memoplan: MEMOPLAN_BLOCKED_LAYOUT=8 ignored: oneDNN already runs AVX-512 "
+                   "kernels in this process (set it before the first tuned plan)\n");
+    }
   }
-  // ISAs are bit sets (avx2_vnni is 0x407 in 2.x: numerically above avx512_core's 0x27).
-  const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
-  auto has = [&](dnnl::cpu_isa bits) {
-    return (isa & static_cast<unsigned>(bits)) == static_cast<unsigned>(bits);
-  };
-  if (has(dnnl::cpu_isa::avx512_core)) return 16;
-  if (has(dnnl::cpu_isa::avx2)) return 8;
+  if (has_isa(dnnl::cpu_isa::avx512_core)) return 16;
+  if (has_isa(dnnl::cpu_isa::avx2)) return 8;
   return 0;
 }
 
