@@ -9,6 +9,7 @@
 #include <torch/script.h>
 
 #include <atomic>
+#include <limits>
 #include <thread>
 #include <vector>
 
@@ -201,6 +202,110 @@ TEST(BlockedLayout, ShuffleNetUnitsStayInTheRegion) {
       EXPECT_EQ(count_nodes(planned, "aten::view"), 1);
       EXPECT_EQ(count_nodes(planned, "aten::floordiv"), 1);
     }
+  }
+}
+
+// DenseNet's dense layer as torchvision writes it, traced: the features so far concatenated, then
+// batch norm and ReLU (no convolution before them to fold into), a 1x1 and a 3x3 convolution
+// (channel counts off the block: 20 + 12, 12 out).
+torch::jit::Module dense_layers() {
+  torch::manual_seed(8);
+  torch::jit::Module m("DenseLayers");
+  add_conv(m, "stem", 20, 3, 3);
+  add_bn(m, "n1", 20);
+  add_conv(m, "a1", 16, 20, 1);
+  add_bn(m, "n2", 16);
+  add_conv(m, "b1", 12, 16, 3);
+  add_bn(m, "n3", 32);
+  add_conv(m, "a2", 16, 32, 1);
+  m.define(R"(
+    def bn(self, x, w, b, m, v):
+        return torch.batch_norm(x, w, b, m, v, False, 0.1, 1e-5, False)
+    def forward(self, x):
+        s = torch.conv2d(x, self.stem, None, [1, 1], [1, 1])
+        y = torch.relu(self.bn(s, self.n1_w, self.n1_b, self.n1_m, self.n1_v))
+        y = torch.relu(self.bn(torch.conv2d(y, self.a1), self.n2_w, self.n2_b, self.n2_m, self.n2_v))
+        f = torch.cat([s, torch.conv2d(y, self.b1, None, [1, 1], [1, 1])], 1)
+        z = torch.relu(self.bn(f, self.n3_w, self.n3_b, self.n3_m, self.n3_v))
+        return torch.conv2d(z, self.a2)
+  )");
+  m.eval();
+  return m;
+}
+
+// A batch norm no convolution took stays in the region with the ReLU after it (memoplan::bnorm),
+// in every layout, as aten computes it; NaN stays NaN through its ReLU; in training it is aten's
+// (running statistics updated).
+TEST(BlockedLayout, DenseNetsBatchNormsStayInTheRegion) {
+  BlockedLayoutGuard on(true);
+  if (!blocked_layout_here()) GTEST_SKIP() << "no blocked layout on this CPU";
+  at::set_num_threads(1);
+  for (const RegionLayout forced :
+       {RegionLayout::kPlanned, RegionLayout::kNchw, RegionLayout::kNhwc, RegionLayout::kBlocked}) {
+    on.set([forced](KernelOptions& o) { o.region_layout = forced; });
+    const at::Tensor x = torch::randn({2, 3, 20, 28});
+    torch::jit::Module reference = dense_layers(), planned = dense_layers();
+    c10::InferenceMode guard;
+    const at::Tensor expected = reference.forward({x}).toTensor();
+    plan(planned, {x}, tuned());
+    for (int pass = 0; pass < 2; ++pass) {
+      EXPECT_LT(relative_difference(planned.forward({x}).toTensor(), expected), 1e-5)
+          << "layout " << static_cast<int>(forced);
+    }
+    // The stem's (its output read twice) and the concatenation's; the one after a1 folds into it.
+    EXPECT_EQ(count_nodes(planned, "memoplan::bnorm"), 2);
+    EXPECT_EQ(count_nodes(planned, "aten::batch_norm"), 0);
+    EXPECT_EQ(count_nodes(planned, "aten::relu"), 0);
+  }
+  c10::InferenceMode guard;
+  using onednn::Format;
+  const onednn::PostOp relu{static_cast<int>(onednn::Eltwise::kRelu)};
+  const onednn::PostOp hardswish{static_cast<int>(onednn::Eltwise::kHardswish)};
+  for (int64_t c : {32, 24, 5}) {
+    at::Tensor plain = torch::randn({2, c, 5, 7});
+    plain[1][c - 1][2][3] = std::numeric_limits<float>::quiet_NaN();
+    blocked::BatchNormArgs a;
+    a.weight = torch::rand({c}) + 0.5;
+    a.bias = torch::randn({c});
+    a.mean = torch::randn({c});
+    a.var = torch::rand({c}) + 0.5;
+    const at::Tensor norm =
+        at::batch_norm(plain, a.weight, a.bias, a.mean, a.var, false, 0.1, 1e-5, false);
+    for (const Format f : {Format::kNchw, Format::kNhwc, Format::kBlocked}) {
+      const at::Tensor in = blocked::convert(plain, f);
+      for (const auto& [post, want] : {std::pair{std::vector<onednn::PostOp>{}, norm},
+                                       std::pair{std::vector<onednn::PostOp>{relu}, at::relu(norm)},
+                                       std::pair{std::vector<onednn::PostOp>{relu, hardswish},
+                                                 at::hardswish(at::relu(norm))}}) {
+        const at::Tensor y = blocked::batch_norm(in, a, post);
+        EXPECT_EQ(blocked::format_of(y), f) << c;
+        const at::Tensor got = blocked::to_plain(y);
+        // oneDNN's hardswish (the chain after the ReLU) makes NaN 0, as beltwise does.
+        const at::Tensor nan = want.isnan();
+        if (post.size() < 2) EXPECT_TRUE(got.isnan().equal(nan)) << c << " " << static_cast<int>(f);
+        EXPECT_TRUE(at::allclose(got.masked_fill(nan, 0), want.masked_fill(nan, 0), 1e-5, 1e-6))
+            << c << " " << static_cast<int>(f) << " " << post.size();
+      }
+    }
+    // Without weight and bias, and in training (aten's, its statistics updated in place).
+    blocked::BatchNormArgs bare = a;
+    bare.weight = bare.bias = at::Tensor();
+    EXPECT_TRUE(at::allclose(
+        blocked::to_plain(blocked::batch_norm(blocked::to_blocked(plain), bare, {})).nan_to_num(),
+        at::batch_norm(plain, {}, {}, a.mean, a.var, false, 0.1, 1e-5, false).nan_to_num(), 1e-5,
+        1e-6));
+    const at::Tensor finite = torch::randn({2, c, 5, 7});
+    blocked::BatchNormArgs train = a;
+    train.mean = a.mean.clone();
+    train.var = a.var.clone();
+    train.training = true;
+    const at::Tensor mean = a.mean.clone(), var = a.var.clone();
+    const at::Tensor want =
+        at::batch_norm(finite, a.weight, a.bias, mean, var, true, 0.1, 1e-5, false);
+    EXPECT_TRUE(
+        at::allclose(blocked::to_plain(blocked::batch_norm(finite, train, {})), want, 1e-5, 1e-6));
+    EXPECT_TRUE(train.mean.allclose(mean)) << "running mean updated as aten's";
+    EXPECT_FALSE(train.mean.allclose(a.mean));
   }
 }
 

@@ -62,6 +62,16 @@ at::Tensor adaptive_avg_pool(const at::Tensor& x, const std::vector<int64_t>& ou
 at::Tensor binary(const at::Tensor& a, const at::Tensor& b, onednn::BinaryKind kind,
                   const std::vector<onednn::PostOp>& post,
                   onednn::Format output = onednn::Format::kBlocked);
+// aten::batch_norm's operands after the input (weight and bias may be undefined).
+struct BatchNormArgs {
+  at::Tensor weight, bias, mean, var;
+  bool training = false;
+  double momentum = 0.1, eps = 1e-5;
+};
+// The batch norm and then the post-ops, on x's layout (padding lanes stay zero); in training, or
+// with operands it does not take, as aten computes it.
+at::Tensor batch_norm(const at::Tensor& x, const BatchNormArgs& args,
+                      const std::vector<onednn::PostOp>& post);
 // Whether `x` is a blocked activation a region op made: sizes N x C x H x W, strides of the padded
 // channel blocks, and the tag that follows its values in its storage.
 bool is_blocked(const at::Tensor& x);

@@ -1,5 +1,5 @@
 // The TorchScript operators of the blocked region (blocked_pass.cc puts them in the graph):
-// memoplan::bconv, beltwise, bpool, badaptive_avg_pool, bbinary, bcat, bchunk, and
+// memoplan::bconv, beltwise, bpool, badaptive_avg_pool, bbinary, bnorm, bcat, bchunk, and
 // memoplan::blayout, the conversion the layout plan prices (in front of a use outside the region:
 // NCHW; at the end of an If's branch: the If's layout), with blayout_back_ after a use that wrote
 // into its copy. Each activation of the region is in the layout the plan chose for it
@@ -115,6 +115,19 @@ at::Tensor bbinary(BbinaryOp op) {
                 conversion_target(op.graph, op.conversion, op.a));
 }
 
+at::Tensor bnorm(BnormOp op) {
+  auto take = [](c10::optional<at::Tensor>& t) { return t ? std::move(*t) : at::Tensor(); };
+  BatchNormArgs a;
+  a.weight = take(op.weight);
+  a.bias = take(op.bias);
+  a.mean = take(op.running_mean);
+  a.var = take(op.running_var);
+  a.training = op.training;
+  a.momentum = op.momentum;
+  a.eps = op.eps;
+  return batch_norm(op.input, a, post_ops(op.post_kinds, op.post_alpha, op.post_beta));
+}
+
 at::Tensor bcat(BcatOp op) {
   std::vector<at::Tensor> xs(op.tensors.begin(), op.tensors.end());
   for (size_t i = 1; i < xs.size(); ++i) {
@@ -137,6 +150,7 @@ torch::jit::RegisterOperators blocked_operators({
     op::make_operator<BpoolOp, &bpool>(),
     op::make_operator<BadaptiveAvgPoolOp, &badaptive_avg_pool>(),
     op::make_operator<BbinaryOp, &bbinary>(),
+    op::make_operator<BnormOp, &bnorm>(),
     op::make_operator<BcatOp, &bcat>(),
     op::make_operator<BchunkOp, &bchunk>(),
     op::make_operator<BlayoutOp, &blayout>(),

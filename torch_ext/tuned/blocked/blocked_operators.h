@@ -84,6 +84,28 @@ struct BadaptiveAvgPoolOp {
   }
 };
 
+// aten::batch_norm (not after a convolution: DenseNet's, on a concatenation), then the post-ops,
+// on the input's layout.
+struct BnormOp {
+  static constexpr const char* kName = "memoplan::bnorm";
+  static constexpr const char* kReturns = "Tensor";
+  at::Tensor input;
+  c10::optional<at::Tensor> weight, bias, running_mean, running_var;
+  bool training = false;
+  double momentum = 0.1, eps = 1e-5;
+  std::vector<int64_t> post_kinds;
+  std::vector<double> post_alpha, post_beta;
+  static constexpr auto fields() {
+    using O = BnormOp;
+    return std::make_tuple(
+        op::field("input", &O::input), op::field("weight", &O::weight), op::field("bias", &O::bias),
+        op::field("running_mean", &O::running_mean), op::field("running_var", &O::running_var),
+        op::field("training", &O::training), op::field("momentum", &O::momentum),
+        op::field("eps", &O::eps), op::field("post_kinds", &O::post_kinds),
+        op::field("post_alpha", &O::post_alpha), op::field("post_beta", &O::post_beta));
+  }
+};
+
 // a (kind) b, then the post-ops; operand i is conversion `conversion` + i, to the result's edge.
 struct BbinaryOp {
   static constexpr const char* kName = "memoplan::bbinary";

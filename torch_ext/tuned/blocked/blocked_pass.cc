@@ -3,7 +3,8 @@
 //    read as it comes (at a region's start: the graph's NCHW / NHWC tensor), what follows it
 //    fused as conv_fusion.h says.
 //  - Activations (relu, ReLU6 / hardtanh, hardswish, hardsigmoid, sigmoid, SiLU, GELU, tanh,
-//    leaky relu), max / average / adaptive average pooling, and add / mul of two blocked
+//    leaky relu), batch norms no convolution took (DenseNet's pre-activations), max / average /
+//    adaptive average pooling, and add / mul of two blocked
 //    activations (residuals, squeeze-excitation scales, broadcast per channel) on a blocked input
 //    stay blocked, on oneDNN; dropout with a constant false `train` is dropped.
 //  - Concatenations along the channels of region values (aten::cat of a list made for it), channel
@@ -181,7 +182,8 @@ class BlockedRewriter {
                blocked(node->input(0)) && !train(node)) {
       node->output()->replaceAllUsesWith(node->input(0));
       node->destroy();
-    } else if (pooling(node) || concatenation(node) || channel_shuffle(node) || chunk(node)) {
+    } else if (pooling(node) || batch_norm(node) || concatenation(node) || channel_shuffle(node) ||
+               chunk(node)) {
       ++others_;
     } else if (binary_of(node, &kind) && blocked(node->input(0)) && blocked(node->input(1)) &&
                writable(node)) {
@@ -348,6 +350,27 @@ class BlockedRewriter {
       }
     }
     replace_simple(node, b);
+    return true;
+  }
+
+  // aten::batch_norm of a region value that no convolution's epilogue took (DenseNet's, after a
+  // concatenation), with the activations that follow it: memoplan::bnorm, on its input's layout.
+  bool batch_norm(Node* node) {
+    if (node->kind() != c10::aten::batch_norm || node->inputs().size() != 9 ||
+        !blocked(node->input(0))) {
+      return false;
+    }
+    std::vector<PostOp> chain;
+    Node* last = absorb_eltwise(node, chain);
+    const int edge = edge_of(node->input(0));
+    torch::jit::WithInsertPoint point(node);
+    op::Builder<BnormOp> b(graph_);
+    b.set(&BnormOp::input, node->input(0)).set(&BnormOp::weight, node->input(1));
+    b.set(&BnormOp::bias, node->input(2)).set(&BnormOp::running_mean, node->input(3));
+    b.set(&BnormOp::running_var, node->input(4)).set(&BnormOp::training, node->input(5));
+    b.set(&BnormOp::momentum, node->input(6)).set(&BnormOp::eps, node->input(7));
+    set_post_ops(b, chain, &BnormOp::post_kinds, &BnormOp::post_alpha, &BnormOp::post_beta);
+    edges_[replace(node, last, b)] = edge;  // the input's layout
     return true;
   }
 

@@ -125,6 +125,10 @@ void interleave(float* d, const float* a, const float* b, int64_t pixels, int64_
 
 // One output block's pixels, as its runs say.
 void copy_block(float* d, const Runs& runs, int64_t pixels, int64_t block) {
+  if (runs.count == 1 && runs.run[0].from) {  // a whole source block: its pixels in a row
+    std::memcpy(d, runs.run[0].from, static_cast<size_t>(pixels * block) * sizeof(float));
+    return;
+  }
   if (alternating(runs, block)) {
     interleave(d, runs.run[0].from, runs.run[1].from, pixels, block);
     return;
