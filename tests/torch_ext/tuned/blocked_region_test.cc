@@ -252,8 +252,11 @@ TEST(BlockedLayout, DenseNetsBatchNormsStayInTheRegion) {
       EXPECT_LT(relative_difference(planned.forward({x}).toTensor(), expected), 1e-5)
           << "layout " << static_cast<int>(forced);
     }
-    // The stem's (its output read twice) and the concatenation's; the one after a1 folds into it.
-    EXPECT_EQ(count_nodes(planned, "memoplan::bnorm"), 2);
+    // The stem's (its output read twice), the concatenation's in its gather; the one after a1
+    // folds into a1.
+    EXPECT_EQ(count_nodes(planned, "memoplan::bnorm"), 1);
+    EXPECT_EQ(count_nodes(planned, "memoplan::bcat_norm"), 1);
+    EXPECT_EQ(count_nodes(planned, "memoplan::bcat"), 0);
     EXPECT_EQ(count_nodes(planned, "aten::batch_norm"), 0);
     EXPECT_EQ(count_nodes(planned, "aten::relu"), 0);
   }
@@ -283,6 +286,22 @@ TEST(BlockedLayout, DenseNetsBatchNormsStayInTheRegion) {
         // oneDNN's hardswish (the chain after the ReLU) makes NaN 0, as beltwise does.
         const at::Tensor nan = want.isnan();
         if (post.size() < 2) EXPECT_TRUE(got.isnan().equal(nan)) << c << " " << static_cast<int>(f);
+        EXPECT_TRUE(at::allclose(got.masked_fill(nan, 0), want.masked_fill(nan, 0), 1e-5, 1e-6))
+            << c << " " << static_cast<int>(f) << " " << post.size();
+      }
+    }
+    // A concatenation and the batch norm in one gather: parts of 3 and c - 3 channels.
+    const std::vector<at::Tensor> parts = {plain.narrow(1, 0, 3).contiguous(),
+                                           plain.narrow(1, 3, c - 3).contiguous()};
+    for (const Format f : {Format::kNchw, Format::kNhwc, Format::kBlocked}) {
+      for (const auto& [post, want] :
+           {std::pair{std::vector<onednn::PostOp>{}, norm},
+            std::pair{std::vector<onednn::PostOp>{relu}, at::relu(norm)}}) {
+        const at::Tensor y =
+            blocked::cat_norm({blocked::convert(parts[0], f), parts[1]}, a, post, f);
+        EXPECT_EQ(blocked::format_of(y), f) << c;
+        const at::Tensor got = blocked::to_plain(y), nan = want.isnan();
+        EXPECT_TRUE(got.isnan().equal(nan)) << c << " " << static_cast<int>(f);
         EXPECT_TRUE(at::allclose(got.masked_fill(nan, 0), want.masked_fill(nan, 0), 1e-5, 1e-6))
             << c << " " << static_cast<int>(f) << " " << post.size();
       }

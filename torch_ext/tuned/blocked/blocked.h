@@ -84,6 +84,9 @@ onednn::Format format_of(const at::Tensor& x);
 // aten::chunk along the channels, each chunk in x's layout.
 at::Tensor cat_channels(const std::vector<at::Tensor>& xs, int64_t groups, onednn::Format output);
 c10::List<at::Tensor> chunk_channels(const at::Tensor& x, int64_t chunks);
+// batch_norm(cat_channels(xs, 1, output), bn, post) in one gather where it may (scale_shift.h).
+at::Tensor cat_norm(const std::vector<at::Tensor>& xs, const BatchNormArgs& bn,
+                    const std::vector<onednn::PostOp>& post, onednn::Format output);
 // `x` in layout `to` (itself when it is in it already); float, any 4-d strides in.
 at::Tensor convert(const at::Tensor& x, onednn::Format to);
 at::Tensor to_blocked(const at::Tensor& x);  // convert(x, kBlocked)

@@ -1,8 +1,8 @@
 // The TorchScript operators of the blocked region (blocked_pass.cc puts them in the graph):
-// memoplan::bconv, beltwise, bpool, badaptive_avg_pool, bbinary, bnorm, bcat, bchunk, and
-// memoplan::blayout, the conversion the layout plan prices (in front of a use outside the region:
-// NCHW; at the end of an If's branch: the If's layout), with blayout_back_ after a use that wrote
-// into its copy. Each activation of the region is in the layout the plan chose for it
+// memoplan::bconv, beltwise, bpool, badaptive_avg_pool, bbinary, bnorm, bcat, bcat_norm, bchunk,
+// and memoplan::blayout, the conversion the layout plan prices (in front of a use outside the
+// region: NCHW; at the end of an If's branch: the If's layout), with blayout_back_ after a use that
+// wrote into its copy. Each activation of the region is in the layout the plan chose for it
 // (layout_plan.h; blocked while the first pass measures): here the ops learn it, record what the
 // plan weighs (each convolution's measurement, each conversion's bytes) and call blocked_ops.cc,
 // simple_ops.cc and channel_ops.cc.
@@ -115,7 +115,9 @@ at::Tensor bbinary(BbinaryOp op) {
                 conversion_target(op.graph, op.conversion, op.a));
 }
 
-at::Tensor bnorm(BnormOp op) {
+// The batch norm's operands of bnorm and bcat_norm.
+template <class Op>
+BatchNormArgs batch_norm_args(Op& op) {
   auto take = [](c10::optional<at::Tensor>& t) { return t ? std::move(*t) : at::Tensor(); };
   BatchNormArgs a;
   a.weight = take(op.weight);
@@ -125,15 +127,31 @@ at::Tensor bnorm(BnormOp op) {
   a.training = op.training;
   a.momentum = op.momentum;
   a.eps = op.eps;
-  return batch_norm(op.input, a, post_ops(op.post_kinds, op.post_alpha, op.post_beta));
+  return a;
+}
+
+at::Tensor bnorm(BnormOp op) {
+  return batch_norm(op.input, batch_norm_args(op),
+                    post_ops(op.post_kinds, op.post_alpha, op.post_beta));
+}
+
+// A concatenation's operands, each conversion after the first recorded; the result's layout.
+Format joined_layout(const std::vector<at::Tensor>& xs, int64_t graph, int64_t conversion) {
+  for (size_t i = 1; i < xs.size(); ++i) {
+    conversion_target(graph, conversion + static_cast<int64_t>(i), xs[i]);
+  }
+  return conversion_target(graph, conversion, xs.at(0));
 }
 
 at::Tensor bcat(BcatOp op) {
   std::vector<at::Tensor> xs(op.tensors.begin(), op.tensors.end());
-  for (size_t i = 1; i < xs.size(); ++i) {
-    conversion_target(op.graph, op.conversion + static_cast<int64_t>(i), xs[i]);
-  }
-  return cat_channels(xs, op.groups, conversion_target(op.graph, op.conversion, xs.at(0)));
+  return cat_channels(xs, op.groups, joined_layout(xs, op.graph, op.conversion));
+}
+
+at::Tensor bcat_norm(BcatNormOp op) {
+  std::vector<at::Tensor> xs(op.tensors.begin(), op.tensors.end());
+  return cat_norm(xs, batch_norm_args(op), post_ops(op.post_kinds, op.post_alpha, op.post_beta),
+                  joined_layout(xs, op.graph, op.conversion));
 }
 
 c10::List<at::Tensor> bchunk(BchunkOp op) { return chunk_channels(op.self, op.chunks); }
@@ -152,6 +170,7 @@ torch::jit::RegisterOperators blocked_operators({
     op::make_operator<BbinaryOp, &bbinary>(),
     op::make_operator<BnormOp, &bnorm>(),
     op::make_operator<BcatOp, &bcat>(),
+    op::make_operator<BcatNormOp, &bcat_norm>(),
     op::make_operator<BchunkOp, &bchunk>(),
     op::make_operator<BlayoutOp, &blayout>(),
     op::make_operator<BlayoutBackOp, &blayout_back>(),

@@ -141,6 +141,31 @@ struct BcatOp {
   }
 };
 
+// memoplan::bcat (groups 1) and then the memoplan::bnorm that is its only reader, in one gather
+// (DenseNet's norm1 and relu1 of each concatenation); operand i is conversion `conversion` + i.
+struct BcatNormOp {
+  static constexpr const char* kName = "memoplan::bcat_norm";
+  static constexpr const char* kReturns = "Tensor";
+  c10::List<at::Tensor> tensors;
+  c10::optional<at::Tensor> weight, bias, running_mean, running_var;
+  bool training = false;
+  double momentum = 0.1, eps = 1e-5;
+  std::vector<int64_t> post_kinds;
+  std::vector<double> post_alpha, post_beta;
+  int64_t graph = -1, conversion = -1;
+  static constexpr auto fields() {
+    using O = BcatNormOp;
+    return std::make_tuple(op::field("tensors", &O::tensors), op::field("weight", &O::weight),
+                           op::field("bias", &O::bias), op::field("running_mean", &O::running_mean),
+                           op::field("running_var", &O::running_var),
+                           op::field("training", &O::training), op::field("momentum", &O::momentum),
+                           op::field("eps", &O::eps), op::field("post_kinds", &O::post_kinds),
+                           op::field("post_alpha", &O::post_alpha),
+                           op::field("post_beta", &O::post_beta), op::field("graph", &O::graph),
+                           op::field("conversion", &O::conversion));
+  }
+};
+
 // aten::chunk(self, chunks, 1), each chunk a new activation on self's layout.
 struct BchunkOp {
   static constexpr const char* kName = "memoplan::bchunk";

@@ -3,10 +3,11 @@
 //    read as it comes (at a region's start: the graph's NCHW / NHWC tensor), what follows it
 //    fused as conv_fusion.h says.
 //  - Activations (relu, ReLU6 / hardtanh, hardswish, hardsigmoid, sigmoid, SiLU, GELU, tanh,
-//    leaky relu), batch norms no convolution took (DenseNet's pre-activations), max / average /
-//    adaptive average pooling, and add / mul of two blocked
+//    leaky relu), max / average / adaptive average pooling, and add / mul of two blocked
 //    activations (residuals, squeeze-excitation scales, broadcast per channel) on a blocked input
-//    stay blocked, on oneDNN; dropout with a constant false `train` is dropped.
+//    stay blocked, on oneDNN; dropout with a constant false `train` is dropped. A batch norm no
+//    convolution took (DenseNet's pre-activation) is a scale and shift, with its ReLU; of a
+//    concatenation, in the concatenation's gather.
 //  - Concatenations along the channels of region values (aten::cat of a list made for it), channel
 //    shuffles (ShuffleNet's, as shuffle_match.h finds them) and chunks along the channels stay in
 //    the region, on channel_ops.cc's gathers (copies where aten's chunks are views: taken only
@@ -364,14 +365,40 @@ class BlockedRewriter {
     Node* last = absorb_eltwise(node, chain);
     const int edge = edge_of(node->input(0));
     torch::jit::WithInsertPoint point(node);
+    Node* cat = node->input(0)->node();
+    if (cat->kind() == symbol(BcatOp::kName) && sole_reader(cat->output()) == node &&
+        constant_equals_one(cat->input(1))) {  // the concatenation's gather does it
+      op::Builder<BcatNormOp> b(graph_);
+      b.set(&BcatNormOp::tensors, cat->input(0)).set(&BcatNormOp::graph, cat->input(2));
+      b.set(&BcatNormOp::conversion, cat->input(3));
+      set_batch_norm_inputs(b, node);
+      set_post_ops(b, chain, &BcatNormOp::post_kinds, &BcatNormOp::post_alpha,
+                   &BcatNormOp::post_beta);
+      Value* made = replace(node, last, b);
+      cat->output()->replaceAllUsesWith(made);  // what is left reads its sizes
+      removed_.insert(cat);
+      cat->destroy();
+      edges_[made] = edge;  // the concatenation's
+      return true;
+    }
     op::Builder<BnormOp> b(graph_);
-    b.set(&BnormOp::input, node->input(0)).set(&BnormOp::weight, node->input(1));
-    b.set(&BnormOp::bias, node->input(2)).set(&BnormOp::running_mean, node->input(3));
-    b.set(&BnormOp::running_var, node->input(4)).set(&BnormOp::training, node->input(5));
-    b.set(&BnormOp::momentum, node->input(6)).set(&BnormOp::eps, node->input(7));
+    b.set(&BnormOp::input, node->input(0));
+    set_batch_norm_inputs(b, node);
     set_post_ops(b, chain, &BnormOp::post_kinds, &BnormOp::post_alpha, &BnormOp::post_beta);
     edges_[replace(node, last, b)] = edge;  // the input's layout
     return true;
+  }
+  // aten::batch_norm's operands after its input, as the ops take them.
+  template <class Op>
+  static void set_batch_norm_inputs(op::Builder<Op>& b, Node* bn) {
+    b.set(&Op::weight, bn->input(1)).set(&Op::bias, bn->input(2));
+    b.set(&Op::running_mean, bn->input(3)).set(&Op::running_var, bn->input(4));
+    b.set(&Op::training, bn->input(5)).set(&Op::momentum, bn->input(6));
+    b.set(&Op::eps, bn->input(7));
+  }
+  static bool constant_equals_one(const Value* v) {
+    const auto c = torch::jit::constant_as<int64_t>(v);
+    return c && *c == 1;
   }
 
   // A prim::ListConstruct read only by aten::cat(list, 1), of region values

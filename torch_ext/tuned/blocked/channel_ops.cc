@@ -5,9 +5,11 @@
 // calls. The gather, per layout: NCHW a plane per channel; NHWC per pixel; blocked, per output
 // block of lanes, the runs of lanes that come from consecutive lanes of one source block, each
 // copied across the block's pixels four lanes at a time, a shuffle's two alternating halves
-// interleaved, and the padding lanes written zero (oneDNN reads them as zero).
+// interleaved, and the padding lanes written zero (oneDNN reads them as zero). A batch norm (and
+// ReLU) of the concatenation is done in the same gather where it may (cat_norm: scale_shift.h).
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <ATen/core/grad_mode.h>
 
 #include <algorithm>
 #include <cstring>
@@ -20,11 +22,13 @@
 #include "blocked.h"
 #include "blocked_tensor.h"
 #include "memoplan/onednn/onednn.h"
+#include "scale_shift.h"
 
 namespace memoplan::torch_ext::blocked {
 namespace {
 
 using onednn::Format;
+using onednn::PostOp;
 using onednn::Shape;
 
 // Output channel i comes from channel `channel` of source `source`.
@@ -123,8 +127,26 @@ void interleave(float* d, const float* a, const float* b, int64_t pixels, int64_
   }
 }
 
-// One output block's pixels, as its runs say.
-void copy_block(float* d, const Runs& runs, int64_t pixels, int64_t block) {
+// One output block's pixels, as its runs say; with `ss`, scaled and shifted (lanes from its
+// alpha, beta: the block's).
+void copy_block(float* d, const Runs& runs, int64_t pixels, int64_t block,
+                const ScaleShift* ss = nullptr, int64_t first_channel = 0) {
+  if (ss) {
+    for (int i = 0; i < runs.count; ++i) {
+      const Run& r = runs.run[i];
+      const float* alpha = ss->alpha.data() + first_channel + r.lane;
+      const float* beta = ss->beta.data() + first_channel + r.lane;
+      for (int64_t p = 0; p < pixels; ++p) {
+        if (r.from) {
+          scale_shift(r.from + p * block, d + p * block + r.lane, r.length, alpha, beta, 0,
+                      ss->floor);
+        } else {
+          std::fill_n(d + p * block + r.lane, r.length, 0.f);
+        }
+      }
+    }
+    return;
+  }
   if (runs.count == 1 && runs.run[0].from) {  // a whole source block: its pixels in a row
     std::memcpy(d, runs.run[0].from, static_cast<size_t>(pixels * block) * sizeof(float));
     return;
@@ -140,8 +162,9 @@ void copy_block(float* d, const Runs& runs, int64_t pixels, int64_t block) {
 }
 
 // A new activation of `map.size()` channels in layout `f`, channel i `map[i]` of `xs` (each dense
-// in `f`, of one batch and size).
-at::Tensor gather(const std::vector<at::Tensor>& xs, const std::vector<From>& map, Format f) {
+// in `f`, of one batch and size); with `ss`, channel i scaled and shifted by its terms.
+at::Tensor gather(const std::vector<at::Tensor>& xs, const std::vector<From>& map, Format f,
+                  const ScaleShift* ss = nullptr) {
   const Shape s = shape_of(xs.at(0));
   const int64_t channels = static_cast<int64_t>(map.size()), pixels = s.h * s.w;
   at::Tensor out = new_tensor({s.n, channels, s.h, s.w}, f, xs[0].options());
@@ -168,15 +191,21 @@ at::Tensor gather(const std::vector<at::Tensor>& xs, const std::vector<From>& ma
         const int64_t blocks = onednn::padded_channels(channels) / block;
         const int64_t n = unit / blocks, ob = unit % blocks;
         copy_block(dst + unit * pixels * block,
-                   block_runs(sources, source_blocks, map, n, ob, pixels, block), pixels, block);
+                   block_runs(sources, source_blocks, map, n, ob, pixels, block), pixels, block, ss,
+                   ob * block);
       } else if (f == Format::kNchw) {
         const int64_t n = unit;
         for (int64_t o = 0; o < channels; ++o) {
           const From from = map[static_cast<size_t>(o)];
-          std::memcpy(
-              dst + (n * channels + o) * pixels,
-              sources[from.source] + (n * source_channels[from.source] + from.channel) * pixels,
-              static_cast<size_t>(pixels) * sizeof(float));
+          const float* plane =
+              sources[from.source] + (n * source_channels[from.source] + from.channel) * pixels;
+          float* out_plane = dst + (n * channels + o) * pixels;
+          if (ss) {
+            scale_shift(plane, out_plane, pixels, ss->alpha.data() + o, ss->beta.data() + o, 1,
+                        ss->floor);
+          } else {
+            std::memcpy(out_plane, plane, static_cast<size_t>(pixels) * sizeof(float));
+          }
         }
       } else {  // NHWC
         const int64_t n = unit;
@@ -185,7 +214,12 @@ at::Tensor gather(const std::vector<at::Tensor>& xs, const std::vector<From>& ma
           for (int64_t o = 0; o < channels; ++o) {
             const From from = map[static_cast<size_t>(o)];
             const int64_t c = source_channels[from.source];
-            d[o] = sources[from.source][(n * pixels + p) * c + from.channel];
+            float v = sources[from.source][(n * pixels + p) * c + from.channel];
+            if (ss) {
+              v = v * ss->alpha[static_cast<size_t>(o)] + ss->beta[static_cast<size_t>(o)];
+              v = ss->floor > v ? ss->floor : v;
+            }
+            d[o] = v;
           }
         }
       }
@@ -194,21 +228,27 @@ at::Tensor gather(const std::vector<at::Tensor>& xs, const std::vector<From>& ma
   return out;
 }
 
+// The channels of xs in order, empty where their batch or pixels differ (aten's error then).
+std::vector<From> concatenated(const std::vector<at::Tensor>& xs) {
+  const Shape s = shape_of(xs.at(0));
+  std::vector<From> cat;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const Shape si = shape_of(xs[i]);
+    if (si.n != s.n || si.h != s.h || si.w != s.w) return {};
+    for (int64_t c = 0; c < si.c; ++c) cat.push_back({static_cast<int>(i), c});
+  }
+  return cat;
+}
+
 }  // namespace
 
 at::Tensor cat_channels(const std::vector<at::Tensor>& xs_in, int64_t groups, Format output) {
   std::vector<at::Tensor> xs;
   for (const at::Tensor& x : xs_in) xs.push_back(convert(x, output));
   const Shape s = shape_of(xs.at(0));
-  std::vector<From> cat;
-  bool same = true;
-  for (size_t i = 0; i < xs.size(); ++i) {
-    const Shape si = shape_of(xs[i]);
-    same = same && si.n == s.n && si.h == s.h && si.w == s.w;
-    for (int64_t c = 0; c < si.c; ++c) cat.push_back({static_cast<int>(i), c});
-  }
+  const std::vector<From> cat = concatenated(xs);
   const int64_t channels = static_cast<int64_t>(cat.size());
-  if (!same || cat.empty() || groups < 1 || channels % groups != 0) {
+  if (cat.empty() || groups < 1 || channels % groups != 0) {
     // aten's result, or its error
     std::vector<at::Tensor> plain;
     for (const at::Tensor& x : xs) plain.push_back(to_plain(x));
@@ -229,6 +269,23 @@ at::Tensor cat_channels(const std::vector<at::Tensor>& xs_in, int64_t groups, Fo
     map[static_cast<size_t>(i)] = cat[static_cast<size_t>((i % groups) * per_group + i / groups)];
   }
   return gather(xs, map, output);
+}
+
+at::Tensor cat_norm(const std::vector<at::Tensor>& xs_in, const BatchNormArgs& bn,
+                    const std::vector<PostOp>& post, Format output) {
+  std::vector<at::Tensor> xs;
+  for (const at::Tensor& x : xs_in) xs.push_back(convert(x, output));
+  const std::vector<From> cat = concatenated(xs);
+  const int64_t channels = static_cast<int64_t>(cat.size());
+  const bool needs_grad =
+      at::GradMode::is_enabled() &&
+      std::any_of(xs.begin(), xs.end(), [](const at::Tensor& x) { return x.requires_grad(); });
+  if (cat.empty() || !scale_shift_applies(channels, needs_grad, bn, post)) {
+    return batch_norm(cat_channels(xs, 1, output), bn, post);
+  }
+  const int64_t padded = output == Format::kBlocked ? onednn::padded_channels(channels) : channels;
+  const ScaleShift ss = scale_shift_of(bn, channels, padded, post);
+  return gather(xs, cat, output, &ss);
 }
 
 c10::List<at::Tensor> chunk_channels(const at::Tensor& x_in, int64_t chunks) {

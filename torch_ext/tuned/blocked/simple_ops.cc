@@ -9,17 +9,13 @@
 #include <ATen/core/grad_mode.h>
 
 #include <algorithm>
-#include <cmath>
 #include <memory>
 #include <vector>
-
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
 
 #include "blocked.h"
 #include "blocked_tensor.h"
 #include "memoplan/onednn/onednn.h"
+#include "scale_shift.h"
 #include "tuned/tuned_support.h"
 
 namespace memoplan::torch_ext::blocked {
@@ -155,70 +151,29 @@ at::Tensor binary(const at::Tensor& a_in, const at::Tensor& b_in, onednn::Binary
   return run_simple(onednn::binary(kind, sa, sb, post, output), a, &b, output);
 }
 
-namespace {
-
-// y[i] = max(x[i] * alpha[i] + beta[i], floor) for i < n; with `one` set, alpha[0] and beta[0]
-// for every i. max keeps a NaN (relu's floor 0 as aten's), four lanes at a time (SSE2).
-inline void scale_shift(const float* x, float* y, int64_t n, const float* alpha, const float* beta,
-                        int one, float floor) {
-  int64_t i = 0;
-#if defined(__SSE2__)
-  const __m128 low = _mm_set1_ps(floor);
-  const __m128 a1 = _mm_set1_ps(alpha[0]), b1 = _mm_set1_ps(beta[0]);
-  for (; i + 4 <= n; i += 4) {
-    const __m128 a = one ? a1 : _mm_loadu_ps(alpha + i), b = one ? b1 : _mm_loadu_ps(beta + i);
-    // maxps answers its second operand where one is NaN: the value, NaN included.
-    _mm_storeu_ps(y + i, _mm_max_ps(low, _mm_add_ps(_mm_mul_ps(_mm_loadu_ps(x + i), a), b)));
-  }
-#endif
-  for (; i < n; ++i) {
-    const float v = x[i] * alpha[one ? 0 : i] + beta[one ? 0 : i];
-    y[i] = floor > v ? floor : v;
-  }
-}
-
-}  // namespace
-
 at::Tensor batch_norm(const at::Tensor& x_in, const BatchNormArgs& a,
                       const std::vector<PostOp>& post) {
   const at::Tensor x = dense(x_in, "bnorm");
-  const Shape s = shape_of(x);
-  const bool autograd = at::GradMode::is_enabled();
-  auto fits = [&](const at::Tensor& t) {
-    return t.defined() && t.scalar_type() == at::kFloat && t.dim() == 1 && t.size(0) == s.c &&
-           !(autograd && t.requires_grad());
-  };
-  const bool relu = post.size() == 1 && post[0].kind == static_cast<int>(onednn::Eltwise::kRelu) &&
-                    post[0].alpha == 0.f;
-  if (a.training || !fits(a.mean) || !fits(a.var) || (a.weight.defined() && !fits(a.weight)) ||
-      (a.bias.defined() && !fits(a.bias)) || (autograd && x.requires_grad())) {  // as aten
+  const int64_t c = x.size(1);
+  const bool needs_grad = at::GradMode::is_enabled() && x.requires_grad();
+  if (!scale_shift_applies(c, needs_grad, a, {})) {  // as aten
     tuned::count(false);
     at::Tensor y = at::batch_norm(to_plain(x), a.weight, a.bias, a.mean, a.var, a.training,
                                   a.momentum, a.eps, false);
     for (const PostOp& op : post) y = apply_eltwise(y, op);
     return convert(y, format_of(x));
   }
-  // aten's terms (batch_norm_cpu_collect_linear_and_constant_terms): y = x * alpha + beta, alpha
-  // = weight / sqrt(var + eps), beta = bias - mean * alpha; zero on a block's padding lanes.
+  const Shape s = shape_of(x);
   const Format f = format_of(x);
   const int64_t block = f == Format::kBlocked ? onednn::block_size() : 1;
   const int64_t channels = f == Format::kBlocked ? onednn::padded_channels(s.c) : s.c;
-  std::vector<float> alpha(static_cast<size_t>(channels), 0.f), beta(alpha.size(), 0.f);
-  const float* mean = a.mean.data_ptr<float>();
-  const float* var = a.var.data_ptr<float>();
-  const float* weight = a.weight.defined() ? a.weight.data_ptr<float>() : nullptr;
-  const float* bias = a.bias.defined() ? a.bias.data_ptr<float>() : nullptr;
-  for (int64_t c = 0; c < s.c; ++c) {
-    const float invstd = 1.f / std::sqrt(var[c] + static_cast<float>(a.eps));
-    alpha[static_cast<size_t>(c)] = invstd * (weight ? weight[c] : 1.f);
-    beta[static_cast<size_t>(c)] = (bias ? bias[c] : 0.f) - mean[c] * alpha[static_cast<size_t>(c)];
-  }
+  const bool relu = !post.empty() && scale_shift_applies(c, needs_grad, a, post);
+  const ScaleShift ss = scale_shift_of(a, s.c, channels, relu ? post : std::vector<PostOp>{});
   at::Tensor out = new_tensor(s, f, x.options());
   const float* src = x.data_ptr<float>();
   float* dst = out.data_ptr<float>();
-  const float* al = alpha.data();
-  const float* be = beta.data();  // per channel
-  const float floor = relu ? 0.f : -INFINITY;
+  const float* al = ss.alpha.data();
+  const float* be = ss.beta.data();
   const int64_t pixels = s.h * s.w;
   // Rows: NCHW a channel's plane; NHWC a pixel's channels; blocked a channel block's pixels.
   const int64_t rows = f == Format::kNhwc ? s.n * pixels : s.n * (channels / block);
@@ -227,15 +182,15 @@ at::Tensor batch_norm(const at::Tensor& x_in, const BatchNormArgs& a,
   at::parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       if (f == Format::kNhwc) {
-        scale_shift(src + r * channels, dst + r * channels, channels, al, be, 0, floor);
+        scale_shift(src + r * channels, dst + r * channels, channels, al, be, 0, ss.floor);
       } else if (f == Format::kNchw) {
         scale_shift(src + r * pixels, dst + r * pixels, pixels, al + r % channels,
-                    be + r % channels, 1, floor);
+                    be + r % channels, 1, ss.floor);
       } else {
         const int64_t first = (r % (channels / block)) * block;
         for (int64_t p = 0; p < pixels; ++p) {
           const int64_t at = (r * pixels + p) * block;
-          scale_shift(src + at, dst + at, block, al + first, be + first, 0, floor);
+          scale_shift(src + at, dst + at, block, al + first, be + first, 0, ss.floor);
         }
       }
     }
