@@ -233,9 +233,9 @@ torch::jit::Module dense_layers() {
   return m;
 }
 
-// A batch norm no convolution took stays in the region with the ReLU after it (memoplan::bnorm),
-// in every layout, as aten computes it; NaN stays NaN through its ReLU; in training it is aten's
-// (running statistics updated).
+// A batch norm no convolution took stays in the region with the ReLU after it (memoplan::bnorm;
+// of a concatenation, in its gather: memoplan::bcat_norm), in every layout, as aten computes it;
+// NaN stays NaN through its ReLU; in training it is aten's (running statistics updated).
 TEST(BlockedLayout, DenseNetsBatchNormsStayInTheRegion) {
   BlockedLayoutGuard on(true);
   if (!blocked_layout_here()) GTEST_SKIP() << "no blocked layout on this CPU";
