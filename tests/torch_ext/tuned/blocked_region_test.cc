@@ -325,6 +325,15 @@ TEST(BlockedLayout, DenseNetsBatchNormsStayInTheRegion) {
         at::allclose(blocked::to_plain(blocked::batch_norm(finite, train, {})), want, 1e-5, 1e-6));
     EXPECT_TRUE(train.mean.allclose(mean)) << "running mean updated as aten's";
     EXPECT_FALSE(train.mean.allclose(a.mean));
+    // A weight of stride 2 is read as aten reads it.
+    blocked::BatchNormArgs strided = a;
+    strided.weight = (torch::rand({c, 2}) + 0.5).select(1, 0);
+    ASSERT_FALSE(strided.weight.is_contiguous());
+    EXPECT_TRUE(at::allclose(
+        blocked::to_plain(blocked::batch_norm(blocked::to_blocked(finite), strided, {relu})),
+        at::relu(
+            at::batch_norm(finite, strided.weight, a.bias, a.mean, a.var, false, 0.1, 1e-5, false)),
+        1e-5, 1e-6));
   }
 }
 

@@ -10,7 +10,7 @@ bool scale_shift_applies(int64_t channels, bool input_requires_grad, const Batch
   const bool autograd = at::GradMode::is_enabled();
   auto fits = [&](const at::Tensor& t) {
     return t.defined() && t.scalar_type() == at::kFloat && t.dim() == 1 && t.size(0) == channels &&
-           !(autograd && t.requires_grad());
+           t.is_contiguous() && !(autograd && t.requires_grad());
   };
   const bool relu_or_none =
       post.empty() ||

@@ -21,8 +21,9 @@ struct ScaleShift {
 };
 
 // Whether the batch norm of an activation of `channels` channels may run as a scale and shift,
-// followed by `post` (none, or one ReLU): inference, float statistics (and weight, bias) of
-// `channels`, and no autograd (`input_requires_grad`: the activation's inputs, under grad mode).
+// followed by `post` (none, or one ReLU): inference, contiguous float statistics (and weight,
+// bias) of `channels`, and no autograd (`input_requires_grad`: the activation's inputs, under grad
+// mode).
 bool scale_shift_applies(int64_t channels, bool input_requires_grad, const BatchNormArgs& a,
                          const std::vector<onednn::PostOp>& post);
 // aten's terms (batch_norm_cpu_collect_linear_and_constant_terms): alpha = weight / sqrt(var +
