@@ -12,10 +12,7 @@ bool scale_shift_applies(int64_t channels, bool input_requires_grad, const Batch
     return t.defined() && t.scalar_type() == at::kFloat && t.dim() == 1 && t.size(0) == channels &&
            t.is_contiguous() && !(autograd && t.requires_grad());
   };
-  const bool relu_or_none =
-      post.empty() ||
-      (post.size() == 1 && post[0].kind == static_cast<int>(onednn::Eltwise::kRelu) &&
-       post[0].alpha == 0.f);
+  const bool relu_or_none = post.empty() || relu_only(post);
   return !a.training && relu_or_none && fits(a.mean) && fits(a.var) &&
          (!a.weight.defined() || fits(a.weight)) && (!a.bias.defined() || fits(a.bias)) &&
          !input_requires_grad;

@@ -20,6 +20,11 @@ struct ScaleShift {
   float floor = -INFINITY;         // 0: ReLU
 };
 
+// Whether `post` is exactly one ReLU (alpha 0).
+inline bool relu_only(const std::vector<onednn::PostOp>& post) {
+  return post.size() == 1 && post[0].kind == static_cast<int>(onednn::Eltwise::kRelu) &&
+         post[0].alpha == 0.f;
+}
 // Whether the batch norm of an activation of `channels` channels may run as a scale and shift,
 // followed by `post` (none, or one ReLU): inference, contiguous float statistics (and weight,
 // bias) of `channels`, and no autograd (`input_requires_grad`: the activation's inputs, under grad

@@ -167,7 +167,7 @@ at::Tensor batch_norm(const at::Tensor& x_in, const BatchNormArgs& a,
   const Format f = format_of(x);
   const int64_t block = f == Format::kBlocked ? onednn::block_size() : 1;
   const int64_t channels = f == Format::kBlocked ? onednn::padded_channels(s.c) : s.c;
-  const bool relu = !post.empty() && scale_shift_applies(c, needs_grad, a, post);
+  const bool relu = relu_only(post);
   const ScaleShift ss = scale_shift_of(a, s.c, channels, relu ? post : std::vector<PostOp>{});
   at::Tensor out = new_tensor(s, f, x.options());
   const float* src = x.data_ptr<float>();
