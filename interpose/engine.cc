@@ -36,13 +36,16 @@ MEMOPLAN_CONSTINIT Global g;
 __thread int tls_reentry __attribute__((tls_model("initial-exec"))) = 0;
 
 constexpr unsigned kTagShift = 28;  // 256 MiB per tag slot; 2^16 slots = 16 TiB reserved
-// Freed profiled blocks keep their pages for the next one, up to this much in all; they go back
-// when a plan is made (install_replay). Unmapping at every free costs two system calls, a TLB
-// shootdown on every core the process ran on and fresh page faults per allocation. Measured with
-// `OPENBLAS_NUM_THREADS=1 LD_PRELOAD=<shim> /usr/bin/python3 bench/shim_effect_workload.py
-// mobilenet_v2 eager 20 1 1 out.json`: profiled passes 52 ms with 0 (every free unmaps), 15 ms with
-// 64 MiB, replayed 13.5 ms, glibc 21 ms; peak RSS 286, 296 and 292 MiB.
-constexpr uint64_t kTagRetainBytes = uint64_t{64} << 20;
+// Freed profiled blocks keep their pages for the next one, up to profile_keep bytes in all (64 MiB
+// by default); they go back when a plan is made (install_replay). Unmapping at every free costs two
+// system calls, a TLB shootdown on every core the process ran on and fresh page faults per
+// allocation. Measured with `OPENBLAS_NUM_THREADS=1 LD_PRELOAD=<shim> /usr/bin/python3
+// bench/shim_effect_workload.py mobilenet_v2 eager 20 1 1 out.json`: profiled passes 52 ms with 0
+// (every free unmaps), 15 ms with 64 MiB, replayed 13.5 ms, glibc 21 ms; peak RSS 286, 296 and 292
+// MiB. resnet18 (its eager convolutions reorder every weight, ~90 MB a pass): profiled passes
+// 310-330 ms with 0, 136-141 with 16 MiB, 36-40 with 64; peak RSS 318 (mimalloc alone's), 331, 335.
+// Huge blocks served in tag slots (huge_blocks.h) keep freed pages up to max(profile_keep, the
+// live huge bytes).
 
 void warn_line(const char* message) { log_line("%s", message); }
 
@@ -129,7 +132,7 @@ void initialize() {
     // under mimalloc alone; time over mimalloc 1.06 with small slots, 1.03 packed).
     if (ok) g.tags.share_small_slots();
     g.tags.set_live_limit(tag_budget());
-    g.tags.set_retain_bytes(kTagRetainBytes);
+    g.tags.set_retain_bytes(g.options.profile_keep);
     replay::ArenaRegion::Config slabs;
     slabs.largest_shift = slabs.smallest_shift =
         static_cast<unsigned>(__builtin_ctzll(g.options.slab_max));
@@ -153,7 +156,7 @@ void initialize() {
     }
   }
   if (!g.mode_off && fallback::maps_each_large_block()) {
-    set_huge_blocks(size_t{4} << 20, kTagRetainBytes);  // huge_blocks.h
+    set_huge_blocks(size_t{4} << 20, g.options.profile_keep);  // huge_blocks.h
   }
   if (!install_thread_hooks()) {
     log_line("memoplan: cannot register thread-exit and fork handlers; running unplanned");

@@ -27,6 +27,8 @@ const OptionInfo kOptionTable[] = {
     {"max_period", Kind::kCount, MEMOPLAN_FIELD(max_period), "longest detectable pass"},
     {"idle_release", Kind::kCount, MEMOPLAN_FIELD(idle_release),
      "ms a slab may sit idle before its pages go back (0: never)"},
+    {"profile_keep", Kind::kSize, MEMOPLAN_FIELD(profile_keep),
+     "bytes of freed profiled blocks kept for the next (0: none)"},
     {"detect", Kind::kBool, MEMOPLAN_FIELD(detect), "find passes automatically"},
     {"huge_pages", Kind::kBool, MEMOPLAN_FIELD(huge_pages), "transparent huge pages for slabs"},
     {"stats_print", Kind::kBool, MEMOPLAN_FIELD(stats_print), "print statistics at exit"},
@@ -228,13 +230,14 @@ size_t describe_options(const Options& o, char* buf, size_t size) {
   const int n = snprintf(
       buf, size,
       "mode:%s,fallback:%s,min_size:%llu,passes:%llu,threads:%llu,callsite_depth:%llu,"
-      "slab_max:%llu,max_period:%llu,idle_release:%llu,detect:%s,huge_pages:%s,stats_print:%s,"
-      "verbose:%s",
+      "slab_max:%llu,max_period:%llu,idle_release:%llu,profile_keep:%llu,detect:%s,huge_pages:%s,"
+      "stats_print:%s,verbose:%s",
       to_string(o.mode), to_string(o.fallback), static_cast<unsigned long long>(o.min_size),
       static_cast<unsigned long long>(o.passes), static_cast<unsigned long long>(o.threads),
       static_cast<unsigned long long>(o.callsite_depth),
       static_cast<unsigned long long>(o.slab_max), static_cast<unsigned long long>(o.max_period),
-      static_cast<unsigned long long>(o.idle_release), o.detect ? "true" : "false",
+      static_cast<unsigned long long>(o.idle_release),
+      static_cast<unsigned long long>(o.profile_keep), o.detect ? "true" : "false",
       o.huge_pages ? "true" : "false", o.stats_print ? "true" : "false",
       o.verbose ? "true" : "false");
   if (n < 0) return 0;

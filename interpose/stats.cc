@@ -363,6 +363,7 @@ void options_json(JsonOut& out, const Options& o) {
   out.number("slab_max", o.slab_max);
   out.number("max_period", o.max_period);
   out.number("idle_release", o.idle_release);
+  out.number("profile_keep", o.profile_keep);
   out.boolean("detect", o.detect);
   out.boolean("huge_pages", o.huge_pages);
   out.boolean("stats_print", o.stats_print);

@@ -64,7 +64,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                    reread.passes == options.passes && reread.threads == options.threads &&
                    reread.slab_max == options.slab_max && reread.detect == options.detect &&
                    reread.callsite_depth == options.callsite_depth &&
-                   reread.max_period == options.max_period,
+                   reread.max_period == options.max_period &&
+                   reread.profile_keep == options.profile_keep,
                "described as '%s', read back differently", described);
   }
   return 0;

@@ -110,6 +110,38 @@ TEST(EngineApi, TrimGivesTheIdleSlabAndTheProfileBack) {
   EXPECT_GT((counters() - before).released_bytes, 0u);
 }
 
+// profile_keep (options.h): while a thread profiles, the pages its freed blocks keep for the next
+// ones stay within profile_keep bytes; once the plan runs they are all given back. The default
+// keeps some (profiled passes need no fresh pages); the keep0.* run (profile_keep:0) keeps none.
+TEST(EngineApi, FreedProfiledBlocksKeepAtMostProfileKeep) {
+  SKIP_UNLESS_ENGINE_PLANS();
+  on_fresh_thread([] {
+    Global& g = global();
+    g.tags.trim();
+    const Script script = network_pass();
+    Heap heap;
+    uint64_t kept = 0;
+    for (uint64_t pass = 0; pass + 1 < first_steady_pass(); ++pass) {
+      heap.begin_pass();
+      heap.run(script);  // its 40000-byte block (a tag slot of its own) freed last
+      ASSERT_NE(tls_state, nullptr);
+      if (tls_state->phase == Phase::kProfiling) {  // before the pass end plans it
+        kept = std::max(kept, g.tags.retained_bytes());
+        EXPECT_LE(g.tags.retained_bytes(), g.options.profile_keep) << "pass " << pass;
+      }
+      heap.end_pass();
+    }
+    if (g.options.profile_keep == 0) {
+      EXPECT_EQ(kept, 0u);
+    } else {
+      EXPECT_GT(kept, 0u) << "freed profiled blocks kept no pages";
+    }
+    for (uint64_t pass = 0; pass < 2; ++pass) heap.pass(script);
+    EXPECT_EQ(tls_state->phase, Phase::kReplaying);
+    EXPECT_EQ(g.tags.retained_bytes(), 0u) << "the kept pages went back when the plan ran";
+  });
+}
+
 // Huge requests the fallback would serve (huge_blocks.h; here the shim's own, under the reentry
 // guard, as any request outside a planned pass): tag slots, whose freed pages are kept while the
 // kept bytes stay within max(64 MiB, the live huge bytes), and which malloc_trim gives back.
