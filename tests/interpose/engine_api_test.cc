@@ -144,7 +144,7 @@ TEST(EngineApi, FreedProfiledBlocksKeepAtMostProfileKeep) {
 
 // Huge requests the fallback would serve (huge_blocks.h; here the shim's own, under the reentry
 // guard, as any request outside a planned pass): tag slots, whose freed pages are kept while the
-// kept bytes stay within max(64 MiB, the live huge bytes), and which malloc_trim gives back.
+// kept bytes stay within max(profile_keep, the live huge bytes), and which malloc_trim gives back.
 TEST(EngineApi, HugeBlocksKeepTheirPagesUpToTheLiveHugeBytes) {
   SKIP_UNLESS_ENGINE_PLANS();
   if (!fallback::maps_each_large_block()) GTEST_SKIP() << "the fallback keeps its large blocks";
@@ -178,7 +178,7 @@ TEST(EngineApi, HugeBlocksKeepTheirPagesUpToTheLiveHugeBytes) {
     for (void* p : blocks) {
       engine_free(p);
       live -= p == grown ? 60 * kMiB : 40 * kMiB;
-      const uint64_t allowed = std::max<uint64_t>(64 * kMiB, live);
+      const uint64_t allowed = std::max<uint64_t>(g.options.profile_keep, live);
       EXPECT_LE(g.tags.retained_bytes(), allowed) << "live huge bytes " << live;
     }
     EXPECT_GT(g.tags.retained_bytes(), 0u);
