@@ -321,7 +321,14 @@ TEST(PackedB, ALargePackingGoesBackToTheSystemWhenDropped) {
     EXPECT_EQ(packed.panel(1)[0], 1.0f);
     EXPECT_GE(resident_bytes() - before, 7 << 20);
   }
-  EXPECT_LT(resident_bytes() - before, 1 << 20) << "the packing's pages were kept";
+  // Under ASan the freed packing's shadow (an eighth of its bytes) stays written: 1.17-1.22 MB over
+  // `before` in CI's ASan run, against the 8 MiB a kept packing would hold.
+#if defined(__SANITIZE_ADDRESS__)
+  constexpr int64_t kAllowed = (1 << 20) + (8 << 20) / 8;
+#else
+  constexpr int64_t kAllowed = 1 << 20;
+#endif
+  EXPECT_LT(resident_bytes() - before, kAllowed) << "the packing's pages were kept";
   PackedB small(MatrixView{b.data(), 8, 8, n, 1}, 16);  // from malloc: still aligned
   EXPECT_EQ(reinterpret_cast<uintptr_t>(small.panel(0)) % 64, 0u);
 }

@@ -140,13 +140,14 @@ TEST(MipTest, NeverWorseThanGreedyBySizeOnMediumTraces) {
 TEST(MipTest, ProvesOrImprovesWhereGreedyMissesTheBound) {
   SKIP_WITHOUT_CBC();
   // A 40-block residual network whose greedy plan misses the lower bound: with a real budget mip
-  // must do strictly better or prove greedy optimal.
+  // must do strictly better or prove greedy optimal. The budget is generous (the solve ends when
+  // it proves the plan): 2 s ran out under ASan beside another test (CI, seed 4).
   for (uint64_t seed = 1; seed <= 20; ++seed) {
     const Trace trace = testing::random_trace(TraceShape::kChain, 40, seed);
     Result<Plan> greedy = plan_with(trace, "greedy_by_size", 1);
     ASSERT_TRUE(greedy.ok()) << greedy.error();
     if (greedy->slab_bytes == greedy->lower_bound_bytes) continue;
-    Result<Plan> mip = plan_with(trace, "mip", 2);
+    Result<Plan> mip = plan_with(trace, "mip", 30);
     const uint64_t slab = valid_slab(trace, mip, trace.meta.name);
     ASSERT_TRUE(mip.ok());
     EXPECT_TRUE(slab < greedy->slab_bytes || mip->status == SolveStatus::kOptimal)
