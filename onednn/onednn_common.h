@@ -116,6 +116,11 @@ class ThreadChoice {
   mutable std::atomic<int> choice_{kUnmeasured};
 };
 
+// The block of the blocked layout the primitives are made for: what the CPU's ISA gives (or
+// MEMOPLAN_BLOCKED_LAYOUT forces), before self_check() passes it; block_size() is 0 where that
+// check failed (onednn.cc).
+int layout_block();
+
 inline tag format_tag(Format f) {
   switch (f) {
     case Format::kNchw:
@@ -125,7 +130,7 @@ inline tag format_tag(Format f) {
     case Format::kBlocked:
       break;
   }
-  return block_size() == 16 ? tag::nChw16c : tag::nChw8c;
+  return layout_block() == 16 ? tag::nChw16c : tag::nChw8c;
 }
 
 inline memory::desc desc(Shape s, Format f) {

@@ -84,7 +84,7 @@ Choice measure(const Key& key, const at::Tensor& x2d, const at::Tensor& w, const
                                                  : kernels::default_config();
   if (!measuring && f != GemmSide::kOneDnn) return c;
   if (onednn::block_size() == 0) {
-    c.note = "no oneDNN kernels for this CPU";
+    c.note = onednn::describe();  // no oneDNN kernels for this CPU, or none right
     return c;
   }
   try {

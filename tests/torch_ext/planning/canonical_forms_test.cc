@@ -153,7 +153,7 @@ TEST(CanonicalForms, ATracedConvolutionNetGetsTheTunedKernels) {
   const at::Tensor got = m.forward({x}).toTensor();
   EXPECT_LT(((got - expected).abs().max() / expected.abs().max()).item<double>(), 1e-5);
   // Without AVX2 + FMA there is no blocked layout: the NCHW / NHWC plan runs aten's kernels.
-  if (!testing::cpu_has_avx2_fma()) GTEST_SKIP() << "no AVX2 + FMA on this CPU";
+  if (!testing::onednn_off_here().empty()) GTEST_SKIP() << testing::onednn_off_here();
   EXPECT_GE(summary.coverage.tuned_flops_fraction(), 0.999)
       << "left on aten: "
       << (summary.coverage.left.empty()

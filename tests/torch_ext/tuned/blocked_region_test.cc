@@ -33,7 +33,7 @@ using namespace blocked_test;
 // from a plain tensor of the same sizes, even one whose strides look alike (C = 32, a multiple of
 // the block, has NCHW's strides), a copy, or a view, and compute on each in its own layout.
 TEST(BlockedLayout, TheRegionOpsTellABlockedActivationFromAPlainOne) {
-  if (!blocked_layout_here()) GTEST_SKIP() << "no AVX2 + FMA on this CPU";
+  if (!blocked_layout_here()) GTEST_SKIP() << testing::onednn_off_here();
   c10::InferenceMode guard;
   using onednn::Format;
   for (int64_t c : {32, 24}) {
@@ -94,7 +94,7 @@ TEST(BlockedLayout, TheRegionOpsTellABlockedActivationFromAPlainOne) {
 TEST(BlockedLayout, EveryRegionLayoutMatchesStock) {
   BlockedLayoutGuard on(true);
   check_blocks(torch::randn({1, 3, 64, 64}), 1);
-  if (!blocked_layout_here()) GTEST_SKIP() << "no blocked layout on this CPU";
+  if (!blocked_layout_here()) GTEST_SKIP() << testing::onednn_off_here();
   EXPECT_NE(kernel_report().find("layout plan (graph "), std::string::npos) << kernel_report();
   EXPECT_NE(kernel_report().find(" blocked; modelled "), std::string::npos) << kernel_report();
   EXPECT_NE(kernel_report().find("NCHW->blocked "), std::string::npos) << kernel_report();
@@ -178,7 +178,7 @@ int64_t count_nodes(const torch::jit::Module& m, const char* kind) {
 // size arithmetic only the shuffles read is gone, and every layout gives stock's results.
 TEST(BlockedLayout, ShuffleNetUnitsStayInTheRegion) {
   BlockedLayoutGuard on(true);
-  if (!blocked_layout_here()) GTEST_SKIP() << "no blocked layout on this CPU";
+  if (!blocked_layout_here()) GTEST_SKIP() << testing::onednn_off_here();
   at::set_num_threads(1);
   for (const RegionLayout forced :
        {RegionLayout::kPlanned, RegionLayout::kNchw, RegionLayout::kNhwc, RegionLayout::kBlocked}) {
@@ -238,7 +238,7 @@ torch::jit::Module dense_layers() {
 // NaN stays NaN through its ReLU; in training it is aten's (running statistics updated).
 TEST(BlockedLayout, DenseNetsBatchNormsStayInTheRegion) {
   BlockedLayoutGuard on(true);
-  if (!blocked_layout_here()) GTEST_SKIP() << "no blocked layout on this CPU";
+  if (!blocked_layout_here()) GTEST_SKIP() << testing::onednn_off_here();
   at::set_num_threads(1);
   for (const RegionLayout forced :
        {RegionLayout::kPlanned, RegionLayout::kNchw, RegionLayout::kNhwc, RegionLayout::kBlocked}) {
@@ -346,7 +346,7 @@ TEST(BlockedLayout, DenseNetsBatchNormsStayInTheRegion) {
 // inputs alone (3^26 assignments weighed together kept densenet121's plan() busy for minutes).
 TEST(BlockedLayout, MemoryMinKeepsAtensCatAndWideConcatenationsJoinTheRegion) {
   BlockedLayoutGuard on(true);
-  if (!blocked_layout_here()) GTEST_SKIP() << "no blocked layout on this CPU";
+  if (!blocked_layout_here()) GTEST_SKIP() << testing::onednn_off_here();
   at::set_num_threads(1);
   const at::Tensor x = torch::randn({1, 3, 32, 32});
   {
@@ -413,7 +413,7 @@ TEST(BlockedLayout, TheProfilerSeesMemoplansOps) {
   c10::InferenceMode guard;
   plan(planned, {x}, tuned());
   for (int pass = 0; pass < 2; ++pass) planned.forward({x});
-  if (!blocked_layout_here()) GTEST_SKIP() << "no blocked layout on this CPU";
+  if (!blocked_layout_here()) GTEST_SKIP() << testing::onednn_off_here();
   seen().clear();
   const at::CallbackHandle handle =
       at::addThreadLocalCallback(at::RecordFunctionCallback(&on_user_scope)

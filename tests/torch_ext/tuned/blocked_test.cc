@@ -38,7 +38,7 @@ TEST(BlockedLayout, TorchvisionBlocksMatchStock) {
   BlockedLayoutGuard on(true);
   const KernelStats before = kernel_stats();
   check_blocks(torch::randn({1, 3, 64, 64}), 1);
-  if (!blocked_layout_here()) GTEST_SKIP() << "no blocked layout on this CPU";
+  if (!blocked_layout_here()) GTEST_SKIP() << testing::onednn_off_here();
   // 13 convolutions; fused: 8 batch norms, 12 activations and ResNet's residual addition.
   EXPECT_NE(kernel_report().find("13 convolutions (21 batch norms / activations / residual "
                                  "additions fused)"),
@@ -96,7 +96,7 @@ TEST(BlockedLayout, ADyingResidualIsWrittenOverInPlace) {
       const at::Tensor x = torch::randn({1, 32, 20, 20}), kept = x.clone();
       const c10::IValue expected = reference.forward({x});
       plan(planned, {x}, tuned());
-      if (!blocked_layout_here()) GTEST_SKIP() << "no blocked layout on this CPU";
+      if (!blocked_layout_here()) GTEST_SKIP() << testing::onednn_off_here();
       const KernelStats before = kernel_stats();
       for (int pass = 0; pass < 3; ++pass) {
         expect_close(planned.forward({x}), expected, what);
@@ -165,7 +165,7 @@ TEST(BlockedLayout, ConvolutionsRunWhatTheirSiteResolvedUntilTheirWeightsChange)
     c10::InferenceMode guard;
     plan(planned, {x}, tuned());
   }
-  if (!blocked_layout_here()) GTEST_SKIP() << "no blocked layout on this CPU";
+  if (!blocked_layout_here()) GTEST_SKIP() << testing::onednn_off_here();
   passes(1, "first pass after plan()");  // resolves
   const uint64_t per_pass = passes(1, "second pass");
   EXPECT_GE(per_pass, 10u) << kernel_report();  // 13 convolutions, a few may stay on aten
@@ -206,7 +206,7 @@ TEST(BlockedLayout, ConvolutionsRunWhatTheirSiteResolvedUntilTheirWeightsChange)
 // direct kernels: the same results at odd and even sizes, one and two threads; measured, it
 // reports the times.
 TEST(BlockedLayout, TheCensusForgetsOnlyPrimitivesMadeAndNotAskedForSince) {
-  if (!blocked_layout_here()) GTEST_SKIP() << "no blocked layout on this CPU";
+  if (!blocked_layout_here()) GTEST_SKIP() << testing::onednn_off_here();
   // Shapes no other test makes: the caches are the process's.
   auto spec = [](int64_t c) {
     onednn::ConvSpec s;
@@ -238,7 +238,7 @@ TEST(BlockedLayout, TheCensusForgetsOnlyPrimitivesMadeAndNotAskedForSince) {
 // grouped, depthwise and, where oneDNN has it, its Winograd (on oneDNN 2, in chunks of output
 // channels, each folded and reordered on its own: against the whole weight's one reorder here).
 TEST(BlockedLayout, PackingWithScalesIsPackingTheFoldedWeight) {
-  if (!blocked_layout_here()) GTEST_SKIP() << "no blocked layout on this CPU";
+  if (!blocked_layout_here()) GTEST_SKIP() << testing::onednn_off_here();
   struct Case {
     int64_t c, out, k, groups;
     bool winograd;
@@ -312,7 +312,7 @@ TEST(BlockedLayout, AScaledWinogradPackingHoldsAChunkBesideIt) {
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
   GTEST_SKIP() << "the sanitizer's allocator keeps freed memory in quarantine";
 #endif
-  if (!blocked_layout_here()) GTEST_SKIP() << "no blocked layout on this CPU";
+  if (!blocked_layout_here()) GTEST_SKIP() << testing::onednn_off_here();
   onednn::ConvSpec s;
   s.n = 1;
   s.c = s.out_channels = 512;
@@ -343,7 +343,7 @@ TEST(BlockedLayout, WinogradConvolutionsMatchStock) {
   BlockedLayoutGuard on(true);
   on.set([](KernelOptions& o) { o.winograd = WinogradChoice::kAlways; });
   check_blocks(torch::randn({1, 3, 64, 64}), 1);
-  if (!blocked_layout_here()) GTEST_SKIP() << "no blocked layout on this CPU";
+  if (!blocked_layout_here()) GTEST_SKIP() << testing::onednn_off_here();
   const bool ran = kernel_report().find("memoplan:winograd_f2x3") != std::string::npos;
   check_blocks(torch::randn({2, 3, 57, 61}), 1);
 #if !defined(__SANITIZE_THREAD__)

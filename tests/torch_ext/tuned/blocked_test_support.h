@@ -107,7 +107,7 @@ inline void expect_close(const c10::IValue& got, const c10::IValue& want, const 
 
 // The CPU's features, never the product's own report: on a CPU that has them, a blocked path
 // switched off fails the tests below (their checks of the report) instead of skipping them.
-inline bool blocked_layout_here() { return testing::cpu_has_avx2_fma(); }
+inline bool blocked_layout_here() { return testing::onednn_off_here().empty(); }
 
 inline void check_blocks(const at::Tensor& x, int threads) {
   at::set_num_threads(threads);

@@ -164,7 +164,7 @@ TEST(TunedLayouts, BlockedLayoutMatchesStock) {
   at::set_num_threads(1);
   check_cnn(torch::randn({2, 3, 20, 20}));
   check_cnn(torch::randn({1, 3, 13, 15}).contiguous(at::MemoryFormat::ChannelsLast));
-  if (!testing::cpu_has_avx2_fma()) GTEST_SKIP() << "no AVX2 + FMA on this CPU";
+  if (!testing::onednn_off_here().empty()) GTEST_SKIP() << testing::onednn_off_here();
   ASSERT_NE(kernel_report().find("blocked layout (oneDNN"), std::string::npos) << kernel_report();
   EXPECT_NE(kernel_report().find("5 convolutions"), std::string::npos) << kernel_report();
 }

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "memoplan/onednn/onednn.h"
 #include "memoplan/torch/kernels.h"
 #include "memoplan/torch/plan.h"
 #include "tuned_ops.h"
@@ -44,6 +45,19 @@ inline bool cpu_has_avx2_fma() {
 #else
   return false;
 #endif
+}
+
+// Why oneDNN's kernels (the blocked layout, oneDNN's matmul) cannot run here, "" where they can:
+// the CPU lacks AVX2 + FMA, or oneDNN fails memoplan's self-check on it (onednn.h: memoplan turns
+// them off there by design; the CI's Debian 13 stage on a Zen 4 VM). The check's own verdict, not
+// block_size(): a regression that switched the kernels off still fails.
+inline const std::string& onednn_off_here() {
+  static const std::string why = [] {
+    if (!cpu_has_avx2_fma()) return std::string("no AVX2 + FMA on this CPU");
+    const std::string failure = onednn::self_check();
+    return failure.empty() ? failure : "oneDNN fails memoplan's self-check on this CPU: " + failure;
+  }();
+  return why;
 }
 
 // Whether two contiguous tensors hold the same bytes (memory min's ops promise aten's bytes).

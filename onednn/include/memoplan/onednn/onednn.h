@@ -22,6 +22,7 @@ namespace memoplan::onednn {
 // The channel block of this CPU's blocked layout: 16 with AVX-512, 8 with AVX2, 0 where oneDNN's
 // blocked kernels would not beat aten (no AVX2): the graph pass then leaves convolutions alone.
 // MEMOPLAN_BLOCKED_LAYOUT=0 forces 0 (the NCHW/NHWC plan alone), =8 or =16 a block size.
+// Where oneDNN fails self_check() on this CPU, 0 too, said once on stderr.
 int block_size();
 int64_t padded_channels(int64_t channels);  // rounded up to the block
 
@@ -200,6 +201,14 @@ std::shared_ptr<const Primitive> binary(BinaryKind kind, Shape a, Shape b,
 
 // A conversion from one layout to another (dense plain tensors; `from` != `to`).
 std::shared_ptr<const Primitive> reorder(Shape shape, Format from, Format to);
+
+// Whether oneDNN computes right on this CPU in the layouts and with the epilogues asked of it
+// here: linears with their activations; convolutions dense, depthwise and pointwise, from plain
+// and blocked inputs, a batch norm's scales packed in, a residual added; a pooling, a binary add,
+// the conversions; each on small operands against a double-precision loop (self_check.cc). "" where
+// all agree, else the first difference. block_size() runs it once on the block the CPU gives.
+// `corrupt` (tests) alters each result before it is compared.
+std::string self_check(const std::function<void(float*, size_t)>& corrupt = {});
 
 // A one-line description of the oneDNN in use (version, ISA, block), for reports.
 std::string describe();
