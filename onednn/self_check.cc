@@ -5,10 +5,13 @@
 // activations, convolutions dense, depthwise and pointwise, from a plain input and between blocked
 // ones, with a folded batch norm's scales packed in and a residual added, a pooling, a binary add
 // and the conversions. Channel counts are no multiple of the block (the padding channels too).
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "onednn_common.h"
