@@ -125,26 +125,34 @@ int detect_block_size() {
   return 0;
 }
 
-// The detected block once self_check() has passed on it; else 0, said once on stderr: a library
-// that computes wrong on this CPU is not used (CI's Debian 13 stage on an AMD EPYC Zen 4 VM, oneDNN
-// 3.7.2: the tuned linears and blocked regions 19-21% off stock; the same build passes on a Xeon).
-std::string& self_check_failure() {
-  static std::string failure;  // written once, by checked_block()
-  return failure;
-}
+// The detected block once self_check() has passed on it; else block 0 and the failure, said once on
+// stderr: a library that computes wrong on this CPU is not used (CI's Debian 13 stage on an AMD
+// EPYC Zen 4 VM, oneDNN 3.7.2: the tuned linears and blocked regions 19-21% off stock; the same
+// build passes on a Xeon).
+struct Checked {
+  int block = 0;
+  std::string failure;
+};
 
-int checked_block() {
-  if (layout_block() == 0) return 0;
-  const std::string failure = self_check();
-  if (failure.empty()) return layout_block();
-  self_check_failure() = failure;
+Checked check_block() {
+  if (layout_block() == 0) return {};
+  Checked c{0, self_check()};
+  if (c.failure.empty()) {
+    c.block = layout_block();
+    return c;
+  }
   const dnnl_version_t* v = dnnl_version();
   std::fprintf(stderr,
                "memoplan: oneDNN %d.%d.%d computes wrong results on this CPU (%s): its kernels "
                "are off in this process (no blocked layout, no oneDNN matmul; the tuned path runs "
                "aten's and memoplan's own kernels)\n",
-               v->major, v->minor, v->patch, failure.c_str());
-  return 0;
+               v->major, v->minor, v->patch, c.failure.c_str());
+  return c;
+}
+
+const Checked& checked() {
+  static const Checked c = check_block();
+  return c;
 }
 
 }  // namespace
@@ -154,10 +162,7 @@ int detail::layout_block() {
   return block;
 }
 
-int block_size() {
-  static const int block = checked_block();
-  return block;
-}
+int block_size() { return checked().block; }
 
 int64_t padded_channels(int64_t channels) {
   const int64_t b = block_size() > 0 ? block_size() : 1;
@@ -295,8 +300,8 @@ std::string describe() {
   const dnnl_version_t* v = dnnl_version();
   std::ostringstream out;
   out << "oneDNN " << v->major << "." << v->minor << "." << v->patch << ", blocked layout ";
-  if (block_size() == 0 && !self_check_failure().empty()) {
-    out << "off: oneDNN failed memoplan's self-check on this CPU (" << self_check_failure() << ")";
+  if (!checked().failure.empty()) {
+    out << "off: oneDNN failed memoplan's self-check on this CPU (" << checked().failure << ")";
   } else if (block_size() == 0) {
     out << "off";
   } else {
