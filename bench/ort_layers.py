@@ -120,8 +120,12 @@ def memoplan_side(args):
 
 def ensure_profiler():
     """bench/ort/ort_profile.cc built against onnxruntime-node's library (rebuilt when newer)."""
-    ort_lib_dir = os.path.join(ensure_ort(), "node_modules", "onnxruntime-node", "bin", "napi-v3",
-                               "linux", "x64")
+    # The package's folder is named for its N-API level (napi-v3 up to 1.20, napi-v6 in 1.30).
+    libs = sorted(glob.glob(os.path.join(ensure_ort(), "node_modules", "onnxruntime-node", "bin",
+                                         "napi-v*", "linux", "x64", "libonnxruntime.so.1")))
+    if not libs:
+        sys.exit("ort_layers: no linux/x64 libonnxruntime.so.1 inside onnxruntime-node")
+    ort_lib_dir = os.path.dirname(libs[-1])
     include = os.path.join(HEADERS, "usr", "include", "onnxruntime")
     if not os.path.exists(os.path.join(include, "onnxruntime_cxx_api.h")):
         fetch = os.path.join(ROOT, "build", "ort-headers-deb")

@@ -1,8 +1,8 @@
 // ONNX Runtime's CPU session with its profiler on, answering bursts of passes as run_ort.mjs
 // --serve does, for bench/ort_layers.py (per-layer times beside memoplan's). The npm package's
 // node binding cannot profile (its enableProfiling does nothing), so this drives the same
-// libonnxruntime.so (1.20.1, shipped inside onnxruntime-node) through the C API: the header is
-// Debian 13's libonnxruntime-dev (1.21; the C API only appends, so GetApi(20) is 1.20's table).
+// libonnxruntime.so (the one shipped inside onnxruntime-node, 1.30) through the C API: the header
+// is Debian 13's libonnxruntime-dev (1.21; the C API only appends, so GetApi(20) is 1.20's table).
 //
 //   ort_profile MODEL.onnx INPUT.bin SHAPE DTYPE THREADS WARMUP PROFILE_PREFIX
 //

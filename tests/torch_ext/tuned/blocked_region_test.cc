@@ -68,6 +68,14 @@ TEST(BlockedLayout, TheRegionOpsTellABlockedActivationFromAPlainOne) {
       const at::Tensor g = blocked::adaptive_avg_pool(x, {1, 1});
       EXPECT_LT(relative_difference(blocked::to_plain(g), at::adaptive_avg_pool2d(plain, {1, 1})),
                 1e-6);
+      if (f == Format::kBlocked) {  // the padded lanes stay zeros (a convolution reads them)
+        const float* lanes = g.data_ptr<float>();
+        for (int64_t i = 0; i < 2 * onednn::padded_channels(c); ++i) {
+          if (i % onednn::padded_channels(c) >= c) {
+            EXPECT_EQ(lanes[i], 0.f) << c << " lane " << i;
+          }
+        }
+      }
       // A squeeze-excitation product and a residual sum, the result in each layout.
       for (const Format out : {Format::kNchw, Format::kNhwc, Format::kBlocked}) {
         const at::Tensor m = blocked::binary(x, g, onednn::BinaryKind::kMul, {}, out);
