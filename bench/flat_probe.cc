@@ -6,8 +6,9 @@
 // what removing the interpreter alone can give. Graphs with control flow are refused.
 //
 //   build/bench/flat_probe MODEL.pt --input 1x3x128x128 [--kernels tuned] [--passes 500]
-//     [--rounds 7] [--only interpreter|flat|per-kind]
-// per-kind: the flat loop's time per node kind (where a small net's pass goes).
+//     [--rounds 7] [--only interpreter|flat|per-kind|graph]
+// per-kind: the flat loop's time per node kind (where a small net's pass goes); graph: the
+// planned forward graph printed, nothing run (what the rewrites made of a user's export).
 #include <ATen/Parallel.h>
 #include <ATen/ops/randn.h>
 #include <c10/core/InferenceMode.h>
@@ -193,7 +194,7 @@ int main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr,
                  "usage: flat_probe MODEL.pt --input 1x3x224x224 [--kernels tuned] "
-                 "[--passes N] [--rounds R] [--only interpreter|flat|per-kind]\n");
+                 "[--passes N] [--rounds R] [--only interpreter|flat|per-kind|graph]\n");
     return 2;
   }
   std::string model = argv[1], input = "1x3x224x224", kernels = "stock";
@@ -222,6 +223,10 @@ int main(int argc, char** argv) {
                                        : memoplan::torch_ext::Kernels::kStock;
   memoplan::torch_ext::plan(m, inputs, options);
   const auto graph = m.get_method("forward").graph();
+  if (only == "graph") {
+    std::printf("%s", graph->toString().c_str());
+    return 0;
+  }
   Program p = build(*graph, m);
   torch::jit::Stack stack;
   for (int i = 0; i < 20; ++i) {

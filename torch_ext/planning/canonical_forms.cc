@@ -84,6 +84,63 @@ bool convolution(torch::jit::Graph& graph, Node* node) {
   return true;
 }
 
+// A reader that takes a list of tensors and makes a new tensor of them, keeping neither the list
+// nor an alias of an element: it reads the list as it is at that point.
+bool reads_list_into_new_tensor(const torch::jit::Use& use) {
+  const Node* n = use.user;
+  return use.offset == 0 && n->inputs().size() == 2 &&
+         (n->kind() == c10::aten::cat || n->kind() == c10::aten::stack);
+}
+
+// A list of tensors made by prim::ListConstruct and grown by aten::append, read only by
+// concatenations in the same block (a scripted DenseNet's `features`): each reader gets a list
+// made of the elements the list holds at that point, and the appends go. Then every concatenation
+// reads a list of its own, the form torch.jit.trace records. A list used in any other way (an
+// inner block, a loop, another op, a graph output) is left as it is.
+bool list_snapshots(torch::jit::Graph& graph, Node* list) {
+  const auto type = list->output()->type()->cast<c10::ListType>();
+  if (!type || type->getElementType()->kind() != c10::TypeKind::TensorType) return false;
+  Block* block = list->owningBlock();
+  bool appended = false;
+  for (const torch::jit::Use& use : list->output()->uses()) {
+    if (use.user->owningBlock() != block) return false;
+    if (use.user->kind() == c10::aten::append) {
+      if (use.offset != 0 || !use.user->output()->uses().empty()) return false;
+      appended = true;
+    } else if (!reads_list_into_new_tensor(use)) {
+      return false;
+    }
+  }
+  if (!appended) return false;
+  std::vector<Value*> elements(list->inputs().begin(), list->inputs().end());
+  std::vector<Node*> appends;
+  bool grown = false;
+  for (Node* n = list->next(); n != block->return_node(); n = n->next()) {
+    if (n->inputs().empty() || n->input(0) != list->output()) continue;
+    if (n->kind() == c10::aten::append) {
+      elements.push_back(n->input(1));
+      appends.push_back(n);
+      grown = true;
+    } else if (grown) {  // a reader after an append: a list of its own
+      Node* snapshot = graph.createList(c10::TensorType::get(), elements);
+      snapshot->insertBefore(n);
+      n->replaceInput(0, snapshot->output());
+    }
+  }
+  for (Node* n : appends) n->destroy();
+  if (!list->output()->hasUses()) list->destroy();
+  return true;
+}
+
+// Every list construction, inner blocks' too, gathered first: list_snapshots destroys nodes
+// after the one it is given.
+void lists(Block* block, std::vector<Node*>& out) {
+  for (Node* node : block->nodes()) {
+    for (Block* inner : node->blocks()) lists(inner, out);
+    if (node->kind() == c10::prim::ListConstruct) out.push_back(node);
+  }
+}
+
 void walk(torch::jit::Graph& graph, Block* block, CanonicalForms& done) {
   std::vector<Node*> nodes(block->nodes().begin(), block->nodes().end());
   for (Node* node : nodes) {
@@ -102,6 +159,9 @@ void walk(torch::jit::Graph& graph, Block* block, CanonicalForms& done) {
 CanonicalForms canonicalize(const std::shared_ptr<torch::jit::Graph>& graph) {
   torch::jit::NormalizeOps(graph);
   CanonicalForms done;
+  std::vector<Node*> constructions;
+  lists(graph->block(), constructions);
+  for (Node* list : constructions) done.appended_lists += list_snapshots(*graph, list);
   walk(*graph, graph->block(), done);
   return done;
 }

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <torch/csrc/jit/api/function_impl.h>
 #include <torch/csrc/jit/ir/irparser.h>
+#include <torch/csrc/jit/runtime/graph_executor.h>
 #include <torch/script.h>
 
 #include "attribute_constants.h"
@@ -86,6 +87,64 @@ graph(%x : Tensor, %w : Tensor, %transposed : bool):
   EXPECT_EQ(done.convolutions, 0);
   EXPECT_EQ(done.left_as_is, 1);
   EXPECT_EQ(count(*graph, "aten::_convolution"), 1);
+}
+
+// A scripted DenseNet block's `features`: a list grown by append, read by a concatenation before
+// and after each append. Each concatenation gets a list of its own, holding what the list held
+// there; the appends go.
+TEST(CanonicalForms, AListGrownByAppendBecomesOneListPerConcatenation) {
+  const std::string ir = R"IR(
+graph(%a : Tensor, %b : Tensor, %c : Tensor):
+  %one : int = prim::Constant[value=1]()
+  %features : Tensor[] = prim::ListConstruct(%a)
+  %x : Tensor = aten::cat(%features, %one)
+  %1 : Tensor[] = aten::append(%features, %b)
+  %y : Tensor = aten::cat(%features, %one)
+  %2 : Tensor[] = aten::append(%features, %c)
+  %z : Tensor = aten::stack(%features, %one)
+  return (%x, %y, %z))IR";
+  auto graph = std::make_shared<torch::jit::Graph>();
+  torch::jit::parseIR(ir, graph.get());
+  torch::jit::Stack inputs = {torch::randn({2, 3}), torch::randn({2, 3}), torch::randn({2, 3})};
+  torch::jit::Stack expected = inputs;
+  torch::jit::GraphExecutor(graph->copy(), "").run(expected);
+  const CanonicalForms done = canonicalize(graph);
+  graph->lint();
+  EXPECT_EQ(done.appended_lists, 1);
+  EXPECT_EQ(count(*graph, "aten::append"), 0);
+  std::vector<size_t> sizes;
+  for (const torch::jit::Node* node : graph->nodes()) {
+    if (node->kind() != c10::prim::ListConstruct) continue;
+    EXPECT_EQ(node->output()->uses().size(), 1u);
+    sizes.push_back(node->inputs().size());
+  }
+  EXPECT_EQ(sizes, (std::vector<size_t>{1, 2, 3}));
+  torch::jit::Stack got = inputs;
+  torch::jit::GraphExecutor(graph, "").run(got);
+  ASSERT_EQ(got.size(), expected.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_TRUE(torch::equal(got[i].toTensor(), expected[i].toTensor())) << "output " << i;
+  }
+}
+
+// A list read some other way (its length; the list itself returned) may be seen between the
+// appends: it stays as it is.
+TEST(CanonicalForms, AListReadOtherwiseKeepsItsAppends) {
+  for (const char* other :
+       {"%n : int = aten::len(%features)\n  return (%y, %n)", "return (%y, %features)"}) {
+    const std::string ir = std::string(R"IR(
+graph(%a : Tensor, %b : Tensor):
+  %one : int = prim::Constant[value=1]()
+  %features : Tensor[] = prim::ListConstruct(%a)
+  %1 : Tensor[] = aten::append(%features, %b)
+  %y : Tensor = aten::cat(%features, %one)
+  )IR") + other;
+    auto graph = std::make_shared<torch::jit::Graph>();
+    torch::jit::parseIR(ir, graph.get());
+    const CanonicalForms done = canonicalize(graph);
+    EXPECT_EQ(done.appended_lists, 0) << other;
+    EXPECT_EQ(count(*graph, "aten::append"), 1) << other;
+  }
 }
 
 void expect_same_bits(const c10::IValue& got, const c10::IValue& want) {

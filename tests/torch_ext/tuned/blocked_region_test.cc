@@ -216,9 +216,9 @@ TEST(BlockedLayout, ShuffleNetUnitsStayInTheRegion) {
 // DenseNet's dense layer as torchvision writes it, traced: the features so far concatenated, then
 // batch norm and ReLU (no convolution before them to fold into), a 1x1 and a 3x3 convolution
 // (channel counts off the block: 20 + 12, 12 out).
-torch::jit::Module dense_layers() {
+torch::jit::Module dense_layer_weights(const char* name) {
   torch::manual_seed(8);
-  torch::jit::Module m("DenseLayers");
+  torch::jit::Module m(name);
   add_conv(m, "stem", 20, 3, 3);
   add_bn(m, "n1", 20);
   add_conv(m, "a1", 16, 20, 1);
@@ -226,6 +226,11 @@ torch::jit::Module dense_layers() {
   add_conv(m, "b1", 12, 16, 3);
   add_bn(m, "n3", 32);
   add_conv(m, "a2", 16, 32, 1);
+  return m;
+}
+
+torch::jit::Module dense_layers() {
+  torch::jit::Module m = dense_layer_weights("DenseLayers");
   m.define(R"(
     def bn(self, x, w, b, m, v):
         return torch.batch_norm(x, w, b, m, v, False, 0.1, 1e-5, False)
@@ -239,6 +244,47 @@ torch::jit::Module dense_layers() {
   )");
   m.eval();
   return m;
+}
+
+// The same layers as torch.jit.script sees torchvision's DenseNet: the features a list grown by
+// append, each batch norm checking its input's dim() first (an assert: the same If, dim() before
+// it and in its raising branch).
+torch::jit::Module scripted_dense_layers() {
+  torch::jit::Module m = dense_layer_weights("ScriptedDenseLayers");
+  m.define(R"TS(
+    def checked_bn(self, x, w, b, m, v):
+        assert x.dim() == 4, "expected 4D input (got {}D input)".format(x.dim())
+        return torch.batch_norm(x, w, b, m, v, False, 0.1, 1e-5, False)
+    def forward(self, x):
+        features = [torch.conv2d(x, self.stem, None, [1, 1], [1, 1])]
+        y = torch.relu(self.checked_bn(torch.cat(features, 1), self.n1_w, self.n1_b, self.n1_m, self.n1_v))
+        y = torch.relu(self.checked_bn(torch.conv2d(y, self.a1), self.n2_w, self.n2_b, self.n2_m, self.n2_v))
+        features.append(torch.conv2d(y, self.b1, None, [1, 1], [1, 1]))
+        z = torch.relu(self.checked_bn(torch.cat(features, 1), self.n3_w, self.n3_b, self.n3_m, self.n3_v))
+        return torch.conv2d(z, self.a2)
+  )TS");
+  m.eval();
+  return m;
+}
+
+// Scripted, the list grown by append becomes one list per concatenation (canonical_forms.h) and
+// both concatenations are gathered by their batch norms, as traced; before, neither left aten.
+TEST(BlockedLayout, AScriptedDenseNetsAppendedFeaturesAreGatheredInTheRegion) {
+  BlockedLayoutGuard on(true);
+  if (!blocked_layout_here()) GTEST_SKIP() << testing::onednn_off_here();
+  at::set_num_threads(1);
+  const at::Tensor x = torch::randn({2, 3, 20, 28});
+  torch::jit::Module reference = scripted_dense_layers(), planned = scripted_dense_layers();
+  c10::InferenceMode guard;
+  const at::Tensor expected = reference.forward({x}).toTensor();
+  plan(planned, {x}, tuned());
+  for (int pass = 0; pass < 2; ++pass) {
+    EXPECT_LT(relative_difference(planned.forward({x}).toTensor(), expected), 1e-5);
+  }
+  EXPECT_EQ(count_nodes(planned, "memoplan::bcat_norm"), 2);
+  for (const char* gone : {"aten::append", "aten::cat", "aten::batch_norm", "aten::relu"}) {
+    EXPECT_EQ(count_nodes(planned, gone), 0) << gone;
+  }
 }
 
 // A batch norm no convolution took stays in the region with the ReLU after it (memoplan::bnorm;

@@ -51,6 +51,29 @@ bool BlockedRewriter::pooling(Node* node) {
   return true;
 }
 
+namespace {
+
+// The fused op takes the batch norm's place, after the concatenation's: its metadata readers
+// between the two (a scripted nn.BatchNorm2d checks its input's dim() first) must read something
+// made before. A dim() reads the first tensor concatenated (the same rank); any other reader there
+// keeps the two ops apart.
+bool read_before_by_dim_only(Node* cat, Node* node) {
+  const Node* list = cat->input(0)->node();
+  std::vector<Node*> dims;
+  for (const torch::jit::Use& use : cat->output()->uses()) {
+    if (use.user == node || !use.user->isBefore(node)) continue;
+    if (use.user->kind() != c10::aten::dim || list->kind() != c10::prim::ListConstruct ||
+        list->inputs().empty()) {
+      return false;
+    }
+    dims.push_back(use.user);
+  }
+  for (Node* dim : dims) dim->replaceInput(0, list->input(0));
+  return true;
+}
+
+}  // namespace
+
 bool BlockedRewriter::batch_norm(Node* node) {
   if (node->kind() != c10::aten::batch_norm || node->inputs().size() != 9 ||
       !blocked(node->input(0))) {
@@ -62,7 +85,8 @@ bool BlockedRewriter::batch_norm(Node* node) {
   torch::jit::WithInsertPoint point(node);
   Node* cat = node->input(0)->node();
   if (cat->kind() == symbol(BcatOp::kName) && sole_reader(cat->output()) == node &&
-      constant_equals_one(cat->input(1))) {  // the concatenation's gather does it
+      constant_equals_one(cat->input(1)) &&
+      read_before_by_dim_only(cat, node)) {  // the concatenation's gather does it
     op::Builder<BcatNormOp> b(graph_);
     b.set(&BcatNormOp::tensors, cat->input(0)).set(&BcatNormOp::graph, cat->input(2));
     b.set(&BcatNormOp::conversion, cat->input(3));
