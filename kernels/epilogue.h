@@ -26,6 +26,8 @@ EpilogueRowFn epilogue_row();
 // GELU's exact form, x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2)), in scalar code: the generic
 // epilogue and the AVX2 one's tail use it.
 float gelu_scalar(float x);
+// x * min(max(x + 3, 0), 6) / 6, as aten's hardswish (MobileNetV3's classifier after its linear).
+float hardswish_scalar(float x);
 
 }  // namespace memoplan::kernels
 

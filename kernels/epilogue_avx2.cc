@@ -58,6 +58,14 @@ __m256 gelu(__m256 x) {
   return _mm256_fmadd_ps(half_x, phi, half_x);
 }
 
+// As hardswish_scalar: x * min(max(x + 3, 0), 6) / 6 (NaN stays NaN: max/min return their
+// second operand, x + 3, when one is NaN).
+__m256 hardswish(__m256 x) {
+  __m256 t = _mm256_max_ps(_mm256_setzero_ps(), _mm256_add_ps(x, _mm256_set1_ps(3.0f)));
+  t = _mm256_min_ps(_mm256_set1_ps(6.0f), t);
+  return _mm256_div_ps(_mm256_mul_ps(x, t), _mm256_set1_ps(6.0f));
+}
+
 float horizontal_max(__m256 x) {
   __m128 m = _mm_max_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
   m = _mm_max_ps(m, _mm_movehl_ps(m, m));
@@ -133,6 +141,8 @@ void epilogue_row_avx2(float* row, int64_t n, const float* bias, float alpha,
       x = _mm256_max_ps(x, zero);
     } else if (activation == Activation::kGelu) {
       x = gelu(x);
+    } else if (activation == Activation::kHardswish) {
+      x = hardswish(x);
     }
     _mm256_storeu_ps(row + j, x);
   }

@@ -11,6 +11,8 @@ namespace memoplan::kernels {
 
 float gelu_scalar(float x) { return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f)); }
 
+float hardswish_scalar(float x) { return x * std::fmin(std::fmax(x + 3.0f, 0.0f), 6.0f) / 6.0f; }
+
 void epilogue_row_generic(float* row, int64_t n, const float* bias, float alpha,
                           Activation activation) {
   if (alpha != 1.0f) {
@@ -23,6 +25,8 @@ void epilogue_row_generic(float* row, int64_t n, const float* bias, float alpha,
     for (int64_t j = 0; j < n; ++j) row[j] = row[j] > 0.0f ? row[j] : 0.0f;
   } else if (activation == Activation::kGelu) {
     for (int64_t j = 0; j < n; ++j) row[j] = gelu_scalar(row[j]);
+  } else if (activation == Activation::kHardswish) {
+    for (int64_t j = 0; j < n; ++j) row[j] = hardswish_scalar(row[j]);
   }
 }
 

@@ -183,6 +183,8 @@ const char* to_string(Activation activation) {
       return "relu";
     case Activation::kGelu:
       return "gelu";
+    case Activation::kHardswish:
+      return "hardswish";
   }
   return "?";
 }
@@ -232,6 +234,7 @@ void reference_gemm(const MatrixView& a, const MatrixView& b, float* c, int64_t 
       float value = static_cast<float>(sum);
       if (epilogue.activation == Activation::kRelu) value = value > 0.0f ? value : 0.0f;
       if (epilogue.activation == Activation::kGelu) value = gelu_scalar(value);
+      if (epilogue.activation == Activation::kHardswish) value = hardswish_scalar(value);
       c[i * ldc + j] = value;
     }
   }

@@ -90,13 +90,51 @@ TEST(Gemm, EveryKernelAndOrderMatchesTheReferenceWithPackedB) {
 
 TEST(Gemm, BiasAndActivationsAreApplied) {
   Problem p(29, 50, 41);
-  for (Activation act : {Activation::kNone, Activation::kRelu, Activation::kGelu}) {
+  for (Activation act :
+       {Activation::kNone, Activation::kRelu, Activation::kGelu, Activation::kHardswish}) {
     for (const GemmConfig& config : small_block_configs()) {
       const Epilogue epilogue{p.bias.data(), act};
       std::vector<float> c(p.m * p.n);
       gemm(p.a_view(), PackedB(p.b_view(), config.kernel.nr), c.data(), p.n, epilogue, config);
       expect_close(p, p.a_view(), p.b_view(), c, epilogue,
                    config.to_string() + " " + to_string(act));
+    }
+  }
+}
+
+// kernels::gemv on a linear's weight as stored (N x K rows) against the reference on its
+// transpose: every row count up to past two groups of four (the row kernel's M), K and N off the
+// vector and row steps, rows of A apart (lda > K), bias, activations, alpha, accumulation,
+// serial and parallel.
+TEST(Gemm, GemvOnTheWeightAsStoredMatchesTheReference) {
+  for (const int64_t m : {1, 2, 3, 4, 5, 9}) {
+    for (const auto& [k, n] :
+         {std::pair<int64_t, int64_t>{1, 1}, {7, 3}, {8, 4}, {70, 45}, {33, 130}, {0, 5}}) {
+      Problem p(m, k, n, static_cast<unsigned>(m * 1000 + k * 10 + n));
+      std::vector<float> w(n * k), a_rows(m * (k + 3));
+      for (int64_t j = 0; j < n; ++j) {
+        for (int64_t kk = 0; kk < k; ++kk) w[j * k + kk] = p.b[kk * n + j];
+      }
+      for (int64_t i = 0; i < m; ++i) {
+        for (int64_t kk = 0; kk < k; ++kk) a_rows[i * (k + 3) + kk] = p.a[i * k + kk];
+      }
+      const MatrixView a{a_rows.data(), m, k, k + 3, 1};
+      const MatrixView weight{w.data(), n, k, k, 1};
+      for (int variant = 0; variant < 4; ++variant) {
+        Epilogue e;
+        if (variant >= 1) e.bias = p.bias.data();
+        e.activation = variant == 1   ? Activation::kRelu
+                       : variant == 2 ? Activation::kHardswish
+                                      : Activation::kNone;
+        if (variant == 2) e.alpha = 0.5f;
+        e.accumulate = variant == 3;
+        for (const bool parallel : {false, true}) {
+          std::vector<float> c(m * n, 0.0f);
+          gemv(a, weight, c.data(), n, e, parallel ? threads(3) : ParallelFor{});
+          expect_close(p, p.a_view(), p.b_view(), c, e,
+                       "gemv variant " + std::to_string(variant) + (parallel ? " parallel" : ""));
+        }
+      }
     }
   }
 }

@@ -15,6 +15,7 @@
 #include <string>
 #include <tuple>
 
+#include "cold_caches.h"
 #include "memoplan/kernels/gemm.h"
 #include "memoplan/kernels/tune.h"
 #include "memoplan/onednn/onednn.h"
@@ -32,9 +33,11 @@ using kernels::Activation;
 using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int, bool, bool, int>;
 struct Choice {
   bool onednn = false;
-  kernels::GemmConfig config;                    // memoplan's side
+  bool gemv = false;           // kernels::gemv on the plain weight (a few rows, measured cold)
+  kernels::GemmConfig config;  // memoplan's side
   std::shared_ptr<const onednn::Matmul> matmul;  // oneDNN's side, where it takes the shape
   double memoplan_ms = 0, onednn_ms = 0;         // 0: not measured
+  double gemv_ms = 0, packed_cold_ms = 0;        // cold: the gemv and the packed side's winner
   std::string note;                              // why oneDNN is not a candidate, if it is not
 };
 ChoiceCache<Key, Choice>& projection_choices() {
@@ -50,6 +53,8 @@ onednn::MatmulSpec spec_of(const Key& key) {
     spec.post.push_back({static_cast<int>(onednn::Eltwise::kRelu)});
   } else if (activation == static_cast<int>(Activation::kGelu)) {
     spec.post.push_back({static_cast<int>(onednn::Eltwise::kGelu)});
+  } else if (activation == static_cast<int>(Activation::kHardswish)) {
+    spec.post.push_back({static_cast<int>(onednn::Eltwise::kHardswish)});
   }
   return spec;
 }
@@ -74,7 +79,8 @@ void run_onednn(const onednn::Matmul& matmul, const at::Tensor& x2d, const void*
 
 // The choice for a new shape. Under a forced kernel choice (tests: kAlwaysMemoplan) nothing is
 // measured: memoplan's GEMM with its default configuration, or oneDNN's with GemmSide::kOneDnn.
-Choice measure(const Key& key, const at::Tensor& x2d, const at::Tensor& w, const float* bias) {
+Choice measure_packed(const Key& key, const at::Tensor& x2d, const at::Tensor& w,
+                      const float* bias) {
   const auto& [m, k, n, lda, ldc, activation, has_bias, accumulate, threads] = key;
   Choice c;
   const auto act = static_cast<Activation>(activation);
@@ -141,6 +147,55 @@ Choice measure(const Key& key, const at::Tensor& x2d, const at::Tensor& w, const
   return c;
 }
 
+kernels::MatrixView plain_rows(const at::Tensor& w) {
+  return {w.data_ptr<float>(), w.size(0), w.size(1), w.stride(0), 1};
+}
+
+// A few rows (a classifier at batch 1 or 2): the product streams its weight from memory in a
+// pass (the layers before evicted it; mobilenet_v3_large's 10 MB classifier), so the packed
+// side's winner and kernels::gemv on the plain rows are timed cold, the weight's forms flushed
+// before each call. gemv serves the shape only when it is faster cold; then no packing is kept.
+Choice measure(const Key& key, const at::Tensor& x2d, const at::Tensor& w, const float* bias) {
+  Choice c = measure_packed(key, x2d, w, bias);
+  const auto& [m, k, n, lda, ldc, activation, has_bias, accumulate, threads] = key;
+  if (choice() != KernelChoice::kMeasure || kernel_options().gemm != GemmSide::kMeasure ||
+      m > kernels::kGemvMaxRows || w.stride(1) != 1 || x2d.stride(1) != 1) {
+    return c;
+  }
+  runtime_pass::Unrecorded beside_the_pass;
+  const at::Tensor scratch_out = at::zeros({m, ldc}, x2d.options());
+  float* out = scratch_out.data_ptr<float>();
+  kernels::Epilogue epilogue{bias, static_cast<Activation>(activation)};
+  epilogue.accumulate = accumulate;
+  auto gemv = [&] {
+    kernels::gemv(rows(x2d), plain_rows(w), out, ldc, epilogue, intra_op_parallel());
+  };
+  Timing t{};
+  if (c.onednn) {
+    at::Tensor q = at::empty({static_cast<int64_t>(c.matmul->packed_weights_bytes())}, at::kByte);
+    c.matmul->pack_weights(w.data_ptr<float>(), w.stride(0), w.stride(1), q.data_ptr());
+    t = time_both(
+        gemv, [&] { run_onednn(*c.matmul, x2d, q.data_ptr(), bias, out); }, 5,
+        [&] {
+          flush_tensor(w);
+          flush_tensor(q);
+        });
+  } else {
+    const kernels::PackedB p(weight_transposed(w), c.config.kernel.nr);
+    t = time_both(
+        gemv,
+        [&] { kernels::gemm(rows(x2d), p, out, ldc, epilogue, c.config, intra_op_parallel()); }, 5,
+        [&] {
+          flush_tensor(w);
+          if (!p.empty()) flush_from_caches(p.panel(0), p.bytes());
+        });
+  }
+  c.gemv_ms = t.memoplan_ms;
+  c.packed_cold_ms = t.aten_ms;
+  c.gemv = c.gemv_ms < c.packed_cold_ms;
+  return c;
+}
+
 }  // namespace
 
 void project(const at::Tensor& x2d, const at::Tensor& w, const float* bias, int64_t site,
@@ -156,6 +211,12 @@ void project(const at::Tensor& x2d, const at::Tensor& w, const float* bias, int6
     chosen = &projection_choices().decide(key, [&] { return measure(key, x2d, w, bias); });
   }
   const Choice& c = *chosen;
+  if (c.gemv) {
+    kernels::Epilogue epilogue{bias, activation};
+    epilogue.accumulate = accumulate;
+    kernels::gemv(rows(x2d), plain_rows(w), out, ldc, epilogue, intra_op_parallel());
+    return;
+  }
   if (c.onednn) {
     const auto packed = onednn_weight(site, w, c.matmul, version);
     run_onednn(*c.matmul, x2d, packed->bytes.data_ptr(), bias, out);
@@ -181,7 +242,11 @@ std::string projection_report() {
       out << "none";
     }
     if (!c.note.empty()) out << " [" << c.note << "]";
-    out << " -> " << (c.onednn ? "oneDNN" : "memoplan") << "\n";
+    if (c.gemv_ms > 0) {
+      out << "; cold: gemv " << c.gemv_ms << " ms, " << (c.onednn ? "oneDNN " : "memoplan ")
+          << c.packed_cold_ms << " ms";
+    }
+    out << " -> " << (c.gemv ? "gemv" : c.onednn ? "oneDNN" : "memoplan") << "\n";
   });
   return out.str();
 }

@@ -82,6 +82,7 @@ tuned::WeightCache<tuned::OneDnnWeight>& onednn_packings() {
 at::Tensor activate(at::Tensor y, Activation activation) {
   if (activation == Activation::kRelu) return at::relu_(y);
   if (activation == Activation::kGelu) return at::gelu(y);
+  if (activation == Activation::kHardswish) return at::hardswish_(y);
   return y;
 }
 
@@ -294,6 +295,13 @@ Activation fusable_activation(torch::jit::Node* linear, torch::jit::Node** activ
   if (user->kind() == c10::Symbol::fromQualString("aten::relu") && user->inputs().size() == 1) {
     *activation_node = user;
     return Activation::kRelu;
+  }
+  // In place or not: the linear's output has no other use.
+  if ((user->kind() == c10::Symbol::fromQualString("aten::hardswish") ||
+       user->kind() == c10::Symbol::fromQualString("aten::hardswish_")) &&
+      user->inputs().size() == 1) {
+    *activation_node = user;
+    return Activation::kHardswish;
   }
   if (user->kind() == c10::Symbol::fromQualString("aten::gelu") && user->inputs().size() == 2) {
     const auto approximate = torch::jit::constant_as<std::string>(user->input(1));

@@ -1,4 +1,4 @@
-// plan() with kernels "tuned": aten::linear (with a relu or gelu after it) runs as
+// plan() with kernels "tuned": aten::linear (with a relu, gelu or hardswish after it) runs as
 // memoplan::linear on memoplan's GEMM, within 1e-5 of aten's results, planned like any other op;
 // weights changed in place are repacked; autograd and unknown settings fall back or are refused.
 // The same products on oneDNN's matmul (tuned::project's other side), its strides and epilogue.
@@ -33,11 +33,19 @@ torch::jit::Module mlp() {
     def forward(self, x):
         h = torch.relu(torch.linear(x, self.w1, self.b1))
         h = torch.gelu(torch.linear(h, self.w2, self.b2))
-        y = torch.linear(h, self.w3)
+        y = torch.hardswish_(torch.linear(h, self.w3))
         return y + x
   )");
   m.eval();
   return m;
+}
+
+int count_kind(const torch::jit::Module& m, const char* kind) {
+  int n = 0;
+  for (const torch::jit::Node* node : m.get_method("forward").graph()->nodes()) {
+    n += node->kind() == c10::Symbol::fromQualString(kind);
+  }
+  return n;
 }
 
 using testing::ChoiceGuard;
@@ -62,6 +70,10 @@ TEST(TunedKernels, MemoplanGemmMatchesAtenAndIsPlanned) {
   }
   const PlanStats d = plan_stats() - before;
   EXPECT_EQ(kernel_stats().tuned_calls - kernels_before.tuned_calls, 15u);  // 3 linears x 5
+  // Each activation in its linear's epilogue.
+  for (const char* kind : {"aten::relu", "aten::gelu", "aten::hardswish_", "aten::linear"}) {
+    EXPECT_EQ(count_kind(planned, kind), 0) << kind;
+  }
   EXPECT_EQ(d.planned_hits, 5 * summary.planned_tensors);
   EXPECT_EQ(d.fallback_not_planned + d.fallback_overlap, 0u) << to_string(plan_stats());
 }
@@ -87,6 +99,32 @@ TEST(TunedKernels, MeasuringPicksASideForEveryShapeAndStaysWithinTolerance) {
       << kernel_report();
   EXPECT_LT(relative_difference(planned.forward({x}).toTensor(), reference.forward({x}).toTensor()),
             1e-5);
+}
+
+// A product of one or two rows (a classifier at batch 1 or 2) is timed cold against
+// kernels::gemv on the plain weight, whichever packed side won warm; either way within 1e-5.
+TEST(TunedKernels, AProductOfAFewRowsIsTimedColdAgainstGemv) {
+  at::set_num_threads(1);
+  for (const int64_t rows : {1, 2}) {
+    torch::jit::Module reference = mlp(), planned = mlp();
+    c10::InferenceMode guard;
+    const at::Tensor x = torch::randn({rows, 64});
+    plan(planned, {x}, tuned());
+    const std::string report = kernel_report();
+    for (const std::string& product : {"product " + std::to_string(rows) + "x64x96 relu +bias",
+                                      "product " + std::to_string(rows) + "x80x64 hardswish"}) {
+      const size_t at = report.find(product);
+      ASSERT_NE(at, std::string::npos) << product << "\n" << report;
+      EXPECT_NE(report.substr(at, report.find('\n', at) - at).find("; cold: gemv "),
+                std::string::npos)
+          << report;
+    }
+    for (int pass = 0; pass < 2; ++pass) {
+      EXPECT_LT(
+          relative_difference(planned.forward({x}).toTensor(), reference.forward({x}).toTensor()),
+          1e-5);
+    }
+  }
 }
 
 TEST(TunedKernels, AWeightChangedInPlaceIsRepacked) {

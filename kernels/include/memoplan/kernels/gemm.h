@@ -65,7 +65,7 @@ class PackedB {
   int nr_ = 0;
 };
 
-enum class Activation { kNone, kRelu, kGelu };
+enum class Activation { kNone, kRelu, kGelu, kHardswish };
 const char* to_string(Activation activation);
 
 // How a product is computed: which micro-kernel, cache blocking and loop order. Every
@@ -104,6 +104,14 @@ void gemm(const MatrixView& a, const PackedB& b, float* c, int64_t ldc, const Ep
 // The same with B packed on the fly (both operands are activations, e.g. bmm).
 void gemm(const MatrixView& a, const MatrixView& b, float* c, int64_t ldc, const Epilogue& epilogue,
           const GemmConfig& config, const ParallelFor& parallel = {});
+
+// C (M x N) = A (M x K) * W^T with W (N x K) a linear's weight as stored (contiguous rows, as A's),
+// then the epilogue: a stream over W, each of its rows read once per four rows of A and dotted
+// with them (kernels/gemv.cc). For the few rows of a classifier at batch 1 or 2, where a product
+// is bound by memory: no packing, no copy of W.
+constexpr int64_t kGemvMaxRows = 4;
+void gemv(const MatrixView& a, const MatrixView& w, float* c, int64_t ldc, const Epilogue& epilogue,
+          const ParallelFor& parallel = {});
 
 // Plain triple loop in double precision: what the tests compare against.
 void reference_gemm(const MatrixView& a, const MatrixView& b, float* c, int64_t ldc,
