@@ -211,7 +211,9 @@ void project(const at::Tensor& x2d, const at::Tensor& w, const float* bias, int6
     chosen = &projection_choices().decide(key, [&] { return measure(key, x2d, w, bias); });
   }
   const Choice& c = *chosen;
-  if (c.gemv) {
+  // The key holds no weight strides: a shape measured on a linear's weight may come again on a
+  // transposed one (memoplan::matmul's x @ W), which takes the packed side measured with it.
+  if (c.gemv && w.stride(1) == 1) {
     kernels::Epilogue epilogue{bias, activation};
     epilogue.accumulate = accumulate;
     kernels::gemv(rows(x2d), plain_rows(w), out, ldc, epilogue, intra_op_parallel());

@@ -112,7 +112,7 @@ TEST(TunedKernels, AProductOfAFewRowsIsTimedColdAgainstGemv) {
     plan(planned, {x}, tuned());
     const std::string report = kernel_report();
     for (const std::string& product : {"product " + std::to_string(rows) + "x64x96 relu +bias",
-                                      "product " + std::to_string(rows) + "x80x64 hardswish"}) {
+                                       "product " + std::to_string(rows) + "x80x64 hardswish"}) {
       const size_t at = report.find(product);
       ASSERT_NE(at, std::string::npos) << product << "\n" << report;
       EXPECT_NE(report.substr(at, report.find('\n', at) - at).find("; cold: gemv "),
@@ -124,6 +124,25 @@ TEST(TunedKernels, AProductOfAFewRowsIsTimedColdAgainstGemv) {
           relative_difference(planned.forward({x}).toTensor(), reference.forward({x}).toTensor()),
           1e-5);
     }
+  }
+  // The same shape on a weight as stored and on a transposed one (x @ W): the choice is the
+  // shape's, and gemv reads only contiguous weight rows.
+  torch::manual_seed(3);
+  torch::jit::Module m("SameShape");
+  m.register_parameter("w", torch::randn({96, 64}) * 0.1, false);
+  m.register_parameter("wt", torch::randn({64, 96}) * 0.1, false);
+  m.define(R"(
+    def forward(self, x):
+        return torch.linear(x, self.w) + torch.matmul(x, self.wt)
+  )");
+  m.eval();
+  torch::jit::Module reference = m.clone();
+  c10::InferenceMode guard;
+  const at::Tensor x = torch::randn({1, 64});
+  plan(m, {x}, tuned());
+  for (int pass = 0; pass < 2; ++pass) {
+    EXPECT_LT(relative_difference(m.forward({x}).toTensor(), reference.forward({x}).toTensor()),
+              1e-5);
   }
 }
 
