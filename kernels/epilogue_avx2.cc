@@ -5,6 +5,7 @@
 // call per element, which cost BERT-base 4 ms a layer. The same exp serves the attention softmax.
 #include <immintrin.h>
 
+#include "avx2_reduce.h"
 #include "epilogue.h"
 #include "memoplan/kernels/attention.h"
 
@@ -64,20 +65,6 @@ __m256 hardswish(__m256 x) {
   __m256 t = _mm256_max_ps(_mm256_setzero_ps(), _mm256_add_ps(x, _mm256_set1_ps(3.0f)));
   t = _mm256_min_ps(_mm256_set1_ps(6.0f), t);
   return _mm256_div_ps(_mm256_mul_ps(x, t), _mm256_set1_ps(6.0f));
-}
-
-float horizontal_max(__m256 x) {
-  __m128 m = _mm_max_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
-  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-  m = _mm_max_ss(m, _mm_shuffle_ps(m, m, 1));
-  return _mm_cvtss_f32(m);
-}
-
-float horizontal_sum(__m256 x) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
-  return _mm_cvtss_f32(s);
 }
 
 }  // namespace

@@ -41,7 +41,8 @@ void gemv(const MatrixView& a, const MatrixView& w, float* c, int64_t ldc, const
              1.0f, epilogue.activation);
     }
   };
-  // Whole groups of four weight rows (the row kernel's step) per thread, 64 rows at least.
+  // Whole groups of four weight rows (the row kernel's step) per thread; serial below 32 groups
+  // (128 weight rows).
   const int64_t groups = (n + 3) / 4;
   if (!parallel || groups < 32) return columns(0, n);
   parallel(groups, [&](int64_t first, int64_t last) { columns(first * 4, std::min(n, last * 4)); });

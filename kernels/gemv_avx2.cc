@@ -2,18 +2,12 @@
 // stream and multiplied into every row of A (M <= 4: up to 16 accumulators of 8 lanes).
 #include <immintrin.h>
 
+#include "avx2_reduce.h"
 #include "gemv.h"
 #include "memoplan/kernels/gemm.h"
 
 namespace memoplan::kernels {
 namespace {
-
-float horizontal_sum(__m256 x) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
-  return _mm_cvtss_f32(s);
-}
 
 void store(float* c, float dot, float alpha, bool accumulate) {
   *c = accumulate ? alpha * dot + *c : alpha * dot;

@@ -114,14 +114,12 @@ bool list_snapshots(torch::jit::Graph& graph, Node* list) {
   if (!appended) return false;
   std::vector<Value*> elements(list->inputs().begin(), list->inputs().end());
   std::vector<Node*> appends;
-  bool grown = false;
   for (Node* n = list->next(); n != block->return_node(); n = n->next()) {
     if (n->inputs().empty() || n->input(0) != list->output()) continue;
     if (n->kind() == c10::aten::append) {
       elements.push_back(n->input(1));
       appends.push_back(n);
-      grown = true;
-    } else if (grown) {  // a reader after an append: a list of its own
+    } else if (!appends.empty()) {  // a reader after an append: a list of its own
       Node* snapshot = graph.createList(c10::TensorType::get(), elements);
       snapshot->insertBefore(n);
       n->replaceInput(0, snapshot->output());

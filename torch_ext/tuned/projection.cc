@@ -59,6 +59,12 @@ onednn::MatmulSpec spec_of(const Key& key) {
   return spec;
 }
 
+kernels::Epilogue epilogue_of(const float* bias, Activation activation, bool accumulate) {
+  kernels::Epilogue e{bias, activation};
+  e.accumulate = accumulate;
+  return e;
+}
+
 kernels::MatrixView weight_transposed(const at::Tensor& w) {
   return kernels::MatrixView{w.data_ptr<float>(), w.size(0), w.size(1), w.stride(0), w.stride(1)}
       .transposed();
@@ -113,8 +119,7 @@ Choice measure_packed(const Key& key, const at::Tensor& x2d, const at::Tensor& w
   runtime_pass::Unrecorded beside_the_pass;
   const at::Tensor scratch_out = at::zeros({m, ldc}, x2d.options());
   float* out = scratch_out.data_ptr<float>();
-  kernels::Epilogue epilogue{bias, act};
-  epilogue.accumulate = accumulate;
+  const kernels::Epilogue epilogue = epilogue_of(bias, act, accumulate);
   auto panels = [&] { return kernels::PackedB(weight_transposed(w), c.config.kernel.nr); };
   auto packed = [&] {
     at::Tensor bytes =
@@ -165,8 +170,8 @@ Choice measure(const Key& key, const at::Tensor& x2d, const at::Tensor& w, const
   runtime_pass::Unrecorded beside_the_pass;
   const at::Tensor scratch_out = at::zeros({m, ldc}, x2d.options());
   float* out = scratch_out.data_ptr<float>();
-  kernels::Epilogue epilogue{bias, static_cast<Activation>(activation)};
-  epilogue.accumulate = accumulate;
+  const kernels::Epilogue epilogue =
+      epilogue_of(bias, static_cast<Activation>(activation), accumulate);
   auto gemv = [&] {
     kernels::gemv(rows(x2d), plain_rows(w), out, ldc, epilogue, intra_op_parallel());
   };
@@ -211,11 +216,10 @@ void project(const at::Tensor& x2d, const at::Tensor& w, const float* bias, int6
     chosen = &projection_choices().decide(key, [&] { return measure(key, x2d, w, bias); });
   }
   const Choice& c = *chosen;
+  const kernels::Epilogue epilogue = epilogue_of(bias, activation, accumulate);
   // The key holds no weight strides: a shape measured on a linear's weight may come again on a
   // transposed one (memoplan::matmul's x @ W), which takes the packed side measured with it.
   if (c.gemv && w.stride(1) == 1) {
-    kernels::Epilogue epilogue{bias, activation};
-    epilogue.accumulate = accumulate;
     kernels::gemv(rows(x2d), plain_rows(w), out, ldc, epilogue, intra_op_parallel());
     return;
   }
@@ -225,8 +229,6 @@ void project(const at::Tensor& x2d, const at::Tensor& w, const float* bias, int6
     return;
   }
   const auto packed = packed_weight(site, w, c.config.kernel.nr, version);
-  kernels::Epilogue epilogue{bias, activation};
-  epilogue.accumulate = accumulate;
   kernels::gemm(rows(x2d), packed->panels, out, ldc, epilogue, c.config, intra_op_parallel());
 }
 
