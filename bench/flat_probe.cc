@@ -1,13 +1,15 @@
-// How much of a planned pass is the TorchScript interpreter's own work (issue 52, item 1): a
-// planned module's forward graph run twice, by the interpreter (module.forward) and by a flat
-// loop over its nodes (each node's Operation resolved once, constants and module attributes read
-// once, values in registers moved into the stack at their last use), interleaved rounds, one
-// thread. The flat loop is the least a flat executor does (no out-variants), so its gain bounds
-// what removing the interpreter alone can give. Graphs with control flow are refused.
+// Where a planned pass goes (issue 52, item 1): a planned module's forward run twice, by
+// module.forward of a copy planned with MEMOPLAN_EXECUTOR=flat (memoplan's flat executor,
+// planning/flat_executor.h) and of one planned without (the TorchScript interpreter), and by
+// this probe's own loop over the planned
+// body's nodes (each node's Operation resolved once, constants and module attributes read once,
+// values in registers moved into the stack at their last use), interleaved rounds, one thread.
+// The loop times each step for per-kind and per-step. Bodies with control flow are refused.
 //
 //   build/bench/flat_probe MODEL.pt --input 1x3x128x128 [--kernels tuned] [--passes 500]
-//     [--rounds 7] [--only interpreter|flat|per-kind|graph]
-// per-kind: the flat loop's time per node kind (where a small net's pass goes); graph: the
+//     [--rounds 7] [--only interpreter|flat|per-kind|per-step|graph]
+// per-kind: the flat loop's time per node kind (where a small net's pass goes); per-step: per
+// step, with the shapes of its first two tensor inputs and its first output; graph: the
 // planned forward graph printed, nothing run (what the rewrites made of a user's export).
 #include <ATen/Parallel.h>
 #include <ATen/ops/randn.h>
@@ -24,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "memoplan/torch/kernels.h"
 #include "memoplan/torch/plan.h"
 
 namespace {
@@ -48,8 +51,21 @@ struct Program {
   std::map<std::string, int> kinds;  // node kinds run as operations, for the report
 };
 
+// The planned forward's body: the interpreter's branch of the flat executor's wrapper
+// (planning/flat_executor.h), where plan() wrapped it.
+const torch::jit::Block* body_of(const torch::jit::Graph& graph) {
+  for (const Node* n : graph.nodes()) {
+    if (n->kind() == c10::prim::If &&
+        n->input(0)->node()->kind().toQualString() == std::string("memoplan::FlatReady")) {
+      return n->blocks()[1];
+    }
+  }
+  return graph.block();
+}
+
 Program build(const torch::jit::Graph& graph, const torch::jit::Module& module) {
   Program p;
+  const torch::jit::Block* body = body_of(graph);
   std::map<const Value*, size_t> index;
   auto reg = [&](const Value* v) {
     const auto it = index.find(v);
@@ -61,16 +77,16 @@ Program build(const torch::jit::Graph& graph, const torch::jit::Module& module) 
   for (const Value* v : graph.inputs()) p.graph_inputs.push_back(reg(v));
   p.registers.at(p.graph_inputs.at(0)) = module._ivalue();
   std::map<const Value*, const Node*> last;  // each value's last reader
-  for (const Node* n : graph.nodes()) {
+  for (const Node* n : body->nodes()) {
     for (const Value* v : n->inputs()) last[v] = n;
   }
   auto is_output = [&](const Value* v) {
-    return std::find(graph.outputs().begin(), graph.outputs().end(), v) != graph.outputs().end();
+    return std::find(body->outputs().begin(), body->outputs().end(), v) != body->outputs().end();
   };
   // Values known at build, their registers filled once: constants, module attributes, and lists
   // and tuples of those.
   std::set<const Value*> known;
-  for (const Node* n : graph.nodes()) {
+  for (const Node* n : body->nodes()) {
     const auto kind = n->kind();
     if (kind == c10::prim::Constant) {
       p.registers.at(reg(n->output())) = torch::jit::toIValue(n->output()).value();
@@ -150,17 +166,27 @@ Program build(const torch::jit::Graph& graph, const torch::jit::Module& module) 
     s.kind = kind.toQualString();
     p.steps.push_back(std::move(s));
   }
-  for (const Value* v : graph.outputs()) p.graph_outputs.push_back(reg(v));
+  for (const Value* v : body->outputs()) p.graph_outputs.push_back(reg(v));
   return p;
 }
 
-// With `per_kind`, each step's time (ns) is added to its kind's.
+std::string shape_of(const at::Tensor& t) {
+  std::string out;
+  for (int64_t d : t.sizes()) out += (out.empty() ? "" : "x") + std::to_string(d);
+  return out;
+}
+
+// With `per_kind`, each step's time (ns) is added to its kind's; with `per_step`, to its own.
 c10::IValue run(Program& p, const std::vector<c10::IValue>& inputs, torch::jit::Stack& stack,
-                std::map<std::string, double>* per_kind = nullptr) {
+                std::map<std::string, double>* per_kind = nullptr,
+                std::vector<double>* per_step = nullptr,
+                std::vector<std::string>* labels = nullptr) {
   for (size_t i = 0; i < inputs.size(); ++i) p.registers[p.graph_inputs[i + 1]] = inputs[i];
-  for (Step& s : p.steps) {
+  for (size_t k = 0; k < p.steps.size(); ++k) {
+    Step& s = p.steps[k];
+    const bool timed = per_kind != nullptr || per_step != nullptr;
     const auto t0 =
-        per_kind ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
+        timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
     stack.clear();
     for (size_t i = 0; i < s.inputs.size(); ++i) {
       if (s.last_use[i]) {
@@ -169,12 +195,27 @@ c10::IValue run(Program& p, const std::vector<c10::IValue>& inputs, torch::jit::
         stack.push_back(p.registers[s.inputs[i]]);
       }
     }
+    std::string label;
+    if (labels) {
+      // The first two tensors read (a convolution's input and weight) and the first written.
+      int tensors = 0;
+      for (const c10::IValue& v : stack) {
+        if (!v.isTensor() || tensors == 2) continue;
+        label += (tensors++ ? " w " : " in ") + shape_of(v.toTensor());
+      }
+    }
     s.op(stack);
+    if (labels) {
+      if (!stack.empty() && stack[0].isTensor()) label += " -> " + shape_of(stack[0].toTensor());
+      labels->at(k) = label;
+    }
     for (size_t i = 0; i < s.outputs.size(); ++i) p.registers[s.outputs[i]] = std::move(stack[i]);
     for (size_t r : s.unread) p.registers[r] = c10::IValue();
-    if (per_kind) {
-      (*per_kind)[s.kind] +=
+    if (timed) {
+      const double ns =
           std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
+      if (per_kind) (*per_kind)[s.kind] += ns;
+      if (per_step) (*per_step)[k] += ns;
     }
   }
   c10::IValue out = p.registers[p.graph_outputs.at(0)];
@@ -194,7 +235,7 @@ int main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr,
                  "usage: flat_probe MODEL.pt --input 1x3x224x224 [--kernels tuned] "
-                 "[--passes N] [--rounds R] [--only interpreter|flat|per-kind|graph]\n");
+                 "[--passes N] [--rounds R] [--only interpreter|flat|per-kind|per-step|graph]\n");
     return 2;
   }
   std::string model = argv[1], input = "1x3x224x224", kernels = "stock";
@@ -221,7 +262,9 @@ int main(int argc, char** argv) {
   memoplan::torch_ext::PlanOptions options;
   options.kernels = kernels == "tuned" ? memoplan::torch_ext::Kernels::kTuned
                                        : memoplan::torch_ext::Kernels::kStock;
-  memoplan::torch_ext::plan(m, inputs, options);
+  setenv("MEMOPLAN_EXECUTOR", "flat", 1);  // this copy on the flat executor
+  const memoplan::torch_ext::PlanSummary summary = memoplan::torch_ext::plan(m, inputs, options);
+  unsetenv("MEMOPLAN_EXECUTOR");
   const auto graph = m.get_method("forward").graph();
   if (only == "graph") {
     std::printf("%s", graph->toString().c_str());
@@ -235,6 +278,19 @@ int main(int argc, char** argv) {
   }
   const at::Tensor a = m.forward(inputs).toTensor(), b = run(p, inputs, stack).toTensor();
   const bool identical = at::equal(a, b);
+  if (only == "per-step") {
+    std::vector<double> ns(p.steps.size());
+    std::vector<std::string> labels(p.steps.size());
+    run(p, inputs, stack, nullptr, nullptr, &labels);
+    for (int i = 0; i < passes; ++i) run(p, inputs, stack, nullptr, &ns);
+    std::printf("%s %s kernels %s: flat loop, per step (us):\n", model.c_str(), input.c_str(),
+                kernels.c_str());
+    for (size_t k = 0; k < ns.size(); ++k) {
+      std::printf("  %4zu %-28s %8.1f %s\n", k, p.steps[k].kind.c_str(), ns[k] / passes / 1e3,
+                  labels[k].c_str());
+    }
+    return identical ? 0 : 1;
+  }
   if (only == "per-kind") {
     std::map<std::string, double> ns;
     for (int i = 0; i < passes; ++i) run(p, inputs, stack, &ns);
@@ -252,20 +308,31 @@ int main(int argc, char** argv) {
       std::printf("  %-28s %8.1f %4d\n", kind.c_str(), us, p.kinds[kind]);
     return identical ? 0 : 1;
   }
+  // The timed sides: this copy's forward (the flat executor) and a second copy planned with
+  // the default (the TorchScript interpreter), in interleaved rounds.
+  torch::jit::Module mi = torch::jit::load(model);
+  mi.eval();
+  const memoplan::torch_ext::PlanSummary interpreted =
+      memoplan::torch_ext::plan(mi, inputs, options);
+  for (int i = 0; i < 20; ++i) mi.forward(inputs);
+  const bool same = at::equal(m.forward(inputs).toTensor(), mi.forward(inputs).toTensor());
+  // Convolutions writing over their dying residual, per pass of each side: the same where each
+  // side moves its last reads as the interpreter does.
+  auto in_place = [&](torch::jit::Module& side) {
+    const uint64_t before = memoplan::torch_ext::kernel_stats().residuals_in_place;
+    for (int i = 0; i < 10; ++i) side.forward(inputs);
+    return (memoplan::torch_ext::kernel_stats().residuals_in_place - before) / 10.0;
+  };
+  std::printf("in place per pass: flat %.1f, interpreter %.1f\n", in_place(m), in_place(mi));
   using Clock = std::chrono::steady_clock;
   std::vector<double> interpreter, flat;
   for (int r = 0; r < rounds; ++r) {
     for (int side = 0; side < 2; ++side) {
       const bool flat_side = (side == 0) == (r % 2 == 1);
       if (!only.empty() && flat_side != (only == "flat")) continue;
+      torch::jit::Module& timed = flat_side ? m : mi;
       const auto t0 = Clock::now();
-      for (int i = 0; i < passes; ++i) {
-        if (flat_side) {
-          run(p, inputs, stack);
-        } else {
-          m.forward(inputs);
-        }
-      }
+      for (int i = 0; i < passes; ++i) timed.forward(inputs);
       const double ms =
           std::chrono::duration<double, std::milli>(Clock::now() - t0).count() / passes;
       (flat_side ? flat : interpreter).push_back(ms);
@@ -279,15 +346,17 @@ int main(int argc, char** argv) {
   if (interpreter.empty()) interpreter.push_back(0);
   if (flat.empty()) flat.push_back(0);
   std::printf(
-      "%s %s kernels %s: %zu nodes, %zu steps; interpreter %.4f ms [%.4f-%.4f], flat "
-      "%.4f ms [%.4f-%.4f], flat/interpreter %.3f, %.0f ns a step saved; outputs %s\n",
-      model.c_str(), input.c_str(), kernels.c_str(), nodes, p.steps.size(), median(interpreter),
+      "%s %s kernels %s: %zu nodes, %zu steps; executor %s; interpreter %.4f ms [%.4f-%.4f], "
+      "flat %.4f ms [%.4f-%.4f], flat/interpreter %.3f, %.0f ns a step saved; outputs %s\n",
+      model.c_str(), input.c_str(), kernels.c_str(), nodes, p.steps.size(),
+      summary.executor.c_str(), median(interpreter),
       *std::min_element(interpreter.begin(), interpreter.end()),
       *std::max_element(interpreter.begin(), interpreter.end()), median(flat),
       *std::min_element(flat.begin(), flat.end()), *std::max_element(flat.begin(), flat.end()),
       median(flat) / median(interpreter),
       (median(interpreter) - median(flat)) * 1e6 / static_cast<double>(p.steps.size()),
-      identical ? "identical" : "DIFFER");
+      same && identical ? "identical" : "DIFFER");
+  (void)interpreted;
   for (const auto& [kind, count] : p.kinds) std::printf("  %s %d\n", kind.c_str(), count);
-  return identical ? 0 : 1;
+  return same && identical ? 0 : 1;
 }

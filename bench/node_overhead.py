@@ -14,7 +14,9 @@ runtime's marks and the slab), planned `memory="min"` (its ShareInputs nodes too
 round each copy runs --passes passes of both modules, copies and modules interleaved in a
 rotating order; ns per node = (ms(N) - ms(0)) / N per pass. Reported: the median over the rounds
 and its range, and the process's peak RSS. One intra-op thread; everything in one process (the
-copies are tiny). The flat executor issue 52 asks for is measured against the planned rows.
+copies are tiny). The "flat" rows are copies planned with MEMOPLAN_EXECUTOR=flat, so memoplan's
+flat executor (torch_ext/planning/flat_executor.h) runs their planned graph; the others run on
+LibTorch's interpreter.
 `--graph conv`: N layers of a 16-channel 1x1 convolution and a relu on a 1x16x4x4 input (traced,
 as a user exports it), so that a layer's time is its per-call cost, not its arithmetic (a few
 hundred FLOPs): the tuned copy's memoplan::bconv (relu fused) against aten's two nodes. With
@@ -91,15 +93,23 @@ def main():
     paths = {n: os.path.join(tmp, "n%d.pt" % n) for n in (0, args.nodes)}
     for n, path in paths.items():
         make(n, path, args.graph)
-    configs = [("stock", None), ("planned", {}), ("planned, memory min", {"memory": "min"}),
-               ("tuned", {"kernels": "tuned"})]
+    # The "flat" rows are planned with MEMOPLAN_EXECUTOR=flat (memoplan's flat executor runs the
+    # planned graph); the others on LibTorch's interpreter, the default.
+    configs = [("stock", None), ("planned", {}), ("planned, flat", {"executor": "flat"}),
+               ("planned, memory min", {"memory": "min"}), ("tuned", {"kernels": "tuned"}),
+               ("tuned, flat", {"kernels": "tuned", "executor": "flat"})]
     copies = {}
     with torch.inference_mode():
         for name, options in configs:
             for n, path in paths.items():
                 m = torch.jit.load(path)
                 if options is not None:
+                    options = dict(options)
+                    executor = options.pop("executor", None)
+                    if executor:
+                        os.environ["MEMOPLAN_EXECUTOR"] = executor
                     torch.ops.memoplan.plan(m._c, [x], **options)
+                    os.environ.pop("MEMOPLAN_EXECUTOR", None)
                 for _ in range(50):
                     m(x)
                 copies[(name, n)] = m

@@ -60,6 +60,10 @@ std::string format_text(const RunReport& r) {
   s += fmt::format("memoplan run {}{}: input {} {}, strategy {}\n", r.model,
                    r.format == "aot_inductor" ? " (AOTInductor package)" : "", r.input, r.dtype,
                    r.strategy);
+  if (!r.executor.empty()) {
+    s += fmt::format("  executor: planned {}{}\n", r.executor,
+                     r.tuned_executor.empty() ? "" : ", tuned " + r.tuned_executor);
+  }
   s += fmt::format(
       "  {} thread{} ({} intra-op thread{} each), {} iterations (an unplanned and a "
       "planned pass) after {} warm-up\n",
@@ -229,6 +233,8 @@ std::string format_json(const RunReport& r) {
   j["iters"] = r.iters;
   j["warmup"] = r.warmup;
   j["strategy"] = r.strategy;
+  if (!r.executor.empty()) j["executor"] = r.executor;
+  if (!r.tuned_executor.empty()) j["tuned_executor"] = r.tuned_executor;
   j["malloc"] = r.malloc_library;
   j["tensorexpr_fuser"] = r.fuser && r.fuser_on_cpu;
   j["unplanned_ms"] = round_to(median(r.unplanned_ms), 4);

@@ -19,12 +19,15 @@ struct RunReport {
   std::string input;     // "1x3x224x224"
   std::string dtype;     // "float32"
   std::string strategy;  // the planner strategy the plan was made with
-  int threads = 1;       // inference threads
-  int intra_op = 1;      // intra-op threads of each
-  int warm_passes = 0;   // untimed passes of a copy before each block of timed ones
-  int block = 1;         // timed passes of one copy in a row
-  int iters = 0;         // timed iterations: each one unplanned pass and one planned pass
-  int warmup = 0;        // untimed iterations per thread before them
+  // What runs each planned copy: "flat" or "interpreter: why" (PlanSummary::executor); empty
+  // where no such copy ran.
+  std::string executor, tuned_executor;
+  int threads = 1;      // inference threads
+  int intra_op = 1;     // intra-op threads of each
+  int warm_passes = 0;  // untimed passes of a copy before each block of timed ones
+  int block = 1;        // timed passes of one copy in a row
+  int iters = 0;        // timed iterations: each one unplanned pass and one planned pass
+  int warmup = 0;       // untimed iterations per thread before them
   std::vector<double> unplanned_ms, planned_ms;  // per timed pass, all threads
   // --kernels tuned: the third copy's passes, and how far its outputs are from the unplanned
   // (stock) ones: max |tuned - stock| / max |stock| over all passes (-1: they differ in kind).

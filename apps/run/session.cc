@@ -8,14 +8,14 @@
 #include <optional>
 #include <set>
 
+#include "aoti_session.h"
 #include "memoplan/heapmap.h"
-#include "memoplan/torch/aoti_package.h"
 #include "memoplan/process_status.h"
+#include "memoplan/torch/aoti_package.h"
 #include "memoplan/torch/budget.h"
 #include "memoplan/torch/fuser.h"
 #include "memoplan/torch/plan.h"
 #include "memoplan/trace_io.h"
-#include "aoti_session.h"
 #include "progress.h"
 #include "rss_probe.h"
 #include "session_common.h"
@@ -187,6 +187,7 @@ RunReport run_script_session(const RunOptions& options) {
     plan_options.release_weights = true;  // this copy is ours (released_weights.h)
     try {
       const torch_ext::PlanSummary tuned_summary = torch_ext::plan(*tuned, inputs, plan_options);
+      report.tuned_executor = tuned_summary.executor;
       report.tuned_slab_bytes = tuned_summary.slab_bytes;
       report.tuned_lower_bound_bytes = tuned_summary.lower_bound_bytes;
       report.tuned_offset_lower_bound_bytes = tuned_summary.offset_lower_bound_bytes;
@@ -220,7 +221,8 @@ RunReport run_script_session(const RunOptions& options) {
   if (tuned) copies.tuned = forward_of(*tuned);
   if (budgeted) {
     copies.budgeted = forward_of(*budgeted);
-    if (options.cold) copies.before_budgeted = [&] { torch_ext::drop_weight_page_cache(*budgeted); };
+    if (options.cold)
+      copies.before_budgeted = [&] { torch_ext::drop_weight_page_cache(*budgeted); };
   }
   measure(copies, source, 1, options, report);
   if (budgeted) {
@@ -229,14 +231,15 @@ RunReport run_script_session(const RunOptions& options) {
                     report);
   }
 
-  record_shapes(spec, options, at_start,
-                [&](const std::vector<c10::IValue>& top) {
-                  torch_ext::PlanOptions largest;
-                  largest.strategy = options.strategy;
-                  largest.memory = options.memory;
-                  return torch_ext::plan(planned, top, largest).lower_bound_bytes;
-                },
-                report);
+  record_shapes(
+      spec, options, at_start,
+      [&](const std::vector<c10::IValue>& top) {
+        torch_ext::PlanOptions largest;
+        largest.strategy = options.strategy;
+        largest.memory = options.memory;
+        return torch_ext::plan(planned, top, largest).lower_bound_bytes;
+      },
+      report);
   return report;
 }
 

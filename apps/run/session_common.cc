@@ -144,6 +144,7 @@ void fill_run_fields(const RunOptions& options, const InputSpec& spec, RunReport
 
 void fill_plan_fields(const torch_ext::PlanSummary& summary, RunReport& report) {
   report.strategy = summary.strategy;
+  report.executor = summary.executor;
   report.slab_bytes = summary.slab_bytes;
   report.lower_bound_bytes = summary.lower_bound_bytes;
   report.offset_lower_bound_bytes = summary.offset_lower_bound_bytes;

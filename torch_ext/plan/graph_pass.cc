@@ -21,6 +21,7 @@
 #include "memory_min/sliced_ops.h"
 #include "planning/attribute_constants.h"
 #include "planning/canonical_forms.h"
+#include "planning/flat_executor.h"
 #include "planning/pass_operators.h"
 #include "planning/pass_runtime.h"
 #include "planning/planning.h"
@@ -219,6 +220,8 @@ int64_t rewrite_forward(torch::jit::Module& module, const PlanOptions& options) 
     graph->insertNode(end.constant(&EndPassOp::module, id).create(0));
   }
   guard_folded_settings(*graph, id, module, std::move(unfolded), folded);
+  // The interpreter runs it until plan() builds its program (flat_executor.h: opt-in).
+  if (flat::enabled()) flat::wrap(*graph, id);
   keep_folded(id, std::move(folded));
   drop_executors(function);
   return id;

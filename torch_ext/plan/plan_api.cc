@@ -13,6 +13,7 @@
 #include "memoplan/torch/budget.h"
 #include "memoplan/torch/plan.h"
 #include "planning/coverage.h"
+#include "planning/flat_executor.h"
 #include "planning/op_descriptor.h"
 #include "planning/pass_operators.h"
 #include "planning/pass_runtime.h"
@@ -128,6 +129,9 @@ PlanSummary plan(torch::jit::Module& module, const std::vector<c10::IValue>& inp
     remember_coverage(id, summary.coverage);
     summary.packed_weight_bytes = end_packed_census(id);
   }
+  // From here its calls run the flat program (after the passes above, which the interpreter ran).
+  summary.executor = flat::build(
+      id, *torch::jit::toGraphFunction(module.get_method("forward").function()).graph());
   drop_optimized_graph_cache(torch::jit::toGraphFunction(module.get_method("forward").function()));
   // What a planned pass read of the plain weights is resident now; the rest goes (packed by now:
   // released_weights.h), and would fault back in only for a path that reads it.

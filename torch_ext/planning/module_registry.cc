@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "family_plans.h"
+#include "flat_executor.h"
 #include "module_state.h"
 #include "pass_runtime.h"
 #include "tagged_allocator.h"
@@ -116,6 +117,7 @@ uint64_t forgotten_modules() { return forgotten.load(std::memory_order_acquire);
 
 void forget_module(int64_t module) {
   forget_plans(module);
+  flat::forget(module);  // its calls take the interpreter (and plan anew)
   ModuleState& m = module_state(module);
   {
     std::lock_guard<std::mutex> lock(m.mutex);

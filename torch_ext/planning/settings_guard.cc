@@ -1,6 +1,8 @@
 // The guard of folded `training` flags (settings_guard.h).
 #include "settings_guard.h"
 
+#include "flat_executor.h"
+
 #include <torch/csrc/jit/api/function_impl.h>
 #include <torch/csrc/jit/api/module.h>
 #include <torch/csrc/jit/ir/ir.h>
@@ -175,12 +177,13 @@ bool guard_folded_settings(Graph& planned, int64_t id, const torch::jit::Module&
 }
 
 const torch::jit::Block* planned_block(const Graph& graph) {
-  for (const Node* node : graph.nodes()) {
+  const torch::jit::Block* body = flat::body(graph);
+  for (const Node* node : body->nodes()) {
     if (node->kind() == c10::prim::If && node->input(0)->node()->kind() == kSettingsHold) {
       return node->blocks()[0];
     }
   }
-  return graph.block();
+  return body;
 }
 
 std::string differing_flag(int64_t id, const torch::jit::Module& module) {

@@ -21,11 +21,7 @@ namespace memoplan::torch_ext {
 namespace {
 
 int count(const torch::jit::Graph& graph, const char* kind) {
-  int n = 0;
-  for (const torch::jit::Node* node : graph.nodes()) {
-    n += node->kind() == c10::Symbol::fromQualString(kind);
-  }
-  return n;
+  return testing::count_in_blocks(graph.block(), kind);
 }
 
 // What torch.jit.trace records for nn.Conv1d/2d/3d and nn.ConvTranspose2d: aten::_convolution

@@ -41,14 +41,11 @@ torch::jit::Module mlp() {
 }
 
 int count_kind(const torch::jit::Module& m, const char* kind) {
-  int n = 0;
-  for (const torch::jit::Node* node : m.get_method("forward").graph()->nodes()) {
-    n += node->kind() == c10::Symbol::fromQualString(kind);
-  }
-  return n;
+  return testing::count_in_forward(m, kind);
 }
 
 using testing::ChoiceGuard;
+using testing::count_in_forward;
 using testing::OptionsGuard;
 using testing::relative_difference;
 using testing::tuned;
@@ -449,14 +446,9 @@ TEST(TunedKernels, AProductPlusItsBiasRunsAsOneLinear) {
     const at::Tensor x = torch::randn({2, 7, 64});
     const at::Tensor expected = reference.forward({x}).toTensor();
     plan(planned, {x}, tuned());
-    int fused = 0, products = 0, adds = 0;
-    for (const torch::jit::Node* node :
-         torch::jit::toGraphFunction(planned.get_method("forward").function()).graph()->nodes()) {
-      const std::string kind = node->kind().toQualString();
-      fused += kind == "memoplan::matmul_add";
-      products += kind == "memoplan::matmul";
-      adds += kind == "aten::add";
-    }
+    const int fused = count_in_forward(planned, "memoplan::matmul_add");
+    const int products = count_in_forward(planned, "memoplan::matmul");
+    const int adds = count_in_forward(planned, "aten::add");
     // The third product's addend is a one-element weight, not its bias vector: the fused op
     // checks the shapes when it runs, so the rewrite takes it too, and it runs as written.
     EXPECT_EQ(fused, 3);
@@ -496,12 +488,7 @@ TEST(TunedKernels, MultiHeadAttentionRunsOnMemoplanWithinTolerance) {
     const at::Tensor expected = reference.forward({x}).toTensor();
     const KernelStats before = kernel_stats();
     plan(planned, {x}, tuned());
-    int attention = 0;
-    for (const torch::jit::Node* node :
-         torch::jit::toGraphFunction(planned.get_method("forward").function()).graph()->nodes()) {
-      attention += node->kind().toQualString() == std::string("memoplan::attention");
-    }
-    EXPECT_EQ(attention, 1);
+    EXPECT_EQ(count_in_forward(planned, "memoplan::attention"), 1);
     for (int pass = 0; pass < 3; ++pass) {
       EXPECT_LT(relative_difference(planned.forward({x}).toTensor(), expected), 1e-5);
     }

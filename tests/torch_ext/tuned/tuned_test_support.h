@@ -3,6 +3,7 @@
 #pragma once
 
 #include <ATen/ATen.h>
+#include <torch/script.h>
 
 #include <cstring>
 #include <fstream>
@@ -108,6 +109,20 @@ inline PlanOptions tuned() {
   PlanOptions o;
   o.kernels = Kernels::kTuned;
   return o;
+}
+
+// How many nodes of `kind` the graph holds, in its blocks too (a planned forward's body is the
+// flat executor's branch: planning/flat_executor.h).
+inline int count_in_blocks(const torch::jit::Block* block, const char* kind) {
+  int n = 0;
+  for (const torch::jit::Node* node : block->nodes()) {
+    n += node->kind() == c10::Symbol::fromQualString(kind);
+    for (const torch::jit::Block* inner : node->blocks()) n += count_in_blocks(inner, kind);
+  }
+  return n;
+}
+inline int count_in_forward(const torch::jit::Module& m, const char* kind) {
+  return count_in_blocks(m.get_method("forward").graph()->block(), kind);
 }
 
 }  // namespace memoplan::torch_ext::testing

@@ -117,6 +117,9 @@ struct PlanSummary {
   uint64_t planned_bytes = 0;
   uint64_t coalesced_bytes = 0;
   std::string strategy;
+  // What runs the planned forward from now on: "flat" (memoplan's flat executor, opt-in with
+  // MEMOPLAN_EXECUTOR=flat: docs/TORCH_EXT.md) or "interpreter: " and why (the default, a loop).
+  std::string executor;
   double planning_ms = 0;
   Coverage coverage;
   // The weights after plan(), kernels "tuned": the packed forms kept (every planned module's; those
