@@ -312,8 +312,7 @@ int main(int argc, char** argv) {
   // the default (the TorchScript interpreter), in interleaved rounds.
   torch::jit::Module mi = torch::jit::load(model);
   mi.eval();
-  const memoplan::torch_ext::PlanSummary interpreted =
-      memoplan::torch_ext::plan(mi, inputs, options);
+  memoplan::torch_ext::plan(mi, inputs, options);
   for (int i = 0; i < 20; ++i) mi.forward(inputs);
   const bool same = at::equal(m.forward(inputs).toTensor(), mi.forward(inputs).toTensor());
   // Convolutions writing over their dying residual, per pass of each side: the same where each
@@ -356,7 +355,6 @@ int main(int argc, char** argv) {
       median(flat) / median(interpreter),
       (median(interpreter) - median(flat)) * 1e6 / static_cast<double>(p.steps.size()),
       same && identical ? "identical" : "DIFFER");
-  (void)interpreted;
   for (const auto& [kind, count] : p.kinds) std::printf("  %s %d\n", kind.c_str(), count);
   return same && identical ? 0 : 1;
 }

@@ -1,6 +1,8 @@
 // The flat executor (flat_executor.h).
 #include "flat_executor.h"
 
+#include "graph_branch.h"
+
 #include <torch/csrc/jit/ir/ir.h>
 #include <torch/csrc/jit/runtime/custom_operator.h>
 #include <torch/csrc/jit/runtime/operator.h>
@@ -433,31 +435,7 @@ class Builder {
 }  // namespace
 
 void wrap(Graph& graph, int64_t id) {
-  Block* top = graph.block();
-  Node* ready = graph.create(kFlatReady, {graph.inputs()[0]}, 1);
-  ready->i_(kModuleAttribute, id);
-  ready->output()->setType(c10::BoolType::get());
-  ready->insertBefore(top->nodes().front());
-  Node* branch = graph.create(c10::prim::If, {ready->output()}, 0);
-  branch->insertAfter(ready);
-  Block* flat = branch->addBlock();
-  Block* kept = branch->addBlock();
-  for (Node* node = branch->next(); node != top->return_node();) {
-    Node* next = node->next();
-    node->moveBefore(kept->return_node());
-    node = next;
-  }
-  const std::vector<Value*> results(graph.outputs().begin(), graph.outputs().end());
-  Node* call = graph.create(kRunFlat, graph.inputs(), results.size());
-  call->i_(kModuleAttribute, id);
-  flat->appendNode(call);
-  for (size_t i = 0; i < results.size(); ++i) {
-    kept->registerOutput(results[i]);
-    call->output(i)->setType(results[i]->type());
-    flat->registerOutput(call->output(i));
-    Value* out = branch->addOutput()->setType(results[i]->type());
-    graph.return_node()->replaceInput(i, out);
-  }
+  branch_body(graph, kFlatReady, kRunFlat, id, /*body_first=*/false);
 }
 
 const Block* body(const Graph& graph) {

@@ -2,6 +2,7 @@
 #include "settings_guard.h"
 
 #include "flat_executor.h"
+#include "graph_branch.h"
 
 #include <torch/csrc/jit/api/function_impl.h>
 #include <torch/csrc/jit/api/module.h>
@@ -148,31 +149,7 @@ bool guard_folded_settings(Graph& planned, int64_t id, const torch::jit::Module&
     guards()[id] = std::move(guard);
   }
 
-  torch::jit::Block* top = planned.block();
-  Node* hold = planned.create(kSettingsHold, {planned.inputs()[0]}, 1);
-  hold->i_(kModuleAttribute, id);
-  hold->output()->setType(c10::BoolType::get());
-  hold->insertBefore(top->nodes().front());
-  Node* branch = planned.create(c10::prim::If, {hold->output()}, 0);
-  branch->insertAfter(hold);
-  torch::jit::Block* body = branch->addBlock();
-  torch::jit::Block* fallback = branch->addBlock();
-  for (Node* node = branch->next(); node != top->return_node();) {
-    Node* next = node->next();
-    node->moveBefore(body->return_node());
-    node = next;
-  }
-  const std::vector<Value*> results(planned.outputs().begin(), planned.outputs().end());
-  Node* call = planned.create(kRunUnfolded, planned.inputs(), results.size());
-  call->i_(kModuleAttribute, id);
-  fallback->appendNode(call);
-  for (size_t i = 0; i < results.size(); ++i) {
-    body->registerOutput(results[i]);
-    call->output(i)->setType(results[i]->type());
-    fallback->registerOutput(call->output(i));
-    Value* out = branch->addOutput()->setType(results[i]->type());
-    planned.return_node()->replaceInput(i, out);
-  }
+  branch_body(planned, kSettingsHold, kRunUnfolded, id, /*body_first=*/true);
   return true;
 }
 
