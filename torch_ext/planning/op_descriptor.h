@@ -28,12 +28,14 @@
 //   torch::jit::RegisterOperators ops({op::make_operator<MatmulOp, &matmul_kernel>()});
 // Member types and their schema types: at::Tensor Tensor, c10::optional<at::Tensor> Tensor?,
 // c10::List<at::Tensor> Tensor[], int64_t int, c10::optional<int64_t> int?,
-// std::vector<int64_t> int[], double float,
-// std::vector<double> float[], bool bool, std::string str, c10::IValue Any. A field may state its
-// own schema type (an alias annotation, "Any[]", a default value).
+// std::vector<int64_t> and op::Ints int[], double float, std::vector<double> and op::Floats
+// float[], bool bool, std::string str, c10::IValue Any. A field may state its own schema type (an
+// alias annotation, "Any[]", a default value).
 //
 // The reader costs what reading by position did: the members are filled at compile-time
-// positions, tensors moved (no reference count taken), lists converted as before.
+// positions, tensors moved (no reference count taken), lists converted as before. op::Ints and
+// op::Floats hold a few elements inline: an operator run on every node of a pass (a convolution's
+// strides, its post-ops) reads them with no heap allocation.
 #pragma once
 
 #include <ATen/core/List.h>
@@ -41,6 +43,7 @@
 #include <ATen/core/ivalue.h>
 #include <ATen/core/stack.h>
 #include <c10/util/Optional.h>
+#include <c10/util/SmallVector.h>
 #include <torch/csrc/jit/ir/ir.h>
 #include <torch/csrc/jit/runtime/operator.h>
 
@@ -71,6 +74,10 @@ constexpr Field<Op, T> field(const char* name, T Op::*member, const char* type =
                              const char* fallback = nullptr) {
   return {name, member, type, fallback};
 }
+
+// int[] and float[] of up to four elements inline (beyond that they allocate, as a vector would).
+using Ints = c10::SmallVector<int64_t, 4>;
+using Floats = c10::SmallVector<double, 4>;
 
 // How a member type appears in a schema and is read off the stack.
 template <class T>
@@ -112,6 +119,15 @@ struct Type<std::vector<int64_t>> {
   static std::vector<int64_t> read(c10::IValue&& v) { return v.toIntVector(); }
 };
 template <>
+struct Type<Ints> {
+  static constexpr const char* kSchema = "int[]";
+  static Ints read(c10::IValue&& v) {
+    Ints out;
+    for (const c10::IValue& e : v.toListRef()) out.push_back(e.toInt());
+    return out;
+  }
+};
+template <>
 struct Type<double> {
   static constexpr const char* kSchema = "float";
   static double read(c10::IValue&& v) { return v.toDouble(); }
@@ -120,6 +136,15 @@ template <>
 struct Type<std::vector<double>> {
   static constexpr const char* kSchema = "float[]";
   static std::vector<double> read(c10::IValue&& v) { return v.toDoubleVector(); }
+};
+template <>
+struct Type<Floats> {
+  static constexpr const char* kSchema = "float[]";
+  static Floats read(c10::IValue&& v) {
+    Floats out;
+    for (const c10::IValue& e : v.toListRef()) out.push_back(e.toDouble());
+    return out;
+  }
 };
 template <>
 struct Type<bool> {

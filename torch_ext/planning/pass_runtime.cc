@@ -74,7 +74,10 @@ void allocate_slab(int64_t module, const std::string& key, FamilyOf family) {
   ThreadPass& t = thread_pass();
   // A previous pass that never reached its end (an exception in forward): close it first.
   abandon_pass();
-  t.pass_key = key;
+  if (t.pass_key != key) {
+    t.pass_key = key;
+    ++t.key_serial;
+  }
   ++t.counters.passes;
   ModuleState& m = module_state(module);
   const uint64_t generation = m.generation.load();
@@ -138,6 +141,7 @@ void allocate_slab(int64_t module, const std::string& key, FamilyOf family) {
 }
 
 const std::string& current_key() { return thread_pass().pass_key; }
+uint64_t current_key_serial() { return thread_pass().key_serial; }
 
 OffPlan::OffPlan() : saved_mode_(static_cast<int>(thread_pass().mode)) {
   ThreadPass& t = thread_pass();

@@ -60,6 +60,9 @@ namespace runtime_pass {
 // The key of the calling thread's latest pass (empty before its first): the tuned ops keep their
 // layout plans per graph and key.
 const std::string& current_key();
+// Changes whenever the calling thread's current_key() does (and only then): what a per-thread copy
+// of something kept per key checks on every call instead of comparing the key.
+uint64_t current_key_serial();
 
 // While one is alive, the calling thread's allocations bypass its slab: for memory that outlives
 // the pass it is made in (weights an op re-lays-out when they changed), which would otherwise take

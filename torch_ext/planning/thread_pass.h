@@ -25,8 +25,9 @@ struct ThreadPass {
   // blocks (TaggedAllocator::allocate_exact) whose pages go back at their free, so the warm-up
   // leaves no allocator-retained memory beside the slab.
   bool warming = false;
-  std::string pass_key;  // the key of the pass the thread is in (the tuned ops' layout plans)
-  std::string family_key;  // its shape family (when its key has no plan yet), and its dims
+  std::string pass_key;     // the key of the pass the thread is in (the tuned ops' layout plans)
+  uint64_t key_serial = 0;  // counts pass_key's changes (current_key_serial)
+  std::string family_key;   // its shape family (when its key has no plan yet), and its dims
   std::vector<int64_t> dims;
   replay::Counters counters;  // this pass's, added to the process's at its end
   PassOutcome last;           // the last finished pass's (last_pass())

@@ -21,7 +21,7 @@ namespace memoplan::torch_ext::conv {
 struct ConvFields {
   at::Tensor weight;
   c10::optional<at::Tensor> bias;
-  std::vector<int64_t> stride, padding, dilation;
+  Ints stride, padding, dilation;
   int64_t groups = 1;
   // The batch norm fused after the convolution (read only when has_bn).
   c10::optional<at::Tensor> bn_weight, bn_bias, bn_mean, bn_var;
@@ -34,12 +34,11 @@ struct ConvFields {
 template <class Op>
 constexpr auto conv_fields() {
   using F = ConvFields;
-  return std::make_tuple(op::field<Op, at::Tensor>("weight", &F::weight),
-                         op::field<Op, c10::optional<at::Tensor>>("bias", &F::bias),
-                         op::field<Op, std::vector<int64_t>>("stride", &F::stride),
-                         op::field<Op, std::vector<int64_t>>("padding", &F::padding),
-                         op::field<Op, std::vector<int64_t>>("dilation", &F::dilation),
-                         op::field<Op, int64_t>("groups", &F::groups));
+  return std::make_tuple(
+      op::field<Op, at::Tensor>("weight", &F::weight),
+      op::field<Op, c10::optional<at::Tensor>>("bias", &F::bias),
+      op::field<Op, Ints>("stride", &F::stride), op::field<Op, Ints>("padding", &F::padding),
+      op::field<Op, Ints>("dilation", &F::dilation), op::field<Op, int64_t>("groups", &F::groups));
 }
 
 // The batch norm's weight, bias, running mean and variance, training, momentum, eps (its inputs
@@ -81,9 +80,9 @@ template <class Op>
 void set_conv(op::Builder<Op>& b, const torch::jit::Node* conv) {
   b.set(static_cast<at::Tensor Op::*>(&ConvFields::weight), conv->input(1));
   b.set(static_cast<c10::optional<at::Tensor> Op::*>(&ConvFields::bias), conv->input(2));
-  b.set(static_cast<std::vector<int64_t> Op::*>(&ConvFields::stride), conv->input(3));
-  b.set(static_cast<std::vector<int64_t> Op::*>(&ConvFields::padding), conv->input(4));
-  b.set(static_cast<std::vector<int64_t> Op::*>(&ConvFields::dilation), conv->input(5));
+  b.set(static_cast<Ints Op::*>(&ConvFields::stride), conv->input(3));
+  b.set(static_cast<Ints Op::*>(&ConvFields::padding), conv->input(4));
+  b.set(static_cast<Ints Op::*>(&ConvFields::dilation), conv->input(5));
   b.set(static_cast<int64_t Op::*>(&ConvFields::groups), conv->input(6));
 }
 

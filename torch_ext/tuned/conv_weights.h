@@ -8,6 +8,7 @@
 
 #include <ATen/core/Tensor.h>
 #include <c10/util/Optional.h>
+#include <c10/util/SmallVector.h>
 
 #include <cstdint>
 #include <memory>
@@ -24,8 +25,12 @@ struct BatchNorm {
   double eps = 1e-5;
 };
 
+// A convolution's strides, paddings, dilations: op::Ints (planning/op_descriptor.h), read off the
+// interpreter's stack with no allocation.
+using Ints = c10::SmallVector<int64_t, 4>;
+
 struct Geometry {
-  std::vector<int64_t> stride, padding, dilation;
+  Ints stride, padding, dilation;
   int64_t groups = 1;
 };
 
@@ -45,7 +50,7 @@ struct Weights {
 struct Call {
   at::Tensor weight;
   c10::optional<at::Tensor> bias;
-  std::vector<int64_t> stride, padding, dilation;
+  Ints stride, padding, dilation;
   int64_t groups = 1;
   c10::optional<BatchNorm> batch_norm;  // the batch norm fused after it, when there is one
   bool batch_norm_training = false;

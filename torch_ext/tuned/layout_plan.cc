@@ -3,10 +3,12 @@
 #include "layout_plan.h"
 
 #include <algorithm>
+#include <atomic>
 #include <deque>
 #include <map>
 #include <mutex>
 #include <sstream>
+#include <unordered_map>
 #include <utility>
 
 #include "memoplan/layout/layout.h"
@@ -25,6 +27,9 @@ struct Context {
 };
 
 std::mutex mutex;
+// Moved (under the lock) whenever a graph's contexts go or its spec is replaced: every thread's
+// settled views (conv_view) are looked up anew.
+std::atomic<uint64_t> views_epoch{0};
 // Never destroyed: the ops may run while the process exits. A deque: graph_spec's references
 // stay valid while more graphs are registered.
 std::deque<GraphSpec>& specs() {
@@ -190,12 +195,14 @@ void forget_graphs(int64_t module) {
     if (owners()[graph] != module) continue;
     const auto id = static_cast<int64_t>(graph);
     contexts().erase(id);
+    views_epoch.fetch_add(1, std::memory_order_acq_rel);
   }
 }
 
 void set_graph_spec(int64_t graph, GraphSpec spec) {
   std::lock_guard<std::mutex> lock(mutex);
   specs().at(static_cast<size_t>(graph)) = std::move(spec);
+  views_epoch.fetch_add(1, std::memory_order_acq_rel);
 }
 
 const GraphSpec& graph_spec(int64_t graph) {
@@ -238,16 +245,44 @@ std::shared_ptr<const Decision> decision(int64_t graph, bool measuring_over) {
   return decided(graph, context(graph), measuring_over);
 }
 
-ConvView conv_view(int64_t graph, int node) {
-  std::lock_guard<std::mutex> lock(mutex);
-  Context& c = context(graph);
+namespace {
+
+// A thread's views for its current pass key: those measured and decided (by graph << 32 | node),
+// valid while the key and views_epoch stand; and the last one that was not.
+struct ThreadViews {
+  bool valid = false;
+  uint64_t epoch = 0, key_serial = 0;
+  std::unordered_map<int64_t, ConvView> settled;
+  ConvView last;
+};
+
+}  // namespace
+
+const ConvView& conv_view(int64_t graph, int node) {
+  thread_local ThreadViews views;
+  const uint64_t epoch = views_epoch.load(std::memory_order_acquire);
+  const uint64_t serial = runtime_pass::current_key_serial();
+  if (!views.valid || views.epoch != epoch || views.key_serial != serial) {
+    views.settled.clear();
+    views.valid = true;
+    views.epoch = epoch;
+    views.key_serial = serial;
+  }
+  const int64_t id = graph << 32 | static_cast<uint32_t>(node);
+  if (const auto it = views.settled.find(id); it != views.settled.end()) return it->second;
   ConvView view;
-  const auto it = c.convs.find(node);
-  if (it != c.convs.end()) view.costs = &it->second;  // map nodes are stable
-  view.decision = decided(graph, c, view.costs != nullptr);
-  view.output_edge =
-      specs().at(static_cast<size_t>(graph)).nodes.at(static_cast<size_t>(node)).output;
-  return view;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    Context& c = context(graph);
+    const auto it = c.convs.find(node);
+    if (it != c.convs.end()) view.costs = &it->second;  // map nodes are stable
+    view.decision = decided(graph, c, view.costs != nullptr);
+    view.output_edge =
+        specs().at(static_cast<size_t>(graph)).nodes.at(static_cast<size_t>(node)).output;
+  }
+  if (view.costs && view.decision) return views.settled.emplace(id, std::move(view)).first->second;
+  views.last = std::move(view);
+  return views.last;
 }
 
 std::string layout_report() {

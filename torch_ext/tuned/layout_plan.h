@@ -86,13 +86,16 @@ void record_conv(int64_t graph, int node, const ConvCosts& costs);
 // The measurements of `node`, or null when it has none yet for this key.
 const ConvCosts* conv_costs(int64_t graph, int node);
 // What a convolution node reads on every call, in one lookup: its measurements (null until
-// measured), the layouts (decision(graph, costs != null)) and its output edge.
+// measured), the layouts (decision(graph, costs != null)) and its output edge. Once both are
+// there they no longer change, and the calling thread keeps its own copy: a planned pass reads
+// it with no lock and no reference count taken. The reference is the thread's; it stays valid
+// until the thread's next conv_view.
 struct ConvView {
   const ConvCosts* costs = nullptr;
   std::shared_ptr<const Decision> decision;
   int output_edge = -1;
 };
-ConvView conv_view(int64_t graph, int node);
+const ConvView& conv_view(int64_t graph, int node);
 // Records the bytes a conversion node saw (first pass), which price it in the plan.
 void record_conversion_bytes(int64_t graph, int conversion, uint64_t bytes);
 // The layouts for the calling thread's pass; null until decided (every activation then keeps the

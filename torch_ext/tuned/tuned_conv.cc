@@ -66,7 +66,7 @@ Layout layout_of(const at::Tensor& x) {
              : kNchw;
 }
 
-bool all_equal(const std::vector<int64_t>& values, int64_t expected) {
+bool all_equal(c10::ArrayRef<int64_t> values, int64_t expected) {
   return std::all_of(values.begin(), values.end(), [&](int64_t v) { return v == expected; });
 }
 
@@ -233,7 +233,7 @@ at::Tensor conv2d(const at::Tensor& x, ConvArgs& a, int64_t graph, int64_t node)
   }
   a.prepared = conv::weights(a.site, a.weight, a.bias, a.batch_norm ? &*a.batch_norm : nullptr,
                              {a.stride, a.padding, a.dilation, a.groups});
-  const layouts::ConvView view = layouts::conv_view(graph, index);
+  const layouts::ConvView& view = layouts::conv_view(graph, index);
   const layouts::ConvCosts* costs = view.costs;
   const auto& decision = view.decision;
   if (!costs && !decision) {

@@ -10,6 +10,7 @@
 
 #include <ATen/core/List.h>
 #include <ATen/core/Tensor.h>
+#include <c10/util/SmallVector.h>
 
 #include <cstdint>
 #include <string>
@@ -36,7 +37,8 @@ void forget_reports(int64_t module);
 struct ConvArgs : conv::Call {
   int64_t site = -1;  // where its packed weights live
   onednn::Format output = onednn::Format::kBlocked;
-  std::vector<onednn::PostOp> post;    // in order; kResidualAdd adds `residual`
+  // In order; kResidualAdd adds `residual`. Inline: a call allocates nothing for its epilogue.
+  c10::SmallVector<onednn::PostOp, 4> post;
   c10::optional<at::Tensor> residual;  // the output's sizes, any layout
   // The pass that measures the layouts: its packing goes after the call instead of staying at
   // the site, as the plan's primitive may read another (held at once, two forms of a 512 -> 512

@@ -21,12 +21,16 @@ using onednn::PostOp;
 
 namespace {
 
-std::vector<PostOp> post_ops(const std::vector<int64_t>& kinds, const std::vector<double>& alpha,
-                             const std::vector<double>& beta) {
-  std::vector<PostOp> ops;
+// The post-op chain from its three lists (blocked_rewriter.h's set_post_ops), in an Ops.
+template <class Ops = std::vector<PostOp>>
+Ops post_ops(c10::ArrayRef<int64_t> kinds, c10::ArrayRef<double> alpha,
+             c10::ArrayRef<double> beta) {
+  TORCH_CHECK(alpha.size() == kinds.size() && beta.size() == kinds.size(),
+              "memoplan: a post-op chain's lists differ in length");
+  Ops ops;
   for (size_t i = 0; i < kinds.size(); ++i) {
-    ops.push_back({static_cast<int>(kinds[i]), static_cast<float>(alpha.at(i)),
-                   static_cast<float>(beta.at(i))});
+    ops.push_back(
+        {static_cast<int>(kinds[i]), static_cast<float>(alpha[i]), static_cast<float>(beta[i])});
   }
   return ops;
 }
@@ -43,7 +47,7 @@ Format planned(int64_t graph, int edge, const layouts::Decision* decision) {
 // layout the plan gave it.
 at::Tensor planned_conv(const at::Tensor& x, ConvArgs& a, int64_t graph, int node,
                         int residual_conversion) {
-  const layouts::ConvView view = layouts::conv_view(graph, node);
+  const layouts::ConvView& view = layouts::conv_view(graph, node);
   const layouts::ConvCosts* costs = view.costs;
   const auto& decision = view.decision;
   if (!decision) {
@@ -82,7 +86,7 @@ Format conversion_target(int64_t graph, int64_t conversion, const at::Tensor& x)
 at::Tensor bconv(BconvOp op) {
   ConvArgs a;
   a.site = op.site;
-  a.post = post_ops(op.post_kinds, op.post_alpha, op.post_beta);
+  a.post = post_ops<decltype(a.post)>(op.post_kinds, op.post_alpha, op.post_beta);
   a.residual = std::move(op.residual);
   static_cast<conv::Call&>(a) = conv::take_call(std::move(op));
   return planned_conv(op.input, a, op.graph, static_cast<int>(op.node),

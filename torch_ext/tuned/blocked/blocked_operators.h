@@ -22,8 +22,8 @@ struct BconvOp : conv::ConvFields {
   at::Tensor input;
   int64_t site = -1;  // where its packed weights live (tuned::new_site)
   int64_t graph = -1;
-  std::vector<int64_t> post_kinds;
-  std::vector<double> post_alpha, post_beta;
+  op::Ints post_kinds;
+  op::Floats post_alpha, post_beta;
   c10::optional<at::Tensor> residual;
   int64_t node = -1;
   int64_t residual_conversion = -1;  // the residual's conversion; -1 without one
@@ -45,8 +45,8 @@ struct BeltwiseOp {
   static constexpr const char* kName = "memoplan::beltwise";
   static constexpr const char* kReturns = "Tensor";
   at::Tensor input;
-  std::vector<int64_t> kinds;
-  std::vector<double> alpha, beta;
+  op::Ints kinds;
+  op::Floats alpha, beta;
   static constexpr auto fields() {
     using O = BeltwiseOp;
     return std::make_tuple(op::field("input", &O::input), op::field("kinds", &O::kinds),
@@ -93,8 +93,8 @@ struct BnormOp {
   c10::optional<at::Tensor> weight, bias, running_mean, running_var;
   bool training = false;
   double momentum = 0.1, eps = 1e-5;
-  std::vector<int64_t> post_kinds;
-  std::vector<double> post_alpha, post_beta;
+  op::Ints post_kinds;
+  op::Floats post_alpha, post_beta;
   static constexpr auto fields() {
     using O = BnormOp;
     return std::make_tuple(
@@ -112,8 +112,8 @@ struct BbinaryOp {
   static constexpr const char* kReturns = "Tensor";
   at::Tensor a, b;
   int64_t kind = 0;  // onednn::BinaryKind
-  std::vector<int64_t> post_kinds;
-  std::vector<double> post_alpha, post_beta;
+  op::Ints post_kinds;
+  op::Floats post_alpha, post_beta;
   int64_t graph = -1, conversion = -1;
   static constexpr auto fields() {
     using O = BbinaryOp;
@@ -150,8 +150,8 @@ struct BcatNormOp {
   c10::optional<at::Tensor> weight, bias, running_mean, running_var;
   bool training = false;
   double momentum = 0.1, eps = 1e-5;
-  std::vector<int64_t> post_kinds;
-  std::vector<double> post_alpha, post_beta;
+  op::Ints post_kinds;
+  op::Floats post_alpha, post_beta;
   int64_t graph = -1, conversion = -1;
   static constexpr auto fields() {
     using O = BcatNormOp;

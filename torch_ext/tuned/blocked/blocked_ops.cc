@@ -34,7 +34,8 @@ using onednn::Shape;
 
 namespace {
 
-onednn::ConvSpec spec_of(const at::Tensor& x, const ConvArgs& a, Format in, Format out) {
+// The call's spec but its post-ops (what a resolved call compares besides them: no copy of them).
+onednn::ConvSpec geometry_spec(const at::Tensor& x, const ConvArgs& a, Format in, Format out) {
   onednn::ConvSpec spec;
   spec.n = x.size(0);
   spec.c = x.size(1);
@@ -51,7 +52,12 @@ onednn::ConvSpec spec_of(const at::Tensor& x, const ConvArgs& a, Format in, Form
   }
   spec.input = in;
   spec.output = out;
-  spec.post = a.post;
+  return spec;
+}
+
+onednn::ConvSpec spec_of(const at::Tensor& x, const ConvArgs& a, Format in, Format out) {
+  onednn::ConvSpec spec = geometry_spec(x, a, in, out);
+  spec.post.assign(a.post.begin(), a.post.end());
   return spec;
 }
 
@@ -205,7 +211,7 @@ at::Tensor conv(const at::Tensor& x_in, const ConvArgs& a) {
   if (!onednn_may_run(x_in, a)) return on_aten(x_in, a);
   at::internal::lazy_init_num_threads();
   at::Tensor x = dense(x_in, "bconv");
-  onednn::ConvSpec spec = spec_of(x, a, format_of(x), a.output);
+  onednn::ConvSpec spec = geometry_spec(x, a, format_of(x), a.output);
   const conv::BatchNorm* bn = a.batch_norm ? &*a.batch_norm : nullptr;
   const tuned::Sources sources = conv::weight_sources(a.weight, a.bias, bn);
   ResolvedTable* table = a.transient_packing ? nullptr : resolved_calls();
@@ -213,7 +219,7 @@ at::Tensor conv(const at::Tensor& x_in, const ConvArgs& a) {
   Packed packed;  // a slow call's (a packing made for this call alone lives here)
   at::Tensor residual;
   bool sole = false;  // the residual may be written over
-  const Resolved* known = resolved_for(table, a.site, spec, sources);
+  const Resolved* known = resolved_for(table, a.site, spec, a.post, sources);
   if (known) {  // its primitive exists: the residual is converted, as below
     if (a.residual) {
       residual = convert(*a.residual, a.output);
@@ -222,6 +228,7 @@ at::Tensor conv(const at::Tensor& x_in, const ConvArgs& a) {
     if (!take(*known, sole, r)) known = nullptr;
   }
   if (!known) {
+    spec.post.assign(a.post.begin(), a.post.end());
     r.primitive = primitive_for(spec, a.site);
     bool keepable = true;
     if (!r.primitive && format_of(x) == Format::kNhwc) {  // oneDNN's few-channel kernels: NCHW

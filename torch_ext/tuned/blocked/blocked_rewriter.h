@@ -94,9 +94,8 @@ class BlockedRewriter {
   // The post-op chain as the ops take it: constants (kinds, alpha, beta) made at the graph's
   // insertion point.
   template <class Op>
-  void set_post_ops(op::Builder<Op>& b, const std::vector<PostOp>& chain,
-                    std::vector<int64_t> Op::*kinds, std::vector<double> Op::*alpha,
-                    std::vector<double> Op::*beta) {
+  void set_post_ops(op::Builder<Op>& b, const std::vector<PostOp>& chain, op::Ints Op::*kinds,
+                    op::Floats Op::*alpha, op::Floats Op::*beta) {
     std::vector<int64_t> k;
     std::vector<double> al, be;
     for (const PostOp& op : chain) {

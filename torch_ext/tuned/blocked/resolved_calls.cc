@@ -29,23 +29,28 @@ struct ResolvedTable {
 
 namespace {
 
-bool same_spec(const onednn::ConvSpec& x, const onednn::ConvSpec& y) {
+bool same_post(c10::ArrayRef<onednn::PostOp> x, c10::ArrayRef<onednn::PostOp> y) {
   auto same_op = [](const onednn::PostOp& p, const onednn::PostOp& q) {
     return p.kind == q.kind && p.alpha == q.alpha && p.beta == q.beta;
   };
+  return std::equal(x.begin(), x.end(), y.begin(), y.end(), same_op);
+}
+
+// Whether the two specs agree but for their post-ops.
+bool same_geometry(const onednn::ConvSpec& x, const onednn::ConvSpec& y) {
   return x.n == y.n && x.c == y.c && x.h == y.h && x.w == y.w && x.out_channels == y.out_channels &&
          x.kh == y.kh && x.kw == y.kw && x.groups == y.groups && x.stride[0] == y.stride[0] &&
          x.stride[1] == y.stride[1] && x.padding[0] == y.padding[0] &&
          x.padding[1] == y.padding[1] && x.dilation[0] == y.dilation[0] &&
          x.dilation[1] == y.dilation[1] && x.input == y.input && x.output == y.output &&
-         x.winograd == y.winograd &&
-         std::equal(x.post.begin(), x.post.end(), y.post.begin(), y.post.end(), same_op);
+         x.winograd == y.winograd;
 }
 
 // Whether `entry` was resolved for a call like this one.
-bool matches(const Resolved& entry, const onednn::ConvSpec& spec, const tuned::Sources& sources) {
+bool matches(const Resolved& entry, const onednn::ConvSpec& spec,
+             c10::ArrayRef<onednn::PostOp> post, const tuned::Sources& sources) {
   return entry.threads == at::get_num_threads() && entry.sources == sources &&
-         same_spec(entry.spec, spec);
+         same_geometry(entry.spec, spec) && same_post(entry.spec.post, post);
 }
 
 }  // namespace
@@ -64,10 +69,11 @@ ResolvedTable* resolved_calls() {
 }
 
 const Resolved* resolved_for(ResolvedTable* table, int64_t site, const onednn::ConvSpec& spec,
-                             const tuned::Sources& sources) {
+                             c10::ArrayRef<onednn::PostOp> post, const tuned::Sources& sources) {
   if (!table) return nullptr;
   const auto it = table->by_site.find(site);
-  return it != table->by_site.end() && matches(it->second, spec, sources) ? &it->second : nullptr;
+  return it != table->by_site.end() && matches(it->second, spec, post, sources) ? &it->second
+                                                                                : nullptr;
 }
 
 bool take(const Resolved& entry, bool sole, Resolution& out) {
@@ -91,7 +97,7 @@ void keep(ResolvedTable* table, int64_t site, const onednn::ConvSpec& spec,
     return;
   }
   Resolved& entry = table->by_site[site];
-  if (!matches(entry, spec, sources)) {
+  if (!matches(entry, spec, spec.post, sources)) {
     entry = Resolved{};
     entry.spec = spec;
     entry.threads = at::get_num_threads();

@@ -8,6 +8,8 @@
 // kept or read: the caches mark what the pass uses. ATen types; for blocked/ only.
 #pragma once
 
+#include <c10/util/ArrayRef.h>
+
 #include <cstdint>
 #include <memory>
 
@@ -31,9 +33,10 @@ struct ResolvedTable;
 
 // This thread's table, emptied where the generations moved; null while a census runs.
 ResolvedTable* resolved_calls();
-// The entry of `site` for a call with this spec, thread count and weights' sources, or null.
+// The entry of `site` for a call with this spec (its post-ops `post`, not spec.post), thread
+// count and weights' sources, or null.
 const Resolved* resolved_for(ResolvedTable* table, int64_t site, const onednn::ConvSpec& spec,
-                             const tuned::Sources& sources);
+                             c10::ArrayRef<onednn::PostOp> post, const tuned::Sources& sources);
 // The entry's variant for a residual that may (`sole`) or may not be written over, where its
 // primitive and forms are all still alive.
 bool take(const Resolved& entry, bool sole, Resolution& out);
