@@ -8,6 +8,7 @@
 #include <cstring>
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "memoplan/onednn/onednn.h"
@@ -123,6 +124,38 @@ inline int count_in_blocks(const torch::jit::Block* block, const char* kind) {
 }
 inline int count_in_forward(const torch::jit::Module& m, const char* kind) {
   return count_in_blocks(m.get_method("forward").graph()->block(), kind);
+}
+
+// One fused encoder layer (what nn.TransformerEncoderLayer runs in inference), e = 64, 4 heads.
+inline torch::jit::Module encoder(bool gelu, bool norm_first) {
+  torch::manual_seed(1);
+  torch::jit::Module m("Encoder");
+  const int64_t e = 64, f = 96;
+  for (auto [name, shape] :
+       std::vector<std::pair<std::string, std::vector<int64_t>>>{{"qkv_w", {3 * e, e}},
+                                                                 {"qkv_b", {3 * e}},
+                                                                 {"proj_w", {e, e}},
+                                                                 {"proj_b", {e}},
+                                                                 {"n1_w", {e}},
+                                                                 {"n1_b", {e}},
+                                                                 {"n2_w", {e}},
+                                                                 {"n2_b", {e}},
+                                                                 {"f1_w", {f, e}},
+                                                                 {"f1_b", {f}},
+                                                                 {"f2_w", {e, f}},
+                                                                 {"f2_b", {e}}}) {
+    m.register_parameter(name, torch::randn(shape) * 0.2, false);
+  }
+  m.register_attribute("gelu", c10::BoolType::get(), gelu);
+  m.register_attribute("norm_first", c10::BoolType::get(), norm_first);
+  m.define(R"(
+    def forward(self, x, mask: Optional[Tensor] = None, mask_type: Optional[int] = None):
+        return torch._transformer_encoder_layer_fwd(x, 64, 4, self.qkv_w, self.qkv_b, self.proj_w,
+            self.proj_b, self.gelu, self.norm_first, 1e-5, self.n1_w, self.n1_b, self.n2_w,
+            self.n2_b, self.f1_w, self.f1_b, self.f2_w, self.f2_b, mask, mask_type)
+  )");
+  m.eval();
+  return m;
 }
 
 }  // namespace memoplan::torch_ext::testing
