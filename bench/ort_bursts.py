@@ -4,6 +4,8 @@
     /usr/bin/python3 bench/ort_bursts.py --models resnet50 --batches 1 --threads 2
     /usr/bin/python3 bench/ort_bursts.py                 # the issue's 24 cells, 12 pairs each
     /usr/bin/python3 bench/ort_bursts.py --report-only bench/results/ort_bursts_<stamp>
+    /usr/bin/python3 bench/ort_bursts.py --sweep --models shufflenet_v2_x1_0 --size 128 \
+        --batches 1 --threads 1          # the conformance sweep's models, traced and scripted
 
 Why: on a shared 2-vCPU VM the speed of the whole machine drifts by 20-30% over tens of seconds,
 so bench/run_ort_compare.py's processes, run one after another, see different machines; a cell's
@@ -42,7 +44,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from run_matrix import ROOT  # noqa: E402
 from run_ort_compare import (ORT_SCRIPT, ensure_onnx, ensure_ort, first_tensor,  # noqa: E402
                              fmt_range, make_input, manifest_entry, relative_difference,
-                             write_meta)
+                             sweep_entries, write_meta)
 
 DEFAULT_MODELS = "resnet18,resnet50,mobilenet_v2,mobilenet_v3_large,efficientnet_b0,bert_encoder"
 PAUSE_S = 0.05
@@ -61,6 +63,10 @@ def paired_arguments(description, name, models, batches, pairs, warmup):
                                                  "libmemoplan_torch.so"))
     p.add_argument("--out", help=f"results directory (default bench/results/{name}_<stamp>)")
     p.add_argument("--report-only", metavar="DIR", help="only rewrite DIR/report.md from DIR/raw")
+    p.add_argument("--sweep", action="store_true",
+                   help="--models are the conformance sweep's, as run_ort_compare.py --sweep")
+    p.add_argument("--forms", default="traced,scripted", help="with --sweep: the graph forms")
+    p.add_argument("--size", type=int, default=224, help="with --sweep: the image side")
     # The memoplan side (started by the script).
     p.add_argument("--memoplan-side", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--model", help=argparse.SUPPRESS)
@@ -73,6 +79,16 @@ def paired_arguments(description, name, models, batches, pairs, warmup):
 def parse_args():
     return paired_arguments(__doc__.split("\n")[0], "ort_bursts", DEFAULT_MODELS, "1,2", 12,
                             3).parse_args()
+
+
+def cell_models(args, out):
+    """The cells' models: {name: manifest-style entry} and name, batch -> its ONNX file; the
+    zoo's, or with --sweep each sweep model in each form (run_ort_compare.py's, saved in OUT)."""
+    if args.sweep:
+        entries, onnx_for = sweep_entries(args, out)
+        return entries, lambda m, b: onnx_for(entries[m]["sweep_model"], b)
+    entries = {m: manifest_entry(m) for m in args.models.split(",")}
+    return entries, lambda m, b: ensure_onnx(m)[0]
 
 
 def tuned_model(args):
@@ -191,19 +207,20 @@ def measure(args, out):
     import torch
     if not os.path.exists(args.lib):
         sys.exit(f"ort_bursts: {args.lib} is missing (cmake --build build)")
-    models = args.models.split(",")
     batches = [int(b) for b in args.batches.split(",")]
     threads = [int(t) for t in args.threads.split(",")]
     ort_dir = ensure_ort()
-    entries = {m: manifest_entry(m) for m in models}
-    onnx = {m: ensure_onnx(m)[0] for m in models}
+    entries, onnx_for = cell_models(args, out)
+    models = list(entries)
+    onnx = {(m, b): onnx_for(m, b) for m in models for b in batches}
     write_meta(out, args, torch.__version__)
     with tempfile.TemporaryDirectory(prefix="ort_bursts_") as scratch:
         for m in models:
             for b in batches:
                 cell_input = make_input(entries[m], b, scratch)
                 for t in threads:
-                    record = measure_cell(args, ort_dir, onnx[m], entries[m], cell_input, t)
+                    record = measure_cell(args, ort_dir, onnx[(m, b)], entries[m], cell_input,
+                                          t)
                     record.update(model=m, batch=b, threads=t)
                     json.dump(record, open(os.path.join(out, "raw", f"{m}_b{b}_t{t}.json"), "w"),
                               indent=1)

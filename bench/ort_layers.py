@@ -3,6 +3,8 @@
 
     /usr/bin/python3 bench/ort_layers.py --models resnet18 --batches 1 --threads 1
     /usr/bin/python3 bench/ort_layers.py --report-only bench/results/ort_layers_<stamp>
+    /usr/bin/python3 bench/ort_layers.py --sweep --forms traced --models mobilenet_v3_large \
+        --size 128 --threads 1       # a conformance sweep model (ort_bursts.py's --sweep)
 
 Why: bench/ort_bursts.py tells how far apart the two are per pass; this tells where. Both sides
 run as there (live processes taking turns in short bursts, 50 ms apart, so that each pair of
@@ -37,10 +39,10 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ort_bursts import Side, paired_arguments, run, take_turns, tuned_model  # noqa: E402
+from ort_bursts import (Side, cell_models, paired_arguments, run, take_turns,  # noqa: E402
+                        tuned_model)
 from run_matrix import ROOT  # noqa: E402
-from run_ort_compare import (CACHE, ensure_onnx, ensure_ort, make_input,  # noqa: E402
-                             manifest_entry, write_meta)
+from run_ort_compare import CACHE, ensure_ort, make_input, write_meta  # noqa: E402
 
 PROFILER_SOURCE = os.path.join(ROOT, "bench", "ort", "ort_profile.cc")
 HEADERS = os.path.join(CACHE, "ort-headers")
@@ -268,10 +270,10 @@ def measure(args, out):
     profiler = ensure_profiler()
     write_meta(out, args, torch.__version__)
     with tempfile.TemporaryDirectory(prefix="ort_layers_") as scratch:
-        for m in args.models.split(","):
-            entry = manifest_entry(m)
-            onnx = ensure_onnx(m)[0]
+        entries, onnx_for = cell_models(args, out)
+        for m, entry in entries.items():
             for b in (int(v) for v in args.batches.split(",")):
+                onnx = onnx_for(m, b)
                 cell_input = make_input(entry, b, scratch)
                 for t in (int(v) for v in args.threads.split(",")):
                     record = measure_cell(args, profiler, onnx, entry, cell_input, t, scratch)
