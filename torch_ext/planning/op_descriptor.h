@@ -118,14 +118,18 @@ struct Type<std::vector<int64_t>> {
   static constexpr const char* kSchema = "int[]";
   static std::vector<int64_t> read(c10::IValue&& v) { return v.toIntVector(); }
 };
-template <>
-struct Type<Ints> {
-  static constexpr const char* kSchema = "int[]";
-  static Ints read(c10::IValue&& v) {
-    Ints out;
-    for (const c10::IValue& e : v.toListRef()) out.push_back(e.toInt());
+// op::Ints and op::Floats: each element read off the interpreter's list, the list not copied.
+template <class E>
+struct InlineList {
+  static c10::SmallVector<E, 4> read(c10::IValue&& v) {
+    c10::SmallVector<E, 4> out;
+    for (const c10::IValue& e : v.toListRef()) out.push_back(e.to<E>());
     return out;
   }
+};
+template <>
+struct Type<Ints> : InlineList<int64_t> {
+  static constexpr const char* kSchema = "int[]";
 };
 template <>
 struct Type<double> {
@@ -138,13 +142,8 @@ struct Type<std::vector<double>> {
   static std::vector<double> read(c10::IValue&& v) { return v.toDoubleVector(); }
 };
 template <>
-struct Type<Floats> {
+struct Type<Floats> : InlineList<double> {
   static constexpr const char* kSchema = "float[]";
-  static Floats read(c10::IValue&& v) {
-    Floats out;
-    for (const c10::IValue& e : v.toListRef()) out.push_back(e.toDouble());
-    return out;
-  }
 };
 template <>
 struct Type<bool> {
