@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <deque>
+#include <list>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -247,13 +248,35 @@ std::shared_ptr<const Decision> decision(int64_t graph, bool measuring_over) {
 
 namespace {
 
-// A thread's views for its current pass key: those measured and decided (by graph << 32 | node),
-// valid while the key and views_epoch stand; and the last one that was not.
+// A thread's settled views (measured and decided: they no longer change) for one pass key, by
+// graph << 32 | node.
+struct KeyViews {
+  std::string key;
+  std::unordered_map<int64_t, ConvView> settled;
+};
+// A thread's views: those of its last few pass keys (a server's thread alternates models and
+// shapes: each key keeps its views, none is rebuilt on a change), valid while views_epoch stands;
+// the current key's, found when the key changes (current_key_serial), not per call; and the last
+// view that was not settled.
 struct ThreadViews {
+  static constexpr size_t kKeys = 8;
   bool valid = false;
   uint64_t epoch = 0, key_serial = 0;
-  std::unordered_map<int64_t, ConvView> settled;
+  std::list<KeyViews> keys;  // most recently entered first
+  KeyViews* current = nullptr;
   ConvView last;
+
+  KeyViews& enter(const std::string& key) {
+    auto it =
+        std::find_if(keys.begin(), keys.end(), [&](const KeyViews& k) { return k.key == key; });
+    if (it == keys.end()) {
+      if (keys.size() == kKeys) keys.pop_back();
+      keys.push_front(KeyViews{key, {}});
+    } else {
+      keys.splice(keys.begin(), keys, it);
+    }
+    return keys.front();
+  }
 };
 
 }  // namespace
@@ -262,14 +285,19 @@ const ConvView& conv_view(int64_t graph, int node) {
   thread_local ThreadViews views;
   const uint64_t epoch = views_epoch.load(std::memory_order_acquire);
   const uint64_t serial = runtime_pass::current_key_serial();
-  if (!views.valid || views.epoch != epoch || views.key_serial != serial) {
-    views.settled.clear();
+  if (!views.valid || views.epoch != epoch) {
+    views.keys.clear();
     views.valid = true;
     views.epoch = epoch;
+    views.current = nullptr;
+  }
+  if (!views.current || views.key_serial != serial) {
+    views.current = &views.enter(runtime_pass::current_key());
     views.key_serial = serial;
   }
+  auto& settled = views.current->settled;
   const int64_t id = graph << 32 | static_cast<uint32_t>(node);
-  if (const auto it = views.settled.find(id); it != views.settled.end()) return it->second;
+  if (const auto it = settled.find(id); it != settled.end()) return it->second;
   ConvView view;
   {
     std::lock_guard<std::mutex> lock(mutex);
@@ -280,7 +308,7 @@ const ConvView& conv_view(int64_t graph, int node) {
     view.output_edge =
         specs().at(static_cast<size_t>(graph)).nodes.at(static_cast<size_t>(node)).output;
   }
-  if (view.costs && view.decision) return views.settled.emplace(id, std::move(view)).first->second;
+  if (view.costs && view.decision) return settled.emplace(id, std::move(view)).first->second;
   views.last = std::move(view);
   return views.last;
 }

@@ -201,6 +201,39 @@ TEST(BlockedLayout, ConvolutionsRunWhatTheirSiteResolvedUntilTheirWeightsChange)
   EXPECT_TRUE(settles("forgotten: made again on use, then resolved"));
 }
 
+// One thread alternating between two input shapes (two pass keys, each with its own layout plan
+// and measurements, as a server alternating requests): every pass of either shape runs each
+// convolution as its own key's plan resolved it, with stock's results.
+TEST(BlockedLayout, AThreadAlternatingShapesRunsEachShapesOwnPlan) {
+  BlockedLayoutGuard on(true);
+  at::set_num_threads(1);
+  torch::jit::Module reference = blocks(), planned = blocks();
+  const at::Tensor small = torch::randn({1, 3, 40, 40}), large = torch::randn({2, 3, 33, 37});
+  {
+    c10::InferenceMode guard;
+    plan(planned, {small}, tuned());
+    plan(planned, {large}, tuned());
+  }
+  if (!blocked_layout_here()) GTEST_SKIP() << testing::onednn_off_here();
+  c10::InferenceMode guard;
+  auto pass = [&](const at::Tensor& x, const std::string& what) {
+    const KernelStats before = kernel_stats();
+    expect_close(planned.forward({x}), reference.forward({x}), what);
+    return kernel_stats().convolutions_resolved - before.convolutions_resolved;
+  };
+  for (int warm = 0; warm < 2; ++warm) {
+    pass(small, "warm, small");
+    pass(large, "warm, large");
+  }
+  const uint64_t per_small = pass(small, "small"), per_large = pass(large, "large");
+  EXPECT_GE(per_small, 10u) << kernel_report();
+  EXPECT_GE(per_large, 10u) << kernel_report();
+  for (int round = 0; round < 4; ++round) {
+    EXPECT_EQ(pass(small, "alternating, small"), per_small);
+    EXPECT_EQ(pass(large, "alternating, large"), per_large);
+  }
+}
+
 // ResNet's two 3x3 convolutions (batch norm and ReLU; batch norm, residual and ReLU in the
 // epilogue) on memoplan's Winograd F(2x2, 3x3), then on oneDNN's Winograd, instead of oneDNN's
 // direct kernels: the same results at odd and even sizes, one and two threads; measured, it

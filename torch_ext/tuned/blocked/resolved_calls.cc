@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <unordered_map>
+#include <vector>
 
 namespace memoplan::torch_ext::blocked {
 
@@ -23,8 +24,11 @@ struct Resolved {
 };
 
 struct ResolvedTable {
+  // Per site, the calls of its last few input shapes (a server's thread alternates requests of
+  // several; one entry per site resolved none of them again), the most recent last.
+  static constexpr size_t kShapesPerSite = 4;
   uint64_t generation = 0, forgotten = 0;
-  std::unordered_map<int64_t, Resolved> by_site;
+  std::unordered_map<int64_t, std::vector<Resolved>> by_site;
 };
 
 namespace {
@@ -72,8 +76,11 @@ const Resolved* resolved_for(ResolvedTable* table, int64_t site, const onednn::C
                              c10::ArrayRef<onednn::PostOp> post, const tuned::Sources& sources) {
   if (!table) return nullptr;
   const auto it = table->by_site.find(site);
-  return it != table->by_site.end() && matches(it->second, spec, post, sources) ? &it->second
-                                                                                : nullptr;
+  if (it == table->by_site.end()) return nullptr;
+  for (const Resolved& entry : it->second) {
+    if (matches(entry, spec, post, sources)) return &entry;
+  }
+  return nullptr;
 }
 
 bool take(const Resolved& entry, bool sole, Resolution& out) {
@@ -96,14 +103,19 @@ void keep(ResolvedTable* table, int64_t site, const onednn::ConvSpec& spec,
       onednn::primitives_forgotten() != table->forgotten) {
     return;
   }
-  Resolved& entry = table->by_site[site];
-  if (!matches(entry, spec, spec.post, sources)) {
-    entry = Resolved{};
-    entry.spec = spec;
-    entry.threads = at::get_num_threads();
-    entry.sources = sources;
+  std::vector<Resolved>& entries = table->by_site[site];
+  auto it = std::find_if(entries.begin(), entries.end(),
+                         [&](const Resolved& e) { return matches(e, spec, spec.post, sources); });
+  if (it == entries.end()) {
+    if (entries.size() == ResolvedTable::kShapesPerSite) entries.erase(entries.begin());
+    Resolved fresh;
+    fresh.spec = spec;
+    fresh.threads = at::get_num_threads();
+    fresh.sources = sources;
+    entries.push_back(std::move(fresh));
+    it = entries.end() - 1;
   }
-  Resolved::Variant& v = entry.variants[sole ? 1 : 0];
+  Resolved::Variant& v = it->variants[sole ? 1 : 0];
   v = {r.primitive, r.weights_owner, r.bias_owner, r.weights, r.bias, r.in_place, true};
 }
 

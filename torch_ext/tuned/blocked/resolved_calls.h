@@ -1,11 +1,12 @@
-// The convolution calls a thread resolved, by site (blocked_ops.cc's conv): a convolution in a
-// pass resolves the same way every time (the same input shape and layout, output layout and
-// epilogue, the same weights), through lookups under locks that cost a small net more than its
-// arithmetic (bench/node_overhead.py --graph conv). What a call resolved is kept weakly (a
-// primitive or form a cache drops is not held here: the call resolves again), per thread (no
-// lock), and only while tuned::resolution_generation() and onednn::primitives_forgotten() stand (a
-// census, a forgotten module, new kernel options empty the table). While a census runs nothing is
-// kept or read: the caches mark what the pass uses. ATen types; for blocked/ only.
+// The convolution calls a thread resolved, by site and input shape (the last four shapes of a
+// site: blocked_ops.cc's conv): a convolution in a pass resolves the same way every time (the
+// same input shape and layout, output layout and epilogue, the same weights), through lookups under
+// locks that cost a small net more than its arithmetic (bench/node_overhead.py --graph conv). What
+// a call resolved is kept weakly (a primitive or form a cache drops is not held here: the call
+// resolves again), per thread (no lock), and only while tuned::resolution_generation() and
+// onednn::primitives_forgotten() stand (a census, a forgotten module, new kernel options empty the
+// table). While a census runs nothing is kept or read: the caches mark what the pass uses. ATen
+// types; for blocked/ only.
 #pragma once
 
 #include <c10/util/ArrayRef.h>
