@@ -29,7 +29,6 @@ using torch::jit::Value;
 
 const c10::Symbol kFlatReady = c10::Symbol::fromQualString("memoplan::FlatReady");
 const c10::Symbol kRunFlat = c10::Symbol::fromQualString("memoplan::RunFlat");
-const c10::Symbol kModuleAttribute = c10::Symbol::attr("memoplan_module");
 
 // Where a step reads a value: a register (>= 0) or a constant (-1 - its index).
 using Operand = int32_t;
@@ -124,7 +123,7 @@ std::shared_ptr<const Program> program_of(int64_t id) {
 thread_local std::shared_ptr<const Program> handed;
 
 torch::jit::Operation flat_ready_op(const Node* node) {
-  const int64_t id = node->i(kModuleAttribute);
+  const int64_t id = branch_module(node);
   const size_t inputs = node->inputs().size();
   return [id, inputs](Stack& stack) {
     handed = program_of(id);
@@ -134,7 +133,7 @@ torch::jit::Operation flat_ready_op(const Node* node) {
 }
 
 torch::jit::Operation run_flat_op(const Node* node) {
-  const int64_t id = node->i(kModuleAttribute);
+  const int64_t id = branch_module(node);
   return [id](Stack& stack) {
     std::shared_ptr<const Program> p = std::move(handed);
     if (p == nullptr) p = program_of(id);

@@ -6,10 +6,16 @@
 #include <vector>
 
 namespace memoplan::torch_ext {
+namespace {
+
+const c10::Symbol kModuleAttribute = c10::Symbol::attr("memoplan_module");
+
+}  // namespace
+
+int64_t branch_module(const torch::jit::Node* node) { return node->i(kModuleAttribute); }
 
 torch::jit::Node* branch_body(torch::jit::Graph& graph, c10::Symbol condition, c10::Symbol call,
                               int64_t id, bool body_first) {
-  static const c10::Symbol kModuleAttribute = c10::Symbol::attr("memoplan_module");
   torch::jit::Block* top = graph.block();
   torch::jit::Node* check = graph.create(condition, {graph.inputs()[0]}, 1);
   check->i_(kModuleAttribute, id);

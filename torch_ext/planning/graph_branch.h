@@ -23,5 +23,7 @@ namespace memoplan::torch_ext {
 // Splits `graph` as above; returns the If.
 torch::jit::Node* branch_body(torch::jit::Graph& graph, c10::Symbol condition, c10::Symbol call,
                               int64_t id, bool body_first);
+// The id a CONDITION or CALL node of branch_body carries.
+int64_t branch_module(const torch::jit::Node* node);
 
 }  // namespace memoplan::torch_ext

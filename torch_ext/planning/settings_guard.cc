@@ -24,7 +24,6 @@ using torch::jit::Value;
 
 const c10::Symbol kSettingsHold = c10::Symbol::fromQualString("memoplan::SettingsHold");
 const c10::Symbol kRunUnfolded = c10::Symbol::fromQualString("memoplan::RunUnfolded");
-const c10::Symbol kModuleAttribute = c10::Symbol::attr("memoplan_module");
 
 // A folded flag: the attribute slot at each level from the module down (empty where a level's
 // type is an interface: then its names, looked up at each call), and its value as folded.
@@ -98,7 +97,7 @@ const Flag* differing(const Guard& guard, const c10::ivalue::Object& self) {
 }
 
 std::shared_ptr<const Guard> guard_at(const Node* node) {
-  std::shared_ptr<const Guard> guard = guard_of(node->i(kModuleAttribute));
+  std::shared_ptr<const Guard> guard = guard_of(branch_module(node));
   if (guard == nullptr) throw std::logic_error("memoplan: a settings guard with no module");
   return guard;
 }

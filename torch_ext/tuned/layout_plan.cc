@@ -260,9 +260,8 @@ struct KeyViews {
 // view that was not settled.
 struct ThreadViews {
   static constexpr size_t kKeys = 8;
-  bool valid = false;
-  uint64_t epoch = 0, key_serial = 0;
-  std::list<KeyViews> keys;  // most recently entered first
+  uint64_t epoch = 0, key_serial = 0;  // views_epoch starts at 0 too: nothing to drop then
+  std::list<KeyViews> keys;            // most recently entered first
   KeyViews* current = nullptr;
   ConvView last;
 
@@ -285,9 +284,8 @@ const ConvView& conv_view(int64_t graph, int node) {
   thread_local ThreadViews views;
   const uint64_t epoch = views_epoch.load(std::memory_order_acquire);
   const uint64_t serial = runtime_pass::current_key_serial();
-  if (!views.valid || views.epoch != epoch) {
+  if (views.epoch != epoch) {
     views.keys.clear();
-    views.valid = true;
     views.epoch = epoch;
     views.current = nullptr;
   }

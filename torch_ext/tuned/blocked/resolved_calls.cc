@@ -50,11 +50,11 @@ bool same_geometry(const onednn::ConvSpec& x, const onednn::ConvSpec& y) {
          x.winograd == y.winograd;
 }
 
-// Whether `entry` was resolved for a call like this one.
+// Whether `entry` was resolved for a call like this one, at `threads` intra-op threads.
 bool matches(const Resolved& entry, const onednn::ConvSpec& spec,
-             c10::ArrayRef<onednn::PostOp> post, const tuned::Sources& sources) {
-  return entry.threads == at::get_num_threads() && entry.sources == sources &&
-         same_geometry(entry.spec, spec) && same_post(entry.spec.post, post);
+             c10::ArrayRef<onednn::PostOp> post, const tuned::Sources& sources, int threads) {
+  return entry.threads == threads && entry.sources == sources && same_geometry(entry.spec, spec) &&
+         same_post(entry.spec.post, post);
 }
 
 }  // namespace
@@ -77,8 +77,9 @@ const Resolved* resolved_for(ResolvedTable* table, int64_t site, const onednn::C
   if (!table) return nullptr;
   const auto it = table->by_site.find(site);
   if (it == table->by_site.end()) return nullptr;
+  const int threads = at::get_num_threads();
   for (const Resolved& entry : it->second) {
-    if (matches(entry, spec, post, sources)) return &entry;
+    if (matches(entry, spec, post, sources, threads)) return &entry;
   }
   return nullptr;
 }
@@ -103,14 +104,16 @@ void keep(ResolvedTable* table, int64_t site, const onednn::ConvSpec& spec,
       onednn::primitives_forgotten() != table->forgotten) {
     return;
   }
+  const int threads = at::get_num_threads();
   std::vector<Resolved>& entries = table->by_site[site];
-  auto it = std::find_if(entries.begin(), entries.end(),
-                         [&](const Resolved& e) { return matches(e, spec, spec.post, sources); });
+  auto it = std::find_if(entries.begin(), entries.end(), [&](const Resolved& e) {
+    return matches(e, spec, spec.post, sources, threads);
+  });
   if (it == entries.end()) {
     if (entries.size() == ResolvedTable::kShapesPerSite) entries.erase(entries.begin());
     Resolved fresh;
     fresh.spec = spec;
-    fresh.threads = at::get_num_threads();
+    fresh.threads = threads;
     fresh.sources = sources;
     entries.push_back(std::move(fresh));
     it = entries.end() - 1;
