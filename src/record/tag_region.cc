@@ -110,6 +110,35 @@ void TagRegion::push_kept(int size_class, uint32_t slot) {
   } while (!head.compare_exchange_weak(old, replacement, std::memory_order_release));
 }
 
+bool TagRegion::reshape_kept(int size_class, uint64_t mapped, uint32_t& index, uint64_t& fresh) {
+  // The smallest larger one first: its pages past the block go back.
+  for (int c = size_class + kReuseClasses; c < kClasses; ++c) {
+    if (!pop_kept(c, index)) continue;
+    Slot& s = table_[index];
+    retained_.fetch_sub(s.committed, std::memory_order_relaxed);
+    region_of(index).decommit(index_of(index), s.committed - mapped, mapped);
+    mapped_.fetch_sub(s.committed - mapped, std::memory_order_relaxed);
+    s.committed = mapped;
+    return true;
+  }
+  // Then the largest smaller one its slot can hold the block in: pages mapped past its own.
+  for (int c = size_class - 1; c >= 0; --c) {
+    if (!pop_kept(c, index)) continue;
+    Slot& s = table_[index];
+    vm::SlotRegion& region = region_of(index);
+    if (region.slot_bytes() < mapped || (commit_fault_ && commit_fault_()) ||
+        !region.commit(index_of(index), mapped - s.committed, s.committed)) {
+      push_kept(c, index);  // a small slot under a large block, or no pages: kept as it was
+      continue;
+    }
+    retained_.fetch_sub(s.committed, std::memory_order_relaxed);
+    fresh = mapped - s.committed;
+    s.committed = mapped;
+    return true;
+  }
+  return false;
+}
+
 void* TagRegion::take(uint64_t bytes, bool zero, uintptr_t owner, uint64_t record, Miss* why,
                       uint64_t alignment) {
   if (bytes > slots_.slot_bytes()) {
@@ -133,16 +162,26 @@ void* TagRegion::take(uint64_t bytes, bool zero, uintptr_t owner, uint64_t recor
   // freed blocks serve other sizes too, as a general allocator's would, rather than pile up).
   // Kept slots may be small ones: a block aligned past them takes a fresh large slot.
   const bool small = small_.reserved() && alignment <= small_.slot_bytes();
-  const int last = small || !small_.reserved() ? size_class + kReuseClasses : size_class;
+  const bool any_slot = small || !small_.reserved();
+  const int last = any_slot ? size_class + kReuseClasses : size_class;
   bool kept = false;
   for (int c = size_class; c < last && c < kClasses && !kept; ++c) {
     kept = pop_kept(c, index);
   }
-  if (kept) {  // its pages: no system call
-    Slot& s = table_[index];
-    retained_.fetch_sub(s.committed, std::memory_order_relaxed);
+  uint64_t fresh = 0;  // bytes of pages mapped anew for this block
+  if (kept) {
+    retained_.fetch_sub(table_[index].committed, std::memory_order_relaxed);
+  } else if (any_slot && retained_.load(std::memory_order_relaxed) &&
+             mapped_.load(std::memory_order_relaxed) + mapped >
+                 peak_mapped_.load(std::memory_order_relaxed)) {
+    // Fresh pages would raise the peak: kept ones of other sizes serve first. Below it they stay
+    // as they are, for the blocks of their own sizes in the next pass.
+    kept = reshape_kept(size_class, mapped, index, fresh);
+  }
+  if (kept) {  // its pages: no system call, or one to fit them to the block
     at = region_of(index).slot_address(index_of(index));
-    if (zero) memset(at, 0, bytes);
+    // Pages mapped on read as zeros already.
+    if (zero) memset(at, 0, bytes < mapped - fresh ? bytes : mapped - fresh);
   } else {
     const uint32_t limit = live_limit_.load(std::memory_order_relaxed);
     // Kept slots count: they are mappings too. At the budget they go first.
@@ -166,7 +205,9 @@ void* TagRegion::take(uint64_t bytes, bool zero, uintptr_t owner, uint64_t recor
     }
     s.committed = mapped;
     at = region_of(index).slot_address(index_of(index));
+    fresh = mapped;
   }
+  if (fresh) mapped_fresh(fresh);
   Slot& s = table_[index];
   s.owner = owner;
   s.record = record;
@@ -189,6 +230,7 @@ bool TagRegion::resize(const void* p, uint64_t bytes) {
         !region.commit(index_of(index), mapped - s.committed, s.committed)) {
       return false;
     }
+    mapped_fresh(mapped - s.committed);
     s.committed = mapped;
   }
   s.bytes = bytes;
@@ -213,6 +255,7 @@ void TagRegion::give_back(const void* p) {
     retained_.fetch_sub(s.committed, std::memory_order_relaxed);
   }
   region_of(index).decommit(index_of(index), s.committed);
+  mapped_.fetch_sub(s.committed, std::memory_order_relaxed);
   s.committed = 0;
   release(index);
 }
@@ -230,9 +273,43 @@ void TagRegion::trim_to(uint64_t bytes) {
       Slot& s = table_[index];
       retained_.fetch_sub(s.committed, std::memory_order_relaxed);
       region_of(index).decommit(index_of(index), s.committed);
+      mapped_.fetch_sub(s.committed, std::memory_order_relaxed);
       s.committed = 0;
       release(index);
     }
+  }
+}
+
+void TagRegion::trim_by(uint64_t bytes) {
+  while (bytes && retained_.load(std::memory_order_relaxed)) {
+    // The smallest kept slot of `bytes` or more (the least given back past them), else the
+    // largest there is (the fewest system calls).
+    uint64_t pages = 0;
+    const int fits = ::memoplan::record::size_class(bytes, pages);
+    uint32_t index = 0;
+    bool found = false;
+    for (int c = fits; c < kClasses && !found; ++c) found = pop_kept(c, index);
+    for (int c = fits - 1; c >= 0 && !found; --c) found = pop_kept(c, index);
+    if (!found) return;
+    Slot& s = table_[index];
+    retained_.fetch_sub(s.committed, std::memory_order_relaxed);
+    bytes = s.committed < bytes ? bytes - s.committed : 0;
+    region_of(index).decommit(index_of(index), s.committed);
+    mapped_.fetch_sub(s.committed, std::memory_order_relaxed);
+    s.committed = 0;
+    release(index);
+  }
+}
+
+void TagRegion::mapped_fresh(uint64_t bytes) {
+  const uint64_t now = mapped_.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+  uint64_t peak = peak_mapped_.load(std::memory_order_relaxed);
+  if (now <= peak) return;
+  if (retained_.load(std::memory_order_relaxed)) trim_by(now - peak < bytes ? now - peak : bytes);
+  // The new peak, if the kept pages did not cover it (approximate under races: a bound).
+  const uint64_t after = mapped_.load(std::memory_order_relaxed);
+  while (after > peak &&
+         !peak_mapped_.compare_exchange_weak(peak, after, std::memory_order_relaxed)) {
   }
 }
 
@@ -245,6 +322,8 @@ void TagRegion::release_all() {
   next_ = nullptr;
   for (auto& head : kept_) head.store(0);
   retained_.store(0);
+  mapped_.store(0);
+  peak_mapped_.store(0);
 }
 
 }  // namespace memoplan::record

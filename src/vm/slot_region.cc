@@ -87,10 +87,11 @@ bool SlotRegion::commit(uint32_t slot, size_t bytes, size_t offset) {
               MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) != MAP_FAILED;
 }
 
-void SlotRegion::decommit(uint32_t slot, size_t bytes) {
-  if (slot >= count_) return;
+void SlotRegion::decommit(uint32_t slot, size_t bytes, size_t offset) {
+  if (slot >= count_ || offset >= slot_bytes()) return;
+  if (bytes > slot_bytes() - offset) bytes = slot_bytes() - offset;
   // Mapping fresh PROT_NONE pages over the range frees the old ones in one call.
-  mmap(slot_address(slot), round_to_pages(bytes ? bytes : 1), PROT_NONE,
+  mmap(slot_address(slot) + offset, round_to_pages(bytes ? bytes : 1), PROT_NONE,
        MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
 }
 

@@ -137,9 +137,9 @@ TEST_F(TagRegionTest, KeptPagesAreReusedZeroedAndTrimmed) {
   EXPECT_EQ(tags_.slots_in_use(), 0u);
 }
 
-// A kept slot serves only its own size class: a small block never pins a large block's pages, and
-// a large block never has to unmap a small slot's pages first.
-TEST_F(TagRegionTest, KeptSlotsServeTheirOwnSizeClassOnly) {
+// A kept slot serves its own size class first: a small block takes the small kept slot, not the
+// large one, and a large block the large one.
+TEST_F(TagRegionTest, KeptSlotsServeTheirOwnSizeClassFirst) {
   tags_.set_retain_bytes(64 << 20);
   TagRegion::Miss miss;
   void* large = tags_.take(600 << 10, false, 1, 0, &miss);  // 150 pages: mapped as 160
@@ -158,6 +158,80 @@ TEST_F(TagRegionTest, KeptSlotsServeTheirOwnSizeClassOnly) {
   tags_.give_back(other);
   tags_.give_back(small);
   tags_.give_back(large);
+  tags_.trim();
+  EXPECT_EQ(tags_.slots_in_use(), 0u);
+}
+
+// A block that no kept slot of its classes serves, and that fresh pages would raise the region's
+// peak of mapped bytes for, takes another kept slot fitted to it: the smallest larger one, its
+// pages past the block unmapped, else a smaller one, pages mapped on.
+TEST_F(TagRegionTest, KeptSlotsOfOtherSizesAreFittedToABlock) {
+  tags_.set_retain_bytes(64 << 20);
+  TagRegion::Miss miss;
+  char* large = static_cast<char*>(tags_.take(600 << 10, false, 1, 0, &miss));  // 160 pages
+  char* small = static_cast<char*>(tags_.take(8192, false, 1, 1, &miss));
+  ASSERT_TRUE(large && small);
+  memset(large, 0xab, 600 << 10);
+  memset(small, 0xcd, 8192);
+  tags_.give_back(large);
+  tags_.give_back(small);
+  EXPECT_EQ(tags_.retained_bytes(), 162u * 4096) << "the peak: 162 pages";
+  char* a = static_cast<char*>(tags_.take(4 * 4096, true, 1, 2, &miss));
+  EXPECT_EQ(a, large) << "4 pages: the 160-page slot cut to them (the 2-page one is smaller)";
+  for (int i = 0; i < 4 * 4096; ++i) ASSERT_EQ(a[i], 0) << "zero asked: cleared at " << i;
+  EXPECT_EQ(tags_.retained_bytes(), 2u * 4096);
+  char* b = static_cast<char*>(tags_.take(200 * 4096, true, 1, 3, &miss));  // mapped as 224
+  EXPECT_EQ(b, small) << "nothing kept at or above their class; the 2 pages grown";
+  for (int i = 0; i < 200 * 4096; ++i) ASSERT_EQ(b[i], 0) << "zero asked: cleared at " << i;
+  memset(b, 1, 200 * 4096);  // every page mapped read-write
+  EXPECT_EQ(tags_.retained_bytes(), 0u);
+  EXPECT_EQ(tags_.slots_in_use(), 2u);
+  tags_.give_back(a);
+  tags_.give_back(b);
+  EXPECT_EQ(tags_.retained_bytes(), (4u + 224u) * 4096);
+  tags_.trim();
+  EXPECT_EQ(tags_.slots_in_use(), 0u);
+}
+
+// Pages mapped on to a grown slot give back as many kept bytes: the smallest kept slot that covers
+// them, so the least goes past them.
+TEST_F(TagRegionTest, PagesMappedOnGiveBackTheSmallestKeptSlotCoveringThem) {
+  tags_.set_retain_bytes(64 << 20);
+  TagRegion::Miss miss;
+  std::vector<void*> blocks;
+  for (uint64_t pages : {96, 96, 24, 8}) {
+    blocks.push_back(tags_.take(pages * 4096, false, 1, pages, &miss));
+    ASSERT_NE(blocks.back(), nullptr);
+    memset(blocks.back(), 1, pages * 4096);
+  }
+  for (void* p : blocks) tags_.give_back(p);
+  EXPECT_EQ(tags_.retained_bytes(), (96u + 96 + 24 + 8) * 4096);
+  void* grown = tags_.take(100 * 4096, false, 1, 5, &miss);  // mapped as 112 pages
+  EXPECT_TRUE(grown == blocks[0] || grown == blocks[1]) << "a 96-page slot grown by 16 pages";
+  EXPECT_EQ(tags_.retained_bytes(), (96u + 8) * 4096) << "the 24-page slot went, not the other 96";
+  tags_.give_back(grown);
+  tags_.trim();
+  EXPECT_EQ(tags_.slots_in_use(), 0u);
+}
+
+// Below the region's peak of mapped bytes, pages mapped on for a block leave the kept ones alone:
+// the peak does not grow, and the next pass finds them.
+TEST_F(TagRegionTest, BelowThePeakKeptPagesStay) {
+  tags_.set_retain_bytes(64 << 20);
+  TagRegion::Miss miss;
+  void* first = tags_.take(240 * 4096, false, 1, 0, &miss);  // 256 pages: the peak
+  ASSERT_NE(first, nullptr);
+  tags_.give_back(first);
+  tags_.trim();
+  void* y = tags_.take(96 * 4096, false, 1, 1, &miss);
+  void* z = tags_.take(96 * 4096, false, 1, 2, &miss);
+  ASSERT_TRUE(y && z);
+  tags_.give_back(y);
+  tags_.give_back(z);
+  void* grown = tags_.take(100 * 4096, false, 1, 3, &miss);
+  EXPECT_TRUE(grown == y || grown == z) << "a 96-page slot grown to 112 pages";
+  EXPECT_EQ(tags_.retained_bytes(), 96u * 4096) << "208 pages mapped, under the peak: one stays";
+  tags_.give_back(grown);
   tags_.trim();
   EXPECT_EQ(tags_.slots_in_use(), 0u);
 }
@@ -332,6 +406,37 @@ TEST(TagRegionSmallSlots, SharedSlotsUnderThreads) {
   tags.release_all();
 }
 
+// Pages mapped anew while others are kept give back as many kept bytes (a kept small slot cannot
+// hold a large block): the region's mapped bytes grow only while nothing is kept.
+TEST(TagRegionSmallSlots, FreshPagesGiveBackAsManyKeptOnes) {
+  TagRegion tags;
+  ASSERT_TRUE(tags.reserve(22, 20, 2));
+  if (tags.small_slots() == 0) {
+    tags.release_all();
+    GTEST_SKIP() << "large slots of " << tags.slot_bytes() << " bytes: no small ones";
+  }
+  tags.set_retain_bytes(64 << 20);
+  TagRegion::Miss miss;
+  std::vector<void*> small;
+  for (int i = 0; i < 8; ++i) small.push_back(tags.take(60 << 10, false, 1, i, &miss));
+  for (void* p : small) {
+    ASSERT_NE(p, nullptr);
+    tags.give_back(p);
+  }
+  EXPECT_EQ(tags.retained_bytes(), 8u << 16) << "eight 64 KiB slots kept";
+  void* big = tags.take(256 << 10, false, 1, 8, &miss);
+  ASSERT_NE(big, nullptr);
+  EXPECT_EQ(tags.retained_bytes(), 4u << 16) << "256 KiB mapped anew, 256 KiB of kept pages gone";
+  void* bigger = tags.take(1 << 20, false, 1, 9, &miss);
+  ASSERT_NE(bigger, nullptr);
+  EXPECT_EQ(tags.retained_bytes(), 0u);
+  tags.give_back(big);
+  tags.give_back(bigger);
+  tags.trim();
+  EXPECT_EQ(tags.slots_in_use(), 0u);
+  tags.release_all();
+}
+
 bool fail_always() { return true; }
 
 // A block grows in place up to its slot's size (pages mapped past what it had, its bytes kept),
@@ -353,11 +458,12 @@ TEST_F(TagRegionTest, ABlockResizesInPlaceWithinItsSlot) {
   tags_.give_back(p);
   EXPECT_EQ(tags_.retained_bytes(), 80u * 4096) << "mapped as 300,000 bytes' class: 80 pages";
   tags_.set_commit_fault(&fail_always);
-  char* q = static_cast<char*>(tags_.take(4096, false, 1, 1, &miss));
+  char* r = static_cast<char*>(tags_.take(4096, true, 1, 1, &miss));
+  ASSERT_EQ(r, p) << "the kept slot cut to a page: nothing to map";
+  EXPECT_EQ(r[0], 0) << "zero asked: cleared";
+  EXPECT_EQ(tags_.retained_bytes(), 0u);
+  EXPECT_EQ(tags_.take(4096, false, 1, 2, &miss), nullptr) << "nothing kept: a fresh slot fails";
   tags_.set_commit_fault(nullptr);
-  ASSERT_EQ(q, nullptr) << "no kept slot of a page's class; a fresh one fails to map";
-  char* r = static_cast<char*>(tags_.take(4096, false, 1, 2, &miss));
-  ASSERT_NE(r, nullptr);
   tags_.set_commit_fault(&fail_always);
   EXPECT_FALSE(tags_.resize(r, 100000)) << "the pages past it cannot be mapped";
   tags_.set_commit_fault(nullptr);

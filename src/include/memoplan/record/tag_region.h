@@ -7,10 +7,15 @@
 // bytes it has mapped. Freed slots may keep their pages for the next block of the same size class
 // (`retain_bytes` in all), which saves two system calls, a TLB shootdown and the page faults of
 // fresh pages per profiled allocation; trim() gives them back. Sizes are mapped rounded up to a
-// class (exact up to 8 pages, then 4 classes per doubling: at most 25% over), and a kept slot is
-// only reused for its own class, so a small block never pins a large block's pages. Kept slots sit
-// on one lock-free stack per class (LIFO: the most recently used pages first). Lock-free; never
-// calls malloc (the shim uses it).
+// class (exact up to 8 pages, then 4 classes per doubling: at most 25% over). A kept slot serves
+// its own class and the next four; where none of those is kept, another kept slot is fitted to
+// the block (a larger one's pages past it unmapped, a smaller one's mapped on), and pages mapped
+// anew past the region's peak of mapped bytes give back as many kept bytes: the peak grows only
+// while nothing is kept, so it is the live blocks' pages, and below it kept pages stay for the
+// next pass. Peak RSS under the shim, before -> after: python3's benchmark (run_shim_programs.py)
+// 92.4 -> 89.1 MiB, mimalloc alone 83.5; eager resnet18, 40 passes, 336.5 -> 319.6, mimalloc 318.1.
+// A small block never pins a large block's pages. Kept slots sit on one lock-free stack per class
+// (LIFO: the most recently used pages first). Lock-free; never calls malloc (the shim uses it).
 //
 // Blocks of 64 KiB or less take small slots: the region's first 16 slots (where they are 4 MiB or
 // more) are cut into up to 2^16 slots of 64 KiB, tagged after the large ones. Small blocks then sit
@@ -125,6 +130,15 @@ class TagRegion {
   // the top slot + 1 (0: empty) in the low 32 bits and a change count above it (no ABA).
   bool pop_kept(int size_class, uint32_t& slot);
   void push_kept(int size_class, uint32_t slot);
+  // No kept slot of a block's classes: one of another class is fitted to it (`mapped` bytes), a
+  // larger one's pages past the block unmapped, else a smaller one's mapped on to it (`fresh`:
+  // those bytes). False when no kept slot can take it.
+  bool reshape_kept(int size_class, uint64_t mapped, uint32_t& index, uint64_t& fresh);
+  // Unmaps kept slots of `bytes` in all, or all there are.
+  void trim_by(uint64_t bytes);
+  // `bytes` of pages mapped anew for a block: as many kept bytes go back as the region's mapped
+  // bytes would pass their peak by, so the peak grows only while nothing is kept.
+  void mapped_fresh(uint64_t bytes);
 
   vm::SlotRegion slots_;
   vm::SlotRegion small_;                   // inside slots_' first kSmallSetAside slots
@@ -134,6 +148,8 @@ class TagRegion {
   std::atomic<uint64_t> kept_[kClasses] = {};
   std::atomic<uint64_t> retain_limit_{0};
   std::atomic<uint64_t> retained_{0};
+  std::atomic<uint64_t> mapped_{0};       // pages mapped in slots of their own, live or kept
+  std::atomic<uint64_t> peak_mapped_{0};  // the most mapped_ has been
   std::atomic<uint32_t> live_limit_{0};
   bool (*commit_fault_)() = nullptr;
 };

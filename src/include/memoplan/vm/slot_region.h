@@ -43,8 +43,9 @@ class SlotRegion {
   // Maps [slot + offset, slot + offset + bytes) read-write (fresh zero pages). False on failure
   // or past the slot's end. `offset`: a multiple of the page size.
   bool commit(uint32_t slot, size_t bytes, size_t offset = 0);
-  // Returns the pages of [slot, slot + bytes) to the kernel and makes them inaccessible again.
-  void decommit(uint32_t slot, size_t bytes);
+  // Returns the pages of [slot + offset, slot + offset + bytes) to the kernel and makes them
+  // inaccessible again. `offset`: a multiple of the page size.
+  void decommit(uint32_t slot, size_t bytes, size_t offset = 0);
 
   // Hands out a free slot (false when all are taken) and takes one back. Lock-free.
   bool acquire(uint32_t& slot);
