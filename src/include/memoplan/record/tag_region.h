@@ -61,7 +61,8 @@ class TagRegion {
   void set_live_limit(uint32_t slots) { live_limit_.store(slots, std::memory_order_relaxed); }
   uint32_t live_limit() const { return live_limit_.load(std::memory_order_relaxed); }
 
-  // Freed slots keep up to this many bytes mapped in all (0: every free unmaps, the default).
+  // Freed slots keep up to this many bytes mapped in all, and only under the region's peak of
+  // mapped bytes (0: every free unmaps, the default).
   void set_retain_bytes(uint64_t bytes) { retain_limit_.store(bytes, std::memory_order_relaxed); }
 
   enum class Miss : uint8_t { kNone, kTooLarge, kNoSlot, kOverLimit, kCommitFailed };
