@@ -254,6 +254,11 @@ void TagRegion::give_back(const void* p) {
     }
     retained_.fetch_sub(s.committed, std::memory_order_relaxed);
   }
+  unmap(index);
+}
+
+void TagRegion::unmap(uint32_t index) {
+  Slot& s = table_[index];
   region_of(index).decommit(index_of(index), s.committed);
   mapped_.fetch_sub(s.committed, std::memory_order_relaxed);
   s.committed = 0;
@@ -270,12 +275,8 @@ void TagRegion::trim_to(uint64_t bytes) {
   for (int c = kClasses - 1; c >= 0; --c) {  // the largest first: the fewest system calls
     uint32_t index = 0;
     while (retained_.load(std::memory_order_relaxed) > bytes && pop_kept(c, index)) {
-      Slot& s = table_[index];
-      retained_.fetch_sub(s.committed, std::memory_order_relaxed);
-      region_of(index).decommit(index_of(index), s.committed);
-      mapped_.fetch_sub(s.committed, std::memory_order_relaxed);
-      s.committed = 0;
-      release(index);
+      retained_.fetch_sub(table_[index].committed, std::memory_order_relaxed);
+      unmap(index);
     }
   }
 }
@@ -291,13 +292,10 @@ void TagRegion::trim_by(uint64_t bytes) {
     for (int c = fits; c < kClasses && !found; ++c) found = pop_kept(c, index);
     for (int c = fits - 1; c >= 0 && !found; --c) found = pop_kept(c, index);
     if (!found) return;
-    Slot& s = table_[index];
-    retained_.fetch_sub(s.committed, std::memory_order_relaxed);
-    bytes = s.committed < bytes ? bytes - s.committed : 0;
-    region_of(index).decommit(index_of(index), s.committed);
-    mapped_.fetch_sub(s.committed, std::memory_order_relaxed);
-    s.committed = 0;
-    release(index);
+    const uint64_t committed = table_[index].committed;
+    retained_.fetch_sub(committed, std::memory_order_relaxed);
+    bytes = committed < bytes ? bytes - committed : 0;
+    unmap(index);
   }
 }
 

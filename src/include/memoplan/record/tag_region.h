@@ -127,6 +127,8 @@ class TagRegion {
                                                                             : -1;
   }
   void release(uint32_t tag);
+  // A free slot's pages go back to the kernel and the slot to the free ones.
+  void unmap(uint32_t tag);
   // Kept slots of one class: a Treiber stack of slot indices (next_ links them); the head packs
   // the top slot + 1 (0: empty) in the low 32 bits and a change count above it (no ABA).
   bool pop_kept(int size_class, uint32_t& slot);
