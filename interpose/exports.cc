@@ -11,6 +11,7 @@
 #include "bootstrap.h"
 #include "engine.h"
 #include "fallback.h"
+#include "host_cxx.h"
 #include "memoplan/pass.h"
 #include "memoplan/stats.h"
 #include "unplanned.h"
@@ -23,29 +24,37 @@ constexpr size_t kMinAlign = 16;  // what glibc's malloc guarantees on x86-64
 
 inline bool valid_alignment(size_t a) { return a && !(a & (a - 1)) && a % sizeof(void*) == 0; }
 
+inline void* try_new(size_t size, size_t alignment) {
+  return alignment == kMinAlign && size < unplanned.direct_below.load(std::memory_order_acquire)
+             ? unplanned.malloc(size)
+             : engine_alloc(size, alignment, false);
+}
+
 // operator new: on failure call the installed new-handler and retry, throw when there is none
-// ([new.delete.single]).
+// ([new.delete.single]). The handler and the exception are the program's runtime's (host_cxx.h);
+// the shim's own code (under ReentryGuard: the planner, the trace reader) gets its own
+// std::bad_alloc, which it catches, and no handler of the program's.
 inline void* new_or_throw(size_t size, size_t alignment) {
   alignment = alignment < kMinAlign ? kMinAlign : alignment;
   if (size == 0) size = 1;
   for (;;) {
-    void* p =
-        alignment == kMinAlign && size < unplanned.direct_below.load(std::memory_order_acquire)
-            ? unplanned.malloc(size)
-            : engine_alloc(size, alignment, false);
+    void* p = try_new(size, alignment);
     if (p) return p;
-    std::new_handler handler = std::get_new_handler();
-    if (!handler) throw std::bad_alloc();
+    if (ReentryGuard::active()) throw std::bad_alloc();
+    std::new_handler handler = host_cxx::new_handler();
+    if (!handler) host_cxx::throw_bad_alloc();
     handler();
   }
 }
 
+// The nothrow forms: nullptr where the throwing form would throw. A handler may throw, so with one
+// installed the program's runtime runs the retries and catches (host_cxx::nothrow_new).
 inline void* new_or_null(size_t size, size_t alignment) noexcept {
-  try {
-    return new_or_throw(size, alignment);
-  } catch (...) {
-    return nullptr;
-  }
+  alignment = alignment < kMinAlign ? kMinAlign : alignment;
+  if (size == 0) size = 1;
+  void* p = try_new(size, alignment);
+  if (p || ReentryGuard::active() || !host_cxx::new_handler()) return p;
+  return host_cxx::nothrow_new(size, alignment);
 }
 
 inline size_t page_size() {
