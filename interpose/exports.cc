@@ -24,7 +24,10 @@ constexpr size_t kMinAlign = 16;  // what glibc's malloc guarantees on x86-64
 
 inline bool valid_alignment(size_t a) { return a && !(a & (a - 1)) && a % sizeof(void*) == 0; }
 
+// One attempt of every operator new: size 0 is 1 byte, alignment at least malloc's.
 inline void* try_new(size_t size, size_t alignment) {
+  alignment = alignment < kMinAlign ? kMinAlign : alignment;
+  if (size == 0) size = 1;
   return alignment == kMinAlign && size < unplanned.direct_below.load(std::memory_order_acquire)
              ? unplanned.malloc(size)
              : engine_alloc(size, alignment, false);
@@ -35,8 +38,6 @@ inline void* try_new(size_t size, size_t alignment) {
 // the shim's own code (under ReentryGuard: the planner, the trace reader) gets its own
 // std::bad_alloc, which it catches, and no handler of the program's.
 inline void* new_or_throw(size_t size, size_t alignment) {
-  alignment = alignment < kMinAlign ? kMinAlign : alignment;
-  if (size == 0) size = 1;
   for (;;) {
     void* p = try_new(size, alignment);
     if (p) return p;
@@ -50,8 +51,6 @@ inline void* new_or_throw(size_t size, size_t alignment) {
 // The nothrow forms: nullptr where the throwing form would throw. A handler may throw, so with one
 // installed the program's runtime runs the retries and catches (host_cxx::nothrow_new).
 inline void* new_or_null(size_t size, size_t alignment) noexcept {
-  alignment = alignment < kMinAlign ? kMinAlign : alignment;
-  if (size == 0) size = 1;
   void* p = try_new(size, alignment);
   if (p || ReentryGuard::active() || !host_cxx::new_handler()) return p;
   return host_cxx::nothrow_new(size, alignment);
