@@ -58,12 +58,14 @@ void write_pass_trace(const ThreadState& t, const Trace& trace);
 void load_replay_pass();
 // mode:replay: gives the thread the loaded pass (false while it is not loaded or unusable).
 bool start_loaded_replay(ThreadState& t, ReplayStart start = {});
-// The pass every thread may start (mode:replay's loaded one, mode:auto's learned one): planned
+// The pass every thread may start (mode:replay's loaded one, mode:auto's learned ones): planned
 // with these options (slots in allocation order, the escaping blocks' places laid out once for
-// all threads), then published once as Global::replay_pass. Publishing refuses (false, nothing
-// published, `why` set) a pass whose slab is over slab_max.
+// all threads), then published as Global::replay_pass (the newest learned one) and returned, kept
+// for good. Publishing refuses (nullptr, nothing published, `why` set) a pass whose slab is over
+// slab_max.
 void set_shared_pass_options(plan_stage::CompileOptions& options);
-bool publish_shared_pass(plan_stage::PlannedPass&& pass, std::string* why);
+const plan_stage::PlannedPass* publish_shared_pass(plan_stage::PlannedPass&& pass,
+                                                   std::string* why);
 
 // reaper.cc: the idle-slab reaper thread (option idle_release). start_reaper is cheap once it
 // runs: called with every plan and at pass ends (a fork child's reaper did not come along).

@@ -4,10 +4,11 @@
 // needs, so no thread ever plans. Instead, each such thread's whole profile is one pass: at its
 // exit, a thread still profiling, with every record since its start, offers that sequence of
 // requests (call sites and sizes, in order); when kThreadsThatAgree threads in a row offered the
-// same one, it is planned once and published process-wide (Global::replay_pass, the field
-// mode:replay's loaded pass uses; never freed). From then on a thread that is profiling starts
-// replaying it, from a slab of its own, at the learned pass's first request (its matcher
-// recovers from a wrong start as for any plan); its passes count as steady state from the first.
+// same one, it is planned once and published process-wide (kept for good, as mode:replay's loaded
+// pass is). From then on a thread that is profiling starts replaying it, from a slab of its own,
+// at the learned pass's first request (its matcher recovers from a wrong start as for any plan);
+// its passes count as steady state from the first. The statistics' "passes learned from exited
+// threads" counts every publication, those of kinds below and of passes learned again included.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +18,16 @@ namespace memoplan::shim {
 struct ThreadState;
 
 inline constexpr uint32_t kThreadsThatAgree = 3;
+// Passes in use at once, one per kind of thread, told apart by their first request: threads that
+// start on none of them offer theirs (a second endpoint, a helper thread that runs one pass).
+inline constexpr int kKinds = 4;
+// A pass that threads starting on it keep missing a request of (kThreadsThatAgree in a row, the
+// same request) is taken out and learned again from the threads that follow: the first threads of
+// an interpreter (CPython 3.11 specializes its bytecode as it warms up) reach a request by another
+// call path than later ones. At most kMaxRelearns times; when no kThreadsThatAgree threads agree
+// within kRelearnOffers offers, the pass is used again.
+inline constexpr uint32_t kMaxRelearns = 3;
+inline constexpr uint32_t kRelearnOffers = 16;
 
 // At thread exit, outside the registry lock, under the reentry guard (threads.cc).
 void offer_exited_thread_pass(ThreadState& t);

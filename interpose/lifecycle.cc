@@ -45,7 +45,8 @@ void seek_loaded_pass(ThreadState& t, uint64_t key) {
   const int state = g.replay_pass_state.load(std::memory_order_acquire);
   if (state == 2) {
     run_unplanned(t);
-  } else if (state == 1 && key == g.replay_pass->slots[0].key && !start_loaded_replay(t)) {
+  } else if (state == 1 && key == g.replay_pass.load(std::memory_order_acquire)->slots[0].key &&
+             !start_loaded_replay(t)) {
     run_unplanned(t);
   }
 }

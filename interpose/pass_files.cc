@@ -162,23 +162,26 @@ void set_shared_pass_options(plan_stage::CompileOptions& options) {
   options.escaping_limit = global().slabs.arena_bytes();
 }
 
-bool publish_shared_pass(plan_stage::PlannedPass&& pass, std::string* why) {
+const plan_stage::PlannedPass* publish_shared_pass(plan_stage::PlannedPass&& pass,
+                                                   std::string* why) {
   Global& g = global();
   const Plan& plan = pass.plan;
   if (plan.alignment > g.slabs.arena_bytes() || plan.slab_bytes > g.slabs.arena_bytes()) {
     *why = "the plan needs a " + std::to_string(plan.slab_bytes) + "-byte slab; slab_max is " +
            std::to_string(g.slabs.arena_bytes());
-    return false;
+    return nullptr;
   }
-  g.replay_pass = new plan_stage::PlannedPass(std::move(pass));  // kept: see Global::replay_pass
+  // Kept: see Global::replay_pass (as is every learned pass, in use or not).
+  const plan_stage::PlannedPass* kept = new plan_stage::PlannedPass(std::move(pass));
+  g.replay_pass.store(kept, std::memory_order_release);
   g.replay_pass_state.store(1, std::memory_order_release);
-  return true;
+  return kept;
 }
 
 bool start_loaded_replay(ThreadState& t, ReplayStart start) {
   Global& g = global();
   if (g.replay_pass_state.load(std::memory_order_acquire) != 1) return false;
-  return install_replay(t, *g.replay_pass, start);
+  return install_replay(t, *g.replay_pass.load(std::memory_order_acquire), start);
 }
 
 }  // namespace memoplan::shim

@@ -51,6 +51,8 @@ struct ThreadState {
   IrregularWork irregular;  // detect.cc's
   ReplayState replay;       // replay.cc's
   ReplayRecheck recheck;    // recheck.cc's (recheck.h)
+  // learned_pass.cc's: the learned pass this thread started on (nullptr: none).
+  const plan_stage::PlannedPass* learned_pass = nullptr;
   // stats.cc's: its steady-state hits and requests as of the last flush (note_thread_steady), for
   // statistics read while it runs (the fields they come from are the owner's own). Under
   // RegistryLock.
@@ -72,11 +74,11 @@ struct Global {
   std::atomic_flag registry_lock = ATOMIC_FLAG_INIT;
   int log_fd = 2;
   bool portable_keys = false;  // see portable_keys(Options)
-  // mode:replay: the pass every inference thread replays, loaded from files once (with its
-  // escaping blocks' places), under the reentry guard: its memory is the fallback's. Never freed:
-  // a thread may start on it at any time, even while the process exits. Set before
-  // replay_pass_state becomes 1.
-  const plan_stage::PlannedPass* replay_pass = nullptr;
+  // The pass every thread may start: mode:replay's, loaded from files once (with its escaping
+  // blocks' places), or mode:auto's newest learned one (learned_pass.h keeps those in use). Made
+  // under the reentry guard: its memory is the fallback's. Never freed: a thread may start on it
+  // at any time, even while the process exits. Set before replay_pass_state becomes 1.
+  std::atomic<const plan_stage::PlannedPass*> replay_pass{nullptr};
   std::atomic<int> replay_pass_state{0};  // 0 not loaded yet, 1 ready, 2 unusable
 };
 

@@ -119,6 +119,97 @@ TEST(EngineLearnedPass, ThreadsThatRunOnePassEachReplayAPassLearnedFromEarlierOn
   EXPECT_EQ(slabs_in_use(), 0u);
 }
 
+// Runs `script` once on a fresh thread, unmarked; true when every allocation came from `origin`.
+bool one_pass_thread(const Script& script, Origin origin) {
+  bool all = false;
+  on_fresh_thread([&] {
+    Heap heap;
+    heap.pass(script, /*marks=*/false);
+    all = heap.last_pass_all(origin);
+  });
+  return all;
+}
+
+// network_pass() with one request's size changed: its key is one the pass learned from
+// network_pass() does not know (as when an interpreter, once warm, reaches a request by another
+// call path).
+Script with_changed_request(size_t index, size_t by = 32) {
+  Script s = network_pass();
+  size_t allocs = 0;
+  for (Op& op : s) {
+    if (op.kind == Op::kAlloc && allocs++ == index) op.size += by;
+  }
+  return s;
+}
+
+// Threads that start on the learned pass and each miss the same request of it, three in a row:
+// the pass is taken out, the threads after them profile and offer theirs, and the pass learned
+// again serves every request.
+TEST(EngineLearnedPass, APassThatThreadsKeepMissingARequestOfIsLearnedAgain) {
+  SKIP_UNLESS_ENGINE_PLANS();
+  const bool detect = engine_options().detect;
+  for (uint32_t i = 0; i < kThreadsThatAgree; ++i) one_pass_thread(network_pass(), Origin::kTag);
+  const Script changed = with_changed_request(3);
+  if (!detect) {
+    for (uint32_t i = 0; i < 3 * kThreadsThatAgree; ++i)
+      one_pass_thread(changed, Origin::kFallback);
+    EXPECT_EQ(stats().learned_passes.load(), 0u);
+    return;
+  }
+  ASSERT_EQ(stats().learned_passes.load(), 1u);
+  for (uint32_t i = 0; i < kThreadsThatAgree; ++i) {
+    EXPECT_FALSE(one_pass_thread(changed, Origin::kSlab)) << "the changed request is not planned";
+    EXPECT_EQ(stats().learned_pass_threads.load(), i + 1);
+  }
+  for (uint32_t i = 0; i < kThreadsThatAgree; ++i) {
+    EXPECT_TRUE(one_pass_thread(changed, Origin::kTag)) << "learning again: profiled";
+  }
+  EXPECT_EQ(stats().learned_passes.load(), 2u);
+  for (int i = 0; i < 4; ++i) EXPECT_TRUE(one_pass_thread(changed, Origin::kSlab));
+  EXPECT_EQ(slabs_in_use(), 0u);
+}
+
+// A pass learned again that agrees with nothing: after kRelearnOffers offers of passes that all
+// differ, the pass taken out is used again; and never more than kMaxRelearns times.
+TEST(EngineLearnedPass, APassIsLearnedAgainAtMostSoManyTimes) {
+  SKIP_UNLESS_ENGINE_PLANS();
+  if (!engine_options().detect) return;  // nothing is learned (the test above checks)
+  for (uint32_t i = 0; i < kThreadsThatAgree; ++i) one_pass_thread(network_pass(), Origin::kTag);
+  ASSERT_EQ(stats().learned_passes.load(), 1u);
+  const Script missing = with_changed_request(2);
+  size_t varied = 0;
+  for (uint32_t relearn = 0; relearn < kMaxRelearns + 1; ++relearn) {
+    for (uint32_t i = 0; i < kThreadsThatAgree; ++i) {
+      EXPECT_FALSE(one_pass_thread(missing, Origin::kTag)) << "started on the learned pass";
+    }
+    if (relearn == kMaxRelearns) break;
+    // Learning again: each thread's pass differs from every other's.
+    for (uint32_t i = 0; i < kRelearnOffers; ++i) {
+      EXPECT_TRUE(one_pass_thread(with_changed_request(5, 64 * ++varied), Origin::kTag));
+    }
+  }
+  EXPECT_EQ(stats().learned_passes.load(), 1u);
+  const uint64_t started = stats().learned_pass_threads.load();
+  EXPECT_FALSE(one_pass_thread(missing, Origin::kTag)) << "the pass is in use";
+  EXPECT_EQ(stats().learned_pass_threads.load(), started + 1);
+}
+
+// Threads whose first request is not the learned pass's do not start on it: three of them that
+// agree teach a pass of their own, and both kinds of thread replay from then on.
+TEST(EngineLearnedPass, ThreadsThatStartOnNoLearnedPassTeachTheirOwn) {
+  SKIP_UNLESS_ENGINE_PLANS();
+  if (!engine_options().detect) return;
+  for (uint32_t i = 0; i < kThreadsThatAgree; ++i) one_pass_thread(network_pass(), Origin::kTag);
+  const Script other = with_changed_request(0);
+  for (uint32_t i = 0; i < kThreadsThatAgree; ++i)
+    EXPECT_TRUE(one_pass_thread(other, Origin::kTag));
+  EXPECT_EQ(stats().learned_passes.load(), 2u);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_TRUE(one_pass_thread(other, Origin::kSlab));
+    EXPECT_TRUE(one_pass_thread(network_pass(), Origin::kSlab));
+  }
+}
+
 TEST(EngineThreadExit, ExitingThreadReturnsItsSlab) {
   SKIP_UNLESS_ENGINE_PLANS();
   engine_options();
