@@ -6,10 +6,12 @@
 #include <cerrno>
 #include <new>
 
+#include "detection.h"
 #include "engine.h"
 #include "lifecycle.h"
 #include "memoplan/plan_stage/planned_pass.h"
 #include "memoplan/record/trace_of.h"
+#include "recheck.h"
 #include "stats.h"
 
 namespace memoplan::shim {
@@ -213,6 +215,7 @@ void offer_locked(ThreadState& t) {
   Learning& l = learning;
   if (l.relearn_kind >= 0) release_parked_slabs();
   if (t.learned_pass) {
+    if (t.left_learned_pass) return;  // it was not the pass's: it says nothing of it
     for (int i = 0; i < kKinds; ++i) {
       if (in_use[i].load(std::memory_order_relaxed) == t.learned_pass) {
         note_thread_on_the_pass(t, i);
@@ -259,9 +262,20 @@ void offer_exited_thread_pass(ThreadState& t) {
   offers_lock.clear(std::memory_order_release);
 }
 
+void leave_learned_pass(ThreadState& t) {
+  t.left_learned_pass = true;
+  if (global().options.verbose) {
+    log_line(
+        "memoplan: thread %u: missed most of the learned pass it started on (it runs something "
+        "else): detecting its own",
+        t.index);
+  }
+  detect_again(t, 0, 0);
+}
+
 void adopt_learned_pass(ThreadState& t, uint64_t key) {
   const Global& g = global();
-  if (g.options.mode != Mode::kAuto || t.explicit_passes) return;
+  if (g.options.mode != Mode::kAuto || t.explicit_passes || t.left_learned_pass) return;
   const plan_stage::PlannedPass* pass = nullptr;
   for (int i = 0; i < kKinds && !pass; ++i) {
     const plan_stage::PlannedPass* p = in_use[i].load(std::memory_order_acquire);
@@ -278,6 +292,7 @@ void adopt_learned_pass(ThreadState& t, uint64_t key) {
   start.steady_from_start = true;
   if (install_replay(t, *pass, start)) {
     t.learned_pass = pass;
+    recheck_judge_adoption(t.recheck, static_cast<uint32_t>(pass->slots.size()));
     stats().learned_pass_threads.fetch_add(1, std::memory_order_relaxed);
   } else {
     run_unplanned(t);

@@ -32,6 +32,12 @@ inline constexpr uint32_t kRelearnOffers = 16;
 // At thread exit, outside the registry lock, under the reentry guard (threads.cc).
 void offer_exited_thread_pass(ThreadState& t);
 
+// A thread that started on a learned pass hit less than half of its first pass's requests (its
+// first request only looked like the pass's: a buffer every thread makes, on a thread that runs
+// something else): it profiles afresh, as from its start, and never starts on a learned pass
+// again. From the re-check (recheck.cc), its steady-state counts retracted.
+void leave_learned_pass(ThreadState& t);
+
 // A tracked request (its `key`) of a thread that is profiling, once Global::replay_pass_state is
 // 1: under mode:auto, at the learned pass's first request the thread starts replaying it (or runs
 // unplanned when it cannot: no slab left).

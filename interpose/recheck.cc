@@ -4,6 +4,7 @@
 #include "recheck.h"
 
 #include "detection.h"
+#include "learned_pass.h"
 #include "state.h"
 
 namespace memoplan::shim {
@@ -18,6 +19,16 @@ constexpr uint32_t kMissingWindows = 3;
 constexpr uint32_t kMaxRedetections = 8;
 constexpr uint32_t kCleanWindows = 4;  // windows without a miss that end a series of missing ones
 
+// This plan's "steady state" was not the program's: its requests count as before steady state.
+void retract_steady_state(const ReplayRecheck& r) {
+  stats().retracted_steady_hits.fetch_add(r.plan_steady_hits, std::memory_order_relaxed);
+  stats().retracted_steady.fetch_add(r.plan_steady_hits + r.plan_steady_misses,
+                                     std::memory_order_relaxed);
+  stats().retracted_between.fetch_add(r.plan_steady_between, std::memory_order_relaxed);
+  stats().steady_passes.fetch_sub(r.plan_steady_passes, std::memory_order_relaxed);
+  stats().full_passes.fetch_sub(r.plan_full_passes, std::memory_order_relaxed);
+}
+
 // The plan does not describe the pass: profile afresh, requiring a period that contains `key`
 // and is longer than the plan. The old arena stays until its last block is freed (retire_replay).
 __attribute__((noinline)) void start_redetection(ThreadState& t, uint64_t key) {
@@ -25,13 +36,7 @@ __attribute__((noinline)) void start_redetection(ThreadState& t, uint64_t key) {
   if (r.redetections >= kMaxRedetections || !global().options.detect) return;
   ++r.redetections;
   stats().redetections.fetch_add(1, std::memory_order_relaxed);
-  // This plan's "steady state" was not the program's: its requests count as before steady state.
-  stats().retracted_steady_hits.fetch_add(r.plan_steady_hits, std::memory_order_relaxed);
-  stats().retracted_steady.fetch_add(r.plan_steady_hits + r.plan_steady_misses,
-                                     std::memory_order_relaxed);
-  stats().retracted_between.fetch_add(r.plan_steady_between, std::memory_order_relaxed);
-  stats().steady_passes.fetch_sub(r.plan_steady_passes, std::memory_order_relaxed);
-  stats().full_passes.fetch_sub(r.plan_full_passes, std::memory_order_relaxed);
+  retract_steady_state(r);
   if (global().options.verbose) {
     log_line(
         "memoplan: thread %u: its plan of %u allocations does not describe the pass (a "
@@ -49,18 +54,36 @@ inline bool irregular_work_miss(ThreadState& t, uint64_t key) {
                         t.replay.matcher.cursor() == 0 && t.replay.replayed_passes != 0);
 }
 
+// A plan's windows: a few passes, at least 256 requests.
+uint32_t window_for(uint32_t slot_count) {
+  return slot_count < (1u << 28) ? (slot_count * 4 > 256 ? slot_count * 4 : 256) : (1u << 30);
+}
+
 }  // namespace
 
 void recheck_plan_installed(ReplayRecheck& r, uint32_t slot_count) {
   const uint32_t redetections = r.redetections;  // a thread's, over all its plans
   r = ReplayRecheck{};
   r.redetections = redetections;
-  r.window = slot_count < (1u << 28) ? (slot_count * 4 > 256 ? slot_count * 4 : 256) : (1u << 30);
+  r.window = window_for(slot_count);
+}
+
+void recheck_judge_adoption(ReplayRecheck& r, uint32_t slot_count) {
+  r.window = slot_count;
+  r.judge_adoption = true;
 }
 
 __attribute__((noinline)) void close_recheck_window(ThreadState& t) {
   ReplayRecheck& r = t.recheck;
   r.requests = 0;
+  if (__builtin_expect(r.judge_adoption, 0)) {
+    r.judge_adoption = false;
+    r.window = window_for(t.replay.slot_count);
+    if (r.plan_steady_misses > r.plan_steady_hits) {
+      retract_steady_state(r);
+      return leave_learned_pass(t);
+    }
+  }
   const uint64_t recurring = r.recurring;
   r.recurring = 0;
   if (r.missed_count) {  // a pass longer than a window leaves windows without its misses

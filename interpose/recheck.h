@@ -36,6 +36,9 @@ struct ReplayRecheck {
   uint64_t plan_steady_passes = 0, plan_full_passes = 0;  // the same for Stats' pass counts
   uint64_t plan_steady_between = 0;   // of the misses: irregular work between passes
   uint64_t misses_at_last_cycle = 0;  // plan_steady_misses when the last detected pass ended
+  // A learned pass just started on (learned_pass.h): the first window is one pass long, and at
+  // its end a thread that missed more of it than it hit leaves the pass (leave_learned_pass).
+  bool judge_adoption = false;
 };
 
 // A request under the plan: true when it closes a window (then close_recheck_window).
@@ -61,6 +64,10 @@ inline void recheck_pass_completed(ReplayRecheck& r, bool steady) {
 // A new plan of `slot_count` slots: the re-check starts afresh (the thread's redetections stay),
 // its window a few passes long.
 void recheck_plan_installed(ReplayRecheck& r, uint32_t slot_count);
+
+// The thread started on a learned pass of `slot_count` slots (after recheck_plan_installed): its
+// first window is that pass, and the pass is judged at its end.
+void recheck_judge_adoption(ReplayRecheck& r, uint32_t slot_count);
 
 // The window of requests is full: a key missed again in enough windows starts a re-detection.
 void close_recheck_window(ThreadState& t);

@@ -51,8 +51,10 @@ struct ThreadState {
   IrregularWork irregular;  // detect.cc's
   ReplayState replay;       // replay.cc's
   ReplayRecheck recheck;    // recheck.cc's (recheck.h)
-  // learned_pass.cc's: the learned pass this thread started on (nullptr: none).
+  // learned_pass.cc's: the learned pass this thread started on (nullptr: none), and whether it
+  // left it (leave_learned_pass).
   const plan_stage::PlannedPass* learned_pass = nullptr;
+  bool left_learned_pass = false;
   // stats.cc's: its steady-state hits and requests as of the last flush (note_thread_steady), for
   // statistics read while it runs (the fields they come from are the owner's own). Under
   // RegistryLock.

@@ -210,6 +210,29 @@ TEST(EngineLearnedPass, ThreadsThatStartOnNoLearnedPassTeachTheirOwn) {
   }
 }
 
+// A long-lived thread whose first request looks like the learned pass's (a buffer every thread
+// makes) but that runs something else: it leaves the pass after one pass's worth of requests and
+// detects its own, planned as any thread's (it would have stayed on the learned pass, missing,
+// for three re-check windows: 55 passes here).
+TEST(EngineLearnedPass, AThreadWhoseFirstRequestOnlyLooksLikeThePassLeavesIt) {
+  SKIP_UNLESS_ENGINE_PLANS();
+  if (!engine_options().detect) return;
+  for (uint32_t i = 0; i < kThreadsThatAgree; ++i) one_pass_thread(network_pass(), Origin::kTag);
+  ASSERT_EQ(stats().learned_passes.load(), 1u);
+  Script other = network_pass();
+  size_t allocs = 0;
+  for (Op& op : other) {
+    if (op.kind == Op::kAlloc && allocs++ != 0) op.size += 128;  // all but the first request
+  }
+  on_fresh_thread([&] {
+    Heap heap;
+    for (uint64_t pass = 0; pass < kDetectedPlanPasses + 6; ++pass) heap.pass(other, false);
+    EXPECT_TRUE(heap.last_pass_all(Origin::kSlab)) << heap.last_pass_origins();
+  });
+  EXPECT_EQ(stats().learned_pass_threads.load(), 1u) << "it started on the pass once";
+  EXPECT_TRUE(one_pass_thread(network_pass(), Origin::kSlab)) << "the pass stays in use";
+}
+
 TEST(EngineThreadExit, ExitingThreadReturnsItsSlab) {
   SKIP_UNLESS_ENGINE_PLANS();
   engine_options();
