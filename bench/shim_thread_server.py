@@ -7,12 +7,14 @@
 The server is the standard library's ThreadingHTTPServer (a new thread per request, as Flask's
 development server and many hand-written servers work) serving a torchvision model (weights=None,
 eval, one intra-op thread): each POST carries a 1x3xHxW float32 tensor, the answer is the top-5
-classes as JSON. A client process sends --requests requests from --clients threads (the first
---warmup of them untimed) and reports requests per second. Per configuration and round: a server
-process of its own with LD_PRELOAD set (glibc: nothing), its peak RSS (VmHWM at its end), and
-under the shim its statistics (stats_print: the share of steady-state tensor requests served from
-slabs, passes learned from exited threads). Rounds interleave the configurations (rotated by one
-per round); medians with quartiles.
+classes as JSON. A client process sends the first --warmup requests (untimed), a second one the
+rest of --requests, from --clients threads each, and reports requests per second. Per
+configuration and round: a server process of its own with LD_PRELOAD set (glibc: nothing), its
+CPU time and minor faults per timed request (/proc/PID/stat: on a machine the client shares,
+steadier than requests/s), its peak RSS (VmHWM at its end), and under the shim its statistics
+(stats_print: the share of steady-state tensor requests served from slabs, passes learned from
+exited threads). Rounds interleave the configurations (rotated by one per round); medians with
+minimum and maximum.
 """
 import argparse
 import http.client
@@ -105,6 +107,14 @@ def client(args):
     print(json.dumps({"rps": (args.requests - args.warmup) / elapsed, "answers": len(answers)}))
 
 
+def cpu_and_faults(pid):
+    """The process's user + system CPU seconds and minor faults so far (/proc/PID/stat)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    tick = os.sysconf("SC_CLK_TCK")
+    return (int(fields[11]) + int(fields[12])) / tick, int(fields[7])
+
+
 def run(args):
     shim = os.path.join(ROOT, args.build_dir, "interpose", "libmemoplan_preload.so")
     allocs = args.allocators.split(",")
@@ -122,13 +132,23 @@ def run(args):
             server = subprocess.Popen([sys.executable, __file__, "--serve"] + common, env=env,
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             assert server.stdout.readline().strip() == "ready"
-            out = subprocess.run([sys.executable, __file__, "--client", "--requests",
-                                  str(args.requests), "--warmup", str(args.warmup), "--clients",
-                                  str(args.clients)] + common, capture_output=True, text=True,
-                                 check=True).stdout
+
+            def send(requests):  # a client process; its requests/s over all of them
+                return subprocess.run([sys.executable, __file__, "--client", "--requests",
+                                       str(requests), "--warmup", "0", "--clients",
+                                       str(args.clients)] + common, capture_output=True,
+                                      text=True, check=True).stdout
+
+            send(args.warmup)
+            before = cpu_and_faults(server.pid)
+            out = send(args.requests - args.warmup)
+            after = cpu_and_faults(server.pid)
             server.send_signal(signal.SIGTERM)
             stdout, stderr = server.communicate(timeout=120)
             row = json.loads(out)
+            timed = args.requests - args.warmup
+            row["cpu_ms"] = (after[0] - before[0]) * 1000 / timed
+            row["faults"] = (after[1] - before[1]) / timed
             row["peak_rss_mib"] = int(re.search(r"peak_rss_kib (\d+)", stdout).group(1)) / 1024
             served = re.search(r"planned ([\d.]+)% of (\d+) steady-state", stderr)
             learned = re.search(r"passes learned from exited threads (\d+), threads that started "
@@ -136,19 +156,24 @@ def run(args):
             row["served"] = f"{served.group(1)}% of {served.group(2)}" if served else ""
             row["learned"] = f"{learned.group(1)}/{learned.group(2)}" if learned else ""
             results[alloc].append(row)
-            print(f"round {r} {alloc:9s} {row['rps']:6.2f} req/s  {row['peak_rss_mib']:6.1f} MiB"
+            print(f"round {r} {alloc:9s} {row['rps']:6.2f} req/s  {row['cpu_ms']:6.2f} CPU ms/req  "
+                  f"{row['faults']:6.1f} faults/req  {row['peak_rss_mib']:6.1f} MiB"
                   f"  answers {row['answers']}  {row['served']}  learned {row['learned']}",
                   flush=True)
     plain = [a for a in results if not a.startswith("shim")]
     best = max(statistics.median(x["rps"] for x in results[a]) for a in plain)
     low = min(statistics.median(x["peak_rss_mib"] for x in results[a]) for a in plain)
-    print("| allocator | req/s median (min-max) | / best | peak RSS MiB | served (shim) |")
-    print("|---|---|---|---|---|")
+    print("| allocator | req/s median (min-max) | / best | server CPU ms/req (min-max) | "
+          "faults/req | peak RSS MiB | served (shim) |")
+    print("|---|---|---|---|---|---|---|")
     for a, v in results.items():
         rps = [x["rps"] for x in v]
+        cpu = [x["cpu_ms"] for x in v]
         rss = statistics.median(x["peak_rss_mib"] for x in v)
         print(f"| {a} | {statistics.median(rps):.2f} ({min(rps):.2f}-{max(rps):.2f}) | "
-              f"{statistics.median(rps) / best:.3f} | {rss:.1f} ({rss - low:+.1f}) | "
+              f"{statistics.median(rps) / best:.3f} | {statistics.median(cpu):.2f} "
+              f"({min(cpu):.2f}-{max(cpu):.2f}) | "
+              f"{statistics.median(x['faults'] for x in v):.0f} | {rss:.1f} ({rss - low:+.1f}) | "
               f"{v[-1]['served']} |")
 
 

@@ -52,7 +52,7 @@ struct Learning {
   const plan_stage::PlannedPass* relearn_pass = nullptr;
   uint32_t relearn_offers_left = 0;
 };
-Learning learning;
+MEMOPLAN_CONSTINIT Learning learning;  // see state.h
 // Try-lock only: an exiting thread that finds it held offers nothing (a fork child may inherit it
 // held; no thread ever waits on it).
 std::atomic_flag offers_lock = ATOMIC_FLAG_INIT;
