@@ -37,6 +37,9 @@ std::atomic<const plan_stage::PlannedPass*> in_use[kKinds];
 struct Learning {
   Offer offers[kOffers];
   uint64_t offers_made = 0;
+  // Every pass published, in order: kept for good (a thread may be starting on one taken out)
+  // and so still reachable.
+  const plan_stage::PlannedPass* published[kMaxPublications] = {};
   uint32_t publications = 0;
   uint64_t fingerprint[kKinds] = {};  // in_use[i]'s
   // The threads that started on in_use[i] and exited, the last `streak` of them in a row each
@@ -142,7 +145,7 @@ void publish(const ThreadState& t, uint64_t count, uint64_t fingerprint, int kin
     return;
   }
   Learning& l = learning;
-  ++l.publications;
+  l.published[l.publications++] = published;
   const bool again = kind == l.relearn_kind;
   if (again) end_relearning(/*put_back=*/false);
   l.fingerprint[kind] = fingerprint;
