@@ -9,7 +9,7 @@
   else is unloaded (the first still answers, bit for bit);
 - a model under a budget (config.json "budget") serves the stock outputs bit for bit, within its
   budget, and a budget with the tuned kernels is refused;
-- unloading gives the memory back: after its handler threads have served and one load/unload has
+- unloading gives the memory back: after its handler threads have served and two load/unloads have
   warmed the process (the runtime's one-time costs: oneDNN's generated code, kernel choices), 20
   unload/load/infer cycles, each leaving the server's VmRSS after the unload within 10% of the
   model's charged bytes of the cycle before's, and the last ten within that slack of each other.
@@ -29,18 +29,19 @@ from serve_client import (Server, check, infer_body, metrics, outputs_of, refere
 import torch  # noqa: E402
 
 CYCLES = 20
-SHAPE = [1, 3, 16, 16]
+SHAPE = [1, 3, 8, 8]
 
 
 class Wide(torch.nn.Module):
-    """A conv net with 25 MiB of weights, so the memory figures stand well above the noise."""
+    """A conv net with 30.5 MiB of weights, so the memory figures stand well above the noise (the
+    cycles' slack is 10% of them: 3.1 MiB, against the allocator's ~0.1 MiB a cycle, below)."""
 
     def __init__(self):
         super().__init__()
         torch.manual_seed(7)
         self.stem = torch.nn.Conv2d(3, 256, 3, padding=1)
         self.convs = torch.nn.Sequential(*[torch.nn.Conv2d(256, 256, 3, padding=1)
-                                           for _ in range(5)])
+                                           for _ in range(10)])
         self.fc = torch.nn.Linear(256 * 4 * 4, 512)
 
     def forward(self, x):
@@ -169,6 +170,13 @@ def run(binary, tmp):
                 {"Content-Type": "application/json"})) for _ in range(64)]
             [t.start() for t in threads]
             [t.join() for t in threads]
+        # The process's allocator (tcmalloc) keeps ~0.1 MiB more of its heap after each of the
+        # first cycles, less and less: measured over 100 cycles of the 19 MiB model, VmRSS rose
+        # 2.8 MiB over the first 50 and 0.3 over the last 30, while the live heap after 3 and 13
+        # cycles differed by 40 KiB (heaptrack). Two cycles warm it; the model is large enough
+        # for the 20 cycles' rise (0.6-1.3 MiB per 10 in the Debian 13 root) to stay well inside
+        # the 10% slack, which a 2.1 MiB slack did not always do in CI.
+        cycle()
         cycle()
         slack = 0.10 * charged
         history = [cycle()]
