@@ -14,7 +14,7 @@ CPU time and minor faults per timed request (/proc/PID/stat: on a machine the cl
 steadier than requests/s), its peak RSS (VmHWM at its end), and under the shim its statistics
 (stats_print: the share of steady-state tensor requests served from slabs, passes learned from
 exited threads). Rounds interleave the configurations (rotated by one per round); medians with
-minimum and maximum.
+minimum and maximum. shim-glibc and shim-tcmalloc: the shim with glibc or tcmalloc behind it.
 """
 import argparse
 import http.client
@@ -32,8 +32,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LIB = "/usr/lib/x86_64-linux-gnu"
 PRELOADS = {"glibc": "", "jemalloc": f"{LIB}/libjemalloc.so.2",
             "tcmalloc": f"{LIB}/libtcmalloc_minimal.so.4", "mimalloc": f"{LIB}/libmimalloc.so.2",
-            "shim": "SHIM", "shim-glibc": "SHIM", "shim-old": "OLD"}  # shim-old: --old-shim
+            "shim": "SHIM", "shim-glibc": "SHIM", "shim-tcmalloc": "SHIM",
+            "shim-old": "OLD"}  # shim-old: --old-shim
 CONF = {"shim-glibc": "fallback:next,"}  # glibc behind the shim
+AFTER = {"shim-tcmalloc": f"{LIB}/libtcmalloc_minimal.so.4"}  # preloaded after the shim: its fallback
 
 
 def serve(args):
@@ -125,8 +127,9 @@ def run(args):
             env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
             env.pop("LD_PRELOAD", None)
             if PRELOADS[alloc]:
-                env["LD_PRELOAD"] = {"SHIM": shim, "OLD": args.old_shim}.get(PRELOADS[alloc],
-                                                                              PRELOADS[alloc])
+                env["LD_PRELOAD"] = ":".join(
+                    [{"SHIM": shim, "OLD": args.old_shim}.get(PRELOADS[alloc], PRELOADS[alloc])] +
+                    ([AFTER[alloc]] if alloc in AFTER else []))
             env["MEMOPLAN_CONF"] = CONF.get(alloc, "") + "stats_print:true"
             common = ["--model", args.model, "--size", str(args.size), "--port", str(args.port)]
             server = subprocess.Popen([sys.executable, __file__, "--serve"] + common, env=env,
