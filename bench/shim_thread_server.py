@@ -29,13 +29,10 @@ import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-LIB = "/usr/lib/x86_64-linux-gnu"
-PRELOADS = {"glibc": "", "jemalloc": f"{LIB}/libjemalloc.so.2",
-            "tcmalloc": f"{LIB}/libtcmalloc_minimal.so.4", "mimalloc": f"{LIB}/libmimalloc.so.2",
-            "shim": "SHIM", "shim-glibc": "SHIM", "shim-tcmalloc": "SHIM",
-            "shim-old": "OLD"}  # shim-old: --old-shim
-CONF = {"shim-glibc": "fallback:next,"}  # glibc behind the shim
-AFTER = {"shim-tcmalloc": f"{LIB}/libtcmalloc_minimal.so.4"}  # preloaded after the shim: its fallback
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# The configurations (preloaded libraries, MEMOPLAN_CONF) are run_shim_programs.py's: shim-glibc
+# and shim-tcmalloc put glibc or tcmalloc behind the shim, shim-old is --old-shim.
+from run_shim_programs import ALLOCATORS  # noqa: E402
 
 
 def serve(args):
@@ -126,11 +123,11 @@ def run(args):
         for alloc in order:
             env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
             env.pop("LD_PRELOAD", None)
-            if PRELOADS[alloc]:
-                env["LD_PRELOAD"] = ":".join(
-                    [{"SHIM": shim, "OLD": args.old_shim}.get(PRELOADS[alloc], PRELOADS[alloc])] +
-                    ([AFTER[alloc]] if alloc in AFTER else []))
-            env["MEMOPLAN_CONF"] = CONF.get(alloc, "") + "stats_print:true"
+            preloads, conf, _ = ALLOCATORS[alloc]
+            if preloads:
+                env["LD_PRELOAD"] = ":".join({"SHIM": shim, "OLD": args.old_shim}.get(lib, lib)
+                                             for lib in preloads)
+            env["MEMOPLAN_CONF"] = (conf + "," if conf else "") + "stats_print:true"
             common = ["--model", args.model, "--size", str(args.size), "--port", str(args.port)]
             server = subprocess.Popen([sys.executable, __file__, "--serve"] + common, env=env,
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
