@@ -54,7 +54,7 @@ struct LinearOp {
 };
 
 std::atomic<uint64_t> tuned_calls{0}, stock_calls{0}, shapes_tuned{0}, weights_packed{0},
-    residuals_in_place{0}, convolutions_resolved{0};
+    residuals_in_place{0}, convolutions_run{0}, convolutions_resolved{0};
 
 // What one shape measured: aten vs memoplan's side (tuned::project), milliseconds per call.
 using ShapeChoice = tuned::Measured;
@@ -188,7 +188,10 @@ bool packable(const at::Tensor& w) {
 
 void count(bool tuned) { ++(tuned ? tuned_calls : stock_calls); }
 void count_in_place() { ++residuals_in_place; }
-void count_resolved() { convolutions_resolved.fetch_add(1, std::memory_order_relaxed); }
+void count_convolution(bool resolved) {
+  convolutions_run.fetch_add(1, std::memory_order_relaxed);
+  if (resolved) convolutions_resolved.fetch_add(1, std::memory_order_relaxed);
+}
 
 kernels::GemmConfig best_config(int64_t m, int64_t k, int64_t n, Activation activation, bool bias,
                                 bool prepacked) {
@@ -388,8 +391,9 @@ const bool registered = (register_kernels(Kernels::kTuned, &kTunedSet), true);
 }  // namespace
 
 KernelStats kernel_stats() {
-  return {tuned_calls.load(),    stock_calls.load(),        shapes_tuned.load(),
-          weights_packed.load(), residuals_in_place.load(), convolutions_resolved.load()};
+  return {tuned_calls.load(),        stock_calls.load(),      shapes_tuned.load(),
+          weights_packed.load(),     residuals_in_place.load(), convolutions_run.load(),
+          convolutions_resolved.load()};
 }
 
 }  // namespace memoplan::torch_ext

@@ -110,7 +110,9 @@ double fastest_ms(const std::function<void()>& call, int rounds);
 KernelChoice choice();   // kernel_options().choice, one atomic load (kernel_options.cc)
 void count(bool tuned);  // one call run by memoplan's kernels (true) or by aten (false)
 void count_in_place();   // one convolution that wrote over its dying residual
-void count_resolved();   // one convolution that ran what its site resolved before
+// One convolution run by a primitive in the blocked layout; `resolved`: it ran what its site
+// resolved before (no cache looked up).
+void count_convolution(bool resolved);
 
 // aten::linear(x, w, b) then the activation, on memoplan's GEMM where this shape measured faster
 // (w packed at `site`), else on aten.

@@ -153,13 +153,18 @@ TEST(BlockedLayout, ConvolutionsRunWhatTheirSiteResolvedUntilTheirWeightsChange)
   at::set_num_threads(1);
   torch::jit::Module reference = blocks(), planned = blocks();
   const at::Tensor x = torch::randn({1, 3, 40, 40});
+  struct Calls {  // convolutions a primitive ran, and of them those that ran what was resolved
+    uint64_t run = 0, resolved = 0;
+  };
   auto passes = [&](int n, const char* what) {
     c10::InferenceMode guard;
     const KernelStats before = kernel_stats();
     for (int pass = 0; pass < n; ++pass) {
       expect_close(planned.forward({x}), reference.forward({x}), what);
     }
-    return kernel_stats().convolutions_resolved - before.convolutions_resolved;
+    const KernelStats after = kernel_stats();
+    return Calls{after.convolutions_run - before.convolutions_run,
+                 after.convolutions_resolved - before.convolutions_resolved};
   };
   {
     c10::InferenceMode guard;
@@ -167,15 +172,23 @@ TEST(BlockedLayout, ConvolutionsRunWhatTheirSiteResolvedUntilTheirWeightsChange)
   }
   if (!blocked_layout_here()) GTEST_SKIP() << testing::onednn_off_here();
   passes(1, "first pass after plan()");  // resolves
-  const uint64_t per_pass = passes(1, "second pass");
-  EXPECT_GE(per_pass, 10u) << kernel_report();  // 13 convolutions, a few may stay on aten
-  EXPECT_EQ(passes(3, "three passes"), 3 * per_pass);
-  // Whether every call runs resolved again within four passes (forms made anew in a pass move
-  // the generation: its later calls resolve afresh, the next pass keeps them).
+  const Calls per_pass = passes(1, "second pass");
+  EXPECT_GE(per_pass.resolved, 10u) << kernel_report();  // 13 convolutions, a few may stay on aten
+  EXPECT_EQ(per_pass.resolved, per_pass.run) << kernel_report();
+  EXPECT_EQ(passes(3, "three passes").resolved, 3 * per_pass.resolved);
+  // Whether every convolution a primitive runs runs resolved again within four passes (forms made
+  // anew in a pass move the generation: its later calls resolve afresh, the next pass keeps them).
+  // Against the pass's own calls, not per_pass: a layout plan measured again (forget_module) may
+  // put another convolution on aten, timings being what they are (CI's ASan runs did).
   auto settles = [&](const char* what) {
+    Calls last;
     for (int pass = 0; pass < 4; ++pass) {
-      if (passes(1, what) == per_pass) return true;
+      last = passes(1, what);
+      if (last.run > 0 && last.resolved == last.run) return true;
     }
+    ADD_FAILURE() << what << ": the last pass resolved " << last.resolved << " of " << last.run
+                  << " convolutions\n"
+                  << kernel_report();
     return false;
   };
   {
@@ -187,18 +200,24 @@ TEST(BlockedLayout, ConvolutionsRunWhatTheirSiteResolvedUntilTheirWeightsChange)
   }
   // The first pass packs the two changed sites again (their sources' versions moved): fewer calls
   // run resolved; within a few passes all of them again, with the new values.
-  EXPECT_LT(passes(1, "changed weights"), per_pass);
+  EXPECT_LT(passes(1, "changed weights").resolved, per_pass.resolved);
   EXPECT_TRUE(settles("changed weights, again"));
   {
     c10::InferenceMode guard;
     plan(planned, {x}, tuned());  // a census: every resolved call goes
   }
-  EXPECT_EQ(passes(1, "first pass after plan() again"), 0u);
-  EXPECT_EQ(passes(1, "then"), per_pass);
+  EXPECT_EQ(passes(1, "first pass after plan() again").resolved, 0u);
+  EXPECT_EQ(passes(1, "then").resolved, per_pass.resolved);
   const int64_t before = tuned::packed_bytes(-1);
   forget_module(planned);
   EXPECT_LT(tuned::packed_bytes(-1), before);
   EXPECT_TRUE(settles("forgotten: made again on use, then resolved"));
+  // The same where the plan measured again differs from the first (every activation NHWC here):
+  // whatever runs on a primitive runs resolved once it settles.
+  forget_module(planned);
+  OptionsGuard options;
+  options.set([](KernelOptions& o) { o.region_layout = RegionLayout::kNhwc; });
+  EXPECT_TRUE(settles("forgotten, then planned NHWC"));
 }
 
 // One thread alternating between two input shapes (two pass keys, each with its own layout plan

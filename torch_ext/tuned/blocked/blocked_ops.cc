@@ -267,7 +267,6 @@ at::Tensor conv(const at::Tensor& x_in, const ConvArgs& a) {
     if (keepable) keep(table, a.site, spec, sources, sole, r);
   } else {
     if (a.residual) check_residual(residual, *r.primitive, *a.residual);
-    tuned::count_resolved();
   }
   at::Tensor out = r.in_place ? residual : new_tensor(r.primitive->output(), a.output, x.options());
   at::Tensor scratch = scratchpad(r.primitive->scratchpad_bytes(), x.options());
@@ -275,6 +274,7 @@ at::Tensor conv(const at::Tensor& x_in, const ConvArgs& a) {
                    residual.defined() && !r.in_place ? residual.data_ptr<float>() : nullptr,
                    out.data_ptr<float>(), data_or_null(scratch));
   tuned::count(true);
+  tuned::count_convolution(known != nullptr);
   if (r.in_place) tuned::count_in_place();
   return out;
 }

@@ -16,8 +16,10 @@ struct KernelStats {
   uint64_t shapes_tuned = 0;  // distinct (M, K, N, activation, bias, threads) measured
   uint64_t weights_packed = 0;
   uint64_t residuals_in_place = 0;  // convolutions that wrote over their dying residual operand
-  // Convolution calls that ran what an earlier call of their site resolved (its primitive,
-  // packing and bias, no cache looked up: tuned/blocked/blocked_ops.cc).
+  // Convolution calls in the blocked layout run by a primitive (oneDNN's or memoplan's Winograd),
+  // and of them those that ran what an earlier call of their site resolved (its primitive, packing
+  // and bias, no cache looked up: tuned/blocked/blocked_ops.cc).
+  uint64_t convolutions_run = 0;
   uint64_t convolutions_resolved = 0;
 };
 KernelStats kernel_stats();
