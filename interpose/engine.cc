@@ -28,7 +28,6 @@ extern char** environ;
 namespace memoplan::shim {
 
 MEMOPLAN_CONSTINIT Unplanned unplanned;  // see state.h
-__thread int* tls_errno __attribute__((tls_model("initial-exec"))) = nullptr;
 
 namespace {
 
@@ -90,7 +89,6 @@ void publish_unplanned() {
   unplanned.calloc = plain.calloc;
   unplanned.realloc = plain.realloc;
   unplanned.usable_size = plain.usable_size;
-  unplanned.free_keeps_errno = plain.free_keeps_errno;
   unplanned.tags_base = g.tags.region().base();
   unplanned.tags_size = g.tags.region().size();
   unplanned.slabs_base = g.slabs.region().base();

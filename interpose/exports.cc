@@ -61,12 +61,12 @@ inline size_t page_size() {
   return page;
 }
 
-// free and every operator delete: the fallback's free for a block the shim did not hand out.
+// free and every operator delete: the fallback's free for a block the shim did not hand out, a
+// tail call (errno as that free leaves it: unplanned.h).
 inline void release(void* p) {
   void (*fallback_free)(void*) = unplanned.free.load(std::memory_order_acquire);
   if (__builtin_expect(fallback_free != nullptr && !unplanned.may_own(p), 1)) {
-    if (unplanned.free_keeps_errno) return fallback_free(p);
-    return free_keeping_errno(fallback_free, p);
+    return fallback_free(p);
   }
   engine_free(p);
 }
@@ -87,8 +87,8 @@ __attribute__((visibility("default"))) void* malloc(size_t size) {
   return engine_alloc(size, kMinAlign, false);
 }
 
-// free keeps errno (POSIX 2024): the engine keeps it on every path, and release() around a
-// fallback whose free may change it.
+// free keeps errno (POSIX 2024) on the engine's every path; a block of the fallback's keeps it as
+// the fallback's own free does (unplanned.h).
 __attribute__((visibility("default"))) void free(void* p) { release(p); }
 
 __attribute__((visibility("default"))) void cfree(void* p) { free(p); }

@@ -303,7 +303,6 @@ bool plain(Plain& out) {
   out.realloc = fn.realloc;
   out.free = fn.free;
   out.usable_size = fn.usable;
-  out.free_keeps_errno = glibc_free_keeps_errno;
   return true;
 }
 

@@ -40,7 +40,7 @@ const char* name();
 bool maps_each_large_block();
 
 // The fallback's own C functions, for the exported functions' direct path (unplanned.h). Unlike
-// fallback::free, `free` may change errno (the caller keeps it unless free_keeps_errno()); a
+// fallback::free, `free` may change errno where the fallback's does (unplanned.h); a
 // failing call sets ENOMEM (mimalloc's through its error handler, registered by init). False,
 // with nothing set, under fallback:jemalloc (its mallocx API has no plain functions).
 struct Plain {
@@ -49,7 +49,6 @@ struct Plain {
   void* (*realloc)(void*, size_t) = nullptr;
   void (*free)(void*) = nullptr;
   size_t (*usable_size)(void*) = nullptr;  // null where the chain has no malloc_usable_size
-  bool free_keeps_errno = false;           // glibc's since 2.33: no save and restore around it
 };
 bool plain(Plain& out);
 

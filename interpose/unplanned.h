@@ -6,13 +6,19 @@
 // only requests the shim may plan and its own blocks take. Measured by bench/shim_bench
 // BM_Malloc64 (docs/SHIM_BENCH.md).
 //
+// errno: free of a fallback's block is that allocator's free, tail-called, so errno is what it
+// leaves. glibc's keeps errno (POSIX 2024; glibc >= 2.33); mimalloc 2.0.9's changes it only when a
+// kernel call inside it fails (munmap, madvise or mprotect while it decommits or releases memory;
+// its src/os.c), as mimalloc alone does. Saving and restoring errno around it cost 0.9-1.0 ns of a
+// 5.3 ns 64-byte pair (half the shim's overhead there), so it is not done; fallback:next over glibc
+// keeps errno on every free. The engine's path keeps errno always.
+//
 // One cache line, written by initialization (engine.cc) before it publishes the functions with a
 // release store, read without locks after; all null before (every request then takes the engine's
 // path, which serves the bootstrap pool), and with fallback:jemalloc (mallocx API only).
 #pragma once
 
 #include <atomic>
-#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 
@@ -30,8 +36,6 @@ struct alignas(64) Unplanned {
   size_t (*usable_size)(void*) = nullptr;  // may stay null (no malloc_usable_size in the chain)
   // The fallback's free; published with release after everything above and the regions.
   std::atomic<void (*)(void*)> free{nullptr};
-  // glibc >= 2.33's free keeps errno; around the others', free_keeping_errno keeps it.
-  bool free_keeps_errno = false;
   // The shim's own blocks: the tag region (profiling) and the slab region (replay), each
   // [base, base + size); empty under mode:off.
   uintptr_t tags_base = 0, tags_size = 0, slabs_base = 0, slabs_size = 0;
@@ -44,16 +48,5 @@ struct alignas(64) Unplanned {
 };
 
 extern Unplanned unplanned;
-
-// free with errno kept (POSIX 2024) around a fallback that promises nothing: errno's address is
-// read once per thread (a call into libc), then kept in initial-exec TLS.
-extern __thread int* tls_errno __attribute__((tls_model("initial-exec")));
-inline void free_keeping_errno(void (*release)(void*), void* p) {
-  int* e = tls_errno;
-  if (__builtin_expect(e == nullptr, 0)) tls_errno = e = &errno;
-  const int saved = *e;
-  release(p);
-  *e = saved;
-}
 
 }  // namespace memoplan::shim
