@@ -9,7 +9,8 @@
 namespace memoplan::shim::bootstrap {
 
 inline constexpr size_t kPoolBytes = 1 << 20;
-extern char pool[kPoolBytes];
+// Hidden: free's range check reads its address directly, not through the GOT.
+extern char pool[kPoolBytes] __attribute__((visibility("hidden")));
 
 void* allocate(size_t size, size_t alignment);  // nullptr + ENOMEM when exhausted
 // Inline: every free asks, before anything else.
