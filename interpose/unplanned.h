@@ -4,7 +4,7 @@
 // the fallback's after one range check per region. Nothing else runs there: thread state,
 // counters, call-site keys and pass bookkeeping belong to the engine's path (engine.h), which
 // only requests the shim may plan and its own blocks take. Measured by bench/shim_bench
-// BM_Malloc64 (docs/SHIM_BENCH.md).
+// BM_Malloc64 (docs/SHIM.md, cost model).
 //
 // errno: free of a fallback's block is that allocator's free, tail-called, so errno is what it
 // leaves. glibc's keeps errno (POSIX 2024; glibc >= 2.33); mimalloc 2.0.9's changes it only when a
