@@ -391,8 +391,8 @@ const bool registered = (register_kernels(Kernels::kTuned, &kTunedSet), true);
 }  // namespace
 
 KernelStats kernel_stats() {
-  return {tuned_calls.load(),        stock_calls.load(),      shapes_tuned.load(),
-          weights_packed.load(),     residuals_in_place.load(), convolutions_run.load(),
+  return {tuned_calls.load(),          stock_calls.load(),        shapes_tuned.load(),
+          weights_packed.load(),       residuals_in_place.load(), convolutions_run.load(),
           convolutions_resolved.load()};
 }
 
