@@ -294,9 +294,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void close(ConnectionEnd why) {
     if (closed_) return;
     closed_ = true;
+    // Counted before the socket closes: a client that sees the close and then reads the metrics
+    // (from another loop thread) finds it counted.
+    front_.metrics.connection_closed(why);
     stream_.close();  // its timer too; a pending step completes with operation_aborted
     release_charge();
-    front_.metrics.connection_closed(why);
     const size_t left = front_.table.remove(this);
     if (left == 0 && front_.stopping && front_.on_last_closed) front_.on_last_closed();
   }

@@ -92,8 +92,9 @@ struct HttpServer::Impl {
     if (ec) return metrics.connection_closed(ConnectionEnd::kClient);  // gone already
     const ConnectionEnd refusal = table->admit(peer.address());
     if (refusal != ConnectionEnd::kClient) {
+      metrics.connection_closed(refusal);  // counted before the client can see the close
       socket.close(ec);
-      return metrics.connection_closed(refusal);
+      return;
     }
     // Without it, Nagle's algorithm holds the body segment after the header segment for the
     // client's delayed ACK: 40 ms on every response.

@@ -147,6 +147,14 @@ def closes(server, before, reason):
     return metrics(server).get(key, 0) - before.get(key, 0)
 
 
+def closes_by_reason(server, before):
+    """Every reason's closes since `before`, those with any: for a failure's message."""
+    prefix = 'memoplan_serve_http_connections_closed_total{reason="'
+    now = metrics(server)
+    return {k[len(prefix):-2]: v - before.get(k, 0) for k, v in now.items()
+            if k.startswith(prefix) and v != before.get(k, 0)}
+
+
 def port_of(server):
     return int(server.base.rsplit(":", 1)[1])
 
@@ -193,7 +201,8 @@ def slow_headers(server, prober_args):
     done = wait_closed(socks, opened + HEADER_TIMEOUT + 2.0, "slow headers")
     prober.stop("%d slow header senders" % n)
     got = closes(server, before, "header_timeout")
-    check(got >= n, "slow headers: %d closed for header_timeout, expected %d" % (got, n))
+    check(got >= n, "slow headers: %d closed for header_timeout, expected %d (all closes: %s)"
+          % (got, n, closes_by_reason(server, before)))
     print("    closed %.1f s after they opened (deadline %.0f s)" % (done - opened, HEADER_TIMEOUT))
     close_all(socks)
 
@@ -210,7 +219,8 @@ def slow_bodies(server, prober_args):
     done = wait_closed(socks, opened + HEADER_TIMEOUT + 3.0, "slow bodies")
     prober.stop("%d slow body senders" % n)
     got = closes(server, before, "body_timeout")
-    check(got >= n, "slow bodies: %d closed for body_timeout, expected %d" % (got, n))
+    check(got >= n, "slow bodies: %d closed for body_timeout, expected %d (all closes: %s)"
+          % (got, n, closes_by_reason(server, before)))
     print("    closed %.1f s after their header" % (done - opened))
     close_all(socks)
 
@@ -230,7 +240,8 @@ def idle_keep_alive(server, prober_args):
     done = wait_closed(socks, answered + IDLE_TIMEOUT + 2.0, "idle keep-alive")
     prober.stop("%d idle keep-alive connections" % n)
     got = closes(server, before, "idle_timeout")
-    check(got >= n, "idle: %d closed for idle_timeout, expected %d" % (got, n))
+    check(got >= n, "idle: %d closed for idle_timeout, expected %d (all closes: %s)"
+          % (got, n, closes_by_reason(server, before)))
     print("    closed %.1f s after their answer (idle timeout %.0f s)"
           % (done - answered, IDLE_TIMEOUT))
     close_all(socks)
