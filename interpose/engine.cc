@@ -80,8 +80,44 @@ const char* find_env(const char* name) {
 bool slab_map_fault() { return fault::should_fail(fault::Site::kSlabCommit); }
 bool tag_commit_fault() { return fault::should_fail(fault::Site::kTagCommit); }
 
-// The exported functions' direct path (unplanned.h): the regions first, then free, then the
-// size limit that opens malloc's. Not under fallback:jemalloc (no plain functions).
+// The shim's span: [tags | slabs | bootstrap pool], so that "did the shim hand this block out?" is
+// one range check on free's direct path (unplanned.h). 16 TiB of tag slots; where the address
+// space is smaller (sanitizers, ulimit -v), smaller slots (larger allocations then go untracked).
+// The tag region starts on a multiple of its size, as its own reservation would; the slabs follow
+// on a multiple of theirs (1 GiB by default), the pool after them. Reserving allocates nothing:
+// it runs before anything that could. False (errno set): none could be had.
+bool reserve_span(replay::ArenaRegion::Config& slabs) {
+  constexpr uint64_t kPoolSpan = bootstrap::kPoolBytes;
+  for (unsigned shift = kTagShift; shift >= 20; shift -= 4) {
+    const uint64_t tag_bytes = record::TagRegion::bytes(shift);
+    const uint64_t slab_bytes = replay::ArenaRegion::bytes(slabs);
+    if (tag_bytes % (uint64_t{1} << slabs.largest_shift)) continue;  // slabs off their alignment
+    const uintptr_t base = vm::reserve_range(tag_bytes + slab_bytes + kPoolSpan, tag_bytes);
+    if (!base) continue;
+    slabs.within = base + tag_bytes;
+    char* pool = reinterpret_cast<char*>(base + tag_bytes + slab_bytes);
+    if (g.tags.adopt(base, shift) && g.slabs.reserve(slabs) &&
+        mmap(pool, kPoolSpan, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1,
+             0) != MAP_FAILED) {
+      g.span_base = base;
+      g.span_size = tag_bytes + slab_bytes + kPoolSpan;
+      bootstrap::place(pool);
+      return true;
+    }
+    const int saved = errno;
+    g.tags.release_all();
+    g.slabs.release_all();
+    munmap(reinterpret_cast<void*>(base), tag_bytes + slab_bytes + kPoolSpan);
+    errno = saved;
+    slabs.within = 0;
+  }
+  return false;
+}
+
+// The exported functions' direct path (unplanned.h): the range, then free, then the size limit
+// that opens malloc's. Not under fallback:jemalloc (no plain functions). Where the static pool
+// served a block although a span came (something allocated on the initializing thread before the
+// span existed), one range holds not every block of the shim's: free keeps the engine's path.
 void publish_unplanned() {
   fallback::Plain plain;
   if (!fallback::plain(plain)) return;
@@ -89,11 +125,14 @@ void publish_unplanned() {
   unplanned.calloc = plain.calloc;
   unplanned.realloc = plain.realloc;
   unplanned.usable_size = plain.usable_size;
-  unplanned.tags_base = g.tags.region().base();
-  unplanned.tags_size = g.tags.region().size();
-  unplanned.slabs_base = g.slabs.region().base();
-  unplanned.slabs_size = g.slabs.region().size();
-  unplanned.free.store(plain.free, std::memory_order_release);
+  if (g.span_base) {
+    unplanned.own_base = g.span_base;
+    unplanned.own_size = g.span_size;
+  } else {
+    unplanned.own_base = reinterpret_cast<uintptr_t>(bootstrap::pool);
+    unplanned.own_size = bootstrap::kPoolBytes;
+  }
+  if (!bootstrap::static_pool_used()) unplanned.free.store(plain.free, std::memory_order_release);
   unplanned.direct_below.store(g.mode_off ? SIZE_MAX : g.options.min_size,
                                std::memory_order_release);
 }
@@ -101,6 +140,7 @@ void publish_unplanned() {
 void initialize() {
   int expected = 0;
   if (!g.init_state.compare_exchange_strong(expected, 1)) return;
+  bootstrap::begin();
   const char* conf = find_env("MEMOPLAN_CONF");
   fault::parse_rules(find_env("MEMOPLAN_FAULTS"));  // the fault-injection build only
   parse_options(conf, g.options, warn_line);
@@ -108,6 +148,28 @@ void initialize() {
     const int fd = open(g.options.log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (fd >= 0) g.log_fd = fd;
   }
+  g.mode_off = g.options.mode == Mode::kOff;
+  replay::ArenaRegion::Config slabs;
+  slabs.largest_shift = slabs.smallest_shift =
+      static_cast<unsigned>(__builtin_ctzll(g.options.slab_max));
+  slabs.arenas = static_cast<uint32_t>(g.options.threads);
+  slabs.track_sizes = true;  // malloc_usable_size and realloc of any slab block
+  slabs.huge_pages = g.options.huge_pages;
+  // Slabs of exited threads stay mapped for the next thread on the same plan (a server with a
+  // thread per request, learned_pass.h) until idle_release; as many as threads may have slabs.
+  slabs.parked = std::min(slabs.arenas, replay::ArenaRegion::kMaxParked);
+  if (!g.mode_off) {
+    bool ok = !fault::should_fail(fault::Site::kTagRegion);
+    if (!ok) errno = ENOMEM;
+    ok = ok && reserve_span(slabs);
+    if (!ok) {
+      log_line("memoplan: cannot reserve address space for tags and slabs (%s); running unplanned",
+               strerror(errno));
+      g.mode_off = true;
+      stats().address_space_failures.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+  if (g.mode_off) bootstrap::place(nullptr);  // the static pool it is
   const char* error = nullptr;
   if (!fallback::init(g.options.fallback, &error)) {
     // Without a real allocator nothing works; the bootstrap pool keeps us alive long enough to
@@ -117,40 +179,18 @@ void initialize() {
     return;
   }
   if (error) log_line("%s", error);
-  g.mode_off = g.options.mode == Mode::kOff;
   g.portable_keys = portable_keys(g.options);
   if (!g.mode_off) {
-    // 16 TiB of tag slots; where the address space is smaller (sanitizers, ulimit -v), smaller
-    // slots (larger allocations then go untracked).
-    bool ok = !fault::should_fail(fault::Site::kTagRegion);
-    if (!ok) errno = ENOMEM;
-    ok = ok && g.tags.reserve(kTagShift, 20, 4);
     // Profiled blocks of 32 KiB or less packed, up to 16 to a 64 KiB slot mapped once: sqlite3's
     // 4.1-7.5 KiB pages took two pages and a mapping each (peak RSS 49.5 MiB, 39.0 packed, 36.1
     // under mimalloc alone; time over mimalloc 1.06 with small slots, 1.03 packed).
-    if (ok) g.tags.share_small_slots();
+    g.tags.share_small_slots();
     g.tags.set_live_limit(tag_budget());
     g.tags.set_retain_bytes(g.options.profile_keep);
-    replay::ArenaRegion::Config slabs;
-    slabs.largest_shift = slabs.smallest_shift =
-        static_cast<unsigned>(__builtin_ctzll(g.options.slab_max));
-    slabs.arenas = static_cast<uint32_t>(g.options.threads);
-    slabs.track_sizes = true;  // malloc_usable_size and realloc of any slab block
-    slabs.huge_pages = g.options.huge_pages;
-    // Slabs of exited threads stay mapped for the next thread on the same plan (a server with a
-    // thread per request, learned_pass.h) until idle_release; as many as threads may have slabs.
-    slabs.parked = std::min(slabs.arenas, replay::ArenaRegion::kMaxParked);
-    ok = ok && g.slabs.reserve(slabs);
     g.slabs.set_counters(&stats());
     if (fault::kCompiledIn) {
       g.slabs.set_map_fault(&slab_map_fault);
       g.tags.set_commit_fault(&tag_commit_fault);
-    }
-    if (!ok) {
-      log_line("memoplan: cannot reserve address space for tags and slabs (%s); running unplanned",
-               strerror(errno));
-      g.mode_off = true;
-      stats().address_space_failures.fetch_add(1, std::memory_order_relaxed);
     }
   }
   if (!g.mode_off && fallback::maps_each_large_block()) {

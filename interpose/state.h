@@ -69,6 +69,8 @@ struct Global {
   bool mode_off = false;
   record::TagRegion tags;     // profiling: one slot per tracked allocation
   replay::ArenaRegion slabs;  // replay: one arena per thread
+  // [tags | slabs | bootstrap pool], reserved once (engine.cc); 0 under mode:off.
+  uintptr_t span_base = 0, span_size = 0;
   std::atomic<uint32_t> next_thread_index{0};
   // Threads that have not exited, for the statistics at exit. The lock also orders a thread's
   // flush of its counters against their reading.

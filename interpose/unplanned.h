@@ -1,7 +1,7 @@
 // The requests the shim leaves to its fallback, on the shortest path the exported functions can
 // take: malloc and calloc below min_size (every size under mode:off) call the fallback's own
 // function, and free, realloc and malloc_usable_size of a block the shim did not hand out call
-// the fallback's after one range check per region. Nothing else runs there: thread state,
+// the fallback's after one range check (the shim's span). Nothing else runs there: thread state,
 // counters, call-site keys and pass bookkeeping belong to the engine's path (engine.h), which
 // only requests the shim may plan and its own blocks take. Measured by bench/shim_bench
 // BM_Malloc64 (docs/SHIM.md, cost model).
@@ -22,8 +22,6 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "bootstrap.h"
-
 namespace memoplan::shim {
 
 struct alignas(64) Unplanned {
@@ -34,17 +32,14 @@ struct alignas(64) Unplanned {
   void* (*calloc)(size_t, size_t) = nullptr;
   void* (*realloc)(void*, size_t) = nullptr;
   size_t (*usable_size)(void*) = nullptr;  // may stay null (no malloc_usable_size in the chain)
-  // The fallback's free; published with release after everything above and the regions.
+  // The fallback's free; published with release after everything above and the range below.
   std::atomic<void (*)(void*)> free{nullptr};
-  // The shim's own blocks: the tag region (profiling) and the slab region (replay), each
-  // [base, base + size); empty under mode:off.
-  uintptr_t tags_base = 0, tags_size = 0, slabs_base = 0, slabs_size = 0;
+  // Every block the shim hands out lies in [own_base, own_base + own_size): its span (tag region,
+  // slab region and bootstrap pool, engine.cc), or under mode:off the static bootstrap pool.
+  uintptr_t own_base = 0, own_size = 0;
 
-  // Whether p may be a block the shim handed out (a tag or slab block, or the bootstrap pool's).
-  bool may_own(const void* p) const {
-    const uintptr_t a = reinterpret_cast<uintptr_t>(p);
-    return a - tags_base < tags_size || a - slabs_base < slabs_size || bootstrap::owns(p);
-  }
+  // Whether p may be a block the shim handed out: one range check.
+  bool may_own(const void* p) const { return reinterpret_cast<uintptr_t>(p) - own_base < own_size; }
 };
 
 extern Unplanned unplanned;

@@ -40,15 +40,23 @@ uint64_t mapped_bytes(uint64_t bytes, uint64_t slot_bytes, int& size_class) {
 
 bool TagRegion::reserve(unsigned largest_shift, unsigned smallest_shift, unsigned step) {
   if (reserved()) return true;
-  void* table = mmap(nullptr, kTableBytes, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (table == MAP_FAILED) return false;
   for (unsigned shift = largest_shift; shift >= smallest_shift && shift >= step; shift -= step) {
     if (slots_.reserve(shift, kSlots)) break;
   }
-  if (!slots_.reserved()) {
+  return slots_.reserved() && set_up();
+}
+
+bool TagRegion::adopt(uintptr_t base, unsigned shift) {
+  if (reserved()) return true;
+  return slots_.adopt(base, shift, kSlots) && set_up();
+}
+
+bool TagRegion::set_up() {
+  void* table = mmap(nullptr, kTableBytes, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (table == MAP_FAILED) {
     const int saved = errno;
-    munmap(table, kTableBytes);
+    slots_.release_all();
     errno = saved;
     return false;
   }

@@ -51,18 +51,23 @@ class SpinLock {
 
 bool ArenaRegion::reserve(const Config& config) {
   if (reserved()) return true;
-  uint32_t count = 1;
-  while (count < config.arenas) count *= 2;
+  const uint32_t count = arena_count(config);
   const size_t table_bytes = round_to_pages(sizeof(Arena) * count);
   void* table = map(table_bytes, nullptr);
   if (!table) return false;
-  for (unsigned shift = config.largest_shift;
-       shift >= config.smallest_shift && !slots_.reserved() && shift >= config.shift_step;
-       shift -= config.shift_step) {
-    slots_.reserve(shift, count);
+  if (config.within) {
+    slots_.adopt(config.within, config.largest_shift, count);
+  } else {
+    for (unsigned shift = config.largest_shift;
+         shift >= config.smallest_shift && !slots_.reserved() && shift >= config.shift_step;
+         shift -= config.shift_step) {
+      slots_.reserve(shift, count);
+    }
   }
   if (!slots_.reserved()) {
+    const int saved = errno;
     munmap(table, table_bytes);
+    errno = saved;
     return false;
   }
   arenas_ = static_cast<Arena*>(table);
@@ -70,6 +75,12 @@ bool ArenaRegion::reserve(const Config& config) {
   arenas_bytes_ = table_bytes;
   config_ = config;
   return true;
+}
+
+uint32_t ArenaRegion::arena_count(const Config& config) {
+  uint32_t count = 1;
+  while (count < config.arenas) count *= 2;
+  return count;
 }
 
 Arena* ArenaRegion::create(uint64_t bytes, const void* owner, Failure* why) {

@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 
 #include <cerrno>
+#include <cstdint>
 
 namespace memoplan::vm {
 namespace {
@@ -12,6 +13,25 @@ size_t round_to_pages(size_t bytes) { return (bytes + kPage - 1) & ~(kPage - 1);
 
 }  // namespace
 
+uintptr_t reserve_range(size_t size, size_t alignment) {
+  if (size == 0 || alignment < kPage || (alignment & (alignment - 1)) ||
+      size > SIZE_MAX - alignment) {
+    errno = EINVAL;
+    return 0;
+  }
+  size = round_to_pages(size);
+  // Reserve the size and one alignment more, then trim both ends.
+  const size_t over = size + alignment;
+  void* raw = mmap(nullptr, over, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (raw == MAP_FAILED) return 0;
+  const uintptr_t start = reinterpret_cast<uintptr_t>(raw);
+  const uintptr_t aligned = (start + alignment - 1) & ~(uintptr_t{alignment} - 1);
+  if (aligned > start) munmap(raw, aligned - start);
+  const uintptr_t tail = aligned + size;
+  if (start + over > tail) munmap(reinterpret_cast<void*>(tail), start + over - tail);
+  return aligned;
+}
+
 bool SlotRegion::reserve(unsigned slot_shift, uint32_t slot_count) {
   if (base_ || slot_count == 0 || (slot_count & (slot_count - 1)) || slot_shift < 12 ||
       slot_shift > 40) {
@@ -19,15 +39,9 @@ bool SlotRegion::reserve(unsigned slot_shift, uint32_t slot_count) {
     return false;
   }
   const size_t size = size_t{slot_count} << slot_shift;
-  // Reserve twice the size and trim, so the region starts on a multiple of its own size.
-  void* raw =
-      mmap(nullptr, 2 * size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (raw == MAP_FAILED) return false;
-  const uintptr_t start = reinterpret_cast<uintptr_t>(raw);
-  const uintptr_t aligned = (start + size - 1) & ~(uintptr_t{size} - 1);
-  if (aligned > start) munmap(raw, aligned - start);
-  const uintptr_t tail = aligned + size;
-  if (start + 2 * size > tail) munmap(reinterpret_cast<void*>(tail), start + 2 * size - tail);
+  // Starts on a multiple of its own size.
+  const uintptr_t aligned = reserve_range(size, size);
+  if (!aligned) return false;
 
   if (!make_free_bits(slot_count)) {
     munmap(reinterpret_cast<void*>(aligned), size);

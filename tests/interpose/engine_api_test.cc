@@ -17,6 +17,7 @@
 #include "fallback.h"
 #include "state.h"
 #include "stats.h"
+#include "unplanned.h"
 
 namespace memoplan::shim::testing {
 namespace {
@@ -74,7 +75,9 @@ TEST(EngineApi, DoubleFreeOfASlabBlockAbortsSayingSo) {
 
 TEST(EngineApi, ReallocWhileTheEngineInitializesStaysInTheBootstrapPool) {
   // What dlsym does when it reallocates its own buffers during initialization: there is no
-  // fallback yet (before the fix: a call through a null function pointer).
+  // fallback yet (before the fix: a call through a null function pointer). By then the pool is
+  // placed (in the span, bootstrap.h): initialized first, then "under way" again.
+  engine_options();
   Global& g = global();
   const int state = g.init_state.exchange(1);  // "initialization under way"
   char* p = static_cast<char*>(bootstrap::allocate(100, 16));
@@ -86,6 +89,38 @@ TEST(EngineApi, ReallocWhileTheEngineInitializesStaysInTheBootstrapPool) {
   EXPECT_TRUE(bootstrap::owns(q));
   for (int i = 0; i < 100; ++i) ASSERT_EQ(q[i], 0x5a) << i;
   engine_free(q);  // a bootstrap block: nothing to do, no crash
+}
+
+// free's direct path asks one range whether the shim handed a block out (unplanned.h): every kind
+// of the shim's blocks lies in it, the fallback's do not.
+TEST(EngineApi, TheShimsBlocksLieInTheOneRangeFreeChecks) {
+  SKIP_UNLESS_ENGINE_PLANS();
+  ASSERT_NE(unplanned.free.load(), nullptr) << "the direct path is published";
+  ASSERT_EQ(unplanned.own_base, global().span_base);
+  void* boot = bootstrap::allocate(64, 16);
+  ASSERT_NE(boot, nullptr);
+  EXPECT_TRUE(unplanned.may_own(boot)) << "a bootstrap block";
+  EXPECT_FALSE(bootstrap::static_pool_used());
+  void* fallback_block = engine_alloc(64, 16, false);
+  EXPECT_FALSE(unplanned.may_own(fallback_block)) << "the fallback's block";
+  engine_free(fallback_block);
+  const Script script = network_pass();
+  on_fresh_thread([&] {
+    Heap heap;
+    size_t tag_blocks = 0, slab_blocks = 0;  // their addresses, checked after their frees
+    for (uint64_t pass = 0; pass <= first_steady_pass(); ++pass) {
+      heap.pass(script);
+      for (const Allocated& a : heap.last_pass()) {
+        if (a.origin == Origin::kFallback) continue;
+        (a.origin == Origin::kTag ? tag_blocks : slab_blocks) += 1;
+        EXPECT_TRUE(unplanned.may_own(a.p)) << "pass " << pass << ": " << heap.last_pass_origins();
+      }
+    }
+    EXPECT_GT(tag_blocks, 0u) << "profiled blocks";
+    EXPECT_GT(slab_blocks, 0u) << "planned blocks";
+  });
+  EXPECT_FALSE(unplanned.may_own(reinterpret_cast<void*>(unplanned.own_base - 1)));
+  EXPECT_FALSE(unplanned.may_own(reinterpret_cast<void*>(unplanned.own_base + unplanned.own_size)));
 }
 
 TEST(EngineApi, TrimGivesTheIdleSlabAndTheProfileBack) {

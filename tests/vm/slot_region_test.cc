@@ -64,6 +64,30 @@ TEST_F(SlotRegionTest, RegionIsAlignedToItsSizeAndSlotsAreContiguous) {
   }
 }
 
+// The shim's span (interpose/engine.cc): one reservation, regions adopted inside it; releasing an
+// adopted region leaves the span reserved (a fresh adopt works, the pages stay PROT_NONE).
+TEST_F(SlotRegionTest, AReservedRangeHoldsAdoptedRegionsThatLeaveItReserved) {
+  errno = 0;
+  EXPECT_EQ(reserve_range(4096, 3 << 12), 0u);  // alignment not a power of two
+  EXPECT_EQ(errno, EINVAL);
+  const size_t alignment = size_t{1} << 24;
+  const uintptr_t base = reserve_range(alignment + (size_t{8} << 16), alignment);
+  ASSERT_NE(base, 0u);
+  EXPECT_EQ(base % alignment, 0u);
+  EXPECT_FALSE(page_is_accessible(reinterpret_cast<void*>(base)));
+  EXPECT_FALSE(region_.adopt(base + 4096, 16, 8)) << "off its slot alignment";
+  ASSERT_TRUE(region_.adopt(base + alignment, 16, 8));
+  EXPECT_TRUE(region_.contains(reinterpret_cast<void*>(base + alignment)));
+  EXPECT_FALSE(region_.contains(reinterpret_cast<void*>(base + alignment - 1)));
+  ASSERT_TRUE(region_.commit(7, 4096));
+  EXPECT_TRUE(page_is_accessible(region_.slot_address(7)));
+  region_.decommit(7, 4096);
+  region_.release_all();
+  ASSERT_TRUE(region_.adopt(base + alignment, 16, 8)) << "the range is still reserved";
+  region_.release_all();
+  EXPECT_EQ(munmap(reinterpret_cast<void*>(base), alignment + (size_t{8} << 16)), 0);
+}
+
 TEST_F(SlotRegionTest, TagOfAnyInteriorPointerIsTheSlotIndex) {
   ASSERT_TRUE(region_.reserve(16, 8));
   for (uint32_t s = 0; s < 8; ++s) {

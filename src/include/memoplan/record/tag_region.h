@@ -44,6 +44,11 @@ class TagRegion {
   // Reserves the region with the largest slot size from 2^largest_shift down to 2^smallest_shift
   // (step 2^step) that the address space allows. False (errno set) when none.
   bool reserve(unsigned largest_shift, unsigned smallest_shift, unsigned step);
+  // The same in [base, base + bytes(shift)), reserved by the caller (PROT_NONE, aligned to
+  // 2^shift) and left mapped by release_all: the shim keeps its tags, slabs and bootstrap pool in
+  // one range (interpose/unplanned.h).
+  bool adopt(uintptr_t base, unsigned shift);
+  static constexpr uint64_t bytes(unsigned shift) { return uint64_t{kSlots} << shift; }
   bool reserved() const { return slots_.reserved(); }
   bool contains(const void* p) const { return slots_.contains(p); }
   const vm::SlotRegion& region() const { return slots_; }
@@ -106,6 +111,8 @@ class TagRegion {
   void release_all();  // for tests
 
  private:
+  bool set_up();  // after slots_ are reserved: the table and the small slots (false: released)
+
   struct Slot {  // written by the slot's holder only (between acquire and release)
     uintptr_t owner;
     uint64_t record;

@@ -183,9 +183,18 @@ class ArenaRegion {
     // on a new thread then finds its slab's pages there instead of faulting them in again.
     // discard_idle releases those kept for idle_ns, release_parked all of them. 0: none kept.
     uint32_t parked = 0;
+    // Nonzero: the arenas (2^largest_shift each) lie in [within, within + bytes(config)), which
+    // the caller reserved (PROT_NONE, aligned to an arena) and keeps mapped; the shim's slabs share
+    // one range with its tags (interpose/unplanned.h).
+    uintptr_t within = 0;
   };
   static constexpr uint32_t kMaxParked = 64;
-  // Reserves the address space. False (errno set) when it cannot be had.
+  static uint32_t arena_count(const Config& config);  // arenas rounded up to a power of two
+  static uint64_t bytes(const Config& config) {
+    return uint64_t{arena_count(config)} << config.largest_shift;
+  }
+  // Reserves the address space (or takes config.within's). False (errno set) when it cannot be
+  // had.
   bool reserve(const Config& config);
   bool reserved() const { return slots_.reserved(); }
   bool contains(const void* p) const { return slots_.contains(p); }

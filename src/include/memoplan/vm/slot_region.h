@@ -14,6 +14,10 @@
 
 namespace memoplan::vm {
 
+// Reserves `size` bytes (rounded up to pages) of PROT_NONE address space starting on a multiple of
+// `alignment` (a power of two, a page or more). The start, or 0 (errno set) when it cannot be had.
+uintptr_t reserve_range(size_t size, size_t alignment);
+
 class SlotRegion {
  public:
   // Reserves slot_count slots of 2^slot_shift bytes, aligned to the whole region's size so that
