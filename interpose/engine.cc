@@ -268,8 +268,8 @@ void* fallback_alloc(size_t size, size_t alignment, bool zero) {
 }
 
 void* engine_alloc(size_t size, size_t alignment, bool zero) {
-  // While the fallback is being resolved (by this thread or another), serve from the static
-  // pool: it is zero-initialized and never reused, so `zero` holds without a memset.
+  // While the fallback is being resolved (by this thread or another), serve from the bootstrap
+  // pool: zero pages never reused, so `zero` holds without a memset.
   if (__builtin_expect(!ready(), 0)) return bootstrap::allocate(size, alignment);
   if (g.mode_off || tls_reentry || size < g.options.min_size) {
     return fallback_alloc(size, alignment, zero);
