@@ -232,14 +232,25 @@ inline bool reorder_into(const memory::desc& from, const void* from_data, const 
   return true;
 }
 
+// Whether SiLU last in a convolution's epilogue runs as memoplan's kernel over the output after
+// the call (kernels/silu.h) rather than as oneDNN's swish post-op: where that kernel has AVX-512
+// (silu_choice.cc says why). MEMOPLAN_SILU=onednn or =memoplan decides instead.
+bool silu_after_the_call();
+// kernels::silu over `count` floats on this thread's OpenMP threads (one where the thread choice
+// keeps a call on its own thread).
+void silu_in_place(float* x, size_t count);
+
 // One call of a primitive with weights: its arguments pointed at `data` (BoundArgs, in the order
-// they were bound), on `threads`' choice. A call that adds to its output (`sums`: a sum post-op)
-// is not idempotent: while the choice is measured (several runs), each run starts from what
-// `output`'s `bytes` held before the first.
+// they were bound), on `threads`' choice, then SiLU over the output's `bytes` with `silu`. A call
+// that adds to its output (`sums`: a sum post-op) is not idempotent: while the choice is measured
+// (several runs), each run starts from what `output`'s `bytes` held before the first.
 inline void execute(const dnnl::primitive& primitive, const BoundArgs& args,
                     const void* const* data, const ThreadChoice& threads, bool sums, void* output,
-                    size_t bytes) {
-  auto once = [&] { args.run(primitive, data); };
+                    size_t bytes, bool silu = false) {
+  auto once = [&] {
+    args.run(primitive, data);
+    if (silu) silu_in_place(static_cast<float*>(output), bytes / sizeof(float));
+  };
   if (!sums || threads.measured()) {
     threads.run(once);
     return;

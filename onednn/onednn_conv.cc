@@ -1,6 +1,6 @@
 // The convolution primitive (onednn.h), its input and output each blocked or plain: its epilogue
-// (bias, activations, a residual addition), weights packed in the layout it reads, cached per shape
-// and thread count.
+// (bias, activations, a residual addition; a last SiLU possibly after the call), weights packed in
+// the layout it reads, cached per shape and thread count.
 #include <algorithm>
 #include <vector>
 
@@ -70,7 +70,12 @@ class ConvImpl final : public Conv {
     const memory::dims strides = {s.stride[0], s.stride[1]};
     const memory::dims dilation = {s.dilation[0] - 1, s.dilation[1] - 1};
     const memory::dims padding = {s.padding[0], s.padding[1]};
-    const dnnl::primitive_attr attr = attributes(s.post, &dst);
+    // SiLU last: after the call, where memoplan's kernel is the faster (silu_after_the_call).
+    std::vector<PostOp> fused = s.post;
+    silu_after_ = !fused.empty() && fused.back().kind == static_cast<int>(Eltwise::kSilu) &&
+                  silu_after_the_call();
+    if (silu_after_) fused.pop_back();
+    const dnnl::primitive_attr attr = attributes(fused, &dst);
     const algorithm algo =
         s.winograd ? algorithm::convolution_winograd : algorithm::convolution_direct;
 #if DNNL_VERSION_MAJOR >= 3
@@ -83,7 +88,7 @@ class ConvImpl final : public Conv {
     pd_ = dnnl::convolution_forward::primitive_desc(d, attr, engine());
 #endif
     primitive_ = dnnl::convolution_forward(pd_);
-    residual_slot_ = residual_slot(s.post);
+    residual_slot_ = residual_slot(fused);
     sums_ = std::any_of(s.post.begin(), s.post.end(),
                         [](const PostOp& op) { return op.kind == kResidualSum; });
     std::vector<std::pair<int, memory::desc>> args = {{DNNL_ARG_SRC, pd_.src_desc()},
@@ -145,7 +150,7 @@ class ConvImpl final : public Conv {
   void run(const float* input, const void* packed_weights, const float* bias, const float* residual,
            float* output, void* scratchpad) const override {
     const void* data[] = {input, packed_weights, bias, output, scratchpad, residual};
-    execute(primitive_, *args_, data, threads_, sums_, output, dst_bytes_);
+    execute(primitive_, *args_, data, threads_, sums_, output, dst_bytes_, silu_after_);
   }
 
  private:
@@ -181,7 +186,8 @@ class ConvImpl final : public Conv {
   dnnl::convolution_forward::primitive_desc pd_;
   dnnl::convolution_forward primitive_;
   int residual_slot_ = -1;
-  bool sums_ = false;  // kResidualSum: the output is read too
+  bool sums_ = false;        // kResidualSum: the output is read too
+  bool silu_after_ = false;  // the epilogue's last SiLU run by kernels::silu after the call
   std::unique_ptr<const BoundArgs> args_;
 };
 

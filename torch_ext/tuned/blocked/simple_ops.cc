@@ -14,6 +14,7 @@
 
 #include "blocked.h"
 #include "blocked_tensor.h"
+#include "memoplan/kernels/column_means.h"
 #include "memoplan/onednn/onednn.h"
 #include "scale_shift.h"
 #include "tuned/tuned_support.h"
@@ -120,26 +121,6 @@ at::Tensor pool(const at::Tensor& x_in, const PoolArgs& a) {
 
 namespace {
 
-// Means of `lanes` columns (of rows `width` floats apart) over `rows` rows, kept in registers: the
-// compiler vectorizes a fixed count.
-template <int lanes>
-void column_means(const float* __restrict src, int64_t rows, int64_t width, float* __restrict dst) {
-  float sum[lanes] = {};
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int c = 0; c < lanes; ++c) sum[c] += src[r * width + c];
-  }
-  for (int c = 0; c < lanes; ++c) dst[c] = sum[c] / static_cast<float>(rows);
-}
-
-// Column means of `rows` rows of `width` floats, into dst: 16 columns at a time (an AVX-512 block,
-// two of AVX2's), then 8, then one.
-void column_means(const float* src, int64_t rows, int64_t width, float* dst) {
-  int64_t c = 0;
-  for (; c + 16 <= width; c += 16) column_means<16>(src + c, rows, width, dst + c);
-  for (; c + 8 <= width; c += 8) column_means<8>(src + c, rows, width, dst + c);
-  for (; c < width; ++c) column_means<1>(src + c, rows, width, dst + c);
-}
-
 // The mean of each image's pixels (output 1x1) where channels are the fastest index (NHWC, and a
 // blocked tensor's block). A squeeze-excitation's input of 672x8x8 took oneDNN's pooling 18 us a
 // call in mobilenet_v3's pass (ONNX Runtime's GlobalAveragePool: 8). Padded lanes: zeros in, zeros
@@ -156,7 +137,7 @@ at::Tensor global_avg_pool(const at::Tensor& x) {
   const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 15) / (pixels * width));
   at::parallel_for(0, images, grain, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
-      column_means(src + i * pixels * width, pixels, width, dst + i * width);
+      kernels::column_means(src + i * pixels * width, pixels, width, dst + i * width);
     }
   });
   return out;
