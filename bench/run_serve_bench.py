@@ -98,7 +98,8 @@ def environment(extra):
 
 
 def write_request(model, shape_arg, path):
-    """The binary request body of a random input (fixed seed); returns its header length."""
+    """The binary request body of a random input (fixed seed); returns its header length
+    and the input's KServe datatype."""
     extra = {"input_shape": "", "input_dtype": ""}
     module = torch.jit.load(model, _extra_files=extra)
     args = [a for a in module.forward.schema.arguments[1:] if str(a.type) == "Tensor"]
@@ -107,7 +108,8 @@ def write_request(model, shape_arg, path):
     shape = shape_arg or extra["input_shape"].decode()
     if not shape:
         fail("%s stores no input_shape: give --input, e.g. 1x3x224x224" % model)
-    dtype = getattr(torch, extra["input_dtype"].decode() or "float32")
+    dtype_name = extra["input_dtype"].decode() or "float32"
+    dtype = getattr(torch, dtype_name)
     size = [int(d) for d in shape.split("x")]
     torch.manual_seed(0)
     x = (torch.randn(size).to(dtype) if dtype.is_floating_point
@@ -115,7 +117,7 @@ def write_request(model, shape_arg, path):
     body, header_length = binary_body({args[0].name: x})
     with open(path, "wb") as f:
         f.write(body)
-    return header_length
+    return header_length, dtype_name.upper()
 
 
 def write_lua(body_file, header_length, path):
@@ -127,10 +129,12 @@ def write_lua(body_file, header_length, path):
                 % (header_length, body_file))
 
 
-def run_wrk(url, lua, connections, seconds):
-    """wrk's numbers: {requests, requests_per_s, p50_ms, p90_ms, p99_ms, errors, error_detail}."""
+def run_wrk(url, lua, connections, seconds, timeout):
+    """wrk's numbers: {requests, requests_per_s, p50_ms, p90_ms, p99_ms, errors, error_detail}.
+    timeout: wrk's --timeout in seconds; a reply slower than it counts as an error and not in the
+    latencies (wrk's own default, 2 s, drops most replies of a slow model queued behind others)."""
     cmd = ["wrk", "-t%d" % min(2, connections), "-c%d" % connections, "-d%ds" % seconds,
-           "--latency", "-s", lua, url]
+           "--timeout", "%ds" % timeout, "--latency", "-s", lua, url]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     out = proc.stdout
     total = re.search(r"(\d+) requests in", out)
@@ -139,7 +143,9 @@ def run_wrk(url, lua, connections, seconds):
                                                    proc.stderr))
     row = {"requests": int(total.group(1)),
            "requests_per_s": float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))}
-    for pct, value, unit in re.findall(r"^\s+(50|90|99)%\s+([\d.]+)(us|ms|s|m|h)$", out, re.M):
+    # wrk pads seconds with a space ("2.33s ")
+    for pct, value, unit in re.findall(r"^\s+(50|90|99)%\s+([\d.]+)(us|ms|s|m|h)[ \t]*$", out,
+                                       re.M):
         row["p%s_ms" % pct] = round(float(value) * UNIT_MS[unit], 3)
     detail = {}
     non_2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
@@ -166,7 +172,8 @@ def proc_status(pid):
 def measure(args, config, connections, lua_file, model_name):
     """One server from start to exit; returns its row (without round)."""
     server_args, env = config_env(config, args.build_dir)
-    extra = ["--input", args.input] if args.input else []
+    # The server's --input is SHAPE[:DATATYPE] (float32 unless said): the file's dtype with it.
+    extra = ["--input", "%s:%s" % (args.input, args.input_dtype)] if args.input else []
     row = {"config": config, "connections": connections, "load1": round(os.getloadavg()[0], 2)}
     with environment(env):
         server = Server(args.binary, args.model, "--workers", str(args.workers), *extra,
@@ -175,9 +182,10 @@ def measure(args, config, connections, lua_file, model_name):
         server.wait_ready()
         url = server.base + "/v2/models/%s/infer" % model_name
         if args.warmup_seconds > 0:
-            warmup = run_wrk(url, lua_file, connections, args.warmup_seconds)
+            warmup = run_wrk(url, lua_file, connections, args.warmup_seconds,
+                             args.wrk_timeout)
             row["warmup_errors"] = warmup["errors"]
-        row.update(run_wrk(url, lua_file, connections, args.seconds))
+        row.update(run_wrk(url, lua_file, connections, args.seconds, args.wrk_timeout))
         m = metrics(server)
         row.update({k: int(m[name]) for k, name in METRICS.items() if name in m})
         row.update(proc_status(server.pid))
@@ -215,8 +223,9 @@ def machine_info(args):
         lines.append("git: %s" % rev)
     malloc_env = ["%s=%s" % kv for kv in os.environ.items() if kv[0].startswith("MALLOC_")]
     lines.append("MALLOC_* environment: %s" % (" ".join(malloc_env) or "none"))
-    lines.append("model: %s, workers: %d, wrk: %d s (warm-up %d s), binary: %s"
-                 % (args.model, args.workers, args.seconds, args.warmup_seconds, args.binary))
+    lines.append("model: %s, workers: %d, wrk: %d s (warm-up %d s, --timeout %d s), binary: %s"
+                 % (args.model, args.workers, args.seconds, args.warmup_seconds, args.wrk_timeout,
+                    args.binary))
     return lines
 
 
@@ -267,6 +276,8 @@ def parse_args():
     p.add_argument("--connections", help="comma list, default 1,2; wrk -t min(2,c) -c c")
     p.add_argument("--configs", default=",".join(CONFIGS), help="comma list of those above")
     p.add_argument("--warmup-seconds", type=int, default=3)
+    p.add_argument("--wrk-timeout", type=int, default=30,
+                   help="seconds a reply may take before wrk counts it as an error (default 30)")
     p.add_argument("--quick", action="store_true",
                    help="defaults rounds 1, seconds 3, connections 2 (explicit options win)")
     p.add_argument("--out-dir", default=os.path.join(ROOT, "bench", "results"))
@@ -301,7 +312,8 @@ def main():
     rows, status = [], "complete"
     try:
         body_file, lua_file = os.path.join(tmp, "request.bin"), os.path.join(tmp, "infer.lua")
-        write_lua(body_file, write_request(args.model, args.input, body_file), lua_file)
+        header_length, args.input_dtype = write_request(args.model, args.input, body_file)
+        write_lua(body_file, header_length, lua_file)
         for rnd in range(1, args.rounds + 1):
             for c in args.connections:
                 shift = (rnd - 1) % len(args.configs)

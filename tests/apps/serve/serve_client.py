@@ -82,8 +82,11 @@ class Server:
     def wait_ready(self, timeout=60):
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if get(self, "/v2/health/ready")[0] == 200:
-                return
+            try:
+                if get(self, "/v2/health/ready")[0] == 200:
+                    return
+            except OSError:  # refused: the server is exiting (its log says why below)
+                pass
             check(self.proc.poll() is None, "server exited while starting:\n" + self.log_text())
             time.sleep(0.05)
         raise TestFailure("not ready after %d s:\n%s" % (timeout, self.log_text()))
