@@ -36,7 +36,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests", "apps", "serve"))
-from serve_client import Server, TestFailure, binary_body, metrics  # noqa: E402
+from serve_client import DATATYPES, Server, TestFailure, binary_body, metrics  # noqa: E402
 
 import torch  # noqa: E402
 
@@ -108,8 +108,7 @@ def write_request(model, shape_arg, path):
     shape = shape_arg or extra["input_shape"].decode()
     if not shape:
         fail("%s stores no input_shape: give --input, e.g. 1x3x224x224" % model)
-    dtype_name = extra["input_dtype"].decode() or "float32"
-    dtype = getattr(torch, dtype_name)
+    dtype = getattr(torch, extra["input_dtype"].decode() or "float32")
     size = [int(d) for d in shape.split("x")]
     torch.manual_seed(0)
     x = (torch.randn(size).to(dtype) if dtype.is_floating_point
@@ -117,7 +116,7 @@ def write_request(model, shape_arg, path):
     body, header_length = binary_body({args[0].name: x})
     with open(path, "wb") as f:
         f.write(body)
-    return header_length, dtype_name.upper()
+    return header_length, DATATYPES[dtype]
 
 
 def write_lua(body_file, header_length, path):
@@ -169,11 +168,11 @@ def proc_status(pid):
     return values
 
 
-def measure(args, config, connections, lua_file, model_name):
-    """One server from start to exit; returns its row (without round)."""
+def measure(args, config, connections, lua_file, model_name, datatype):
+    """One server from start to exit; returns its row (without round). datatype: the request's
+    (KServe's name), given with --input: the server's SHAPE[:DATATYPE] means FP32 without one."""
     server_args, env = config_env(config, args.build_dir)
-    # The server's --input is SHAPE[:DATATYPE] (float32 unless said): the file's dtype with it.
-    extra = ["--input", "%s:%s" % (args.input, args.input_dtype)] if args.input else []
+    extra = ["--input", "%s:%s" % (args.input, datatype)] if args.input else []
     row = {"config": config, "connections": connections, "load1": round(os.getloadavg()[0], 2)}
     with environment(env):
         server = Server(args.binary, args.model, "--workers", str(args.workers), *extra,
@@ -312,13 +311,13 @@ def main():
     rows, status = [], "complete"
     try:
         body_file, lua_file = os.path.join(tmp, "request.bin"), os.path.join(tmp, "infer.lua")
-        header_length, args.input_dtype = write_request(args.model, args.input, body_file)
+        header_length, datatype = write_request(args.model, args.input, body_file)
         write_lua(body_file, header_length, lua_file)
         for rnd in range(1, args.rounds + 1):
             for c in args.connections:
                 shift = (rnd - 1) % len(args.configs)
                 for config in args.configs[shift:] + args.configs[:shift]:
-                    row = measure(args, config, c, lua_file, model_name)
+                    row = measure(args, config, c, lua_file, model_name, datatype)
                     row["round"] = rnd
                     rows.append(row)
                     print("round %d, %d conn, %-18s %7.1f req/s  p99 %s ms  errors %d  VmRSS %d KiB"

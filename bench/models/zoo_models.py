@@ -39,6 +39,17 @@ class DcganGenerator(nn.Module):
         return self.main(noise)
 
 
+def redraw_layer_matrices(encoder):
+    """nn.TransformerEncoder deep-copies its layer: every layer would hold the same weights, which
+    an ONNX export stores once, so ONNX Runtime would hold a fraction of what LibTorch holds. A
+    trained model's layers differ: each matrix drawn anew, as MultiheadAttention and Linear draw
+    theirs."""
+    for copy in encoder.layers:
+        for p in copy.parameters():
+            if p.dim() > 1:
+                nn.init.xavier_uniform_(p)
+
+
 class BertEncoder(nn.Module):
     """BERT-base-like: token + position embeddings, LayerNorm, then torch.nn.TransformerEncoder
     (d_model 768, 12 heads, 12 layers, feed-forward 3072, GELU, post-norm as in BERT)."""
@@ -52,13 +63,7 @@ class BertEncoder(nn.Module):
                                            dropout=0.0, activation="gelu", batch_first=True)
         # No padding mask is fed: the nested-tensor path would only change the graph's ops.
         self.encoder = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
-        # TransformerEncoder deep-copies `layer`: every layer would hold the same weights, which an
-        # ONNX export stores once (ONNX Runtime then held a twelfth of them). A trained BERT's
-        # layers differ: each matrix drawn anew, as MultiheadAttention and Linear draw theirs.
-        for copy in self.encoder.layers:
-            for p in copy.parameters():
-                if p.dim() > 1:
-                    nn.init.xavier_uniform_(p)
+        redraw_layer_matrices(self.encoder)  # ONNX Runtime held a twelfth of them before
 
     def forward(self, ids):
         positions = torch.arange(ids.size(1), device=ids.device).unsqueeze(0)
