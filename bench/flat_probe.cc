@@ -3,14 +3,16 @@
 // planning/flat_executor.h) and of one planned without (the TorchScript interpreter), and by
 // this probe's own loop over the planned
 // body's nodes (each node's Operation resolved once, constants and module attributes read once,
-// values in registers moved into the stack at their last use), interleaved rounds, one thread.
+// values in registers moved into the stack at their last use), interleaved rounds, one intra-op
+// thread unless --threads says more.
 // The loop times each step for per-kind and per-step. Bodies with control flow are refused.
 //
 //   build/bench/flat_probe MODEL.pt --input 1x3x128x128 [--kernels tuned] [--passes 500]
-//     [--rounds 7] [--only interpreter|flat|per-kind|per-step|graph]
+//     [--rounds 7] [--threads 1] [--only interpreter|flat|per-kind|per-step|graph]
 // per-kind: the flat loop's time per node kind (where a small net's pass goes); per-step: per
-// step, with the shapes of its first two tensor inputs and its first output; graph: the
-// planned forward graph printed, nothing run (what the rewrites made of a user's export).
+// step, its mean and median over the passes, with the shapes of its first two tensor inputs and
+// its first output; graph: the planned forward graph printed, nothing run (what the rewrites
+// made of a user's export).
 #include <ATen/Parallel.h>
 #include <ATen/ops/randn.h>
 #include <c10/core/InferenceMode.h>
@@ -235,11 +237,11 @@ int main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr,
                  "usage: flat_probe MODEL.pt --input 1x3x224x224 [--kernels tuned] "
-                 "[--passes N] [--rounds R] [--only interpreter|flat|per-kind|per-step|graph]\n");
+                 "[--passes N] [--rounds R] [--threads T] [--only interpreter|flat|per-kind|per-step|graph]\n");
     return 2;
   }
   std::string model = argv[1], input = "1x3x224x224", kernels = "stock";
-  int passes = 500, rounds = 7;
+  int passes = 500, rounds = 7, threads = 1;
   std::string only;
   for (int i = 2; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
@@ -247,11 +249,12 @@ int main(int argc, char** argv) {
     if (k == "--kernels") kernels = v;
     if (k == "--passes") passes = std::stoi(v);
     if (k == "--rounds") rounds = std::stoi(v);
+    if (k == "--threads") threads = std::stoi(v);  // aten's intra-op threads
     // interpreter or flat: one side (perf stat counts it alone); per-kind: the flat loop's time
     // per node kind (each step timed: ~20 ns a step more).
     if (k == "--only") only = v;
   }
-  at::set_num_threads(1);
+  at::set_num_threads(threads);
   std::vector<int64_t> shape;
   std::stringstream in(input);
   for (std::string d; std::getline(in, d, 'x');) shape.push_back(std::stoll(d));
@@ -279,16 +282,31 @@ int main(int argc, char** argv) {
   const at::Tensor a = m.forward(inputs).toTensor(), b = run(p, inputs, stack).toTensor();
   const bool identical = at::equal(a, b);
   if (only == "per-step") {
-    std::vector<double> ns(p.steps.size());
+    // Each step's time in every pass: its mean and its median (the VM's stalls land in means).
+    std::vector<std::vector<double>> samples(p.steps.size(), std::vector<double>(passes));
     std::vector<std::string> labels(p.steps.size());
     run(p, inputs, stack, nullptr, nullptr, &labels);
-    for (int i = 0; i < passes; ++i) run(p, inputs, stack, nullptr, &ns);
-    std::printf("%s %s kernels %s: flat loop, per step (us):\n", model.c_str(), input.c_str(),
-                kernels.c_str());
-    for (size_t k = 0; k < ns.size(); ++k) {
-      std::printf("  %4zu %-28s %8.1f %s\n", k, p.steps[k].kind.c_str(), ns[k] / passes / 1e3,
+    std::vector<double> ns(p.steps.size());
+    for (int i = 0; i < passes; ++i) {
+      std::fill(ns.begin(), ns.end(), 0.0);
+      run(p, inputs, stack, nullptr, &ns);
+      for (size_t k = 0; k < ns.size(); ++k) samples[k][i] = ns[k];
+    }
+    std::printf("%s %s kernels %s threads %d: flat loop, per step (us: mean, median):\n",
+                model.c_str(), input.c_str(), kernels.c_str(), threads);
+    double mean_sum = 0, median_sum = 0;
+    for (size_t k = 0; k < samples.size(); ++k) {
+      std::vector<double>& v = samples[k];
+      double mean = 0;
+      for (double x : v) mean += x / passes / 1e3;
+      std::nth_element(v.begin(), v.begin() + passes / 2, v.end());
+      const double median = v[passes / 2] / 1e3;
+      mean_sum += mean;
+      median_sum += median;
+      std::printf("  %4zu %-28s %8.1f %8.1f %s\n", k, p.steps[k].kind.c_str(), mean, median,
                   labels[k].c_str());
     }
+    std::printf("  sum of steps: mean %.1f us, medians %.1f us\n", mean_sum, median_sum);
     return identical ? 0 : 1;
   }
   if (only == "per-kind") {

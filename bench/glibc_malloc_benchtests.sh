@@ -110,8 +110,10 @@ timing="${GBT_TIMING:-clock}"
 duration="${GBT_THREAD_DURATION:-3}"
 [[ "$duration" =~ ^[1-9][0-9]*$ ]] || die "GBT_THREAD_DURATION must be a positive integer"
 
+# Empty (not a failure: set -e and pipefail) where /usr/src/glibc does not exist yet.
 find_tarball() {
-  find /usr/src/glibc -maxdepth 1 -type f -name 'glibc-*.tar.*' 2>/dev/null | sort -V | tail -n 1
+  [[ -d /usr/src/glibc ]] || return 0
+  find /usr/src/glibc -maxdepth 1 -type f -name 'glibc-*.tar.*' | sort -V | tail -n 1
 }
 
 tarball="$(find_tarball)"
