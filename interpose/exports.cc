@@ -18,7 +18,26 @@
 
 using namespace memoplan::shim;
 
+#if MEMOPLAN_EMBEDDED_MIMALLOC
+// The mimalloc compiled into this library (embedded_mimalloc.c; under LTO its fast path inlines
+// here). Where it is the fallback, unplanned.malloc and unplanned.free are these.
+extern "C" {
+__attribute__((visibility("hidden"))) void* mi_malloc(size_t);
+__attribute__((visibility("hidden"))) void mi_free(void*);
+}
+#endif
+
 namespace {
+
+// The fallback's malloc for a request below min_size: mimalloc's own fast path where it is
+// compiled in and in use, else a jump through the pointer.
+inline void* unplanned_malloc(size_t size) {
+  void* (*fallback_malloc)(size_t) = unplanned.malloc;
+#if MEMOPLAN_EMBEDDED_MIMALLOC
+  if (__builtin_expect(fallback_malloc == &mi_malloc, 1)) return mi_malloc(size);
+#endif
+  return fallback_malloc(size);
+}
 
 constexpr size_t kMinAlign = 16;  // what glibc's malloc guarantees on x86-64
 
@@ -29,7 +48,7 @@ inline void* try_new(size_t size, size_t alignment) {
   alignment = alignment < kMinAlign ? kMinAlign : alignment;
   if (size == 0) size = 1;
   return alignment == kMinAlign && size < unplanned.direct_below.load(std::memory_order_acquire)
-             ? unplanned.malloc(size)
+             ? unplanned_malloc(size)
              : engine_alloc(size, alignment, false);
 }
 
@@ -66,6 +85,9 @@ inline size_t page_size() {
 inline void release(void* p) {
   void (*fallback_free)(void*) = unplanned.free.load(std::memory_order_acquire);
   if (__builtin_expect(fallback_free != nullptr && !unplanned.may_own(p), 1)) {
+#if MEMOPLAN_EMBEDDED_MIMALLOC
+    if (__builtin_expect(fallback_free == &mi_free, 1)) return mi_free(p);
+#endif
     return fallback_free(p);
   }
   engine_free(p);
@@ -82,7 +104,7 @@ extern "C" {
 
 __attribute__((visibility("default"))) void* malloc(size_t size) {
   if (__builtin_expect(size < unplanned.direct_below.load(std::memory_order_acquire), 1)) {
-    return unplanned.malloc(size);
+    return unplanned_malloc(size);
   }
   return engine_alloc(size, kMinAlign, false);
 }

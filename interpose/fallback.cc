@@ -8,6 +8,25 @@
 
 #include "fault_injection.h"
 
+// The mimalloc compiled into the shim (embedded_mimalloc.c), where it was built with one: weak,
+// null in the engine's tests (linked without it), which load libmimalloc.so.2 instead. Declared
+// only then: in a build without it a weak reference would bind, at load, to a program's own
+// mi_malloc (mimalloc 3 on Debian 13, which the shim keeps out).
+#if MEMOPLAN_EMBEDDED_MIMALLOC
+extern "C" {
+void* mi_malloc(size_t) __attribute__((weak));
+void* mi_calloc(size_t, size_t) __attribute__((weak));
+void* mi_realloc(void*, size_t) __attribute__((weak));
+void mi_free(void*) __attribute__((weak));
+size_t mi_usable_size(const void*) __attribute__((weak));
+void* mi_malloc_aligned_at(size_t, size_t, size_t) __attribute__((weak));
+void mi_collect(bool) __attribute__((weak));
+void mi_process_info(size_t*, size_t*, size_t*, size_t*, size_t*, size_t*, size_t*, size_t*)
+    __attribute__((weak));
+void mi_register_error(void (*)(int, void*), void*) __attribute__((weak));
+}
+#endif
+
 namespace memoplan::shim::fallback {
 namespace {
 
@@ -75,7 +94,7 @@ bool in_libc(void* function) {
 // Its free takes only its own blocks: every block the program frees came through this shim
 // (glibc routes its internal allocations through the interposed malloc), so none is foreign.
 // A failure sets errno through mimalloc_error (below).
-ReallocFn mi_realloc = nullptr;
+ReallocFn mi_realloc_fn = nullptr;
 // realloc(p, 0) frees p and returns NULL, as glibc's does (mimalloc's would return a new block,
 // which a program written for glibc leaks).
 void* mi_realloc_glibc(void* p, size_t size) {
@@ -83,7 +102,7 @@ void* mi_realloc_glibc(void* p, size_t size) {
     fn.free(p);
     return nullptr;
   }
-  return mi_realloc(p, size);
+  return mi_realloc_fn(p, size);
 }
 
 // mimalloc reports a failed allocation to its error handler, not through errno (2.0: "unable to
@@ -97,6 +116,23 @@ void mimalloc_error(int err, void*) {
 }
 
 bool load_mimalloc() {
+#if MEMOPLAN_EMBEDDED_MIMALLOC
+  if (&::mi_malloc != nullptr) {
+    Functions mi = fn;
+    mi.malloc = &mi_malloc;
+    mi.calloc = &mi_calloc;
+    mi_realloc_fn = &mi_realloc;
+    mi.free = &mi_free;
+    mi.usable = reinterpret_cast<UsableFn>(&mi_usable_size);
+    mi.mi_malloc_aligned_at = &mi_malloc_aligned_at;
+    mi.mi_collect = &mi_collect;
+    mi.mi_process_info = &mi_process_info;
+    mi_register_error(&mimalloc_error, nullptr);
+    mi.realloc = &mi_realloc_glibc;
+    fn = mi;
+    return true;
+  }
+#endif
   // mimalloc 2 only. Debian 13 ships mimalloc 3.0.1 (libmimalloc.so.3, a beta of the 3 series):
   // behind the shim it crashed in mi_malloc on a fresh thread under the deviation fuzzer's thread
   // churn (interpose.deviation_fuzz, 4 threads, 20000 passes; glibc behind the shim passes), as
@@ -107,7 +143,7 @@ bool load_mimalloc() {
   Functions mi = fn;  // fn changes only when every symbol is found
   RegisterErrorFn register_error = nullptr;
   if (!resolve(handle, "mi_malloc", mi.malloc) || !resolve(handle, "mi_calloc", mi.calloc) ||
-      !resolve(handle, "mi_realloc", mi_realloc) || !resolve(handle, "mi_free", mi.free) ||
+      !resolve(handle, "mi_realloc", mi_realloc_fn) || !resolve(handle, "mi_free", mi.free) ||
       !resolve(handle, "mi_usable_size", mi.usable) ||
       !resolve(handle, "mi_malloc_aligned_at", mi.mi_malloc_aligned_at) ||
       !resolve(handle, "mi_collect", mi.mi_collect) ||
@@ -196,6 +232,7 @@ bool init(FallbackKind kind, const char** error) {
 }
 
 const char* name() { return chosen; }
+
 
 bool maps_each_large_block() {
   if (!strcmp(chosen, "mimalloc") || !strcmp(chosen, "jemalloc")) return true;

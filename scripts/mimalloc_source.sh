@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# mimalloc_source.sh [DIR]: Debian's mimalloc 2 source (the version libmimalloc-dev ships),
+# unpacked under DIR (default ~/.cache/memoplan/mimalloc); prints its tree's path. For the shim's
+# embedded fallback (interpose/CMakeLists.txt, MEMOPLAN_MIMALLOC_SOURCE). apt-get source through
+# a sources list of its own (deb-src of the system's suite): the system's apt configuration is
+# left as it is. Idempotent.
+set -euo pipefail
+dir="${1:-$HOME/.cache/memoplan/mimalloc}"
+mkdir -p "$dir/lists/partial" "$dir/download"
+existing=$(find "$dir" -maxdepth 3 -path '*/src/static.c' 2>/dev/null | head -n 1)
+if [[ -n "$existing" ]]; then dirname "$(dirname "$existing")"; exit 0; fi
+suite=$( (. /etc/os-release 2>/dev/null && echo "${VERSION_CODENAME:-bookworm}") || echo bookworm)
+echo "deb-src http://deb.debian.org/debian $suite main" > "$dir/sources.list"
+apt_opts=(-q -o "Dir::Etc::SourceList=$dir/sources.list" -o Dir::Etc::SourceParts=/dev/null
+          -o "Dir::State::Lists=$dir/lists")
+apt-get "${apt_opts[@]}" update >&2
+(cd "$dir/download" && apt-get "${apt_opts[@]}" source --download-only mimalloc >&2)
+tarball=$(find "$dir/download" -name 'mimalloc_2*.orig.tar.*' | sort -V | tail -n 1)
+[[ -n "$tarball" ]] || { echo "mimalloc_source: no mimalloc 2 source for $suite" >&2; exit 1; }
+tar -C "$dir" -xf "$tarball"
+existing=$(find "$dir" -maxdepth 3 -path '*/src/static.c' | head -n 1)
+dirname "$(dirname "$existing")"
