@@ -115,10 +115,11 @@ void mimalloc_error(int err, void*) {
   if (err == ENOMEM || err == EOVERFLOW) errno = ENOMEM;
 }
 
-bool load_mimalloc() {
+// mimalloc's functions into `mi`: the copy compiled into the shim where there is one, else
+// libmimalloc.so.2's; false (with `mi` partly written) when one is missing.
+bool find_mimalloc(Functions& mi, RegisterErrorFn& register_error) {
 #if MEMOPLAN_EMBEDDED_MIMALLOC
   if (&::mi_malloc != nullptr) {
-    Functions mi = fn;
     mi.malloc = &mi_malloc;
     mi.calloc = &mi_calloc;
     mi_realloc_fn = &mi_realloc;
@@ -127,9 +128,7 @@ bool load_mimalloc() {
     mi.mi_malloc_aligned_at = &mi_malloc_aligned_at;
     mi.mi_collect = &mi_collect;
     mi.mi_process_info = &mi_process_info;
-    mi_register_error(&mimalloc_error, nullptr);
-    mi.realloc = &mi_realloc_glibc;
-    fn = mi;
+    register_error = &mi_register_error;
     return true;
   }
 #endif
@@ -139,18 +138,20 @@ bool load_mimalloc() {
   // mimalloc's tracker reports for 3.x on other platforms. There the shim takes glibc, or an
   // allocator composed after it.
   void* handle = dlopen("libmimalloc.so.2", RTLD_NOW | RTLD_LOCAL);
-  if (!handle) return false;
-  Functions mi = fn;  // fn changes only when every symbol is found
+  // On a failure the handle stays: closing a library that may have started threads is unsafe.
+  return handle && resolve(handle, "mi_malloc", mi.malloc) &&
+         resolve(handle, "mi_calloc", mi.calloc) && resolve(handle, "mi_realloc", mi_realloc_fn) &&
+         resolve(handle, "mi_free", mi.free) && resolve(handle, "mi_usable_size", mi.usable) &&
+         resolve(handle, "mi_malloc_aligned_at", mi.mi_malloc_aligned_at) &&
+         resolve(handle, "mi_collect", mi.mi_collect) &&
+         resolve(handle, "mi_process_info", mi.mi_process_info) &&
+         resolve(handle, "mi_register_error", register_error);
+}
+
+bool load_mimalloc() {
+  Functions mi = fn;  // fn changes only when every function is found
   RegisterErrorFn register_error = nullptr;
-  if (!resolve(handle, "mi_malloc", mi.malloc) || !resolve(handle, "mi_calloc", mi.calloc) ||
-      !resolve(handle, "mi_realloc", mi_realloc_fn) || !resolve(handle, "mi_free", mi.free) ||
-      !resolve(handle, "mi_usable_size", mi.usable) ||
-      !resolve(handle, "mi_malloc_aligned_at", mi.mi_malloc_aligned_at) ||
-      !resolve(handle, "mi_collect", mi.mi_collect) ||
-      !resolve(handle, "mi_process_info", mi.mi_process_info) ||
-      !resolve(handle, "mi_register_error", register_error)) {
-    return false;  // the handle stays: closing a library that may have started threads is unsafe
-  }
+  if (!find_mimalloc(mi, register_error)) return false;
   register_error(&mimalloc_error, nullptr);
   mi.realloc = &mi_realloc_glibc;
   fn = mi;
@@ -232,7 +233,6 @@ bool init(FallbackKind kind, const char** error) {
 }
 
 const char* name() { return chosen; }
-
 
 bool maps_each_large_block() {
   if (!strcmp(chosen, "mimalloc") || !strcmp(chosen, "jemalloc")) return true;
