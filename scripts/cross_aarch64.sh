@@ -36,8 +36,10 @@ fi
 [ "$install_only" = 0 ] || exit 0
 launcher=()
 command -v ccache > /dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+# The shim with mimalloc 2 compiled in, as scripts/build.sh builds it, where its source is there.
+mimalloc_source=$(scripts/mimalloc_source.sh --cached 2>/dev/null || true)
 cmake -S tests/cross -B "$build" -G Ninja -DCMAKE_TOOLCHAIN_FILE="$PWD/cmake/aarch64-linux-gnu.cmake" \
-  "${launcher[@]}" > /dev/null
+  "${launcher[@]}" -DMEMOPLAN_MIMALLOC_SOURCE="$mimalloc_source" > /dev/null
 cmake --build "$build" -j "$(nproc)"
 file "$build/planner_tests" | grep "ARM aarch64" > /dev/null ||
   { echo "cross_aarch64: $build/planner_tests is not an aarch64 program" >&2; exit 1; }

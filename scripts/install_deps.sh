@@ -51,12 +51,17 @@ missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-if [ ${#missing[@]} -eq 0 ]; then
-  exit 0
+if [ ${#missing[@]} -ne 0 ]; then
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+  echo "memoplan: installing ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
-
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-echo "memoplan: installing ${missing[*]}"
-$SUDO apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+# mimalloc 2's source, which scripts/build.sh compiles into the shim (Debian 12 only: Debian 13
+# ships mimalloc 3). Where it cannot be fetched the build goes on and the shim loads
+# libmimalloc.so.2.
+if [ "$(host_suite)" = bookworm ]; then
+  "$(dirname "$0")"/mimalloc_source.sh >/dev/null 2>&1 ||
+    echo "memoplan: mimalloc's source not fetched (scripts/mimalloc_source.sh); the shim will load libmimalloc.so.2" >&2
+fi

@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
-# mimalloc_source.sh [DIR]: Debian's mimalloc 2 source (the version libmimalloc-dev ships),
+# mimalloc_source.sh [--cached] [DIR]: Debian's mimalloc 2 source (the version libmimalloc-dev ships),
 # unpacked under DIR (default ~/.cache/memoplan/mimalloc); prints its tree's path. For the shim's
 # embedded fallback (interpose/CMakeLists.txt, MEMOPLAN_MIMALLOC_SOURCE). apt-get source through
 # a sources list of its own (deb-src of the system's suite): the system's apt configuration is
-# left as it is. Idempotent.
+# left as it is. Idempotent. --cached: only a tree already there (exit 1 where there is none).
 set -euo pipefail
+cached=0
+if [ "${1:-}" = --cached ]; then cached=1; shift; fi
 dir="${1:-$HOME/.cache/memoplan/mimalloc}"
-mkdir -p "$dir/lists/partial" "$dir/download"
-existing=$(find "$dir" -maxdepth 3 -path '*/src/static.c' 2>/dev/null | head -n 1)
+existing=$(find "$dir" -maxdepth 3 -path '*/src/static.c' 2>/dev/null | head -n 1 || true)
 if [[ -n "$existing" ]]; then dirname "$(dirname "$existing")"; exit 0; fi
+[ "$cached" = 0 ] || exit 1
+mkdir -p "$dir/lists/partial" "$dir/download"
 suite=$( (. /etc/os-release 2>/dev/null && echo "${VERSION_CODENAME:-bookworm}") || echo bookworm)
 echo "deb-src http://deb.debian.org/debian $suite main" > "$dir/sources.list"
 apt_opts=(-q -o "Dir::Etc::SourceList=$dir/sources.list" -o Dir::Etc::SourceParts=/dev/null
