@@ -43,6 +43,7 @@ ALLOCATORS = {  # name: (preloaded libraries after the shim or alone, MEMOPLAN_C
     "shim": (["SHIM"], "", "mimalloc"),
     "shim-glibc": (["SHIM"], "fallback:next", "glibc"),
     "shim-mimalloc": (["SHIM"], "fallback:mimalloc", "mimalloc"),
+    "shim-nodetect": (["SHIM"], "detect:false", "mimalloc"),  # what pass detection costs
     "shim-tcmalloc": (["SHIM", f"{LIB}/libtcmalloc_minimal.so.4"], "", "tcmalloc"),
     "shim-jemalloc": (["SHIM", f"{LIB}/libjemalloc.so.2"], "", "jemalloc"),
     "shim-old": (["OLD"], "", "mimalloc"),  # --old-shim: another build of the shim, for before/after

@@ -2,10 +2,12 @@
 
 #include <sys/mman.h>
 
+#include <cstring>
+
 namespace memoplan::record {
 namespace {
 
-void* map_zeroed(size_t bytes) {
+void* map_pages(size_t bytes) {
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   return p == MAP_FAILED ? nullptr : p;
 }
@@ -16,7 +18,7 @@ constexpr size_t kChunkBytes = RecordLog::kPerChunk * sizeof(Record);
 
 }  // namespace
 
-MemorySource mmap_memory() { return MemorySource{&map_zeroed, &unmap}; }
+MemorySource mmap_memory() { return MemorySource{&map_pages, &unmap}; }
 
 uint64_t RecordLog::append(uint64_t key, uint64_t site, uint64_t size, uint64_t align,
                            uint32_t thread, Full* full) {
@@ -25,10 +27,11 @@ uint64_t RecordLog::append(uint64_t key, uint64_t site, uint64_t size, uint64_t 
     if (full) *full = Full::kCapacity;
     return kNone;
   }
-  if (!chunks_) chunks_ = static_cast<Record**>(memory_.allocate_zeroed(kIndexBytes));
-  if (chunks_ && !chunks_[chunk]) {
-    chunks_[chunk] = static_cast<Record*>(memory_.allocate_zeroed(kChunkBytes));
+  if (!chunks_) {
+    chunks_ = static_cast<Record**>(memory_.allocate(kIndexBytes));
+    if (chunks_) memset(chunks_, 0, kIndexBytes);
   }
+  if (chunks_ && !chunks_[chunk]) chunks_[chunk] = static_cast<Record*>(memory_.allocate(kChunkBytes));
   if (!chunks_ || !chunks_[chunk]) {
     if (full) *full = Full::kOutOfMemory;
     return kNone;

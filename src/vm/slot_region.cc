@@ -43,7 +43,7 @@ bool SlotRegion::reserve(unsigned slot_shift, uint32_t slot_count) {
   const uintptr_t aligned = reserve_range(size, size);
   if (!aligned) return false;
 
-  if (!make_free_bits(slot_count)) {
+  if (!make_used_bits(slot_count)) {
     munmap(reinterpret_cast<void*>(aligned), size);
     return false;
   }
@@ -59,7 +59,7 @@ bool SlotRegion::adopt(uintptr_t base, unsigned slot_shift, uint32_t slot_count)
     errno = EINVAL;
     return false;
   }
-  if (!make_free_bits(slot_count)) return false;
+  if (!make_used_bits(slot_count)) return false;
   base_ = base;
   size_ = size_t{slot_count} << slot_shift;
   shift_ = slot_shift;
@@ -67,16 +67,16 @@ bool SlotRegion::adopt(uintptr_t base, unsigned slot_shift, uint32_t slot_count)
   return true;
 }
 
-bool SlotRegion::make_free_bits(uint32_t slot_count) {
+bool SlotRegion::make_used_bits(uint32_t slot_count) {
   const size_t words = (slot_count + 63) / 64;
   void* bits = mmap(nullptr, round_to_pages(words * sizeof(uint64_t)), PROT_READ | PROT_WRITE,
                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (bits == MAP_FAILED) return false;
-  free_bits_ = static_cast<std::atomic<uint64_t>*>(bits);
-  for (size_t w = 0; w < words; ++w) {
-    const uint32_t in_word = slot_count - static_cast<uint32_t>(w * 64);
-    free_bits_[w].store(in_word >= 64 ? ~uint64_t{0} : (uint64_t{1} << in_word) - 1,
-                        std::memory_order_relaxed);
+  used_bits_ = static_cast<std::atomic<uint64_t>*>(bits);
+  // Zero pages: every slot free, and no page of the map touched until a slot in it is taken;
+  // only the bits past the last slot are set.
+  if (slot_count % 64) {
+    used_bits_[words - 1].store(~uint64_t{0} << (slot_count % 64), std::memory_order_relaxed);
   }
   count_ = slot_count;
   return true;
@@ -85,11 +85,11 @@ bool SlotRegion::make_free_bits(uint32_t slot_count) {
 void SlotRegion::release_all() {
   if (!base_) return;
   if (!adopted_) munmap(reinterpret_cast<void*>(base_), size_);
-  munmap(free_bits_, round_to_pages((count_ + 63) / 64 * sizeof(uint64_t)));
+  munmap(used_bits_, round_to_pages((count_ + 63) / 64 * sizeof(uint64_t)));
   base_ = 0;
   size_ = 0;
   count_ = 0;
-  free_bits_ = nullptr;
+  used_bits_ = nullptr;
   adopted_ = false;
   in_use_.store(0);
 }
@@ -114,10 +114,10 @@ bool SlotRegion::acquire(uint32_t& slot) {
   const uint32_t start = hint_.load(std::memory_order_relaxed) % (words ? words : 1);
   for (uint32_t i = 0; i < words; ++i) {
     const uint32_t w = (start + i) % words;
-    uint64_t bits = free_bits_[w].load(std::memory_order_relaxed);
-    while (bits) {
-      const uint64_t lowest = bits & (~bits + 1);
-      if (free_bits_[w].compare_exchange_weak(bits, bits & ~lowest, std::memory_order_acquire)) {
+    uint64_t bits = used_bits_[w].load(std::memory_order_relaxed);
+    while (~bits) {
+      const uint64_t lowest = ~bits & (bits + 1);  // the lowest free slot's bit
+      if (used_bits_[w].compare_exchange_weak(bits, bits | lowest, std::memory_order_acquire)) {
         slot = w * 64 + static_cast<uint32_t>(__builtin_ctzll(lowest));
         hint_.store(w, std::memory_order_relaxed);
         in_use_.fetch_add(1, std::memory_order_relaxed);
@@ -131,13 +131,13 @@ bool SlotRegion::acquire(uint32_t& slot) {
 bool SlotRegion::try_acquire(uint32_t slot) {
   if (slot >= count_) return false;
   const uint64_t bit = uint64_t{1} << (slot % 64);
-  if (!(free_bits_[slot / 64].fetch_and(~bit, std::memory_order_acquire) & bit)) return false;
+  if (used_bits_[slot / 64].fetch_or(bit, std::memory_order_acquire) & bit) return false;
   in_use_.fetch_add(1, std::memory_order_relaxed);
   return true;
 }
 
 void SlotRegion::release(uint32_t slot) {
-  free_bits_[slot / 64].fetch_or(uint64_t{1} << (slot % 64), std::memory_order_release);
+  used_bits_[slot / 64].fetch_and(~(uint64_t{1} << (slot % 64)), std::memory_order_release);
   in_use_.fetch_sub(1, std::memory_order_relaxed);
 }
 

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -49,6 +50,31 @@ TEST(RecordLog, SaysWhenOutOfMemory) {
   RecordLog::Full full = RecordLog::Full::kNo;
   EXPECT_EQ(log.append(1, 1, 16, 0, &full), RecordLog::kNone);
   EXPECT_EQ(full, RecordLog::Full::kOutOfMemory);
+}
+
+// Memory that is not zero: what a malloc-backed source gives (the shim's).
+void* dirty_memory(size_t bytes) {
+  void* p = malloc(bytes);
+  if (p) memset(p, 0xab, bytes);
+  return p;
+}
+void dirty_release(void* p, size_t) { free(p); }
+
+TEST(RecordLog, NeedsNoZeroedMemory) {
+  RecordLog log(MemorySource{&dirty_memory, &dirty_release});
+  RecordLog::Full full = RecordLog::Full::kNo;
+  const uint64_t n = RecordLog::kPerChunk + 3;  // into a second chunk
+  for (uint64_t i = 0; i < n; ++i) ASSERT_EQ(log.append(i, i + 1, 16, 7, &full), i);
+  log.close(1);
+  for (uint64_t i = 0; i < n; ++i) {
+    EXPECT_EQ(log.at(i).size, i + 1);
+    EXPECT_EQ(log.at(i).thread, 7u);
+    EXPECT_EQ(log.at(i).end.load(), i == 1 ? n : kLive);
+  }
+  EXPECT_EQ(log.footprint_bytes(), RecordLog::kChunks * sizeof(Record*) +
+                                       2 * RecordLog::kPerChunk * sizeof(Record));
+  log.clear();
+  EXPECT_EQ(log.footprint_bytes(), 0u);
 }
 
 TEST(TraceOf, EscapesWhatOutlivesTheCut) {

@@ -28,9 +28,12 @@ struct Record {
   uint32_t thread;            // the recording side's thread index
 };
 
-// Zeroed memory for the log's chunks and where it goes back to.
+// Memory for the log's chunks and their index, and where it goes back to. Its contents need not be
+// zero: the log writes every record it appends and clears the index itself, so a chunk's pages are
+// touched only as records fill them (a thread that profiles a few blocks and ends, as most
+// processes' first threads do, faults in one page, not a chunk's 56).
 struct MemorySource {
-  void* (*allocate_zeroed)(size_t bytes);
+  void* (*allocate)(size_t bytes);
   void (*release)(void* p, size_t bytes);
 };
 // Anonymous mmap: what a malloc-free caller uses.

@@ -59,15 +59,15 @@ class SlotRegion {
   uint32_t slots_in_use() const { return in_use_.load(std::memory_order_relaxed); }
 
  private:
-  bool make_free_bits(uint32_t slot_count);
+  bool make_used_bits(uint32_t slot_count);
 
   uintptr_t base_ = 0;
   size_t size_ = 0;
   bool adopted_ = false;
   unsigned shift_ = 0;
   uint32_t count_ = 0;
-  // Free slots: a bitmap scanned from a rotating hint; 1 bit per slot, allocated with mmap.
-  std::atomic<uint64_t>* free_bits_ = nullptr;
+  // Slots in use: a bitmap scanned from a rotating hint; 1 bit per slot, allocated with mmap.
+  std::atomic<uint64_t>* used_bits_ = nullptr;
   std::atomic<uint32_t> hint_{0};
   std::atomic<uint32_t> in_use_{0};
 };
