@@ -18,7 +18,16 @@ hash of its output (every configuration must print the same). The table gives me
 quartiles and, for each shim row, its time over its fallback's alone and over the best
 allocator's. Raw rows go to bench/results/shim_programs_<stamp>.csv, the tables to .md beside it.
 
-Standard library and GNU time (/usr/bin/time); needs `cmake --build build --target memoplan_preload large_blocks`.
+--perf adds one `perf record` run per program and configuration after the timed rounds (a sampling
+profile, system-wide noise mostly cancels out): the share of the samples in the allocator's own
+library (libmemoplan_preload.so, libmimalloc, libjemalloc, libtcmalloc; glibc's malloc cannot be
+told apart from the rest of libc.so.6) and, for each shim row, the time over its fallback's that the
+shares imply if the program's own work is the same under both: (1 - fallback's) / (1 - shim's),
+given only where both shares are under half (above, it magnifies their noise).
+It leaves out what an allocator costs elsewhere (page faults, caches), which wall time includes.
+
+Standard library and GNU time (/usr/bin/time); needs `cmake --build build --target memoplan_preload large_blocks`
+(and perf, Debian's linux-perf, for --perf).
 """
 import argparse
 import csv
@@ -138,6 +147,8 @@ def main():
     p.add_argument("--old-shim", help="libmemoplan_preload.so of another commit: allocator shim-old")
     p.add_argument("--out", help="default bench/results/shim_programs_<stamp>")
     p.add_argument("--list", action="store_true", help="print the commands and stop")
+    p.add_argument("--perf", action="store_true",
+                   help="one perf record run each: the allocator's share of the samples")
     args = p.parse_args()
 
     shim = os.path.join(ROOT, args.build_dir, "interpose", "libmemoplan_preload.so")
@@ -211,6 +222,16 @@ def main():
                 print(f"round {r} {n:13s} {alloc:14s} {wall:8.3f} s {row.get('ns_per_pair', '')} "
                       f"{peak_kib / 1024:7.1f} MiB"
                       f"{'' if ok else ' FAILED: ' + stderr.decode()[-300:]}", flush=True)
+    shares = {}
+    if args.perf:
+        for n in names:
+            argv, extra, stdin = available[n]
+            for alloc in allocs:
+                shares[(n, alloc)] = allocator_share(argv, environment(alloc, extra), stdin, work)
+                print(f"perf {n:13s} {alloc:14s} allocator {shares[(n, alloc)]}", flush=True)
+        for row in rows:
+            share = shares.get((row["program"], row["allocator"]))
+            row["allocator_share_pct"] = "" if share is None else share
     with open(out + ".csv", "w", newline="") as f:
         f.write(f"# {' '.join(sys.argv)}\n# {platform.node()} {platform.processor()} "
                 f"{os.cpu_count()} cores, {time.strftime('%Y-%m-%d %H:%M')}\n")
@@ -219,10 +240,57 @@ def main():
         w.writeheader()
         w.writerows(rows)
     table = report(rows, names, allocs)
+    if shares:
+        table += "\n" + share_report(shares, names, allocs)
     with open(out + ".md", "w") as f:
         f.write(table)
     print(table)
     print(f"wrote {out}.csv and {out}.md")
+
+
+# perf's dso names of each allocator's code (the shim's includes its compiled-in mimalloc).
+ALLOCATOR_DSOS = ("libmemoplan_preload.so", "libmimalloc.so", "libjemalloc.so",
+                  "libtcmalloc_minimal.so")
+
+
+def allocator_share(argv, env, stdin, work):
+    """Percent of a perf record run's samples in allocator libraries; None where perf failed or the
+    allocator is glibc's (inside libc.so.6)."""
+    data = os.path.join(work, "perf.data")
+    with open(stdin) if stdin else open(os.devnull) as stdin_file:
+        recorded = subprocess.run(["perf", "record", "-q", "-o", data, "--"] + argv, env=env,
+                                  stdin=stdin_file, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL)
+    if recorded.returncode != 0:
+        return None
+    report_run = subprocess.run(["perf", "report", "-i", data, "--sort", "dso", "--stdio", "-q"],
+                                capture_output=True, text=True)
+    total, found = 0.0, False
+    for line in report_run.stdout.splitlines():
+        fields = line.split()
+        if len(fields) >= 2 and fields[0].endswith("%"):
+            if any(fields[1].startswith(d) for d in ALLOCATOR_DSOS):
+                total += float(fields[0].rstrip("%"))
+                found = True
+    preloaded = env.get("LD_PRELOAD", "")
+    return round(total, 2) if found or preloaded else None
+
+
+def share_report(shares, names, allocs):
+    lines = ["| program | allocator | allocator's share of samples % | implied / its fallback |",
+             "|---|---|---|---|"]
+    for n in names:
+        for a in allocs:
+            share = shares.get((n, a))
+            fb = ALLOCATORS[a][2]
+            fb_share = shares.get((n, fb)) if fb else None
+            # Where the allocator is most of the time (glibc's benchtests) the ratio magnifies
+            # the shares' noise many times over: left out above half.
+            implied = (f"{(100 - fb_share) / (100 - share):.3f}"
+                       if share is not None and fb_share is not None and max(share, fb_share) < 50
+                       else "")
+            lines.append(f"| {n} | {a} | {'' if share is None else share} | {implied} |")
+    return "\n".join(lines) + "\n"
 
 
 def quartiles(values):
