@@ -31,7 +31,8 @@ uint64_t RecordLog::append(uint64_t key, uint64_t site, uint64_t size, uint64_t 
     chunks_ = static_cast<Record**>(memory_.allocate(kIndexBytes));
     if (chunks_) memset(chunks_, 0, kIndexBytes);
   }
-  if (chunks_ && !chunks_[chunk]) chunks_[chunk] = static_cast<Record*>(memory_.allocate(kChunkBytes));
+  if (chunks_ && !chunks_[chunk])
+    chunks_[chunk] = static_cast<Record*>(memory_.allocate(kChunkBytes));
   if (!chunks_ || !chunks_[chunk]) {
     if (full) *full = Full::kOutOfMemory;
     return kNone;

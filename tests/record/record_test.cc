@@ -71,8 +71,8 @@ TEST(RecordLog, NeedsNoZeroedMemory) {
     EXPECT_EQ(log.at(i).thread, 7u);
     EXPECT_EQ(log.at(i).end.load(), i == 1 ? n : kLive);
   }
-  EXPECT_EQ(log.footprint_bytes(), RecordLog::kChunks * sizeof(Record*) +
-                                       2 * RecordLog::kPerChunk * sizeof(Record));
+  EXPECT_EQ(log.footprint_bytes(),
+            RecordLog::kChunks * sizeof(Record*) + 2 * RecordLog::kPerChunk * sizeof(Record));
   log.clear();
   EXPECT_EQ(log.footprint_bytes(), 0u);
 }
