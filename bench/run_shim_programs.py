@@ -36,6 +36,7 @@ import json
 import os
 import platform
 import random
+import shutil
 import statistics
 import subprocess
 import sys
@@ -151,6 +152,8 @@ def main():
                    help="one perf record run each: the allocator's share of the samples")
     args = p.parse_args()
 
+    if args.perf and not shutil.which("perf"):
+        sys.exit("run_shim_programs: --perf needs perf (Debian's linux-perf)")
     shim = os.path.join(ROOT, args.build_dir, "interpose", "libmemoplan_preload.so")
     work = os.path.join(tempfile.gettempdir(), "memoplan-shim-programs")
     os.makedirs(work, exist_ok=True)
