@@ -259,12 +259,15 @@ void restart_detection(ThreadState& t) {
   enter_profiling(t);
 }
 
+}  // namespace
+
 // See Detection::paused_left: the thread runs unplanned, its records go back, and it profiles
 // afresh after the pause (pause_counts_down).
 void pause_profiling(ThreadState& t, const char* why) {
   Detection& d = t.detection;
   // At least four times the attempt's records: profiling takes at most a fifth of the requests.
-  const uint64_t attempt = t.profiling.profile->log.count() - d.first_record;
+  const uint64_t count = t.profiling.profile->log.count();  // 0 once a plan dropped the records
+  const uint64_t attempt = count > d.first_record ? count - d.first_record : 0;
   const uint64_t doubled = uint64_t{4096} << (d.pauses < 8 ? d.pauses : 8);
   d.paused_left = doubled > 4 * attempt ? doubled : 4 * attempt;
   ++d.pauses;
@@ -277,8 +280,6 @@ void pause_profiling(ThreadState& t, const char* why) {
   release_records(t.profiling);
   give_back_kept_pages();
 }
-
-}  // namespace
 
 bool pause_counts_down(ThreadState& t) {
   Detection& d = t.detection;

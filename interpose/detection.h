@@ -60,6 +60,10 @@ struct IrregularWork {
 // found, plans it (finish_profile); gives up profiling when none can be found.
 void profile_maybe_detect(ThreadState& t);
 
+// Profiling pauses (Detection::paused_left; `why` for the verbose log): the thread runs unplanned,
+// its records go back, and it profiles afresh after the pause.
+void pause_profiling(ThreadState& t, const char* why);
+
 // An unplanned thread's request of min_size or more while profiling is paused: counts it down and,
 // at the end of the pause, starts profiling afresh (true: this request is the first profiled).
 bool pause_counts_down(ThreadState& t);

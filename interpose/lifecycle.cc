@@ -5,7 +5,9 @@
 //   profiling --(detect.cc finds a repeating pass; plan_builder.cc plans it; replay.cc's
 //                install_replay gives it to the thread)--> replaying
 //   replaying --(recheck.cc: a request the plan does not know recurs: detect_again)--> profiling,
-//                the next plan required to contain that request (the old arena goes once empty)
+//                the next plan required to contain that request (the old arena goes once empty);
+//                past the last re-detection, a plan serving too little --> unplanned, profiling
+//                paused (the arena goes with its last block)
 //   replaying --(a size-free plan's request outgrew its slot: replanned at the pass end)-->
 //                replaying, on a new plan
 // With pass marks (memoplan_pass_begin/end, pass_begins and pass_ends below):

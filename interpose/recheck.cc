@@ -46,6 +46,21 @@ __attribute__((noinline)) void start_redetection(ThreadState& t, uint64_t key) {
   detect_again(t, key, t.replay.slot_count);
 }
 
+// Past the last re-detection, a plan that serves too little of the pass costs more than it saves:
+// it goes now (its arena with its last block) and the thread runs unplanned, profiling paused as
+// for a structure being built (detection.h: a later phase is still found, a pause later).
+__attribute__((noinline, cold)) void give_up_plan(ThreadState& t) {
+  retract_steady_state(t.recheck);
+  if (global().options.verbose) {
+    log_line(
+        "memoplan: thread %u: its plan of %u allocations serves under nine tenths of the "
+        "pass, %u re-detections on: given up",
+        t.index, t.replay.slot_count, t.recheck.redetections);
+  }
+  drop_replay(t);
+  pause_profiling(t, "its plans served under nine tenths of the pass");
+}
+
 // A plan found through irregular work leaves out the keys that recur irregularly between passes:
 // a miss of one is counted for this pass and is no reason to re-check (detection.h).
 inline bool irregular_work_miss(ThreadState& t, uint64_t key) {
@@ -84,6 +99,15 @@ __attribute__((noinline)) void close_recheck_window(ThreadState& t) {
       return leave_learned_pass(t);
     }
   }
+  const uint64_t hit = r.plan_steady_hit_bytes - r.window_hit_bytes;
+  const uint64_t poor = r.plan_steady_poor_bytes - r.window_poor_bytes;
+  r.window_hit_bytes = r.plan_steady_hit_bytes;
+  r.window_poor_bytes = r.plan_steady_poor_bytes;
+  r.poor_windows = poor * 10 > hit + poor ? r.poor_windows + 1 : 0;
+  if (r.poor_windows >= kMissingWindows && !t.explicit_passes) {
+    r.poor_windows = 0;
+    return r.redetections < kMaxRedetections ? start_redetection(t, r.poor_key) : give_up_plan(t);
+  }
   const uint64_t recurring = r.recurring;
   r.recurring = 0;
   if (r.missed_count) {  // a pass longer than a window leaves windows without its misses
@@ -103,7 +127,7 @@ __attribute__((noinline)) void close_recheck_window(ThreadState& t) {
   start_redetection(t, r.unexplained_key);
 }
 
-void recheck_miss(ThreadState& t, replay::Fallback why, uint64_t key, bool recheck) {
+void recheck_miss(ThreadState& t, replay::Fallback why, uint64_t key, uint64_t size, bool recheck) {
   const bool checked = why == replay::Fallback::kNotPlanned && !t.explicit_passes && recheck;
   const bool between = checked && irregular_work_miss(t, key);
   ReplayRecheck& r = t.recheck;
@@ -111,6 +135,11 @@ void recheck_miss(ThreadState& t, replay::Fallback why, uint64_t key, bool reche
     (why == replay::Fallback::kEscaping ? stats().steady_escaping : stats().steady_fallbacks)
         .fetch_add(1, std::memory_order_relaxed);
     ++r.plan_steady_misses;
+    // Not a size-free plan's request outgrowing its slot (`recheck` false): replanned.
+    if (recheck && why != replay::Fallback::kEscaping && !between) {
+      r.plan_steady_poor_bytes += size;
+      r.poor_key = key;
+    }
     if (between) {
       stats().steady_between.fetch_add(1, std::memory_order_relaxed);
       ++r.plan_steady_between;

@@ -36,6 +36,17 @@ struct ReplayRecheck {
   uint64_t plan_steady_passes = 0, plan_full_passes = 0;  // the same for Stats' pass counts
   uint64_t plan_steady_between = 0;   // of the misses: irregular work between passes
   uint64_t misses_at_last_cycle = 0;  // plan_steady_misses when the last detected pass ended
+  // Steady-state bytes the plan served, and those of misses it should have served (not escaping
+  // blocks, not irregular work between passes, not a size-free plan's requests that outgrew their
+  // slots). A plan that serves under nine tenths of those
+  // bytes, kMissingWindows windows in a row, does not describe the pass: random sizes can pass for
+  // a short one (glibc's bench-malloc-thread: 58% served). The thread detects again and, after
+  // its last re-detection, gives the plan up and pauses profiling (recheck.cc). Counted in bytes:
+  // a DNN's misses are its small requests (the zoo's plans serve 98.6-100% of requests).
+  uint64_t plan_steady_hit_bytes = 0, plan_steady_poor_bytes = 0;
+  uint64_t window_hit_bytes = 0, window_poor_bytes = 0;  // the two when this window began
+  uint32_t poor_windows = 0;                             // consecutive windows under nine tenths
+  uint64_t poor_key = 0;                                 // the newest such miss's key
   // A learned pass just started on (learned_pass.h): the first window is one pass long, and at
   // its end a thread that missed more of it than it hit leaves the pass (leave_learned_pass).
   bool judge_adoption = false;
@@ -44,8 +55,11 @@ struct ReplayRecheck {
 // A request under the plan: true when it closes a window (then close_recheck_window).
 inline bool recheck_counts_request(ReplayRecheck& r) { return ++r.requests == r.window; }
 
-// A steady-state hit of this plan.
-inline void recheck_steady_hit(ReplayRecheck& r) { ++r.plan_steady_hits; }
+// A steady-state hit of this plan, of `size` bytes.
+inline void recheck_steady_hit(ReplayRecheck& r, uint64_t size) {
+  ++r.plan_steady_hits;
+  r.plan_steady_hit_bytes += size;
+}
 
 // A detected pass ended (with its last planned allocation): counted in steady state, and as full
 // when no request of it went to the fallback.
@@ -69,12 +83,13 @@ void recheck_plan_installed(ReplayRecheck& r, uint32_t slot_count);
 // first window is that pass, and the pass is judged at its end.
 void recheck_judge_adoption(ReplayRecheck& r, uint32_t slot_count);
 
-// The window of requests is full: a key missed again in enough windows starts a re-detection.
+// The window of requests is full: a key missed again in enough windows, or too few bytes served,
+// starts a re-detection (or, past the last, gives the plan up: then t.replay holds no arena).
 void close_recheck_window(ThreadState& t);
 
-// A request the arena did not serve, for `why`: counted in steady state, and (`recheck`, a
-// request the plan does not know) noted for the window.
-void recheck_miss(ThreadState& t, replay::Fallback why, uint64_t key, bool recheck);
+// A request of `size` bytes the arena did not serve, for `why`: counted in steady state, and
+// (`recheck`, a request the plan does not know) noted for the window.
+void recheck_miss(ThreadState& t, replay::Fallback why, uint64_t key, uint64_t size, bool recheck);
 
 // At a pass end while the plan leaves keys out as irregular (t.irregular.count != 0): a key whose
 // misses per pass repeat is regular at a larger scale than the plan's pass: the thread detects

@@ -47,10 +47,20 @@ __attribute__((noinline)) void detected_pass_completed(ThreadState& t) {
 // Every request the arena did not serve: counted by reason; a detected plan notes what it did not
 // know for the re-check. The caller then asks the fallback allocator.
 __attribute__((noinline, cold)) void* replay_miss(ThreadState& t, replay::Fallback why,
-                                                  uint64_t key, bool recheck = true) {
+                                                  uint64_t key, uint64_t size,
+                                                  bool recheck = true) {
   stats().fallback(why);
-  recheck_miss(t, why, key, recheck);
+  recheck_miss(t, why, key, size, recheck);
   return nullptr;
+}
+
+// The arena goes back now if none of its blocks is alive, else with the last one's free; the
+// thread no longer owns it.
+void retire_when_freed(ReplayState& r) {
+  if (!r.arena || r.arena->live_blocks() == 0) return;  // retire_replay gives it back
+  keep_replay_peak(r);
+  r.arena->retire();
+  r.arena = nullptr;
 }
 
 void free_slots(ReplayState& r) {
@@ -73,7 +83,7 @@ __attribute__((noinline, cold)) void* replay_exceeded(ThreadState& t, uint32_t i
   ReplayState& r = t.replay;
   if (size > r.wanted[index]) r.wanted[index] = size;
   r.replan_pending = true;
-  return replay_miss(t, replay::Fallback::kNotPlanned, key, /*recheck=*/false);
+  return replay_miss(t, replay::Fallback::kNotPlanned, key, size, /*recheck=*/false);
 }
 
 // The tables install_replay gives the thread, or the reason it gets none (said here).
@@ -115,13 +125,9 @@ bool install(ThreadState& t, const plan_stage::PlannedPass& pass, const ReplaySt
   ReplayState& r = t.replay;
   const uint32_t count = static_cast<uint32_t>(pass.slots.size());
   if (count == 0) return false;
-  if (start.retire_live_arena && r.arena && r.arena->live_blocks() != 0) {
-    // The pass's blocks of the old plan (its output) are still alive: the old arena goes back
-    // with the last of them.
-    keep_replay_peak(r);
-    r.arena->retire();
-    r.arena = nullptr;
-  }
+  // The pass's blocks of the old plan (its output) may still be alive: the old arena goes back
+  // with the last of them.
+  if (start.retire_live_arena) retire_when_freed(r);
   if (!retire_replay(t)) return false;  // the old arena must be empty first
   replay::Slot* slots = nullptr;
   replay::Arena* arena = nullptr;
@@ -171,7 +177,10 @@ bool install_replay(ThreadState& t, const plan_stage::PlannedPass& pass, ReplayS
 
 void* replay_alloc(ThreadState& t, size_t size, size_t alignment, uint64_t key) {
   ReplayState& r = t.replay;
-  if (__builtin_expect(recheck_counts_request(t.recheck), 0)) close_recheck_window(t);
+  if (__builtin_expect(recheck_counts_request(t.recheck), 0)) {
+    close_recheck_window(t);
+    if (__builtin_expect(r.arena == nullptr, 0)) return nullptr;  // the plan was given up
+  }
   const uint64_t cycles = r.matcher.cycles();
   replay::Fallback why = replay::Fallback::kNotPlanned;
   void* p;
@@ -200,11 +209,11 @@ void* replay_alloc(ThreadState& t, size_t size, size_t alignment, uint64_t key) 
     detected_pass_completed(t);
   }
   if (__builtin_expect(exceeded, 0)) return nullptr;
-  if (__builtin_expect(p == nullptr, 0)) return replay_miss(t, why, key);
+  if (__builtin_expect(p == nullptr, 0)) return replay_miss(t, why, key, size);
   replay::OwnedCounters::bump(t.counters.planned_hits);
   if (steady(t)) {
     replay::OwnedCounters::bump(t.counters.steady_hits);
-    recheck_steady_hit(t.recheck);
+    recheck_steady_hit(t.recheck, size);
   }
   return p;
 }
@@ -241,6 +250,11 @@ bool retire_replay(ThreadState& t) {
     run_unplanned(t);
   }
   return true;
+}
+
+void drop_replay(ThreadState& t) {
+  retire_when_freed(t.replay);
+  retire_replay(t);
 }
 
 void retire_replay_at_exit(ThreadState& t, bool after_fork) {

@@ -84,6 +84,9 @@ void rewind_replay(ReplayState& r);
 // Gives the thread's arena and replay table back if none of its blocks is alive (true then, and
 // the thread holds no plan afterwards). Owner only.
 bool retire_replay(ThreadState& t);
+// Gives the plan up now: the table is freed and the arena goes back with its last live block's
+// free. The thread holds no plan afterwards. Owner only.
+void drop_replay(ThreadState& t);
 // At thread exit: the arena goes to the runtime, which gives it back with its last block's free;
 // the replay table is freed. `after_fork`, for a thread a fork left behind: only forgets the arena
 // (ArenaRegion::after_fork_in_child retired it) and frees the table.
