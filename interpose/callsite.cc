@@ -5,11 +5,14 @@
 #define UNW_LOCAL_ONLY
 #include <dlfcn.h>
 #include <libunwind.h>
+#include <pthread.h>
 #include <sched.h>
 
 #include <atomic>
 
 #include "callsite_cache.h"
+#include "fallback.h"
+#include "unwind_tables.h"
 
 namespace memoplan::shim {
 namespace {
@@ -79,9 +82,13 @@ __attribute__((no_sanitize("address", "thread"))) inline bool confirms(
 // The key's hash from `depth` frames above ours, unwound step by step so that each deeper return
 // address's stack slot is known: they go into `fill` (its tag set to `tag`) when every one is in
 // memory above `stack`; otherwise `fill` is left empty and the path is unwound at every request.
-// Called by cached_callsite_key only (kOwnFrames counts this frame).
+// Every frame's return address, ours included, goes into `visited` (kOwnFrames + 16 at most), their
+// number into `visited_count`. Called by cached_callsite_key only (kOwnFrames counts this frame).
+constexpr unsigned kMaxFrames = kOwnFrames + 16;
 __attribute__((noinline)) uint64_t unwind_path(unsigned depth, bool portable, uintptr_t stack,
-                                               uint64_t tag, CallsiteCacheEntry& fill) {
+                                               uint64_t tag, CallsiteCacheEntry& fill,
+                                               uintptr_t* visited, unsigned& visited_count) {
+  visited_count = 0;
   uint64_t h = mix(0x6d656d6f706c616eull, 0);  // the hash of a size-0 key, as before the cache
   fill.tag = 0;
   fill.checked = 0;
@@ -91,9 +98,10 @@ __attribute__((noinline)) uint64_t unwind_path(unsigned depth, bool portable, ui
   bool cacheable = depth - 1 <= kCallsiteCheckedFrames;
   const unsigned frames = kOwnFrames + depth;
   for (unsigned i = 0; i < frames; ++i) {
+    unw_word_t ip = 0;
+    unw_get_reg(&cursor, UNW_REG_IP, &ip);
+    if (visited_count < kMaxFrames) visited[visited_count++] = ip;
     if (i >= kOwnFrames) {
-      unw_word_t ip = 0;
-      unw_get_reg(&cursor, UNW_REG_IP, &ip);
       h = mix(h, portable ? portable_address(reinterpret_cast<void*>(ip)) : ip);
       if (i > kOwnFrames && cacheable) {
         unw_save_loc_t where;
@@ -120,9 +128,89 @@ __attribute__((noinline)) uint64_t unwind_path(unsigned depth, bool portable, ui
   return h;
 }
 
+// The process's call paths, shared by its threads: a thread whose own cache misses looks here
+// before it unwinds. A thread-per-request server runs the same paths on fresh threads, whose own
+// caches are empty: without this each thread unwound every path again, and every unwind maps and
+// gives back the unwind tables' pages (unwind_tables.h; 8 ms more CPU a request in
+// bench/shim_thread_server.py). An entry is written once, then published (a slot's pointer, set
+// from null) and never changed or freed, so readers take no lock. Slots fill in probe order and
+// are never emptied, so a lookup ends at the first empty one. With the pool used up, or a probe
+// window full, paths go unpublished: the threads' own caches still hold them.
+constexpr size_t kSharedSlots = 8192;  // a power of two
+constexpr size_t kSharedProbe = 8;
+constexpr size_t kSharedEntries = 4096;
+std::atomic<const CallsiteCacheEntry*> shared_slots[kSharedSlots];
+CallsiteCacheEntry shared_pool[kSharedEntries];
+std::atomic<size_t> shared_used{0};
+
+size_t shared_slot(uint64_t path, size_t probe) {
+  return ((path ^ (path >> 31)) + probe) & (kSharedSlots - 1);
+}
+
+const CallsiteCacheEntry* find_shared(uint64_t path, uintptr_t stack) {
+  for (size_t probe = 0; probe < kSharedProbe; ++probe) {
+    const CallsiteCacheEntry* entry =
+        shared_slots[shared_slot(path, probe)].load(std::memory_order_acquire);
+    if (!entry) return nullptr;
+    if (entry->tag == path && confirms(*entry, stack)) return entry;
+  }
+  return nullptr;
+}
+
+void publish_shared(const CallsiteCacheEntry& filled) {
+  if (!filled.tag) return;  // not cacheable (unwind_path)
+  if (shared_used.load(std::memory_order_relaxed) >= kSharedEntries) return;
+  const size_t index = shared_used.fetch_add(1, std::memory_order_relaxed);
+  if (index >= kSharedEntries) return;
+  CallsiteCacheEntry* entry = &shared_pool[index];
+  *entry = filled;
+  for (size_t probe = 0; probe < kSharedProbe; ++probe) {
+    const CallsiteCacheEntry* empty = nullptr;
+    if (shared_slots[shared_slot(filled.tag, probe)].compare_exchange_strong(
+            empty, entry, std::memory_order_release, std::memory_order_relaxed)) {
+      return;
+    }
+  }
+}
+
+// The unwind tables read since the last release given back (unwind_tables.h); under the gate.
+void release_unreleased(CallsiteCache& cache) {
+  if (cache.places_unreleased) release_unwind_tables(cache.unreleased, cache.places_unreleased);
+  cache.places_unreleased = 0;
+  cache.unwinds_unreleased = 0;
+}
+
+// An unwind (unwind_path, its arguments), inside the fork's gate; every kUnwindsPerRelease
+// unwinds of the thread (`cache`; each one without it), the unwind tables they read are given
+// back. Inlined: kOwnFrames counts no frame of its own.
+__attribute__((always_inline)) inline uint64_t unwind_and_release(unsigned depth, bool portable,
+                                                                  uintptr_t stack, uint64_t tag,
+                                                                  CallsiteCacheEntry& fill,
+                                                                  CallsiteCache* cache) {
+  uintptr_t visited[kMaxFrames];
+  unsigned visited_count = 0;
+  UnwindGate gate;
+  const uint64_t hash = unwind_path(depth, portable, stack, tag, fill, visited, visited_count);
+  if (!cache) {
+    release_unwind_tables(visited, visited_count);
+    return hash;
+  }
+  for (unsigned i = 0; i < visited_count; ++i) {
+    bool known = false;
+    for (uint32_t j = 0; j < cache->places_unreleased && !known; ++j) {
+      known = (cache->unreleased[j] >> 20) == (visited[i] >> 20);
+    }
+    if (known) continue;
+    if (cache->places_unreleased == kUnreleasedPlaces) release_unreleased(*cache);
+    cache->unreleased[cache->places_unreleased++] = visited[i];
+  }
+  if (++cache->unwinds_unreleased >= kUnwindsPerRelease) release_unreleased(*cache);
+  return hash;
+}
+
 }  // namespace
 
-__attribute__((noinline)) uint64_t cached_callsite_key(CallsiteCache& cache, size_t size,
+__attribute__((noinline)) uint64_t cached_callsite_key(CallsiteCache*& cache, size_t size,
                                                        unsigned depth, bool portable,
                                                        uintptr_t return_address, uintptr_t stack,
                                                        uint64_t* site) {
@@ -131,33 +219,57 @@ __attribute__((noinline)) uint64_t cached_callsite_key(CallsiteCache& cache, siz
   *site = kSite;
   if (depth == 0) return sized;
   // The same call path reaches us with the same return address and stack pointer; the converse
-  // does not hold, which the entry's deeper return addresses check (CallsiteCacheEntry).
-  const uint64_t path = mix(mix(0x63616c6c73697465ull, return_address), stack);
+  // does not hold, which the entry's deeper return addresses check (CallsiteCacheEntry). The stack
+  // pointer is taken as its distance from the thread's descriptor, which glibc keeps at the top of
+  // a thread's stack: the same for one call path on every thread a process starts alike (so a
+  // thread-per-request server's threads agree on their passes, learned_pass.h, and share cached
+  // paths, below).
+  const uint64_t path = mix(mix(0x63616c6c73697465ull, return_address),
+                            reinterpret_cast<uintptr_t>(pthread_self()) - stack);
   // The stack pointer is not the same in another process: portable keys unwind even at depth 1.
   if (depth == 1 && !portable) {
     *site = mix(kSite, path);
     return mix(sized, path);
   }
-  // The set is chosen from the whole path hash so allocations through one helper spread over the
-  // cache; paths that share the tag take separate ways.
-  CallsiteCacheEntry* set =
-      &cache.entries[(path >> 17) % (kCallsiteCacheEntries / kCallsiteCacheWays) *
-                     kCallsiteCacheWays];
+  if (!cache) cache = static_cast<CallsiteCache*>(fallback::calloc(1, sizeof(CallsiteCache)));
+  CallsiteCacheEntry scratch;  // without memory for the cache: uncached
+  CallsiteCacheEntry* set = nullptr;
   uint64_t hash = 0;
   bool found = false;
-  for (size_t way = 0; way < kCallsiteCacheWays && !found; ++way) {
-    if (set[way].tag == path && confirms(set[way], stack)) {
-      hash = set[way].hash;
-      found = true;
+  if (cache) {
+    // The set is chosen from the whole path hash so allocations through one helper spread over
+    // the cache; paths that share the tag take separate ways.
+    set = &cache->entries[(path >> 17) % (kCallsiteCacheEntries / kCallsiteCacheWays) *
+                          kCallsiteCacheWays];
+    for (size_t way = 0; way < kCallsiteCacheWays && !found; ++way) {
+      if (set[way].tag == path && confirms(set[way], stack)) {
+        hash = set[way].hash;
+        found = true;
+      }
     }
   }
   if (!found) {
-    CallsiteCacheEntry& victim = set[cache.victim++ % kCallsiteCacheWays];
-    UnwindGate gate;
-    hash = unwind_path(depth, portable, stack, path, victim);
+    CallsiteCacheEntry& fill = set ? set[cache->victim++ % kCallsiteCacheWays] : scratch;
+    if (const CallsiteCacheEntry* shared = find_shared(path, stack)) {
+      fill = *shared;
+      hash = shared->hash;
+    } else {
+      hash = unwind_and_release(depth, portable, stack, path, fill, cache);
+      publish_shared(fill);
+    }
   }
   *site = mix(kSite, hash);
   return mix(sized, hash);
+}
+
+void release_callsite_cache(CallsiteCache*& cache, bool give_back_tables) {
+  if (!cache) return;
+  if (give_back_tables && cache->places_unreleased) {
+    UnwindGate gate;
+    release_unreleased(*cache);
+  }
+  fallback::free(cache);
+  cache = nullptr;
 }
 
 void unwind_gate_close_for_fork() {

@@ -1,6 +1,7 @@
 // The per-thread call-site cache: what the key of an allocation (its size and a hash of the return
 // addresses above the allocator) costs after the first time a call path is seen. Owned by
-// callsite.cc; the thread's ThreadState holds one (state.h).
+// callsite.cc; the thread's ThreadState points to one (state.h), made at its first unwind: keys
+// that do not unwind (callsite_depth 0 and 1, mode:auto's default) never need its 106 KiB.
 #pragma once
 
 #include <cstddef>
@@ -29,9 +30,20 @@ struct CallsiteCacheEntry {
 inline constexpr size_t kCallsiteCacheWays = 4;
 inline constexpr size_t kCallsiteCacheEntries = 1024;  // 256 sets of 4 ways
 
+// Unwinds give back the unwind tables they read (unwind_tables.h) in batches: giving them back
+// after every unwind cost g++ 4% (its paths are many; each release is a loader walk and a
+// madvise per library, and the next unwind maps the pages again).
+inline constexpr uint32_t kUnwindsPerRelease = 16;
+inline constexpr uint32_t kUnreleasedPlaces = 32;
+
 struct CallsiteCache {
   CallsiteCacheEntry entries[kCallsiteCacheEntries];
   uint32_t victim = 0;  // the way a miss fills next, round robin
+  // Since the tables were last given back: the unwinds, and a return address for each MiB of
+  // code they passed through (a library is released if one of them lies in it).
+  uint32_t unwinds_unreleased = 0;
+  uint32_t places_unreleased = 0;
+  uintptr_t unreleased[kUnreleasedPlaces] = {};
 };
 
 // Size and a hash of `depth` return addresses above the allocator; `portable` hashes each as
@@ -39,8 +51,12 @@ struct CallsiteCache {
 // engine_alloc) and `stack` (an address in its frame) identify the call path for `cache` (see
 // CallsiteCacheEntry). `site` gets the same key without the size (the call site alone): what a
 // thread whose pass varies in size (ReplayState::size_free) is replayed by.
-uint64_t cached_callsite_key(CallsiteCache& cache, size_t size, unsigned depth, bool portable,
+// `cache` is made on the first unwind (from the fallback; without it each unwind goes uncached).
+uint64_t cached_callsite_key(CallsiteCache*& cache, size_t size, unsigned depth, bool portable,
                              uintptr_t return_address, uintptr_t stack, uint64_t* site);
+// At thread exit: the tables not yet given back go (`give_back_tables`: not in a fork's child,
+// where the loader's lock may be another thread's), then the cache.
+void release_callsite_cache(CallsiteCache*& cache, bool give_back_tables);
 
 // fork and the unwinder: libunwind and the loader keep locks of their own, which a thread that is
 // unwinding at the fork would leave held in the child for good (the child then hangs at its first

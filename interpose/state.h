@@ -39,7 +39,7 @@ struct ThreadState {
   // rest of the hit) and added to the process-wide statistics at pass ends and thread exit; the
   // statistics at exit add those of threads still running. Bumped wherever a request is counted.
   replay::OwnedCounters counters;
-  CallsiteCache callsite;  // callsite.cc's
+  CallsiteCache* callsite = nullptr;  // callsite.cc's, made at the thread's first unwind
   // lifecycle.cc's: the phase, and the program's pass marks.
   Phase phase{Phase::kWarmup};
   bool explicit_passes = false;  // the program called memoplan_pass_begin on this thread

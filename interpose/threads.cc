@@ -25,6 +25,7 @@ pthread_key_t thread_exit_key;
 void retire_thread(ThreadState& t, bool after_fork) {
   retire_replay_at_exit(t, after_fork);
   retire_profile(t.profiling);
+  release_callsite_cache(t.callsite, !after_fork);
   t.~ThreadState();
   fallback::free(&t);
 }

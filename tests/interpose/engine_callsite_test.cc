@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "engine_harness.h"
@@ -148,6 +150,52 @@ TEST(EngineCallsiteKeys, PathsThatShareReturnAddressAndStackPointerKeepTheirOwnK
     EXPECT_EQ(keys[i], keys[calls[i].caller])
         << "call " << i << " (caller " << calls[i].caller << ")";
   }
+  for (ThreadState* state : {cold_a.get(), cold_b.get(), warm.get()}) {
+    release_callsite_cache(state->callsite, true);
+  }
+}
+
+// callsite_depth 1 (mode:auto's default): the return address and the stack pointer's distance
+// from the thread's descriptor. One call path gets one key on every thread (a thread-per-request
+// server's threads agree on their pass, learned_pass.h; the stack pointer itself differs from
+// thread to thread), the same return address further down the stack another, and no unwind
+// makes the thread's call-site cache.
+__attribute__((noinline)) uint64_t depth_one_key(ThreadState& t, int deeper) {
+  if (deeper > 0) {
+    const uint64_t key = depth_one_key(t, deeper - 1);
+    asm volatile("" ::: "memory");  // no tail call: each level keeps its frame
+    return key;
+  }
+  char marker;
+  key_stack = reinterpret_cast<uintptr_t>(&marker);
+  uint64_t site = 0;
+  return cached_callsite_key(t.callsite, 4096, 1, false, 0x1234, key_stack, &site);
+}
+
+TEST(EngineCallsiteKeys, DepthOneKeysAreTheSameOnEveryThread) {
+  struct Seen {
+    uint64_t key = 0, deeper_key = 0;
+    uintptr_t stack = 0;
+    bool made_cache = true;
+  };
+  auto on_thread = [](Seen& seen) {
+    auto state = std::make_unique<ThreadState>();
+    seen.key = depth_one_key(*state, 2);
+    seen.stack = key_stack;
+    seen.deeper_key = depth_one_key(*state, 5);
+    seen.made_cache = state->callsite != nullptr;
+  };
+  Seen first, second;
+  // Neither is joined before both are started: a thread's stack is reused only after its join.
+  std::thread a(on_thread, std::ref(first));
+  std::thread b(on_thread, std::ref(second));
+  a.join();
+  b.join();
+  ASSERT_NE(first.stack, second.stack) << "precondition: the two threads' stacks differ";
+  EXPECT_EQ(first.key, second.key);
+  EXPECT_EQ(first.deeper_key, second.deeper_key);
+  EXPECT_NE(first.key, first.deeper_key);
+  EXPECT_FALSE(first.made_cache);
 }
 
 }  // namespace
