@@ -262,12 +262,13 @@ __attribute__((noinline)) uint64_t cached_callsite_key(CallsiteCache*& cache, si
   return mix(sized, hash);
 }
 
-void release_callsite_cache(CallsiteCache*& cache, bool give_back_tables) {
-  if (!cache) return;
-  if (give_back_tables && cache->places_unreleased) {
-    UnwindGate gate;
-    release_unreleased(*cache);
-  }
+void give_back_unwind_tables(CallsiteCache* cache) {
+  if (!cache || !cache->places_unreleased) return;
+  UnwindGate gate;
+  release_unreleased(*cache);
+}
+
+void release_callsite_cache(CallsiteCache*& cache) {
   fallback::free(cache);
   cache = nullptr;
 }

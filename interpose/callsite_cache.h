@@ -54,9 +54,11 @@ struct CallsiteCache {
 // `cache` is made on the first unwind (from the fallback; without it each unwind goes uncached).
 uint64_t cached_callsite_key(CallsiteCache*& cache, size_t size, unsigned depth, bool portable,
                              uintptr_t return_address, uintptr_t stack, uint64_t* site);
-// At thread exit: the tables not yet given back go (`give_back_tables`: not in a fork's child,
-// where the loader's lock may be another thread's), then the cache.
-void release_callsite_cache(CallsiteCache*& cache, bool give_back_tables);
+// At thread exit, before the registry lock (this takes the loader's): the unwind tables its
+// unwinds read and did not give back yet go.
+void give_back_unwind_tables(CallsiteCache* cache);
+// At thread exit, and in a fork's child for the threads gone: the cache.
+void release_callsite_cache(CallsiteCache*& cache);
 
 // fork and the unwinder: libunwind and the loader keep locks of their own, which a thread that is
 // unwinding at the fork would leave held in the child for good (the child then hangs at its first

@@ -25,7 +25,7 @@ pthread_key_t thread_exit_key;
 void retire_thread(ThreadState& t, bool after_fork) {
   retire_replay_at_exit(t, after_fork);
   retire_profile(t.profiling);
-  release_callsite_cache(t.callsite, !after_fork);
+  release_callsite_cache(t.callsite);
   t.~ThreadState();
   fallback::free(&t);
 }
@@ -84,7 +84,8 @@ void after_fork_in_child() {
 void on_thread_exit(void* state) {
   ThreadState* t = static_cast<ThreadState*>(state);
   ReentryGuard guard;
-  offer_exited_thread_pass(*t);  // before the lock: it may plan
+  offer_exited_thread_pass(*t);          // before the lock: it may plan
+  give_back_unwind_tables(t->callsite);  // before the lock: the loader's lock is taken
   {
     RegistryLock lock;  // the whole exit: see before_fork
     flush_counters_locked(*t);

@@ -151,7 +151,7 @@ TEST(EngineCallsiteKeys, PathsThatShareReturnAddressAndStackPointerKeepTheirOwnK
         << "call " << i << " (caller " << calls[i].caller << ")";
   }
   for (ThreadState* state : {cold_a.get(), cold_b.get(), warm.get()}) {
-    release_callsite_cache(state->callsite, true);
+    release_callsite_cache(state->callsite);
   }
 }
 
