@@ -38,11 +38,11 @@ struct ReplayRecheck {
   uint64_t misses_at_last_cycle = 0;  // plan_steady_misses when the last detected pass ended
   // Steady-state bytes the plan served, and those of misses it should have served (not escaping
   // blocks, not irregular work between passes, not a size-free plan's requests that outgrew their
-  // slots). A plan that serves under nine tenths of those
-  // bytes, kMissingWindows windows in a row, does not describe the pass: random sizes can pass for
-  // a short one (glibc's bench-malloc-thread: 58% served). The thread detects again and, after
-  // its last re-detection, gives the plan up and pauses profiling (recheck.cc). Counted in bytes:
-  // a DNN's misses are its small requests (the zoo's plans serve 98.6-100% of requests).
+  // slots). A plan that serves under nine tenths of those bytes, kMissingWindows windows in a
+  // row, does not describe the pass: random sizes can pass for a short one (glibc's
+  // bench-malloc-thread: 58% served). The thread detects again and, after its last re-detection,
+  // gives the plan up and pauses profiling (recheck.cc). Counted in bytes: a DNN's misses are its
+  // small requests (the zoo's plans serve 98.6-100% of requests).
   uint64_t plan_steady_hit_bytes = 0, plan_steady_poor_bytes = 0;
   uint64_t window_hit_bytes = 0, window_poor_bytes = 0;  // the two when this window began
   uint32_t poor_windows = 0;                             // consecutive windows under nine tenths

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "callsite_cache.h"
 #include "engine.h"
 #include "fallback.h"
 #include "fault_injection.h"
@@ -161,8 +162,10 @@ bool install(ThreadState& t, const plan_stage::PlannedPass& pass, const ReplaySt
   stats().lower_bound_bytes.fetch_add(pass.plan.lower_bound_bytes, std::memory_order_relaxed);
   start_reaper();
   // The pages profiling kept for reuse (engine.cc) are of no use to this thread any more; another
-  // thread still profiling maps fresh ones.
+  // thread still profiling maps fresh ones. Nor are the unwind tables its profiling read and has
+  // not given back yet (callsite_cache.h): replay finds its paths in the call-site cache.
   global().tags.trim();
+  give_back_unwind_tables(t.callsite);
   return true;
 }
 

@@ -207,6 +207,14 @@ TEST(TagRegionSmallSlots, SmallBlocksSitSideBySide) {
   tags.release_all();
 }
 
+// Shares small slots in `tags`, as the shim does; where its slots are too large to be cut into
+// 64 KiB ones, gives the region back and says so (the caller skips).
+bool shares_small_slots(TagRegion& tags) {
+  if (tags.share_small_slots()) return true;
+  tags.release_all();
+  return false;
+}
+
 // Shared small slots (the shim's choice): blocks of 32 KiB or less packed in a 64 KiB slot per
 // stride class, found with interior pointers; the open slot's freed blocks are reused; a slot is
 // unmapped when its last block goes after it closed (full, or trim()); a block grows in place up
@@ -214,10 +222,7 @@ TEST(TagRegionSmallSlots, SmallBlocksSitSideBySide) {
 TEST(TagRegionSmallSlots, BlocksOf32KiBOrLessShareASlot) {
   TagRegion tags;
   ASSERT_TRUE(tags.reserve(22, 20, 2));  // 4 MiB slots: 256 GiB, which qemu-user maps too
-  if (!tags.share_small_slots()) {
-    tags.release_all();
-    GTEST_SKIP() << "large slots of " << tags.slot_bytes() << " bytes: no small ones";
-  }
+  if (!shares_small_slots(tags)) GTEST_SKIP() << "large slots: no small ones";
   TagRegion::Miss miss;
   std::vector<char*> pages;  // 4,104 bytes: a stride of 4,608, 14 to a slot
   for (int i = 0; i < 15; ++i) {
@@ -277,10 +282,7 @@ TEST(TagRegionSmallSlots, BlocksOf32KiBOrLessShareASlot) {
 TEST(TagRegionSmallSlots, SharedSlotsUnderThreads) {
   TagRegion tags;
   ASSERT_TRUE(tags.reserve(22, 20, 2));  // 4 MiB slots: 256 GiB, which qemu-user maps too
-  if (!tags.share_small_slots()) {
-    tags.release_all();
-    GTEST_SKIP() << "no small slots";
-  }
+  if (!shares_small_slots(tags)) GTEST_SKIP() << "large slots: no small ones";
   std::vector<std::thread> threads;
   std::atomic<int> bad{0};
   for (int t = 0; t < 4; ++t) {
