@@ -147,12 +147,19 @@ size_t shared_slot(uint64_t path, size_t probe) {
   return ((path ^ (path >> 31)) + probe) & (kSharedSlots - 1);
 }
 
+// Another thread's entry is read on this thread's stack, at its offsets: only where they all lie
+// under this thread's descriptor, that is in its stack (a thread on a stack of its own making,
+// a coroutine's, or the main thread, whose descriptor is not above its stack, uses its own cache).
 const CallsiteCacheEntry* find_shared(uint64_t path, uintptr_t stack) {
+  const uintptr_t descriptor = reinterpret_cast<uintptr_t>(pthread_self());
+  if (descriptor <= stack) return nullptr;
   for (size_t probe = 0; probe < kSharedProbe; ++probe) {
     const CallsiteCacheEntry* entry =
         shared_slots[shared_slot(path, probe)].load(std::memory_order_acquire);
     if (!entry) return nullptr;
-    if (entry->tag == path && confirms(*entry, stack)) return entry;
+    const bool in_stack =
+        entry->checked == 0 || entry->offset[entry->checked - 1] < descriptor - stack;
+    if (entry->tag == path && in_stack && confirms(*entry, stack)) return entry;
   }
   return nullptr;
 }
