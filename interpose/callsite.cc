@@ -12,6 +12,7 @@
 
 #include "callsite_cache.h"
 #include "fallback.h"
+#include "stats.h"
 #include "unwind_tables.h"
 
 namespace memoplan::shim {
@@ -238,7 +239,11 @@ __attribute__((noinline)) uint64_t cached_callsite_key(CallsiteCache*& cache, si
     *site = mix(kSite, path);
     return mix(sized, path);
   }
-  if (!cache) cache = static_cast<CallsiteCache*>(fallback::calloc(1, sizeof(CallsiteCache)));
+  if (!cache) {
+    cache = static_cast<CallsiteCache*>(fallback::calloc(1, sizeof(CallsiteCache)));
+    // Said as any failure of the shim's own bookkeeping; the next unwind tries again.
+    if (!cache) stats().bookkeeping_failures.fetch_add(1, std::memory_order_relaxed);
+  }
   CallsiteCacheEntry scratch;  // without memory for the cache: uncached
   CallsiteCacheEntry* set = nullptr;
   uint64_t hash = 0;
