@@ -160,16 +160,17 @@ TEST(EngineCallsiteKeys, PathsThatShareReturnAddressAndStackPointerKeepTheirOwnK
 // server's threads agree on their pass, learned_pass.h; the stack pointer itself differs from
 // thread to thread), the same return address further down the stack another, and no unwind
 // makes the thread's call-site cache.
-__attribute__((noinline)) uint64_t depth_one_key(ThreadState& t, int deeper) {
+// `stack`: where the key was made (each thread its own: the threads run at once).
+__attribute__((noinline)) uint64_t depth_one_key(ThreadState& t, int deeper, uintptr_t& stack) {
   if (deeper > 0) {
-    const uint64_t key = depth_one_key(t, deeper - 1);
+    const uint64_t key = depth_one_key(t, deeper - 1, stack);
     asm volatile("" ::: "memory");  // no tail call: each level keeps its frame
     return key;
   }
   char marker;
-  key_stack = reinterpret_cast<uintptr_t>(&marker);
+  stack = reinterpret_cast<uintptr_t>(&marker);
   uint64_t site = 0;
-  return cached_callsite_key(t.callsite, 4096, 1, false, 0x1234, key_stack, &site);
+  return cached_callsite_key(t.callsite, 4096, 1, false, 0x1234, stack, &site);
 }
 
 TEST(EngineCallsiteKeys, DepthOneKeysAreTheSameOnEveryThread) {
@@ -180,9 +181,9 @@ TEST(EngineCallsiteKeys, DepthOneKeysAreTheSameOnEveryThread) {
   };
   auto on_thread = [](Seen& seen) {
     auto state = std::make_unique<ThreadState>();
-    seen.key = depth_one_key(*state, 2);
-    seen.stack = key_stack;
-    seen.deeper_key = depth_one_key(*state, 5);
+    seen.key = depth_one_key(*state, 2, seen.stack);
+    uintptr_t deeper_stack = 0;
+    seen.deeper_key = depth_one_key(*state, 5, deeper_stack);
     seen.made_cache = state->callsite != nullptr;
   };
   Seen first, second;
