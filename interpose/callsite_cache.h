@@ -1,7 +1,7 @@
 // The per-thread call-site cache: what the key of an allocation (its size and a hash of the return
 // addresses above the allocator) costs after the first time a call path is seen. Owned by
 // callsite.cc; the thread's ThreadState points to one (state.h), made at its first unwind: keys
-// that do not unwind (callsite_depth 0 and 1, mode:auto's default) never need its 106 KiB.
+// that do not unwind (callsite_depth 0 and 1) never need its 106 KiB.
 #pragma once
 
 #include <cstddef>
