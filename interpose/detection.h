@@ -33,8 +33,9 @@ struct Detection {
   // (a model's weights, made on the thread that runs it, are a few hundred; `import torch`
   // and torchvision on PyTorch 2.6 leave over a thousand blocks of 4 KiB or more alive). The thread
   // then runs unplanned for `paused_left` requests of min_size or more (4,096, doubling at each
-  // pause up to 2^20, and at least four times the records of the attempt that paused) and profiles
-  // afresh: a later phase (the inference loop after a load) is still found, a pause later.
+  // pause up to 2^20, and from the second pause on at least four times the records of the attempt
+  // that paused) and profiles afresh: a later phase (the inference loop after a load) is still
+  // found, a pause later.
   static constexpr uint64_t kPauseLiveBlocks = 4096;
   uint64_t live_at_start = 0;  // the profile's live blocks when profiling (re)started
   uint64_t paused_left = 0;

@@ -245,7 +245,7 @@ bool TagRegion::resize(const void* p, uint64_t bytes) {
   return true;
 }
 
-void TagRegion::give_back(const void* p) {
+void TagRegion::give_back(const void* p, bool keep) {
   const uint32_t index = tag_of(p);
   const int64_t shared = shared_slot(index);
   if (shared >= 0) return shared_.give_back(static_cast<uint32_t>(shared), p);
@@ -254,7 +254,7 @@ void TagRegion::give_back(const void* p) {
   const int size_class = ::memoplan::record::size_class(s.committed, pages);
   s.owner = 0;
   s.bytes = 0;
-  const uint64_t limit = retain_limit_.load(std::memory_order_relaxed);
+  const uint64_t limit = keep ? retain_limit_.load(std::memory_order_relaxed) : 0;
   if (limit && size_class < kClasses && pages * kPage == s.committed) {  // a whole class
     if (retained_.fetch_add(s.committed, std::memory_order_relaxed) + s.committed <= limit) {
       push_kept(size_class, index);  // kept for the next block of its class; still held

@@ -55,6 +55,19 @@ TEST_F(TagRegionTest, KeptPagesAreReusedZeroedAndTrimmed) {
   EXPECT_EQ(tags_.slots_in_use(), 0u);
 }
 
+// give_back(p, /*keep=*/false): the pages go back even where the allowance would keep them (the
+// shim's free of a profiled block on a thread that no longer profiles).
+TEST_F(TagRegionTest, AFreeThatKeepsNothingUnmapsWithinTheAllowance) {
+  tags_.set_retain_bytes(1 << 20);
+  TagRegion::Miss miss;
+  char* p = static_cast<char*>(tags_.take(8192, false, 1, 0, &miss));
+  ASSERT_NE(p, nullptr);
+  memset(p, 0xab, 8192);
+  tags_.give_back(p, /*keep=*/false);
+  EXPECT_EQ(tags_.retained_bytes(), 0u);
+  EXPECT_EQ(tags_.slots_in_use(), 0u);
+}
+
 // A kept slot serves its own size class first: a small block takes the small kept slot, not the
 // large one, and a large block the large one.
 TEST_F(TagRegionTest, KeptSlotsServeTheirOwnSizeClassFirst) {

@@ -97,8 +97,9 @@ class TagRegion {
   // pages are mapped up to the size class of `bytes` (none are unmapped). False, the block
   // unchanged, past the slot's size or when the pages cannot be mapped.
   bool resize(const void* p, uint64_t bytes);
-  // Frees the block holding p (from any thread): its pages are kept or unmapped.
-  void give_back(const void* p);
+  // Frees the block holding p (from any thread): its pages are kept (within retain_bytes) or
+  // unmapped; `keep` false: unmapped (no block of the caller's is coming to reuse them).
+  void give_back(const void* p, bool keep = true);
   // Unmaps the pages every free slot kept; trim_to: of kept slots, the largest first, until at
   // most `bytes` stay kept.
   void trim();
