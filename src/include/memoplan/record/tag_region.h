@@ -98,7 +98,8 @@ class TagRegion {
   // unchanged, past the slot's size or when the pages cannot be mapped.
   bool resize(const void* p, uint64_t bytes);
   // Frees the block holding p (from any thread): its pages are kept (within retain_bytes) or
-  // unmapped; `keep` false: unmapped (no block of the caller's is coming to reuse them).
+  // unmapped; `keep` false: unmapped (no block of the caller's is coming to reuse them). A block
+  // packed in a shared small slot follows that slot's rule either way (shared_slots.h).
   void give_back(const void* p, bool keep = true);
   // Unmaps the pages every free slot kept; trim_to: of kept slots, the largest first, until at
   // most `bytes` stay kept.
