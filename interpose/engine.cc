@@ -35,7 +35,7 @@ MEMOPLAN_CONSTINIT Global g;
 __thread int tls_reentry __attribute__((tls_model("initial-exec"))) = 0;
 
 constexpr unsigned kTagShift = 28;  // 256 MiB per tag slot; 2^16 slots = 16 TiB reserved
-// Freed profiled blocks keep their pages for the next one, up to profile_keep bytes in all (64 MiB
+// Freed profiled blocks keep their pages for the next one, up to profile_keep bytes in all (32 MiB
 // by default); they go back when a plan is made (install_replay). Unmapping at every free costs two
 // system calls, a TLB shootdown on every core the process ran on and fresh page faults per
 // allocation. Measured with `OPENBLAS_NUM_THREADS=1 LD_PRELOAD=<shim> /usr/bin/python3
@@ -43,6 +43,10 @@ constexpr unsigned kTagShift = 28;  // 256 MiB per tag slot; 2^16 slots = 16 TiB
 // (every free unmaps), 15 ms with 64 MiB, replayed 13.5 ms, glibc 21 ms; peak RSS 286, 296 and 292
 // MiB. resnet18 (its eager convolutions reorder every weight, ~90 MB a pass): profiled passes
 // 310-330 ms with 0, 136-141 with 16 MiB, 36-40 with 64; peak RSS 318 (mimalloc alone's), 331, 335.
+// 64 MiB until 12-06: a model's load filled it (torch.jit.trace's temporaries, profiled) and held
+// it into the run. 60 passes, EPYC: mobilenet_v2 traced peak RSS 375 -> 363 MiB with 32 (glibc
+// 358, mimalloc 367), efficientnet_b0 traced 408 -> 387 (380, 386); its first ten passes 231 ->
+// 293 ms and 299 -> 359, replay unchanged; the other zoo cells within 1 MiB.
 // Huge blocks served in tag slots (huge_blocks.h) keep freed pages up to max(profile_keep, the
 // live huge bytes).
 
@@ -194,7 +198,7 @@ void initialize() {
     }
   }
   if (!g.mode_off && fallback::maps_each_large_block()) {
-    set_huge_blocks(size_t{4} << 20, g.options.profile_keep);  // huge_blocks.h
+    set_huge_blocks(kHugeRequest, g.options.profile_keep);  // huge_blocks.h
   }
   if (!install_thread_hooks()) {
     log_line("memoplan: cannot register thread-exit and fork handlers; running unplanned");
@@ -256,8 +260,11 @@ __attribute__((noinline, cold)) void* out_of_memory() {
 }
 
 void* fallback_alloc(size_t size, size_t alignment, bool zero) {
-  void* p = huge_alloc(size, alignment, zero);
-  if (p) return p;
+  void* p;
+  if (__builtin_expect(size >= kHugeRequest, 0)) {  // the small path makes no call here
+    p = huge_alloc(size, alignment, zero);
+    if (p) return p;
+  }
   if (alignment <= 16) {
     p = zero ? fallback::calloc(1, size) : fallback::malloc(size);
   } else {

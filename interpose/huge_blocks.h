@@ -23,6 +23,10 @@
 
 namespace memoplan::shim {
 
+// Requests of this size or more are huge: the region's (behind mimalloc and jemalloc). Escaping
+// blocks this large give their pages back when freed (replay.cc), as a general allocator's are.
+constexpr size_t kHugeRequest = size_t{4} << 20;
+
 // Set once at initialization (engine.cc), before the exported functions are published: requests of
 // `from` bytes or more are huge (0: none); `base_retain`, the region's kept bytes without them.
 void set_huge_blocks(size_t from, uint64_t base_retain);

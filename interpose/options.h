@@ -32,7 +32,7 @@ struct Options {
   uint64_t idle_release = 10000;  // ms without a placement after which a slab's pages go (0: never)
   // Bytes of freed profiled blocks kept mapped for the next ones while profiling (0: each free
   // unmaps its block: the lowest peak RSS, profiled passes several times slower; engine.cc).
-  uint64_t profile_keep = uint64_t{64} << 20;
+  uint64_t profile_keep = uint64_t{32} << 20;
   uint64_t stats_interval_ms = 0;  // rewrite stats_file every this many ms (0: only at exit)
   bool detect = true;              // find passes automatically when the program does not mark them
   bool huge_pages = true;          // ask for transparent huge pages on slabs of 2 MiB or more

@@ -10,6 +10,7 @@
 #include "engine.h"
 #include "fallback.h"
 #include "fault_injection.h"
+#include "huge_blocks.h"
 #include "lifecycle.h"
 #include "memoplan/plan_stage/planned_pass.h"
 #include "memoplan/replay/serve.h"
@@ -136,6 +137,10 @@ bool install(ThreadState& t, const plan_stage::PlannedPass& pass, const ReplaySt
   r.slots = slots;
   r.slot_count = count;
   r.arena = arena;
+  // A freed escaping block of a huge request's size gives its pages back (arena.h says why).
+  if (pass.escaping_bytes) {
+    arena->discard_when_freed(pass.slab_bytes - pass.escaping_bytes, kHugeRequest);
+  }
   r.matcher.start_cyclic(slots, count, kLookahead, start.cursor);
   if (start.first_pass_begun) r.replayed_passes = 1;
   if (start.steady_from_start) r.replayed_passes = 2;  // in_steady_state's threshold

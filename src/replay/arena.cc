@@ -138,6 +138,8 @@ Arena* ArenaRegion::create(uint64_t bytes, const void* owner, Failure* why) {
 Arena* ArenaRegion::start(Arena& a, const void* owner) {
   a.live_.init(a.live_storage_, config_.guard_capacity);
   a.live_bytes_ = 0;
+  a.discard_from_ = ~uint64_t{0};
+  a.discard_min_bytes_ = 0;
   a.peak_live_bytes_.store(0, std::memory_order_relaxed);
   a.remote_frees_.store(nullptr, std::memory_order_relaxed);
   a.exited_.store(false, std::memory_order_relaxed);
@@ -286,6 +288,22 @@ uint64_t Arena::discard_pages() {
   }
   open_to_reaper();
   return ok ? bytes_ : 0;
+}
+
+void Arena::discard_freed(uint64_t offset, uint64_t length) {
+  constexpr uint64_t kPage = 4096;
+  if (length < discard_min_bytes_) return;
+  // The pages wholly inside the block: one it shares a page with may be alive. The reaper may
+  // discard these pages at the same time (an arena that no block holds): both give back memory
+  // nobody uses, and the owner places nothing meanwhile (it is here, or gone).
+  const uint64_t lo = (offset + kPage - 1) & ~(kPage - 1);
+  const uint64_t hi = (offset + length) & ~(kPage - 1);
+  if (hi <= lo) return;
+  const int saved = errno;
+  if (madvise(base_ + lo, hi - lo, MADV_DONTNEED) == 0) {
+    region_->count(&SharedCounters::released_bytes, hi - lo);
+  }
+  errno = saved;
 }
 
 void Arena::wait_for_reaper() {

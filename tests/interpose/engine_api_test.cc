@@ -15,6 +15,7 @@
 #include "bootstrap.h"
 #include "engine_harness.h"
 #include "fallback.h"
+#include "huge_blocks.h"
 #include "state.h"
 #include "stats.h"
 #include "unplanned.h"
@@ -212,6 +213,52 @@ TEST(EngineApi, AProfiledBlockFreedUnderThePlanKeepsNoPages) {
   });
 }
 
+// `out = model(x)`: the old output is freed once the new one is made, so a pass's output has
+// two places (escaping.h). A large one gives its pages back when freed, as a general allocator's
+// segment or mmap would: otherwise both places stay resident, and threads that each hold one
+// output hold a second one's pages too. The live output keeps its bytes, and the next pass places
+// its own in the pages given back.
+TEST(EngineApi, AFreedHugeOutputGivesItsPagesBack) {
+  SKIP_UNLESS_ENGINE_PLANS();
+  on_fresh_thread([] {
+    constexpr size_t kOutput = kHugeRequest;
+    Script script = network_pass();
+    ASSERT_EQ(script.back().kind, Op::kFree);
+    script.pop_back();  // block 0 outlives its pass
+    script.front().size = kOutput;
+    Heap heap;
+    char* previous = nullptr;
+    int checked = 0;
+    for (uint64_t pass = 0; pass < first_steady_pass() + 3; ++pass) {
+      heap.begin_pass();
+      heap.run(script);
+      char* output = heap.pointer(0);
+      const bool both_in_slab =
+          previous && global().slabs.contains(output) && global().slabs.contains(previous);
+      if (both_in_slab) {
+        EXPECT_EQ(resident_pages(previous, kOutput), kOutput / 4096) << "the previous output";
+      }
+      const uint64_t released = stats().released_bytes.load();
+      heap.release_held();  // the previous output, now that this pass made its own
+      if (both_in_slab) {
+        EXPECT_NE(output, previous) << "two places";
+        EXPECT_LE(resident_pages(previous, kOutput), 2u) << "the freed output kept its pages";
+        EXPECT_GE(stats().released_bytes.load() - released, kOutput - 4096);
+        EXPECT_EQ(resident_pages(output, kOutput), kOutput / 4096) << "the live output";
+        ++checked;
+      }
+      heap.check_all();  // the live output holds what was written
+      heap.hold(0);
+      heap.end_pass();
+      EXPECT_TRUE(pass < first_steady_pass() || heap.last_pass_all(Origin::kSlab))
+          << heap.last_pass_origins();
+      previous = output;
+    }
+    heap.release_held();
+    EXPECT_GE(checked, 2) << "no pass placed its output in the slab";
+  });
+}
+
 // Huge requests the fallback would serve (huge_blocks.h; here the shim's own, under the reentry
 // guard, as any request outside a planned pass): tag slots, whose freed pages are kept while the
 // kept bytes stay within max(profile_keep, the live huge bytes), and which malloc_trim gives back.
@@ -219,6 +266,8 @@ TEST(EngineApi, HugeBlocksKeepTheirPagesUpToTheLiveHugeBytes) {
   SKIP_UNLESS_ENGINE_PLANS();
   if (!fallback::maps_each_large_block()) GTEST_SKIP() << "the fallback keeps its large blocks";
   constexpr size_t kMiB = size_t{1} << 20;
+  // Below profile_keep (32 MiB): the last one freed is kept too.
+  static constexpr size_t kBlock = 24 * kMiB, kGrown = 36 * kMiB;
   if (global().tags.slot_bytes() < 64 * kMiB) {
     GTEST_SKIP() << "tag slots of " << global().tags.slot_bytes()
                  << " bytes (a small address space)";
@@ -230,24 +279,24 @@ TEST(EngineApi, HugeBlocksKeepTheirPagesUpToTheLiveHugeBytes) {
     std::vector<void*> blocks;
     {
       ReentryGuard guard;
-      for (int i = 0; i < 5; ++i) blocks.push_back(engine_alloc(40 * kMiB, 16, false));
-      void* zeroed = engine_alloc(40 * kMiB, 16, true);  // calloc: the fallback's fresh pages
+      for (int i = 0; i < 5; ++i) blocks.push_back(engine_alloc(kBlock, 16, false));
+      void* zeroed = engine_alloc(kBlock, 16, true);  // calloc: the fallback's fresh pages
       EXPECT_FALSE(g.tags.contains(zeroed));
       engine_free(zeroed);
     }
     EXPECT_EQ(stats().huge_blocks.load() - huge_before, 5u);
-    uint64_t live = 5 * 40 * kMiB;
+    uint64_t live = 5 * kBlock;
     for (void* p : blocks) {
       ASSERT_TRUE(g.tags.contains(p));
-      memset(p, 1, 40 * kMiB);
-      EXPECT_EQ(engine_usable_size(p), 40 * kMiB);
+      memset(p, 1, kBlock);
+      EXPECT_EQ(engine_usable_size(p), kBlock);
     }
-    void* grown = engine_realloc(blocks[0], 60 * kMiB);
+    void* grown = engine_realloc(blocks[0], kGrown);
     EXPECT_EQ(grown, blocks[0]) << "grown in place within its slot";
-    live += 20 * kMiB;
+    live += kGrown - kBlock;
     for (void* p : blocks) {
       engine_free(p);
-      live -= p == grown ? 60 * kMiB : 40 * kMiB;
+      live -= p == grown ? kGrown : kBlock;
       const uint64_t allowed = std::max<uint64_t>(g.options.profile_keep, live);
       EXPECT_LE(g.tags.retained_bytes(), allowed) << "live huge bytes " << live;
     }

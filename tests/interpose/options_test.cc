@@ -52,7 +52,7 @@ TEST(Options, DefaultsAreDocumentedValues) {
   EXPECT_EQ(o.callsite_depth, 4u);
   EXPECT_EQ(o.slab_max, 1ull << 30);
   EXPECT_EQ(o.max_period, 65536u);
-  EXPECT_EQ(o.profile_keep, 64ull << 20);
+  EXPECT_EQ(o.profile_keep, 32ull << 20);
   EXPECT_TRUE(o.detect);
   EXPECT_FALSE(o.stats_print);
   EXPECT_STREQ(o.log_path, "");
@@ -246,7 +246,7 @@ TEST(Options, DescribeListsEveryValue) {
   EXPECT_EQ(n, std::string(text).size());
   EXPECT_STREQ(text,
                "mode:off,fallback:auto,min_size:65536,passes:3,threads:8,callsite_depth:4,"
-               "slab_max:1073741824,max_period:65536,idle_release:10000,profile_keep:67108864,"
+               "slab_max:1073741824,max_period:65536,idle_release:10000,profile_keep:33554432,"
                "detect:false,huge_pages:false,stats_print:false,verbose:false");
   // A description parses back to the same options.
   const Options again = parse(text);

@@ -324,6 +324,43 @@ size_t resident_pages(const void* p, size_t bytes) {
   return resident;
 }
 
+// discard_when_freed: a freed block at `from` or above, of `min_bytes` or more, gives back the
+// pages wholly inside it; smaller blocks, blocks below and a live neighbour on a shared page keep
+// theirs, and the place reads as zeros when placed again.
+TEST_F(ArenaTest, LargeBlocksAboveTheMarkGiveTheirPagesBackWhenFreed) {
+  constexpr uint64_t kPage = 4096, kFrom = 16 * kPage;
+  Arena* a = create(64 * kPage);
+  ASSERT_NE(a, nullptr);
+  a->discard_when_freed(kFrom, 8 * kPage);
+  Fallback f;
+  char* below = static_cast<char*>(a->place(0, 8 * kPage, &f));
+  char* large = static_cast<char*>(a->place(kFrom + 64, 12 * kPage, &f));  // pages 16-28
+  char* small = static_cast<char*>(a->place(kFrom + 32 * kPage, 4 * kPage, &f));
+  char* neighbour = static_cast<char*>(a->place(kFrom + 12 * kPage + 64, 64, &f));  // page 28
+  ASSERT_TRUE(below && large && small && neighbour);
+  memset(below, 1, 8 * kPage);
+  memset(large, 2, 12 * kPage);
+  memset(small, 3, 4 * kPage);
+  memset(neighbour, 4, 64);
+  const uint64_t released = counters_.released_bytes.load();
+  region_.free(large, token());
+  EXPECT_EQ(counters_.released_bytes.load() - released, 11 * kPage) << "pages 17-27";
+  EXPECT_EQ(resident_pages(a->base() + kFrom + kPage, 11 * kPage), 0u);
+  EXPECT_EQ(resident_pages(a->base() + kFrom, kPage), 1u) << "its first page, shared";
+  for (int i = 0; i < 64; ++i) ASSERT_EQ(neighbour[i], 4) << i;
+  region_.free(small, token());
+  region_.free(below, token());
+  EXPECT_EQ(resident_pages(small, 4 * kPage), 4u) << "below min_bytes";
+  EXPECT_EQ(resident_pages(below, 8 * kPage), 8u) << "below `from`";
+  EXPECT_EQ(counters_.released_bytes.load() - released, 11 * kPage);
+  large = static_cast<char*>(a->place(kFrom + 64, 12 * kPage, &f));
+  ASSERT_NE(large, nullptr);
+  for (uint64_t i = kPage; i < 11 * kPage; i += kPage) EXPECT_EQ(large[i], 0) << i;
+  region_.free(large, token());
+  region_.free(neighbour, token());
+  EXPECT_TRUE(a->release_if_empty());
+}
+
 // An idle arena (no block alive, no placement between two looks `idle` apart) gives its pages
 // back; its owner places again and finds zeros. Busy arenas and arenas with a live block keep
 // theirs.

@@ -62,6 +62,15 @@ class Arena {
   // Owner only, with no block alive: gives the pages back to the OS (MADV_DONTNEED; the arena stays
   // mapped and reads as zeros). Returns the bytes given back (0 when a block is alive).
   uint64_t discard_pages();
+  // Owner only: a block placed at offset `from` or above, of `min_bytes` or more, gives its whole
+  // pages back (MADV_DONTNEED) when freed, and the next block there faults them in afresh. The
+  // shim's large escaping blocks (escaping.h): a pass's output stays alive into the next pass,
+  // so its two places would otherwise both stay resident, where a general allocator (mimalloc's
+  // segment of its own, glibc's mmap) holds the freed one's pages no longer. Default: none.
+  void discard_when_freed(uint64_t from, uint64_t min_bytes) {
+    discard_from_ = from;
+    discard_min_bytes_ = min_bytes;
+  }
 
  private:
   // Runs a placement announced: the count goes odd, then the reaper is looked for; even again
@@ -120,11 +129,15 @@ class Arena {
   // back) goes to the region's invalid-free handler: the guard would otherwise forget the range of
   // whichever block lives there now and hand its memory out again.
   void free_local(void* p) {
-    const uint64_t length = live_.release(static_cast<uint64_t>(static_cast<char*>(p) - base_));
+    const uint64_t offset = static_cast<uint64_t>(static_cast<char*>(p) - base_);
+    const uint64_t length = live_.release(offset);
     if (__builtin_expect(length == 0, 0)) return invalid_free(p);
-    if (length != LiveRanges::kStillHeld) live_bytes_ -= length;
+    if (length == LiveRanges::kStillHeld) return;
+    live_bytes_ -= length;
+    if (__builtin_expect(offset >= discard_from_, 0)) discard_freed(offset, length);
   }
   void invalid_free(void* p);
+  void discard_freed(uint64_t offset, uint64_t length);  // discard_when_freed's rule
   // The reaper's claim on the arena (reaping_): none, discarding now, pages discarded (the owner
   // clears it at its next placement), or closed (the owner gives the arena or its pages back).
   static constexpr uint8_t kNoReaper = 0, kReaping = 1, kDiscarded = 2, kClosed = 3;
@@ -154,6 +167,8 @@ class Arena {
   std::atomic<uint64_t>* sizes_ = nullptr;  // block size by 64-byte offset (track_sizes only)
   size_t sizes_bytes_ = 0;
   uint64_t live_bytes_ = 0;
+  uint64_t discard_from_ = ~uint64_t{0};  // discard_when_freed's
+  uint64_t discard_min_bytes_ = 0;
   std::atomic<uint64_t> peak_live_bytes_{0};
   std::atomic<void*> remote_frees_{nullptr};  // intrusive stack through the freed blocks
   std::atomic<uint64_t> placements_{0};  // owner-written, odd while placing; read by the reaper
