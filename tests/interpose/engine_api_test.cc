@@ -220,8 +220,12 @@ TEST(EngineApi, AProfiledBlockFreedUnderThePlanKeepsNoPages) {
 // its own in the pages given back.
 TEST(EngineApi, AFreedHugeOutputGivesItsPagesBack) {
   SKIP_UNLESS_ENGINE_PLANS();
+  static constexpr size_t kOutput = kHugeRequest;
+  if (global().tags.slot_bytes() < kOutput) {  // profiling could not record it: no plan place
+    GTEST_SKIP() << "tag slots of " << global().tags.slot_bytes()
+                 << " bytes (a small address space)";
+  }
   on_fresh_thread([] {
-    constexpr size_t kOutput = kHugeRequest;
     Script script = network_pass();
     ASSERT_EQ(script.back().kind, Op::kFree);
     script.pop_back();  // block 0 outlives its pass
