@@ -259,6 +259,44 @@ void restart_detection(ThreadState& t) {
   enter_profiling(t);
 }
 
+// Re-detection's stages (detect_again): the pass must contain the missed key and be longer than
+// the old plan, within a budget of records. Where the key stopped coming (unseen for half the
+// budget: a request of the JIT's first passes, say), the pass is searched without it, still
+// longer than the old plan and no multiple of it: gpt_decoder's plan of one 45-request layer
+// missed such a key, and a search for any pass found a period of 18 inside the layer, then
+// re-detected again, 12 passes of profiling where 4 do. Where the key still comes when the
+// budget ends, the pass is shorter than thought: any period will do. A relaxed search that finds
+// nothing within its own budget stops profiling. False: no search now.
+bool budget_left(ThreadState& t) {
+  Detection& d = t.detection;
+  const record::RecordLog& log = t.profiling.profile->log;
+  const uint64_t count = log.count();
+  if (d.required_key) {
+    for (uint64_t i = d.scanned; i < count; ++i) {
+      if (log.at(i).key == d.required_key) d.required_seen = i;
+    }
+    d.scanned = count;
+    if (2 * (count - d.required_seen) > d.budget) {
+      d.required_key = 0;
+      d.relaxed = true;
+      d.layer = d.min_period - 1;
+      d.budget_from = count;
+      return true;
+    }
+  }
+  if (count - d.budget_from <= d.budget) return true;
+  if (d.relaxed) {
+    give_up_profiling(t, "re-detection found no repeating pass");
+  } else {
+    d.required_key = 0;
+    d.relaxed = true;
+    d.min_period = 1;
+    d.first_record = count;
+    d.budget_from = count;
+  }
+  return false;
+}
+
 }  // namespace
 
 // See Detection::paused_left: the thread runs unplanned, its records go back, and it profiles
@@ -318,19 +356,10 @@ void profile_maybe_detect(ThreadState& t) {
     pause_profiling(t, "most of the blocks it profiled stay alive (a structure being built)");
     return;
   }
-  const uint64_t history = log.count() - t.detection.first_record;
-  if ((t.detection.required_key || t.detection.relaxed) && history > t.detection.budget) {
-    // The request the old plan missed never recurred inside a repeating pass (a one-off): search
-    // without it once more, then stop profiling rather than profile (and fault) forever.
-    if (!t.detection.relaxed) {
-      t.detection.required_key = 0;
-      t.detection.relaxed = true;
-      t.detection.first_record = log.count();
-    } else {
-      give_up_profiling(t, "re-detection found no repeating pass");
-    }
-    return;
+  if (t.detection.required_key || t.detection.relaxed) {
+    if (!budget_left(t)) return;
   }
+  const uint64_t history = log.count() - t.detection.first_record;
   // Copy the newest records into columns for the search: keys, begins, ends, the search's scratch
   // (2n), the kept records' indices (n) and the key-count table (two values a slot).
   const uint64_t n = history < span ? history : span;
@@ -358,8 +387,9 @@ void profile_maybe_detect(ThreadState& t) {
   PeriodQuery query;
   query.max_period = g.options.max_period;
   query.required_key = t.detection.required_key;
-  query.min_period = t.detection.required_key ? t.detection.min_period : 1;
+  query.min_period = t.detection.min_period;
   query.min_run = kMinPeriodicRun;
+  query.not_multiple_of = t.detection.layer;
   PeriodResult found = find_period(keys, begins, ends, recurring, query, scratch);
   uint64_t searched = recurring;
   t.irregular.count = 0;
@@ -416,6 +446,9 @@ void detect_again(ThreadState& t, uint64_t key, uint32_t slot_count) {
   t.detection.required_key = key;
   t.detection.min_period = uint64_t{slot_count} + 1;
   t.detection.budget = slot_count * 16 > 4096 ? slot_count * 16 : 4096;
+  t.detection.budget_from = t.detection.first_record;
+  t.detection.required_seen = t.detection.first_record;
+  t.detection.scanned = t.detection.first_record;
 }
 
 // A key the search did not see (a response's rarest size) joins the left-out keys when it is

@@ -17,7 +17,15 @@ struct Detection {
   uint64_t required_key = 0;  // re-detection: the pass must contain this key (0: none)
   uint64_t min_period = 1;    // re-detection: and be longer than the plan that missed it
   uint64_t budget = 0;        // re-detection: records to find the pass in, then relax / stop
+  uint64_t budget_from = 0;   // re-detection: the record count the budget counts from
   bool relaxed = false;       // re-detection: already searching without required_key
+  // Re-detection: where required_key was last seen among the records (scanned up to `scanned`).
+  // A key the program stopped making (one of the JIT's first passes) is in no pass to be found:
+  // unseen for half the budget, the search goes on without it, still longer than the old plan
+  // and no whole number of its periods (`layer`: the old plan was one of the pass's layers).
+  uint64_t required_seen = 0;
+  uint64_t scanned = 0;
+  uint64_t layer = 0;
   // The search through irregular work (eight anchors, each a pass over the history) runs again
   // only from this record count on: after one that found nothing, once the history is half as
   // long again. A program with no pass to find (sqlite3, a compiler) searched it at every search,

@@ -43,6 +43,7 @@ PeriodResult find_period(const uint64_t* keys, const uint64_t* begins, const uin
     const uint64_t period = last - j;
     if (3 * period > n || n - period <= best_run) break;
     if (keys[j] != keys[last] || period < shortest_allowed) continue;
+    if (query.not_multiple_of && period % query.not_multiple_of == 0) continue;
     const uint64_t run = periodic_suffix(keys, n, period);
     if ((compared += run + 1) > budget) break;
     if (run > best_run) {  // ties go to the shorter: found first

@@ -27,12 +27,15 @@ struct PeriodResult {
 // it). `min_run`: the periodic suffix must also be at least this many allocations: a pass made of
 // identical layers is periodic with the layer inside one pass, and only a run longer than such a
 // pass tells the pass from a program whose whole pass is one layer (kMinPeriodicRun in the shim).
+// A nonzero `not_multiple_of` admits no whole multiple of it (a re-detection without its missed
+// key: the old plan was a layer, and two or more layers are not the pass either).
 // `scratch` holds 2 * period values.
 struct PeriodQuery {
   uint64_t max_period = 1 << 16;
   uint64_t required_key = 0;
   uint64_t min_period = 1;
   uint64_t min_run = 0;
+  uint64_t not_multiple_of = 0;
 };
 PeriodResult find_period(const uint64_t* keys, const uint64_t* begins, const uint64_t* ends,
                          uint64_t n, const PeriodQuery& query, uint64_t* scratch);

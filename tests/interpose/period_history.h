@@ -57,10 +57,11 @@ inline History repeat(const std::vector<BlockShape>& shape, uint64_t passes, uin
 }
 
 inline PeriodResult search(const History& h, uint64_t max_period = kMaxPeriod,
-                           uint64_t required_key = 0, uint64_t min_run = 0,
-                           uint64_t min_period = 1) {
+                           uint64_t required_key = 0, uint64_t min_run = 0, uint64_t min_period = 1,
+                           uint64_t not_multiple_of = 0) {
   std::vector<uint64_t> scratch(2 * h.keys.size() + 2);
   PeriodQuery query;
+  query.not_multiple_of = not_multiple_of;
   query.max_period = max_period;
   query.required_key = required_key;
   query.min_run = min_run;

@@ -264,5 +264,19 @@ TEST(FindPeriod, AMinimumPeriodRulesOutPeriodsAsShortAsTheOldPlan) {
   EXPECT_EQ(r.period, pass);
 }
 
+// Re-detection without the missed key (it stopped coming): a longer period that is a whole number
+// of the old plan's layers is not the pass either; the pass is found once three have been seen.
+TEST(FindPeriod, NoWholeNumberOfTheOldLayerIsTakenForThePass) {
+  const std::vector<BlockShape> shape = layered_pass(30);  // 92 allocations, layer period 3
+  const uint64_t pass = shape.size();
+  const PeriodResult layers = search(repeat(shape, 1, 60), kMaxPeriod, 0, /*min_run=*/0, 4);
+  ASSERT_TRUE(layers.found);
+  EXPECT_EQ(layers.period % 3, 0u) << layers.period;
+  EXPECT_FALSE(search(repeat(shape, 1, 60), kMaxPeriod, 0, 0, 4, /*not_multiple_of=*/3).found);
+  const PeriodResult r = search(repeat(shape, 5, 3 * pass + 40), kMaxPeriod, 0, 0, 4, 3);
+  ASSERT_TRUE(r.found);
+  EXPECT_EQ(r.period, pass);
+}
+
 }  // namespace
 }  // namespace memoplan::shim
