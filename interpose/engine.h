@@ -68,8 +68,16 @@ const plan_stage::PlannedPass* publish_shared_pass(plan_stage::PlannedPass&& pas
                                                    std::string* why);
 
 // reaper.cc: the idle-slab reaper thread (option idle_release). start_reaper is cheap once it
-// runs: called with every plan and at pass ends (a fork child's reaper did not come along).
+// runs: called with every plan, at pass ends (a fork child's reaper did not come along) and when a
+// block of kKeptLargeBytes or more is freed into a tag slot.
 void start_reaper();
+// Freed tag slots of 16 MiB or more (mimalloc 2 unmaps a block over 16 MiB at free) keep their
+// pages 10 ms at most (record::TagRegion::set_kept_expiry; the reaper looks every 10 ms): long
+// enough for a program that frees and makes large blocks back to back (bench/large_blocks), not
+// for a pass's output kept between passes beside what other threads fault in. gpt_decoder, two
+// inference threads: peak RSS 920-930 MiB with no expiry, mimalloc 888-906 (docs/results/SHIM.md).
+constexpr uint64_t kKeptLargeBytes = uint64_t{16} << 20;
+constexpr uint64_t kKeptLargeNs = 10000000;
 void reaper_after_fork_in_child();
 // False only while the reaper thread is being started: its start-up runs in the C library (and
 // under a sanitizer, in the sanitizer's allocator, which keeps its locks across a fork in GCC 12's

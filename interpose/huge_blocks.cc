@@ -2,6 +2,7 @@
 
 #include <atomic>
 
+#include "engine.h"
 #include "state.h"
 #include "stats.h"
 
@@ -52,6 +53,7 @@ bool huge_free(void* p) {
   const uint64_t live = live_bytes.fetch_sub(owner.bytes, std::memory_order_relaxed) - owner.bytes;
   allow_retention(live);  // first: the free keeps its pages only within the new allowance
   g.tags.give_back(p);
+  if (owner.bytes >= kKeptLargeBytes) start_reaper();  // which expires the kept pages
   return true;
 }
 

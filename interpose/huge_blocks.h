@@ -8,7 +8,9 @@
 // check free already makes). A freed slot keeps its pages for the next block of a near size while
 // the region's kept bytes stay within max(its base allowance, the bytes of live huge blocks): the
 // cache never holds more than the huge blocks in use (a general allocator's heap may hold all it
-// ever held), and it goes back at malloc_trim and when a plan is installed.
+// ever held), and it goes back at malloc_trim, when a plan is installed and, for slots of 16 MiB
+// or more, 10 ms after the free (kKeptLargeNs, engine.h: the live huge bytes counted a model's
+// weights, 465 MiB in gpt_decoder, so the allowance alone kept a freed output beside the slabs).
 //
 // Behind mimalloc and jemalloc (fallback::maps_each_large_block; jemalloc alone 4.3x glibc's
 // time): glibc (its mmap threshold rises to 32 MiB after a free) and tcmalloc keep freed large

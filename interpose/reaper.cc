@@ -1,9 +1,10 @@
-// The idle-slab reaper: one background thread that gives back the pages of slabs nobody placed
-// into for `idle_release` ms (an inference thread that gets no requests), through
-// replay::ArenaRegion::discard_idle. Started with the first plan; a fork child starts its own at
-// its next pass end. Like jemalloc's background threads it is created from inside the allocator,
-// under the reentry guard, with every signal blocked (the program's signals never land on it),
-// and it never allocates. The statistics writer (stats_file.cc) is made the same way
+// The reaper: one background thread that gives back the pages of slabs nobody placed into for
+// `idle_release` ms (an inference thread that gets no requests), through
+// replay::ArenaRegion::discard_idle, and of large tag slots kept past their expiry (engine.h,
+// kKeptLargeNs). Started with the first plan or large block freed into a tag slot; a fork child
+// starts its own at its next pass end. Like jemalloc's background threads it is created from inside
+// the allocator, under the reentry guard, with every signal blocked (the program's signals never
+// land on it), and it never allocates. The statistics writer (stats_file.cc) is made the same way
 // (spawn_background_thread).
 #include <pthread.h>
 #include <signal.h>
@@ -22,6 +23,7 @@ namespace {
 enum : int { kNotStarted, kRunning, kUnavailable };
 std::atomic<int> reaper_state{kNotStarted};
 std::atomic<bool> reaper_looping{false};  // the thread is past its start-up, in its loop
+bool discards = false;  // idle slabs too (idle_release, and the kernel has membarrier)
 
 uint64_t now_ns() {
   timespec ts;
@@ -30,19 +32,27 @@ uint64_t now_ns() {
 }
 
 void* reaper_main(void*) {
-  const uint64_t idle_ns = global().options.idle_release * 1000000ull;
-  // Look four times per period (a slab goes between 1 and 1.25 periods after its last use), at
-  // most once per second and at least once per millisecond.
-  uint64_t interval_ns = idle_ns / 4;
-  interval_ns = interval_ns < 1000000      ? 1000000
-                : interval_ns > 1000000000 ? 1000000000
-                                           : interval_ns;
+  const uint64_t idle_ns = global().options.idle_release * 1000000ull;  // 0: only the tag slots
+  // Slabs: looked at four times per period (a slab goes between 1 and 1.25 periods after its last
+  // use), at most once per second and at least once per millisecond. Kept large tag slots: every
+  // kKeptLargeNs (engine.h).
+  uint64_t discard_ns = idle_ns / 4;
+  discard_ns = discard_ns < 1000000 ? 1000000 : discard_ns > 1000000000 ? 1000000000 : discard_ns;
+  const uint64_t interval_ns = discard_ns < kKeptLargeNs ? discard_ns : kKeptLargeNs;
   const timespec interval{static_cast<time_t>(interval_ns / 1000000000),
                           static_cast<long>(interval_ns % 1000000000)};
   reaper_looping.store(true, std::memory_order_release);
+  uint64_t next_discard = now_ns() + discard_ns;
   for (;;) {
     nanosleep(&interval, nullptr);
-    global().slabs.discard_idle(now_ns(), idle_ns);
+    const uint64_t now = now_ns();
+    if (global().tags.retained_bytes() != 0) {
+      stats().released_bytes.fetch_add(global().tags.expire_kept(now), std::memory_order_relaxed);
+    }
+    if (discards && now >= next_discard) {
+      global().slabs.discard_idle(now, idle_ns);
+      next_discard = now + discard_ns;
+    }
   }
   return nullptr;
 }
@@ -74,19 +84,21 @@ int spawn_background_thread(void* (*main)(void*), const char* name) {
 
 void start_reaper() {
   if (reaper_state.load(std::memory_order_relaxed) != kNotStarted) return;
-  if (global().options.idle_release == 0 || global().mode_off) return;
+  if (global().mode_off) return;
   int expected = kNotStarted;
   if (!reaper_state.compare_exchange_strong(expected, kRunning)) return;
-  if (!replay::ArenaRegion::idle_discard_supported()) {
-    reaper_state.store(kUnavailable);
+  discards = global().options.idle_release != 0;
+  if (discards && !replay::ArenaRegion::idle_discard_supported()) {
+    discards = false;
     log_line("memoplan: the kernel has no membarrier: idle slabs stay resident");
-    return;
   }
   const int rc = spawn_background_thread(&reaper_main, "memoplan-reaper");
   if (rc != 0) {
     reaper_state.store(kUnavailable);
-    log_line("memoplan: cannot start the idle-slab reaper (%s): idle slabs stay resident",
-             strerror(rc));
+    log_line(
+        "memoplan: cannot start the reaper (%s): idle slabs and kept large blocks stay "
+        "resident",
+        strerror(rc));
   }
 }
 

@@ -1,6 +1,7 @@
 #include "memoplan/record/tag_region.h"
 
 #include <sys/mman.h>
+#include <time.h>
 
 #include <cerrno>
 #include <cstring>
@@ -10,8 +11,6 @@ namespace {
 
 constexpr uint64_t kPage = 4096;
 constexpr int kReuseClasses = 5;
-constexpr size_t kTableBytes =
-    (sizeof(uint64_t) * 4 + sizeof(uint32_t)) * 2 * size_t{TagRegion::kSlots};
 
 // Size classes in pages: 1..8 exact, then m * 2^k with m in 4..7 (at most 25% over). Returns the
 // class and sets `pages` to its size.
@@ -27,6 +26,12 @@ int size_class(uint64_t bytes, uint64_t& pages) {
   }
   pages = m << shift;
   return 8 + (shift - 1) * 4 + static_cast<int>(m - 4);
+}
+
+uint64_t monotonic_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
 // What a block of `bytes` maps: its size class's pages, at most a slot. Sets `size_class`.
@@ -257,6 +262,7 @@ void TagRegion::give_back(const void* p, bool keep) {
   const uint64_t limit = keep ? retain_limit_.load(std::memory_order_relaxed) : 0;
   if (limit && size_class < kClasses && pages * kPage == s.committed) {  // a whole class
     if (retained_.fetch_add(s.committed, std::memory_order_relaxed) + s.committed <= limit) {
+      if (size_class >= expiry_class_) s.kept_at = monotonic_ns();
       push_kept(size_class, index);  // kept for the next block of its class; still held
       return;
     }
@@ -287,6 +293,37 @@ void TagRegion::trim_to(uint64_t bytes) {
       unmap(index);
     }
   }
+}
+
+void TagRegion::set_kept_expiry(uint64_t min_bytes, uint64_t after_ns) {
+  uint64_t pages = 0;
+  expiry_class_ = after_ns ? ::memoplan::record::size_class(min_bytes, pages) : kClasses;
+  expiry_ns_ = after_ns;
+}
+
+uint64_t TagRegion::expire_kept(uint64_t now_ns) {
+  if (!reserved()) return 0;
+  uint64_t expired = 0;
+  for (int c = expiry_class_; c < kClasses; ++c) {
+    // Popped all (another thread taking one meanwhile finds fewer, or none, and maps afresh);
+    // the recent ones go back in their order.
+    constexpr int kBatch = 64;
+    uint32_t young[kBatch];
+    int count = 0;
+    uint32_t index = 0;
+    while (count < kBatch && pop_kept(c, index)) {
+      Slot& s = table_[index];
+      if (now_ns - s.kept_at < expiry_ns_) {
+        young[count++] = index;
+        continue;
+      }
+      retained_.fetch_sub(s.committed, std::memory_order_relaxed);
+      expired += s.committed;
+      unmap(index);
+    }
+    while (count > 0) push_kept(c, young[--count]);
+  }
+  return expired;
 }
 
 void TagRegion::trim_by(uint64_t bytes) {

@@ -291,13 +291,12 @@ uint64_t Arena::discard_pages() {
 }
 
 void Arena::discard_freed(uint64_t offset, uint64_t length) {
-  constexpr uint64_t kPage = 4096;
   if (length < discard_min_bytes_) return;
   // The pages wholly inside the block: one it shares a page with may be alive. The reaper may
   // discard these pages at the same time (an arena that no block holds): both give back memory
   // nobody uses, and the owner places nothing meanwhile (it is here, or gone).
-  const uint64_t lo = (offset + kPage - 1) & ~(kPage - 1);
-  const uint64_t hi = (offset + length) & ~(kPage - 1);
+  const uint64_t lo = round_to_pages(offset);
+  const uint64_t hi = (offset + length) & ~uint64_t{kPage - 1};
   if (hi <= lo) return;
   const int saved = errno;
   if (madvise(base_ + lo, hi - lo, MADV_DONTNEED) == 0) {

@@ -2,7 +2,10 @@
 // side by side and shared, under threads, and commit failures.
 #include <gtest/gtest.h>
 
+#include <time.h>
+
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -53,6 +56,38 @@ TEST_F(TagRegionTest, KeptPagesAreReusedZeroedAndTrimmed) {
   tags_.trim();
   EXPECT_EQ(tags_.retained_bytes(), 0u);
   EXPECT_EQ(tags_.slots_in_use(), 0u);
+}
+
+uint64_t monotonic_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+// Kept slots of the expiry's size or more keep their pages for its time at most: expire_kept
+// unmaps the older ones and leaves the recent ones, and the small ones, kept.
+TEST_F(TagRegionTest, LargeKeptSlotsExpire) {
+  tags_.set_retain_bytes(4 << 20);
+  tags_.set_kept_expiry(256 << 10, /*after_ns=*/50000000);
+  TagRegion::Miss miss;
+  char* old_large = static_cast<char*>(tags_.take(512 << 10, false, 1, 0, &miss));
+  char* recent_large = static_cast<char*>(tags_.take(512 << 10, false, 1, 1, &miss));
+  char* small = static_cast<char*>(tags_.take(8192, false, 1, 2, &miss));
+  ASSERT_TRUE(old_large && recent_large && small);
+  memset(old_large, 1, 512 << 10);
+  memset(recent_large, 2, 512 << 10);
+  tags_.give_back(old_large);
+  tags_.give_back(small);
+  EXPECT_EQ(tags_.expire_kept(monotonic_ns()), 0u) << "kept just now";
+  std::this_thread::sleep_for(std::chrono::milliseconds(60));
+  tags_.give_back(recent_large);
+  EXPECT_EQ(tags_.retained_bytes(), (1u << 20) + 8192u);
+  EXPECT_EQ(tags_.expire_kept(monotonic_ns()), 512u << 10);
+  EXPECT_EQ(tags_.retained_bytes(), (512u << 10) + 8192u);
+  EXPECT_EQ(tags_.slots_in_use(), 2u) << "the recent large slot and the small one stay kept";
+  EXPECT_EQ(tags_.take(512 << 10, false, 1, 3, &miss), recent_large);
+  EXPECT_EQ(tags_.take(8192, false, 1, 4, &miss), small);
+  EXPECT_EQ(tags_.expire_kept(monotonic_ns() + 100000000), 0u) << "nothing kept";
 }
 
 // give_back(p, /*keep=*/false): the pages go back even where the allowance would keep them (the

@@ -107,6 +107,14 @@ class TagRegion {
   void trim_to(uint64_t bytes);
   uint64_t retained_bytes() const { return retained_.load(std::memory_order_relaxed); }
 
+  // Kept slots of `min_bytes` or more keep their pages for `after_ns` at most (0: no limit): a
+  // large block's pages help only a program that frees and makes such blocks back to back, and
+  // kept between passes they sit beside what other threads fault in (mimalloc 2 unmaps a block
+  // over 16 MiB at free). expire_kept(now_ns), called now and then by someone (the shim's
+  // reaper), unmaps the ones kept longer; returns their bytes.
+  void set_kept_expiry(uint64_t min_bytes, uint64_t after_ns);
+  uint64_t expire_kept(uint64_t now_ns);
+
   // For the fault tests: called before each slot's pages are mapped; true makes it fail.
   void set_commit_fault(bool (*should_fail)()) { commit_fault_ = should_fail; }
 
@@ -120,7 +128,10 @@ class TagRegion {
     uint64_t record;
     uint64_t bytes;
     uint64_t committed;  // bytes mapped read-write, possibly kept while the slot is free
+    uint64_t kept_at;    // CLOCK_MONOTONIC ns when it was kept (slots under an expiry)
   };
+  // The table of slots and the kept stacks' links: one mapping, made at reserve().
+  static constexpr size_t kTableBytes = (sizeof(Slot) + sizeof(uint32_t)) * 2 * size_t{kSlots};
   static constexpr int kClasses = 96;
   // Tags: large slot i is i, small slot i is kSlots + i (table_ and next_ have both).
   uint32_t tag_of(const void* p) const {
@@ -163,6 +174,8 @@ class TagRegion {
   std::atomic<uint64_t> mapped_{0};       // pages mapped in slots of their own, live or kept
   std::atomic<uint64_t> peak_mapped_{0};  // the most mapped_ has been
   std::atomic<uint32_t> live_limit_{0};
+  int expiry_class_ = kClasses;  // kept slots of this class and up expire (set_kept_expiry)
+  uint64_t expiry_ns_ = 0;
   bool (*commit_fault_)() = nullptr;
 };
 
