@@ -262,7 +262,7 @@ void TagRegion::give_back(const void* p, bool keep) {
   const uint64_t limit = keep ? retain_limit_.load(std::memory_order_relaxed) : 0;
   if (limit && size_class < kClasses && pages * kPage == s.committed) {  // a whole class
     if (retained_.fetch_add(s.committed, std::memory_order_relaxed) + s.committed <= limit) {
-      if (size_class >= expiry_class_) s.kept_at = monotonic_ns();
+      if (size_class >= expiry_class_.load(std::memory_order_relaxed)) s.kept_at = monotonic_ns();
       push_kept(size_class, index);  // kept for the next block of its class; still held
       return;
     }
@@ -297,14 +297,16 @@ void TagRegion::trim_to(uint64_t bytes) {
 
 void TagRegion::set_kept_expiry(uint64_t min_bytes, uint64_t after_ns) {
   uint64_t pages = 0;
-  expiry_class_ = after_ns ? ::memoplan::record::size_class(min_bytes, pages) : kClasses;
-  expiry_ns_ = after_ns;
+  expiry_ns_.store(after_ns, std::memory_order_relaxed);
+  expiry_class_.store(after_ns ? ::memoplan::record::size_class(min_bytes, pages) : kClasses,
+                      std::memory_order_relaxed);
 }
 
 uint64_t TagRegion::expire_kept(uint64_t now_ns) {
   if (!reserved()) return 0;
   uint64_t expired = 0;
-  for (int c = expiry_class_; c < kClasses; ++c) {
+  const uint64_t after_ns = expiry_ns_.load(std::memory_order_relaxed);
+  for (int c = expiry_class_.load(std::memory_order_relaxed); c < kClasses; ++c) {
     // Popped all (another thread taking one meanwhile finds fewer, or none, and maps afresh);
     // the recent ones go back in their order.
     constexpr int kBatch = 64;
@@ -313,7 +315,7 @@ uint64_t TagRegion::expire_kept(uint64_t now_ns) {
     uint32_t index = 0;
     while (count < kBatch && pop_kept(c, index)) {
       Slot& s = table_[index];
-      if (now_ns - s.kept_at < expiry_ns_) {
+      if (now_ns - s.kept_at < after_ns) {
         young[count++] = index;
         continue;
       }

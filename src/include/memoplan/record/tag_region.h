@@ -174,8 +174,8 @@ class TagRegion {
   std::atomic<uint64_t> mapped_{0};       // pages mapped in slots of their own, live or kept
   std::atomic<uint64_t> peak_mapped_{0};  // the most mapped_ has been
   std::atomic<uint32_t> live_limit_{0};
-  int expiry_class_ = kClasses;  // kept slots of this class and up expire (set_kept_expiry)
-  uint64_t expiry_ns_ = 0;
+  std::atomic<int> expiry_class_{kClasses};  // kept slots of this class and up expire
+  std::atomic<uint64_t> expiry_ns_{0};
   bool (*commit_fault_)() = nullptr;
 };
 
