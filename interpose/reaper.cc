@@ -23,7 +23,7 @@ namespace {
 enum : int { kNotStarted, kRunning, kUnavailable };
 std::atomic<int> reaper_state{kNotStarted};
 std::atomic<bool> reaper_looping{false};  // the thread is past its start-up, in its loop
-bool discards = false;  // idle slabs too (idle_release, and the kernel has membarrier)
+bool discards = false;                    // idle slabs too (the kernel has membarrier)
 
 uint64_t now_ns() {
   timespec ts;
@@ -32,7 +32,7 @@ uint64_t now_ns() {
 }
 
 void* reaper_main(void*) {
-  const uint64_t idle_ns = global().options.idle_release * 1000000ull;  // 0: only the tag slots
+  const uint64_t idle_ns = global().options.idle_release * 1000000ull;
   // Slabs: looked at four times per period (a slab goes between 1 and 1.25 periods after its last
   // use), at most once per second and at least once per millisecond. Kept large tag slots: every
   // kKeptLargeNs (engine.h).
@@ -84,14 +84,13 @@ int spawn_background_thread(void* (*main)(void*), const char* name) {
 
 void start_reaper() {
   if (reaper_state.load(std::memory_order_relaxed) != kNotStarted) return;
-  if (global().mode_off) return;
+  // idle_release:0 turns the thread off (kept large slots then stay until a plan or malloc_trim):
+  // ThreadSanitizer refuses it in a fork child, whose next pass end starts its own.
+  if (global().options.idle_release == 0 || global().mode_off) return;
   int expected = kNotStarted;
   if (!reaper_state.compare_exchange_strong(expected, kRunning)) return;
-  discards = global().options.idle_release != 0;
-  if (discards && !replay::ArenaRegion::idle_discard_supported()) {
-    discards = false;
-    log_line("memoplan: the kernel has no membarrier: idle slabs stay resident");
-  }
+  discards = replay::ArenaRegion::idle_discard_supported();
+  if (!discards) log_line("memoplan: the kernel has no membarrier: idle slabs stay resident");
   const int rc = spawn_background_thread(&reaper_main, "memoplan-reaper");
   if (rc != 0) {
     reaper_state.store(kUnavailable);
