@@ -15,6 +15,7 @@
 #include <cstring>
 
 #include "engine.h"
+#include "memoplan/vm/monotonic.h"
 #include "stats.h"
 
 namespace memoplan::shim {
@@ -24,12 +25,6 @@ enum : int { kNotStarted, kRunning, kUnavailable };
 std::atomic<int> reaper_state{kNotStarted};
 std::atomic<bool> reaper_looping{false};  // the thread is past its start-up, in its loop
 bool discards = false;                    // idle slabs too (the kernel has membarrier)
-
-uint64_t now_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
 
 void* reaper_main(void*) {
   const uint64_t idle_ns = global().options.idle_release * 1000000ull;
@@ -42,10 +37,10 @@ void* reaper_main(void*) {
   const timespec interval{static_cast<time_t>(interval_ns / 1000000000),
                           static_cast<long>(interval_ns % 1000000000)};
   reaper_looping.store(true, std::memory_order_release);
-  uint64_t next_discard = now_ns() + discard_ns;
+  uint64_t next_discard = vm::monotonic_ns() + discard_ns;
   for (;;) {
     nanosleep(&interval, nullptr);
-    const uint64_t now = now_ns();
+    const uint64_t now = vm::monotonic_ns();
     if (global().tags.retained_bytes() != 0) {
       stats().released_bytes.fetch_add(global().tags.expire_kept(now), std::memory_order_relaxed);
     }

@@ -1,10 +1,11 @@
 #include "memoplan/record/tag_region.h"
 
 #include <sys/mman.h>
-#include <time.h>
 
 #include <cerrno>
 #include <cstring>
+
+#include "memoplan/vm/monotonic.h"
 
 namespace memoplan::record {
 namespace {
@@ -26,12 +27,6 @@ int size_class(uint64_t bytes, uint64_t& pages) {
   }
   pages = m << shift;
   return 8 + (shift - 1) * 4 + static_cast<int>(m - 4);
-}
-
-uint64_t monotonic_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
 // What a block of `bytes` maps: its size class's pages, at most a slot. Sets `size_class`.
@@ -262,7 +257,8 @@ void TagRegion::give_back(const void* p, bool keep) {
   const uint64_t limit = keep ? retain_limit_.load(std::memory_order_relaxed) : 0;
   if (limit && size_class < kClasses && pages * kPage == s.committed) {  // a whole class
     if (retained_.fetch_add(s.committed, std::memory_order_relaxed) + s.committed <= limit) {
-      if (size_class >= expiry_class_.load(std::memory_order_relaxed)) s.kept_at = monotonic_ns();
+      if (size_class >= expiry_class_.load(std::memory_order_relaxed))
+        s.kept_at = vm::monotonic_ns();
       push_kept(size_class, index);  // kept for the next block of its class; still held
       return;
     }

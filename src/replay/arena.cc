@@ -10,8 +10,9 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
-#include <ctime>
 #include <new>
+
+#include "memoplan/vm/monotonic.h"
 
 namespace memoplan::replay {
 namespace {
@@ -19,12 +20,6 @@ namespace {
 constexpr size_t kPage = 4096;
 constexpr uint64_t kHugePageBytes = uint64_t{2} << 20;
 size_t round_to_pages(size_t bytes) { return (bytes + kPage - 1) & ~(kPage - 1); }
-
-uint64_t monotonic_ns() {
-  timespec now;
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  return static_cast<uint64_t>(now.tv_sec) * 1000000000ull + static_cast<uint64_t>(now.tv_nsec);
-}
 
 void* map(size_t bytes, bool (*fault)()) {
   if (fault && fault()) return nullptr;
@@ -158,7 +153,7 @@ bool ArenaRegion::park(Arena& a) {
   a.owner_.store(nullptr, std::memory_order_relaxed);
   a.exited_.store(false, std::memory_order_relaxed);
   a.lenient_ = false;
-  parked_[parked_count_++] = Parked{a.index_, monotonic_ns()};
+  parked_[parked_count_++] = Parked{a.index_, vm::monotonic_ns()};
   parked_published_.store(parked_count_, std::memory_order_relaxed);
   return true;
 }
