@@ -191,7 +191,8 @@ void initialize() {
     g.tags.share_small_slots();
     g.tags.set_live_limit(tag_budget());
     g.tags.set_retain_bytes(g.options.profile_keep);
-    g.tags.set_kept_expiry(kKeptLargeBytes, kKeptLargeNs);  // engine.h; the reaper expires them
+    g.tags.set_kept_expiry(0, kKeptNs);  // engine.h; the reaper expires them
+    g.tags.set_kept_expiry(kKeptLargeBytes, kKeptLargeNs);
     g.slabs.set_counters(&stats());
     if (fault::kCompiledIn) {
       g.slabs.set_map_fault(&slab_map_fault);

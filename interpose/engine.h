@@ -69,7 +69,7 @@ const plan_stage::PlannedPass* publish_shared_pass(plan_stage::PlannedPass&& pas
 
 // reaper.cc: the idle-slab reaper thread (option idle_release). start_reaper is cheap once it
 // runs: called with every plan, at pass ends (a fork child's reaper did not come along) and when a
-// block of kKeptLargeBytes or more is freed into a tag slot.
+// block is freed into a tag slot.
 void start_reaper();
 // Freed tag slots of 16 MiB or more (mimalloc 2 unmaps a block over 16 MiB at free) keep their
 // pages 10 ms at most (record::TagRegion::set_kept_expiry; the reaper looks every 10 ms): long
@@ -78,6 +78,11 @@ void start_reaper();
 // inference threads: peak RSS 920-930 MiB with no expiry, mimalloc 888-906 (docs/results/SHIM.md).
 constexpr uint64_t kKeptLargeBytes = uint64_t{16} << 20;
 constexpr uint64_t kKeptLargeNs = 10000000;
+// The others 100 ms at most (the reaper looks every 25 ms), mimalloc 2's reset delay: a pass's
+// sizes come back within it or the thread plans, and a load's temporaries kept for a server's
+// first request went back (bert_encoder eager: 693 MiB resident after its load, 666 after 0.5 s
+// of waiting; glibc 661, mimalloc 685).
+constexpr uint64_t kKeptNs = 100000000;
 void reaper_after_fork_in_child();
 // False only while the reaper thread is being started: its start-up runs in the C library (and
 // under a sanitizer, in the sanitizer's allocator, which keeps its locks across a fork in GCC 12's

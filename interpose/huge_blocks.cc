@@ -53,7 +53,7 @@ bool huge_free(void* p) {
   const uint64_t live = live_bytes.fetch_sub(owner.bytes, std::memory_order_relaxed) - owner.bytes;
   allow_retention(live);  // first: the free keeps its pages only within the new allowance
   g.tags.give_back(p);
-  if (owner.bytes >= kKeptLargeBytes) start_reaper();  // which expires the kept pages
+  start_reaper();  // which expires the kept pages
   return true;
 }
 

@@ -161,8 +161,8 @@ void profile_free(void* p) {
   // has none coming: a block profiled before the plan and freed under it (gpt_decoder's 25.7 MiB
   // output, alive when the plan came) kept its pages beside the slab for good.
   g.tags.give_back(p, tls_state && tls_state->phase == Phase::kProfiling);
-  if (owner.bytes >= kKeptLargeBytes) start_reaper();  // which expires the kept pages (engine.h)
-  release_profile(profile);                            // the block's reference
+  start_reaper();            // which expires the kept pages (engine.h)
+  release_profile(profile);  // the block's reference
 }
 
 size_t profile_usable_size(void* p) { return global().tags.owner_of(p).bytes; }

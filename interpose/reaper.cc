@@ -1,7 +1,7 @@
 // The reaper: one background thread that gives back the pages of slabs nobody placed into for
 // `idle_release` ms (an inference thread that gets no requests), through
-// replay::ArenaRegion::discard_idle, and of large tag slots kept past their expiry (engine.h,
-// kKeptLargeNs). Started with the first plan or large block freed into a tag slot; a fork child
+// replay::ArenaRegion::discard_idle, and of tag slots kept past their expiry (engine.h, kKeptNs,
+// kKeptLargeNs). Started with the first plan or block freed into a tag slot; a fork child
 // starts its own at its next pass end. Like jemalloc's background threads it is created from inside
 // the allocator, under the reentry guard, with every signal blocked (the program's signals never
 // land on it), and it never allocates. The statistics writer (stats_file.cc) is made the same way
@@ -30,19 +30,24 @@ void* reaper_main(void*) {
   const uint64_t idle_ns = global().options.idle_release * 1000000ull;
   // Slabs: looked at four times per period (a slab goes between 1 and 1.25 periods after its last
   // use), at most once per second and at least once per millisecond. Kept large tag slots: every
-  // kKeptLargeNs (engine.h).
+  // kKeptLargeNs, the others four times per kKeptNs (engine.h).
   uint64_t discard_ns = idle_ns / 4;
   discard_ns = discard_ns < 1000000 ? 1000000 : discard_ns > 1000000000 ? 1000000000 : discard_ns;
   const uint64_t interval_ns = discard_ns < kKeptLargeNs ? discard_ns : kKeptLargeNs;
   const timespec interval{static_cast<time_t>(interval_ns / 1000000000),
                           static_cast<long>(interval_ns % 1000000000)};
+  const uint64_t kept_ns = kKeptNs / 4;
   reaper_looping.store(true, std::memory_order_release);
   uint64_t next_discard = vm::monotonic_ns() + discard_ns;
+  uint64_t next_kept = vm::monotonic_ns() + kept_ns;
   for (;;) {
     nanosleep(&interval, nullptr);
     const uint64_t now = vm::monotonic_ns();
     if (global().tags.retained_bytes() != 0) {
-      stats().released_bytes.fetch_add(global().tags.expire_kept(now), std::memory_order_relaxed);
+      const bool all = now >= next_kept;
+      if (all) next_kept = now + kept_ns;
+      stats().released_bytes.fetch_add(global().tags.expire_kept(now, all ? 0 : kKeptLargeBytes),
+                                       std::memory_order_relaxed);
     }
     if (discards && now >= next_discard) {
       global().slabs.discard_idle(now, idle_ns);
@@ -79,7 +84,7 @@ int spawn_background_thread(void* (*main)(void*), const char* name) {
 
 void start_reaper() {
   if (reaper_state.load(std::memory_order_relaxed) != kNotStarted) return;
-  // idle_release:0 turns the thread off (kept large slots then stay until a plan or malloc_trim):
+  // idle_release:0 turns the thread off (kept slots then stay until a plan or malloc_trim):
   // ThreadSanitizer refuses it in a fork child, whose next pass end starts its own.
   if (global().options.idle_release == 0 || global().mode_off) return;
   int expected = kNotStarted;

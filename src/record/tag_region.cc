@@ -118,10 +118,21 @@ void TagRegion::push_kept(int size_class, uint32_t slot) {
   } while (!head.compare_exchange_weak(old, replacement, std::memory_order_release));
 }
 
-bool TagRegion::reshape_kept(int size_class, uint64_t mapped, uint32_t& index, uint64_t& fresh) {
+bool TagRegion::pop_kept_before(int size_class, uint64_t before_ns, uint32_t& slot) {
+  // The top is the class's newest: when it is too recent, so is the class (no pop, no write).
+  const uint32_t top = static_cast<uint32_t>(kept_[size_class].load(std::memory_order_acquire));
+  if (top == 0 || table_[top - 1].kept_at.load(std::memory_order_relaxed) > before_ns) return false;
+  if (!pop_kept(size_class, slot)) return false;
+  if (table_[slot].kept_at.load(std::memory_order_relaxed) <= before_ns) return true;
+  push_kept(size_class, slot);  // another slot was kept on top meanwhile
+  return false;
+}
+
+bool TagRegion::reshape_kept(int size_class, uint64_t mapped, uint64_t before_ns, uint32_t& index,
+                             uint64_t& fresh) {
   // The smallest larger one first: its pages past the block go back.
   for (int c = size_class + kReuseClasses; c < kClasses; ++c) {
-    if (!pop_kept(c, index)) continue;
+    if (!pop_kept_before(c, before_ns, index)) continue;
     Slot& s = table_[index];
     retained_.fetch_sub(s.committed, std::memory_order_relaxed);
     region_of(index).decommit(index_of(index), s.committed - mapped, mapped);
@@ -131,7 +142,7 @@ bool TagRegion::reshape_kept(int size_class, uint64_t mapped, uint32_t& index, u
   }
   // Then the largest smaller one its slot can hold the block in: pages mapped past its own.
   for (int c = size_class - 1; c >= 0; --c) {
-    if (!pop_kept(c, index)) continue;
+    if (!pop_kept_before(c, before_ns, index)) continue;
     Slot& s = table_[index];
     vm::SlotRegion& region = region_of(index);
     if (region.slot_bytes() < mapped || (commit_fault_ && commit_fault_()) ||
@@ -179,12 +190,14 @@ void* TagRegion::take(uint64_t bytes, bool zero, uintptr_t owner, uint64_t recor
   uint64_t fresh = 0;  // bytes of pages mapped anew for this block
   if (kept) {
     retained_.fetch_sub(table_[index].committed, std::memory_order_relaxed);
-  } else if (any_slot && retained_.load(std::memory_order_relaxed) &&
-             mapped_.load(std::memory_order_relaxed) + mapped >
-                 peak_mapped_.load(std::memory_order_relaxed)) {
-    // Fresh pages would raise the peak: kept ones of other sizes serve first. Below it they stay
-    // as they are, for the blocks of their own sizes in the next pass.
-    kept = reshape_kept(size_class, mapped, index, fresh);
+  } else if (any_slot && retained_.load(std::memory_order_relaxed)) {
+    // Fresh pages would raise the peak: kept ones of other sizes serve first. Below it, those
+    // kept kRefitAfterNs ago or more: their sizes did not come back (a model's load freed them,
+    // its passes make other sizes). The recent ones stay as they are, for their own sizes.
+    const bool above = mapped_.load(std::memory_order_relaxed) + mapped >
+                       peak_mapped_.load(std::memory_order_relaxed);
+    kept = reshape_kept(size_class, mapped, above ? UINT64_MAX : vm::monotonic_ns() - kRefitAfterNs,
+                        index, fresh);
   }
   if (kept) {  // its pages: no system call, or one to fit them to the block
     at = region_of(index).slot_address(index_of(index));
@@ -257,8 +270,7 @@ void TagRegion::give_back(const void* p, bool keep) {
   const uint64_t limit = keep ? retain_limit_.load(std::memory_order_relaxed) : 0;
   if (limit && size_class < kClasses && pages * kPage == s.committed) {  // a whole class
     if (retained_.fetch_add(s.committed, std::memory_order_relaxed) + s.committed <= limit) {
-      if (size_class >= expiry_class_.load(std::memory_order_relaxed))
-        s.kept_at = vm::monotonic_ns();
+      s.kept_at.store(vm::monotonic_ns(), std::memory_order_relaxed);
       push_kept(size_class, index);  // kept for the next block of its class; still held
       return;
     }
@@ -293,25 +305,30 @@ void TagRegion::trim_to(uint64_t bytes) {
 
 void TagRegion::set_kept_expiry(uint64_t min_bytes, uint64_t after_ns) {
   uint64_t pages = 0;
-  expiry_ns_.store(after_ns, std::memory_order_relaxed);
-  expiry_class_.store(after_ns ? ::memoplan::record::size_class(min_bytes, pages) : kClasses,
-                      std::memory_order_relaxed);
+  for (int c = ::memoplan::record::size_class(min_bytes, pages); c < kClasses; ++c) {
+    expiry_ns_[c].store(after_ns, std::memory_order_relaxed);
+  }
 }
 
-uint64_t TagRegion::expire_kept(uint64_t now_ns) {
+uint64_t TagRegion::expire_kept(uint64_t now_ns, uint64_t min_bytes) {
   if (!reserved()) return 0;
   uint64_t expired = 0;
-  const uint64_t after_ns = expiry_ns_.load(std::memory_order_relaxed);
-  for (int c = expiry_class_.load(std::memory_order_relaxed); c < kClasses; ++c) {
+  uint64_t pages = 0;
+  for (int c = ::memoplan::record::size_class(min_bytes, pages); c < kClasses; ++c) {
+    const uint64_t after_ns = expiry_ns_[c].load(std::memory_order_relaxed);
+    if (after_ns == 0 || static_cast<uint32_t>(kept_[c].load(std::memory_order_relaxed)) == 0) {
+      continue;
+    }
     // Popped all (another thread taking one meanwhile finds fewer, or none, and maps afresh);
-    // the recent ones go back in their order.
-    constexpr int kBatch = 64;
+    // the recent ones go back in their order. The stack holds the most recent on top: past a
+    // batch of recent ones the rest wait for a later call.
+    constexpr int kBatch = 256;
     uint32_t young[kBatch];
     int count = 0;
     uint32_t index = 0;
     while (count < kBatch && pop_kept(c, index)) {
       Slot& s = table_[index];
-      if (now_ns - s.kept_at < after_ns) {
+      if (now_ns - s.kept_at.load(std::memory_order_relaxed) < after_ns) {
         young[count++] = index;
         continue;
       }

@@ -90,6 +90,50 @@ TEST_F(TagRegionTest, LargeKeptSlotsExpire) {
   EXPECT_EQ(tags_.expire_kept(monotonic_ns() + 100000000), 0u) << "nothing kept";
 }
 
+// Each size has its own expiry, a later call's for larger sizes over an earlier one's: the small
+// slots' time passes at 50 ms, the large ones' (set to none) never. expire_kept's size: only the
+// kept slots of that size or more are looked at.
+TEST_F(TagRegionTest, KeptSlotsExpireByTheirSizesTime) {
+  tags_.set_retain_bytes(4 << 20);
+  tags_.set_kept_expiry(0, /*after_ns=*/50000000);
+  tags_.set_kept_expiry(256 << 10, /*after_ns=*/0);
+  TagRegion::Miss miss;
+  char* large = static_cast<char*>(tags_.take(512 << 10, false, 1, 0, &miss));
+  char* small = static_cast<char*>(tags_.take(8192, false, 1, 1, &miss));
+  ASSERT_TRUE(large && small);
+  memset(small, 3, 8192);
+  tags_.give_back(large);
+  tags_.give_back(small);
+  const uint64_t later = monotonic_ns() + 60000000;
+  EXPECT_EQ(tags_.expire_kept(later, 64 << 10), 0u) << "the small slot is not looked at";
+  EXPECT_EQ(tags_.expire_kept(later), 8192u);
+  EXPECT_EQ(tags_.retained_bytes(), 512u << 10) << "the large slot stays kept";
+  EXPECT_EQ(tags_.take(512 << 10, false, 1, 2, &miss), large);
+  char* fresh = static_cast<char*>(tags_.take(8192, true, 1, 3, &miss));
+  ASSERT_NE(fresh, nullptr);
+  EXPECT_EQ(fresh[0], 0) << "fresh pages";
+}
+
+// Below the region's peak a block that finds no kept slot of its sizes maps fresh pages beside
+// a slot kept just now (its size may come back), and takes one kept kRefitAfterNs ago or more.
+TEST_F(TagRegionTest, BelowThePeakOnlyASlotKeptAWhileIsFittedToAnotherSize) {
+  tags_.set_retain_bytes(4 << 20);
+  TagRegion::Miss miss;
+  char* kept = static_cast<char*>(tags_.take(512 << 10, false, 1, 0, &miss));
+  char* live = static_cast<char*>(tags_.take(512 << 10, false, 1, 1, &miss));
+  char* gone = static_cast<char*>(tags_.take(1 << 20, false, 1, 2, &miss));
+  ASSERT_TRUE(kept && live && gone);
+  tags_.give_back(gone, /*keep=*/false);  // the peak stays 2 MiB, 1 MiB mapped
+  tags_.give_back(kept);
+  char* fresh = static_cast<char*>(tags_.take(128 << 10, false, 1, 3, &miss));
+  ASSERT_NE(fresh, nullptr);
+  EXPECT_NE(fresh, kept) << "kept just now: fresh pages below the peak";
+  EXPECT_EQ(tags_.retained_bytes(), 512u << 10);
+  std::this_thread::sleep_for(std::chrono::nanoseconds(2 * TagRegion::kRefitAfterNs));
+  EXPECT_EQ(tags_.take(128 << 10, false, 1, 4, &miss), kept) << "kept a while: fitted";
+  EXPECT_EQ(tags_.retained_bytes(), 0u);
+}
+
 // give_back(p, /*keep=*/false): the pages go back even where the allowance would keep them (the
 // shim's free of a profiled block on a thread that no longer profiles).
 TEST_F(TagRegionTest, AFreeThatKeepsNothingUnmapsWithinTheAllowance) {

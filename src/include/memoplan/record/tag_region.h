@@ -14,6 +14,12 @@
 // while nothing is kept, so it is the live blocks' pages, and below it kept pages stay for the
 // next pass. Peak RSS under the shim, before -> after: python3's benchmark (run_shim_programs.py)
 // 92.4 -> 89.1 MiB, mimalloc alone 83.5; eager resnet18, 40 passes, 336.5 -> 319.6, mimalloc 318.1.
+// Below the peak too, a slot kept kRefitAfterNs ago or more is fitted before fresh pages are
+// mapped: its size did not come back. A model's load sets the peak and frees its temporaries
+// last (bert_encoder eager: 27 MiB of the layer its encoder copies), and its passes make other
+// sizes; they had mapped fresh pages beside those. Peak RSS 697-702 -> 695 MiB (glibc 688-690),
+// resnet18 traced 354 -> 343 (glibc 335-343); bench/large_blocks, whose sizes come back within
+// microseconds, as fast (refitting every slot at once made it 2x slower).
 // A small block never pins a large block's pages. Kept slots sit on one lock-free stack per class
 // (LIFO: the most recently used pages first). Lock-free; never calls malloc (the shim uses it).
 //
@@ -36,10 +42,11 @@ namespace memoplan::record {
 
 class TagRegion {
  public:
-  static constexpr uint32_t kSlots = 1u << 16;     // large slots
-  static constexpr unsigned kSmallShift = 16;      // small slots: 64 KiB
-  static constexpr uint32_t kSmallSetAside = 16;   // large slots cut into small ones
-  static constexpr unsigned kSmallFromShift = 22;  // only when large slots are 4 MiB or more
+  static constexpr uint32_t kSlots = 1u << 16;        // large slots
+  static constexpr unsigned kSmallShift = 16;         // small slots: 64 KiB
+  static constexpr uint32_t kSmallSetAside = 16;      // large slots cut into small ones
+  static constexpr unsigned kSmallFromShift = 22;     // only when large slots are 4 MiB or more
+  static constexpr uint64_t kRefitAfterNs = 1000000;  // a kept slot's size has not come back
 
   // Reserves the region with the largest slot size from 2^largest_shift down to 2^smallest_shift
   // (step 2^step) that the address space allows. False (errno set) when none.
@@ -107,13 +114,15 @@ class TagRegion {
   void trim_to(uint64_t bytes);
   uint64_t retained_bytes() const { return retained_.load(std::memory_order_relaxed); }
 
-  // Kept slots of `min_bytes` or more keep their pages for `after_ns` at most (0: no limit): a
-  // large block's pages help only a program that frees and makes such blocks back to back, and
-  // kept between passes they sit beside what other threads fault in (mimalloc 2 unmaps a block
-  // over 16 MiB at free). expire_kept(now_ns), called now and then by someone (the shim's
-  // reaper), unmaps the ones kept longer; returns their bytes.
+  // Kept slots of `min_bytes` or more keep their pages for `after_ns` at most (0: no limit; a
+  // later call for larger sizes overrides it there). Pages kept longer wait for no block of
+  // their own pass: a model's load frees its temporaries into the kept slots, and they sat beside
+  // the first passes' pages; a large block's pages help only a program that frees and makes such
+  // blocks back to back (mimalloc 2 unmaps a block over 16 MiB at free). expire_kept(now_ns,
+  // min_bytes), called now and then by someone (the shim's reaper), unmaps the kept slots of
+  // `min_bytes` or more kept longer; returns their bytes.
   void set_kept_expiry(uint64_t min_bytes, uint64_t after_ns);
-  uint64_t expire_kept(uint64_t now_ns);
+  uint64_t expire_kept(uint64_t now_ns, uint64_t min_bytes = 0);
 
   // For the fault tests: called before each slot's pages are mapped; true makes it fail.
   void set_commit_fault(bool (*should_fail)()) { commit_fault_ = should_fail; }
@@ -127,8 +136,8 @@ class TagRegion {
     uintptr_t owner;
     uint64_t record;
     uint64_t bytes;
-    uint64_t committed;  // bytes mapped read-write, possibly kept while the slot is free
-    uint64_t kept_at;    // CLOCK_MONOTONIC ns when it was kept (slots under an expiry)
+    uint64_t committed;             // bytes mapped read-write, possibly kept while the slot is free
+    std::atomic<uint64_t> kept_at;  // CLOCK_MONOTONIC ns when it was last kept (read by others)
   };
   // The table of slots and the kept stacks' links: one mapping, made at reserve().
   static constexpr size_t kTableBytes = (sizeof(Slot) + sizeof(uint32_t)) * 2 * size_t{kSlots};
@@ -153,10 +162,13 @@ class TagRegion {
   // the top slot + 1 (0: empty) in the low 32 bits and a change count above it (no ABA).
   bool pop_kept(int size_class, uint32_t& slot);
   void push_kept(int size_class, uint32_t slot);
-  // No kept slot of a block's classes: one of another class is fitted to it (`mapped` bytes), a
-  // larger one's pages past the block unmapped, else a smaller one's mapped on to it (`fresh`:
-  // those bytes). False when no kept slot can take it.
-  bool reshape_kept(int size_class, uint64_t mapped, uint32_t& index, uint64_t& fresh);
+  // No kept slot of a block's classes: one of another class, kept at before_ns or earlier, is
+  // fitted to it (`mapped` bytes), a larger one's pages past the block unmapped, else a smaller
+  // one's mapped on to it (`fresh`: those bytes). False when no kept slot can take it.
+  bool reshape_kept(int size_class, uint64_t mapped, uint64_t before_ns, uint32_t& index,
+                    uint64_t& fresh);
+  // pop_kept of a slot kept at before_ns or earlier (false: none, or the class's top is newer).
+  bool pop_kept_before(int size_class, uint64_t before_ns, uint32_t& slot);
   // Unmaps kept slots of `bytes` in all, or all there are.
   void trim_by(uint64_t bytes);
   // `bytes` of pages mapped anew for a block: as many kept bytes go back as the region's mapped
@@ -174,8 +186,7 @@ class TagRegion {
   std::atomic<uint64_t> mapped_{0};       // pages mapped in slots of their own, live or kept
   std::atomic<uint64_t> peak_mapped_{0};  // the most mapped_ has been
   std::atomic<uint32_t> live_limit_{0};
-  std::atomic<int> expiry_class_{kClasses};  // kept slots of this class and up expire
-  std::atomic<uint64_t> expiry_ns_{0};
+  std::atomic<uint64_t> expiry_ns_[kClasses] = {};  // per class: kept this long at most (0: ever)
   bool (*commit_fault_)() = nullptr;
 };
 
