@@ -38,8 +38,9 @@ void* reaper_main(void*) {
                           static_cast<long>(interval_ns % 1000000000)};
   const uint64_t kept_ns = kKeptNs / 4;
   reaper_looping.store(true, std::memory_order_release);
-  uint64_t next_discard = vm::monotonic_ns() + discard_ns;
-  uint64_t next_kept = vm::monotonic_ns() + kept_ns;
+  const uint64_t start = vm::monotonic_ns();
+  uint64_t next_discard = start + discard_ns;
+  uint64_t next_kept = start + kept_ns;
   for (;;) {
     nanosleep(&interval, nullptr);
     const uint64_t now = vm::monotonic_ns();

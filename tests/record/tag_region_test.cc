@@ -2,8 +2,6 @@
 // side by side and shared, under threads, and commit failures.
 #include <gtest/gtest.h>
 
-#include <time.h>
-
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -11,6 +9,7 @@
 #include <vector>
 
 #include "memoplan/record/tag_region.h"
+#include "memoplan/vm/monotonic.h"
 
 namespace memoplan::record {
 namespace {
@@ -58,11 +57,7 @@ TEST_F(TagRegionTest, KeptPagesAreReusedZeroedAndTrimmed) {
   EXPECT_EQ(tags_.slots_in_use(), 0u);
 }
 
-uint64_t monotonic_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
+using vm::monotonic_ns;
 
 // Kept slots of the expiry's size or more keep their pages for its time at most: expire_kept
 // unmaps the older ones and leaves the recent ones, and the small ones, kept.

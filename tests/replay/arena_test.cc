@@ -10,10 +10,11 @@
 #include <atomic>
 #include <cstdio>
 #include <cstring>
-#include <ctime>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "memoplan/vm/monotonic.h"
 
 namespace memoplan::replay {
 namespace {
@@ -230,9 +231,7 @@ TEST_F(ParkedArenaTest, IdleParkedArenasGoAndAFullRegionTakesParkedOnes) {
   EXPECT_EQ(region_.arenas_parked(), 0u);
   for (Arena* a : arenas) a->retire();
   EXPECT_EQ(region_.arenas_parked(), 2u);
-  timespec now;
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  const uint64_t now_ns = static_cast<uint64_t>(now.tv_sec) * 1000000000ull + now.tv_nsec;
+  const uint64_t now_ns = vm::monotonic_ns();
   region_.discard_idle(now_ns, uint64_t{60} * 1000000000ull);
   EXPECT_EQ(region_.arenas_parked(), 2u) << "not idle for a minute";
   region_.discard_idle(now_ns + uint64_t{61} * 1000000000ull, uint64_t{60} * 1000000000ull);

@@ -17,9 +17,9 @@
 // Below the peak too, a slot kept kRefitAfterNs ago or more is fitted before fresh pages are
 // mapped: its size did not come back. A model's load sets the peak and frees its temporaries
 // last (bert_encoder eager: 27 MiB of the layer its encoder copies), and its passes make other
-// sizes; they had mapped fresh pages beside those. Peak RSS 697-702 -> 695 MiB (glibc 688-690),
-// resnet18 traced 354 -> 343 (glibc 335-343); bench/large_blocks, whose sizes come back within
-// microseconds, as fast (refitting every slot at once made it 2x slower).
+// sizes; they had mapped fresh pages beside those. Peak RSS 697-702 -> 695-696 MiB (glibc
+// 688-690), resnet18 traced 354 -> 342-344 (glibc 335-353); bench/large_blocks, whose sizes come
+// back within microseconds, as fast (refitting every slot at once made it 2x slower).
 // A small block never pins a large block's pages. Kept slots sit on one lock-free stack per class
 // (LIFO: the most recently used pages first). Lock-free; never calls malloc (the shim uses it).
 //
