@@ -6,9 +6,12 @@
 // the allocator, under the reentry guard, with every signal blocked (the program's signals never
 // land on it), and it never allocates. The statistics writer (stats_file.cc) is made the same way
 // (spawn_background_thread).
+#include <linux/futex.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
@@ -25,35 +28,65 @@ enum : int { kNotStarted, kRunning, kUnavailable };
 std::atomic<int> reaper_state{kNotStarted};
 std::atomic<bool> reaper_looping{false};  // the thread is past its start-up, in its loop
 bool discards = false;                    // idle slabs too (the kernel has membarrier)
+// 1 while the reaper waits with nothing kept (a futex word): start_reaper wakes it.
+std::atomic<uint32_t> reaper_parked{0};
+
+bool watches_slabs() {
+  const Global& g = global();
+  return discards && (g.slabs.arenas_in_use() != 0 || g.slabs.arenas_parked() != 0);
+}
+
+// Nothing kept: waits `timeout_ns` (0: until woken) or until start_reaper's wake. Announced before
+// the last look: a thread that keeps pages (or makes a slab) after that look sees the flag (both
+// sides sequentially consistent); one before it left work that look finds.
+void park(uint64_t timeout_ns) {
+  reaper_parked.store(1, std::memory_order_seq_cst);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (global().tags.retained_bytes() == 0 && (timeout_ns != 0 || !watches_slabs())) {
+    const timespec timeout{static_cast<time_t>(timeout_ns / 1000000000),
+                           static_cast<long>(timeout_ns % 1000000000)};
+    // One wait: woken, timed out or spurious, the loop looks again.
+    syscall(SYS_futex, &reaper_parked, FUTEX_WAIT_PRIVATE, 1, timeout_ns ? &timeout : nullptr,
+            nullptr, 0);
+  }
+  reaper_parked.store(0, std::memory_order_relaxed);
+}
 
 void* reaper_main(void*) {
   const uint64_t idle_ns = global().options.idle_release * 1000000ull;
   // Slabs: looked at four times per period (a slab goes between 1 and 1.25 periods after its last
   // use), at most once per second and at least once per millisecond. Kept large tag slots: every
-  // kKeptLargeNs, the others four times per kKeptNs (engine.h).
+  // kKeptLargeNs, the others four times per kKeptNs (engine.h). Nothing kept: parked, woken by
+  // the next keep (start_reaper); an idle process without slabs makes no wakeups at all.
   uint64_t discard_ns = idle_ns / 4;
   discard_ns = discard_ns < 1000000 ? 1000000 : discard_ns > 1000000000 ? 1000000000 : discard_ns;
-  const uint64_t interval_ns = discard_ns < kKeptLargeNs ? discard_ns : kKeptLargeNs;
-  const timespec interval{static_cast<time_t>(interval_ns / 1000000000),
-                          static_cast<long>(interval_ns % 1000000000)};
   const uint64_t kept_ns = kKeptNs / 4;
   reaper_looping.store(true, std::memory_order_release);
-  const uint64_t start = vm::monotonic_ns();
-  uint64_t next_discard = start + discard_ns;
-  uint64_t next_kept = start + kept_ns;
+  uint64_t next_discard = 0;
+  uint64_t next_kept = 0;
   for (;;) {
-    nanosleep(&interval, nullptr);
+    Global& g = global();
     const uint64_t now = vm::monotonic_ns();
-    if (global().tags.retained_bytes() != 0) {
+    if (g.tags.retained_bytes() != 0) {
       const bool all = now >= next_kept;
       if (all) next_kept = now + kept_ns;
-      stats().released_bytes.fetch_add(global().tags.expire_kept(now, all ? 0 : kKeptLargeBytes),
+      stats().released_bytes.fetch_add(g.tags.expire_kept(now, all ? 0 : kKeptLargeBytes),
                                        std::memory_order_relaxed);
     }
-    if (discards && now >= next_discard) {
-      global().slabs.discard_idle(now, idle_ns);
+    const bool slabs = watches_slabs();
+    if (slabs && now >= next_discard) {
+      g.slabs.discard_idle(now, idle_ns);
       next_discard = now + discard_ns;
     }
+    if (g.tags.retained_bytes() == 0) {
+      park(slabs ? discard_ns : 0);
+      continue;
+    }
+    uint64_t wait = g.tags.keeps(kKeptLargeBytes) ? kKeptLargeNs : kept_ns;
+    if (slabs && discard_ns < wait) wait = discard_ns;
+    const timespec interval{static_cast<time_t>(wait / 1000000000),
+                            static_cast<long>(wait % 1000000000)};
+    nanosleep(&interval, nullptr);
   }
   return nullptr;
 }
@@ -84,7 +117,15 @@ int spawn_background_thread(void* (*main)(void*), const char* name) {
 }
 
 void start_reaper() {
-  if (reaper_state.load(std::memory_order_relaxed) != kNotStarted) return;
+  if (reaper_state.load(std::memory_order_relaxed) != kNotStarted) {
+    // Running, maybe parked (park()): the caller's new work is ordered before this look.
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (reaper_parked.load(std::memory_order_relaxed) != 0 &&
+        reaper_parked.exchange(0, std::memory_order_acq_rel) != 0) {
+      syscall(SYS_futex, &reaper_parked, FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
+    }
+    return;
+  }
   // idle_release:0 turns the thread off (kept slots then stay until a plan or malloc_trim):
   // ThreadSanitizer refuses it in a fork child, whose next pass end starts its own.
   if (global().options.idle_release == 0 || global().mode_off) return;
@@ -109,6 +150,7 @@ bool reaper_settled() {
 
 void reaper_after_fork_in_child() {
   reaper_looping.store(false, std::memory_order_relaxed);
+  reaper_parked.store(0, std::memory_order_relaxed);
   if (reaper_state.load(std::memory_order_relaxed) == kRunning) {
     reaper_state.store(kNotStarted, std::memory_order_relaxed);
   }

@@ -310,6 +310,14 @@ void TagRegion::set_kept_expiry(uint64_t min_bytes, uint64_t after_ns) {
   }
 }
 
+bool TagRegion::keeps(uint64_t min_bytes) const {
+  uint64_t pages = 0;
+  for (int c = ::memoplan::record::size_class(min_bytes, pages); c < kClasses; ++c) {
+    if (static_cast<uint32_t>(kept_[c].load(std::memory_order_relaxed)) != 0) return true;
+  }
+  return false;
+}
+
 uint64_t TagRegion::expire_kept(uint64_t now_ns, uint64_t min_bytes) {
   if (!reserved()) return 0;
   uint64_t expired = 0;

@@ -97,8 +97,11 @@ TEST_F(TagRegionTest, KeptSlotsExpireByTheirSizesTime) {
   char* small = static_cast<char*>(tags_.take(8192, false, 1, 1, &miss));
   ASSERT_TRUE(large && small);
   memset(small, 3, 8192);
+  EXPECT_FALSE(tags_.keeps(0));
   tags_.give_back(large);
   tags_.give_back(small);
+  EXPECT_TRUE(tags_.keeps(256 << 10));
+  EXPECT_FALSE(tags_.keeps(1 << 20)) << "nothing of 1 MiB or more kept";
   const uint64_t later = monotonic_ns() + 60000000;
   EXPECT_EQ(tags_.expire_kept(later, 64 << 10), 0u) << "the small slot is not looked at";
   EXPECT_EQ(tags_.expire_kept(later), 8192u);

@@ -123,6 +123,8 @@ class TagRegion {
   // `min_bytes` or more kept longer; returns their bytes.
   void set_kept_expiry(uint64_t min_bytes, uint64_t after_ns);
   uint64_t expire_kept(uint64_t now_ns, uint64_t min_bytes = 0);
+  // Whether a free slot of `min_bytes` or more keeps its pages now.
+  bool keeps(uint64_t min_bytes) const;
 
   // For the fault tests: called before each slot's pages are mapped; true makes it fail.
   void set_commit_fault(bool (*should_fail)()) { commit_fault_ = should_fail; }
