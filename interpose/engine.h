@@ -78,11 +78,12 @@ void start_reaper();
 // inference threads: peak RSS 920-930 MiB with no expiry, mimalloc 888-906 (docs/results/SHIM.md).
 constexpr uint64_t kKeptLargeBytes = uint64_t{16} << 20;
 constexpr uint64_t kKeptLargeNs = 10000000;
-// The others 100 ms at most (the reaper looks every 25 ms), mimalloc 2's reset delay: a pass's
-// sizes come back within it or the thread plans, and a load's temporaries kept for a server's
-// first request went back (bert_encoder eager: 693 MiB resident after its load, 666 after 0.5 s
-// of waiting; glibc 661, mimalloc 685).
-constexpr uint64_t kKeptNs = 100000000;
+// The others 1 s at most (the reaper looks every 250 ms): a load's temporaries kept for a
+// server's first request go back (bert_encoder eager: VmRSS 709 MiB after its load, 681 1.5 s
+// later; glibc 677, mimalloc 702), while a program's sizes that come back within a second keep
+// their pages: at 100 ms python3's json rounds (350 ms each) faulted 83k pages, 69k at 1 s,
+// mimalloc alone 55k (run_shim_programs.py's PYTHON_WORK under perf stat).
+constexpr uint64_t kKeptNs = 1000000000;
 void reaper_after_fork_in_child();
 // False only while the reaper thread is being started: its start-up runs in the C library (and
 // under a sanitizer, in the sanitizer's allocator, which keeps its locks across a fork in GCC 12's
