@@ -7,7 +7,7 @@
     bench/run_shim_effect.py --report bench/results/shim_effect_<stamp> [--doc docs/results/SHIM.md]
 
 A cell is a zoo model, a mode (eager: the torch.nn module; traced: it through torch.jit.trace;
-scripted: the zoo's TorchScript file),
+scripted: the zoo's TorchScript file; frozen: torch.jit.freeze of it scripted, saved and loaded),
 intra-op threads and inference threads; `--work` cells also do a request's parsing and a response's
 formatting between passes (bench/shim_effect_workload.py). Each configuration of a cell runs in a
 process of its own: glibc, jemalloc, tcmalloc and mimalloc (LD_PRELOAD) and the shim

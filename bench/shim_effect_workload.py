@@ -6,7 +6,9 @@ would run it, timed pass by pass.
 
 MODE: eager (the torch.nn module, built as bench/models/zoo_models.py builds it), traced (that
 module through torch.jit.trace(model, example) and nothing else, as users export), scripted (the
-zoo's TorchScript file, models/MODEL.pt, as made by bench/models/make_zoo.py), compiled (PyTorch
+zoo's TorchScript file, models/MODEL.pt, as made by bench/models/make_zoo.py), frozen
+(torch.jit.freeze(torch.jit.script(module)) as bench/models/graph_forms.py makes it, saved to
+/tmp/memoplan_frozen_MODEL.pt by the first run that lacks it, loaded from there), compiled (PyTorch
 2.x: the eager module through torch.compile, Inductor's generated C++ on CPU; its first pass
 compiles) or aoti (PyTorch 2.x: AOTInductor, the module exported and compiled ahead of time into a
 package, /tmp/memoplan_aoti_MODEL.pt2, made by the first run that lacks it: make it before timed
@@ -43,6 +45,23 @@ def rss_kib():
 
 def load(name, mode):
     torch.manual_seed(0)
+    if mode == "frozen":  # made once, then loaded as a server loads its file
+        path = os.path.join("/tmp", f"memoplan_frozen_{name}.pt")
+        if not os.path.exists(path):
+            import graph_forms
+            from zoo_models import MODELS
+            builder, high = MODELS[name]
+            model, example = builder()
+            graph_forms.write(model.eval(), example, "frozen", path + ".part", high)
+            os.rename(path + ".part", path)
+            del model, example
+        extra = {"input_shape": "", "input_dtype": "", "input_high": ""}
+        model = torch.jit.load(path, _extra_files=extra).eval()
+        extra = {k: v.decode() for k, v in extra.items()}
+        shape = [int(d) for d in extra["input_shape"].split("x")]
+        if extra["input_high"]:
+            return model, torch.randint(0, int(extra["input_high"]), shape)
+        return model, torch.randn(*shape, dtype=getattr(torch, extra["input_dtype"]))
     if mode in ("eager", "traced", "compiled", "aoti"):
         from zoo_models import MODELS
         model, example = MODELS[name][0]()
