@@ -264,16 +264,28 @@ install_packages() {
   in_root apt-get clean
 }
 
+# The mimalloc 2 source the host fetched (scripts/mimalloc_source.sh, run by install_deps.sh on
+# Debian 12), compiled into the shim here too, as on Debian 12: Debian 13 ships mimalloc 3 only,
+# so without it the shim's fallback is glibc (2.2x mimalloc's time on the python3 program of
+# bench/run_shim_programs.py). Mounted read-only at /mimalloc; none: built without, as before.
+MIMALLOC_TREE="$("$repo/scripts/mimalloc_source.sh" --cached 2>/dev/null || true)"
+
 # in_src CMD...: runs CMD in the root with this clone at /src, its working directory; the
-# environment is clean but for what the tests read (MEMOPLAN_*). Returns CMD's status.
+# environment is clean but for what the tests and builds read (MEMOPLAN_*). Returns CMD's status.
 in_src() {
   mount_system
   mount_at /src --bind "$repo"
+  local mimalloc=""
+  if [ -n "$MIMALLOC_TREE" ]; then
+    mount_at /mimalloc -o bind,ro "$MIMALLOC_TREE"
+    mimalloc=/mimalloc
+  fi
   local status=0
   chroot "$ROOT" /usr/bin/env -i HOME=/root TERM="${TERM:-dumb}" LANG=C.UTF-8 \
     PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     MEMOPLAN_REQUIRE_PLANS="${MEMOPLAN_REQUIRE_PLANS:-}" MEMOPLAN_PRESET="${MEMOPLAN_PRESET:-}" \
     MEMOPLAN_NO_INSTALL="${MEMOPLAN_NO_INSTALL:-}" MEMOPLAN_MODELS="${MEMOPLAN_MODELS:-}" \
+    MEMOPLAN_MIMALLOC_SOURCE="${mimalloc:-none}" \
     /bin/sh -c 'cd /src && exec "$@"' sh "$@" || status=$?
   return "$status"
 }
@@ -353,8 +365,7 @@ case "$cmd" in
     # Not exec: the trap unmounts once the command is done; its status is this script's.
     status=0
     # shellcheck disable=SC2016  # $(nproc) expands in the root
-    in_src sh -c 'cmake --preset debian13 >/dev/null && cmake --build --preset debian13 -j "$(nproc)"' ||
-      status=$?
+    in_src scripts/build.sh debian13 || status=$?
     if [ "$cmd" = test ] && [ "$status" -eq 0 ]; then
       # As scripts/run_tests.sh: the shim's engine tests fail, rather than skip, where the engine
       # cannot reserve its address space.

@@ -11,7 +11,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=build-debian13/packages
-cmake --preset debian13 -DCMAKE_INSTALL_PREFIX=/usr >/dev/null
+# mimalloc 2 compiled into the shim where scripts/debian13.sh mounted its source (scripts/build.sh).
+mimalloc="${MEMOPLAN_MIMALLOC_SOURCE:-none}"
+[ "$mimalloc" != none ] || mimalloc=""
+cmake --preset debian13 -DCMAKE_INSTALL_PREFIX=/usr -DMEMOPLAN_MIMALLOC_SOURCE="$mimalloc" >/dev/null
 cmake --build --preset debian13 -j "${MEMOPLAN_JOBS:-$(nproc)}"
 # Only this build's packages in the folder (the smoke test installs /debs/*.deb).
 rm -rf "$packages"
