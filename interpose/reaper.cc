@@ -31,6 +31,10 @@ bool discards = false;                    // idle slabs too (the kernel has memb
 // 1 while the reaper waits with nothing kept (a futex word): start_reaper wakes it.
 std::atomic<uint32_t> reaper_parked{0};
 
+timespec duration(uint64_t ns) {
+  return timespec{static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
+}
+
 bool watches_slabs() {
   const Global& g = global();
   return discards && (g.slabs.arenas_in_use() != 0 || g.slabs.arenas_parked() != 0);
@@ -43,8 +47,7 @@ void park(uint64_t timeout_ns) {
   reaper_parked.store(1, std::memory_order_seq_cst);
   std::atomic_thread_fence(std::memory_order_seq_cst);
   if (global().tags.retained_bytes() == 0 && (timeout_ns != 0 || !watches_slabs())) {
-    const timespec timeout{static_cast<time_t>(timeout_ns / 1000000000),
-                           static_cast<long>(timeout_ns % 1000000000)};
+    const timespec timeout = duration(timeout_ns);
     // One wait: woken, timed out or spurious, the loop looks again.
     syscall(SYS_futex, &reaper_parked, FUTEX_WAIT_PRIVATE, 1, timeout_ns ? &timeout : nullptr,
             nullptr, 0);
@@ -84,8 +87,7 @@ void* reaper_main(void*) {
     }
     uint64_t wait = g.tags.keeps(kKeptLargeBytes) ? kKeptLargeNs : kept_ns;
     if (slabs && discard_ns < wait) wait = discard_ns;
-    const timespec interval{static_cast<time_t>(wait / 1000000000),
-                            static_cast<long>(wait % 1000000000)};
+    const timespec interval = duration(wait);
     nanosleep(&interval, nullptr);
   }
   return nullptr;

@@ -364,7 +364,6 @@ case "$cmd" in
     prepare_root
     # Not exec: the trap unmounts once the command is done; its status is this script's.
     status=0
-    # shellcheck disable=SC2016  # $(nproc) expands in the root
     in_src scripts/build.sh debian13 || status=$?
     if [ "$cmd" = test ] && [ "$status" -eq 0 ]; then
       # As scripts/run_tests.sh: the shim's engine tests fail, rather than skip, where the engine
