@@ -4,9 +4,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "program_check.h"
 
@@ -32,18 +30,6 @@ static void pass(int round) {
   pass_end();
 }
 
-static size_t resident(const void* p, size_t bytes) {
-  const size_t page = (size_t)sysconf(_SC_PAGESIZE);
-  const uintptr_t start = (uintptr_t)p & ~(page - 1);
-  const size_t pages = ((uintptr_t)p + bytes - start + page - 1) / page;
-  unsigned char in_core[1024];
-  CHECK(pages <= sizeof in_core);
-  if (mincore((void*)start, pages * page, in_core) != 0) return 0;
-  size_t n = 0;
-  for (size_t i = 0; i < pages; ++i) n += in_core[i] & 1;
-  return n;
-}
-
 int main(void) {
   CHECK(shim_loaded());
   const char* conf = getenv("MEMOPLAN_CONF");
@@ -54,10 +40,11 @@ int main(void) {
   for (int round = 0; round < 12; ++round) {
     if (round == 8) {
       first = last[0];
-      if (reaping) CHECK(resident(first, kBlockBytes) > 0); /* the slab's pages, after the pass */
+      if (reaping)
+        CHECK(resident_pages(first, kBlockBytes) > 0); /* the slab's pages, after the pass */
       const struct timespec idle = {0, 600 * 1000 * 1000};
       nanosleep(&idle, NULL); /* six idle periods */
-      if (reaping) CHECK(resident(first, kBlockBytes) == 0);
+      if (reaping) CHECK(resident_pages(first, kBlockBytes) == 0);
     }
     pass(round);
   }

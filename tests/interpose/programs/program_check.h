@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "memoplan/pass.h"
 
@@ -136,6 +138,25 @@ static inline void live_set_remove(struct live_set* set, const void* p) {
       return;
     }
   }
+}
+
+/* Resident pages of [p, p + bytes), asked a chunk at a time (mincore); a range no longer mapped
+ * counts none. */
+static inline size_t resident_pages(const void* p, size_t bytes) {
+  const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+  uintptr_t at = (uintptr_t)p & ~(page - 1);
+  const uintptr_t end = (uintptr_t)p + bytes;
+  unsigned char in_core[1024];
+  size_t n = 0;
+  while (at < end) {
+    size_t pages = (size_t)((end - at + page - 1) / page);
+    if (pages > sizeof in_core) pages = sizeof in_core;
+    if (mincore((void*)at, pages * page, in_core) == 0) {
+      for (size_t i = 0; i < pages; ++i) n += in_core[i] & 1;
+    }
+    at += pages * page;
+  }
+  return n;
 }
 
 #endif /* MEMOPLAN_TESTS_PROGRAM_CHECK_H_ */

@@ -7,13 +7,11 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "program_check.h"
 
-enum { kBlock = 24 << 20, kPage = 4096 };
+enum { kBlock = 24 << 20 };
 
 static uint64_t now_ns(void) {
   struct timespec t;
@@ -26,15 +24,6 @@ static void sleep_ms(long ms) {
   nanosleep(&t, NULL);
 }
 
-/* Resident pages of [p, p + kBlock): mincore fails (0) where nothing is mapped any more. */
-static size_t resident(const void* p) {
-  static unsigned char in_core[kBlock / kPage];
-  if (mincore((void*)((uintptr_t)p & ~(uintptr_t)(kPage - 1)), kBlock, in_core) != 0) return 0;
-  size_t n = 0;
-  for (size_t i = 0; i < sizeof in_core; ++i) n += in_core[i] & 1;
-  return n;
-}
-
 /* Frees a written huge block and waits (5 s at most) for its kept pages to go back. */
 static int freed_pages_go_back(void) {
   char* p = malloc(kBlock);
@@ -42,11 +31,11 @@ static int freed_pages_go_back(void) {
   memset(p, 1, kBlock);
   const uint64_t start = now_ns();
   free(p);
-  const size_t kept = resident(p);
+  const size_t kept = resident_pages(p, kBlock);
   /* Kept at the free, unless this thread lost the processor past the expiry (10 ms). */
   if (now_ns() - start < 5000000) CHECK(kept > 0);
   for (int waited_ms = 0; waited_ms < 5000; waited_ms += 5) {
-    if (resident(p) == 0) return 1;
+    if (resident_pages(p, kBlock) == 0) return 1;
     sleep_ms(5);
   }
   return 0;
