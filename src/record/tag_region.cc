@@ -159,7 +159,7 @@ bool TagRegion::reshape_kept(int size_class, uint64_t mapped, uint64_t before_ns
 }
 
 void* TagRegion::take(uint64_t bytes, bool zero, uintptr_t owner, uint64_t record, Miss* why,
-                      uint64_t alignment) {
+                      uint64_t alignment, bool keep_tail) {
   if (bytes > slots_.slot_bytes()) {
     *why = Miss::kTooLarge;
     return nullptr;
@@ -178,7 +178,8 @@ void* TagRegion::take(uint64_t bytes, bool zero, uintptr_t owner, uint64_t recor
   uint32_t index = 0;
   char* at = nullptr;
   // A kept slot of this class, else of the next few (up to 2.4 times the pages: the pages of
-  // freed blocks serve other sizes too, as a general allocator's would, rather than pile up).
+  // freed blocks serve other sizes too, as a general allocator's would, rather than pile up),
+  // cut to the block's class unless keep_tail.
   // Kept slots may be small ones: a block aligned past them takes a fresh large slot.
   const bool small = small_.reserved() && alignment <= small_.slot_bytes();
   const bool any_slot = small || !small_.reserved();
@@ -189,7 +190,13 @@ void* TagRegion::take(uint64_t bytes, bool zero, uintptr_t owner, uint64_t recor
   }
   uint64_t fresh = 0;  // bytes of pages mapped anew for this block
   if (kept) {
-    retained_.fetch_sub(table_[index].committed, std::memory_order_relaxed);
+    Slot& s = table_[index];
+    retained_.fetch_sub(s.committed, std::memory_order_relaxed);
+    if (s.committed > mapped && !keep_tail) {  // a larger class's
+      region_of(index).decommit(index_of(index), s.committed - mapped, mapped);
+      mapped_.fetch_sub(s.committed - mapped, std::memory_order_relaxed);
+      s.committed = mapped;
+    }
   } else if (any_slot && retained_.load(std::memory_order_relaxed)) {
     // Fresh pages would raise the peak: kept ones of other sizes serve first. Below it, those
     // kept kRefitAfterNs ago or more: their sizes did not come back (a model's load freed them,

@@ -1,9 +1,11 @@
 // record::TagRegion: tag slots found from interior pointers, kept pages and trim(), small slots
 // side by side and shared, under threads, and commit failures.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -166,6 +168,39 @@ TEST_F(TagRegionTest, KeptSlotsServeTheirOwnSizeClassFirst) {
   tags_.give_back(other);
   tags_.give_back(small);
   tags_.give_back(large);
+  tags_.trim();
+  EXPECT_EQ(tags_.slots_in_use(), 0u);
+}
+
+// Pages of [from, to) in the page-aligned block at p that are resident.
+size_t resident_pages(const char* p, size_t from, size_t to) {
+  std::vector<unsigned char> in((to - from) / 4096);
+  if (mincore(const_cast<char*>(p) + from, to - from, in.data()) != 0) return SIZE_MAX;
+  size_t n = 0;
+  for (unsigned char c : in) n += c & 1;
+  return n;
+}
+
+// A block taking a larger class's kept slot leaves none of its pages past the block's class
+// mapped (a block that lives on would hold them), unless keep_tail: then they stay for later.
+TEST_F(TagRegionTest, ALargerKeptSlotIsCutToTheBlockUnlessItKeepsItsTail) {
+  tags_.set_retain_bytes(64 << 20);
+  TagRegion::Miss miss;
+  char* large = static_cast<char*>(tags_.take(160 * 4096, false, 1, 0, &miss));
+  ASSERT_NE(large, nullptr);
+  memset(large, 1, 160 * 4096);
+  tags_.give_back(large);
+  char* cut = static_cast<char*>(tags_.take(100 * 4096, false, 1, 1, &miss));  // mapped as 112
+  ASSERT_EQ(cut, large) << "the 160-page slot, two classes up";
+  EXPECT_EQ(resident_pages(cut, 0, 112 * 4096), 112u);
+  EXPECT_EQ(resident_pages(cut, 112 * 4096, 160 * 4096), 0u);
+  tags_.give_back(cut);
+  EXPECT_EQ(tags_.retained_bytes(), 112u * 4096);
+  char* kept = static_cast<char*>(tags_.take(80 * 4096, false, 1, 2, &miss, 64, true));
+  ASSERT_EQ(kept, large);
+  EXPECT_EQ(resident_pages(kept, 80 * 4096, 112 * 4096), 32u) << "keep_tail";
+  tags_.give_back(kept);
+  EXPECT_EQ(tags_.retained_bytes(), 112u * 4096);
   tags_.trim();
   EXPECT_EQ(tags_.slots_in_use(), 0u);
 }
