@@ -5,7 +5,9 @@
     bench/run_shim_programs.py --programs sqlite3,python3 --rounds 3
     bench/run_shim_programs.py --allocators glibc,mimalloc,shim --list
 
-Programs are ones nobody here wrote (Debian's sqlite3, python3, perl, g++, xz; glibc's own malloc
+Programs are ones nobody here wrote (Debian's sqlite3, python3 with every object from malloc
+(PYTHONMALLOC=malloc, the allocator's stress) and python3-pymalloc (the same work as Python runs by
+default: its own allocator for objects of 512 bytes or less), perl, g++, xz; glibc's own malloc
 benchmarks when bench/glibc_malloc_benchtests.sh can build them) plus bench/large_blocks (blocks of
 5-25 MiB, the fallbacks' large-block paths). Each runs unchanged with LD_PRELOAD set per
 configuration: glibc (nothing preloaded), jemalloc, tcmalloc, mimalloc, `shim` (the shim with its
@@ -104,6 +106,8 @@ def programs(args, work):
     out = {
         "sqlite3": (["sqlite3", ":memory:"], {}, sql),
         "python3": ([sys.executable, "-c", PYTHON_WORK], {"PYTHONMALLOC": "malloc"}, None),
+        "python3-pymalloc": ([sys.executable, "-c", PYTHON_WORK], {"PYTHONMALLOC": "pymalloc"},
+                             None),
         "perl": (["perl", "-e", PERL_WORK], {}, None),
         "g++": (["g++", "-std=c++17", "-O2", "-c", "-o", "/dev/null", "-I", f"{ROOT}/planner/include",
                  "-I", f"{ROOT}/planner/src", f"{ROOT}/planner/src/exact_search.cc"], {}, None),
@@ -136,8 +140,8 @@ def glibc_figure(stdout):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--programs", default="sqlite3,python3,perl,g++,xz,large_blocks,"
-                   "glibc-simple,glibc-thread")
+    p.add_argument("--programs", default="sqlite3,python3,python3-pymalloc,perl,g++,xz,"
+                   "large_blocks,glibc-simple,glibc-thread")
     p.add_argument("--allocators", default="glibc,jemalloc,tcmalloc,mimalloc,shim,shim-glibc,"
                    "shim-tcmalloc")
     p.add_argument("--rounds", type=int, default=5)

@@ -144,6 +144,22 @@ void SharedSlots::give_back(uint32_t slot, const void* p) {
   e.owner = 0;
   e.bytes = 0;
   const uint64_t bit = uint64_t{1} << block;
+  // A closed slot hands out no block again: while others stay alive (the last one's free unmaps
+  // the slot), the whole pages of the freed blocks around this one go back now. Before its bit
+  // clears: until then the slot cannot be unmapped and taken by another.
+  const uint64_t before = state_[slot].word.load(std::memory_order_acquire);
+  if (!(before & kOpen) && (before & kLiveMask & ~bit) != 0) {
+    const uint64_t live = (before & kLiveMask) & ~bit;
+    uint32_t first = block, last = block + 1;  // the free blocks around it: [first, last)
+    while (first > 0 && !(live >> (first - 1) & 1)) --first;
+    while (last < kBlocksPerSlot && !(live >> last & 1)) ++last;
+    const uint64_t stride = state_[slot].stride;
+    const uint64_t from = (first * stride + kPage - 1) & ~(kPage - 1);
+    uint64_t to = last * stride;
+    if (to > region_->slot_bytes()) to = region_->slot_bytes();
+    to &= ~(kPage - 1);
+    if (to > from) madvise(region_->slot_address(slot) + from, to - from, MADV_DONTNEED);
+  }
   const uint64_t word = state_[slot].word.fetch_and(~bit, std::memory_order_acq_rel) & ~bit;
   // The last block of a closed slot: nobody takes from it any more.
   if (!(word & kOpen) && (word & kLiveMask) == 0) unmap(slot);

@@ -64,8 +64,9 @@ class TagRegion {
   const vm::SlotRegion& region() const { return slots_; }
   uint64_t slot_bytes() const { return slots_.slot_bytes(); }   // the largest block
   uint32_t small_slots() const { return small_.slot_count(); }  // 0: every block takes a large one
-  // From here on blocks of 32 KiB or less share small slots (SharedSlots): packed, but a freed
-  // block's pages stay until its slot's last block goes. False where there are no small slots.
+  // From here on blocks of 32 KiB or less share small slots (SharedSlots): packed; a freed
+  // block's pages serve its slot's next block, or go back once the slot is full. False where
+  // there are no small slots.
   bool share_small_slots();
   uint32_t slots_in_use() const {
     return slots_.slots_in_use() - (small_.reserved() ? kSmallSetAside : 0) + small_.slots_in_use();
