@@ -128,16 +128,21 @@ bool TagRegion::pop_kept_before(int size_class, uint64_t before_ns, uint32_t& sl
   return false;
 }
 
+void TagRegion::cut(uint32_t index, uint64_t mapped) {
+  Slot& s = table_[index];
+  if (s.committed <= mapped) return;
+  region_of(index).decommit(index_of(index), s.committed - mapped, mapped);
+  mapped_.fetch_sub(s.committed - mapped, std::memory_order_relaxed);
+  s.committed = mapped;
+}
+
 bool TagRegion::reshape_kept(int size_class, uint64_t mapped, uint64_t before_ns, uint32_t& index,
                              uint64_t& fresh) {
   // The smallest larger one first: its pages past the block go back.
   for (int c = size_class + kReuseClasses; c < kClasses; ++c) {
     if (!pop_kept_before(c, before_ns, index)) continue;
-    Slot& s = table_[index];
-    retained_.fetch_sub(s.committed, std::memory_order_relaxed);
-    region_of(index).decommit(index_of(index), s.committed - mapped, mapped);
-    mapped_.fetch_sub(s.committed - mapped, std::memory_order_relaxed);
-    s.committed = mapped;
+    retained_.fetch_sub(table_[index].committed, std::memory_order_relaxed);
+    cut(index, mapped);
     return true;
   }
   // Then the largest smaller one its slot can hold the block in: pages mapped past its own.
@@ -190,13 +195,8 @@ void* TagRegion::take(uint64_t bytes, bool zero, uintptr_t owner, uint64_t recor
   }
   uint64_t fresh = 0;  // bytes of pages mapped anew for this block
   if (kept) {
-    Slot& s = table_[index];
-    retained_.fetch_sub(s.committed, std::memory_order_relaxed);
-    if (s.committed > mapped && !keep_tail) {  // a larger class's
-      region_of(index).decommit(index_of(index), s.committed - mapped, mapped);
-      mapped_.fetch_sub(s.committed - mapped, std::memory_order_relaxed);
-      s.committed = mapped;
-    }
+    retained_.fetch_sub(table_[index].committed, std::memory_order_relaxed);
+    if (!keep_tail) cut(index, mapped);  // a larger class's
   } else if (any_slot && retained_.load(std::memory_order_relaxed)) {
     // Fresh pages would raise the peak: kept ones of other sizes serve first. Below it, those
     // kept kRefitAfterNs ago or more: their sizes did not come back (a model's load freed them,

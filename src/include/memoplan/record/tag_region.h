@@ -169,6 +169,8 @@ class TagRegion {
   // the top slot + 1 (0: empty) in the low 32 bits and a change count above it (no ABA).
   bool pop_kept(int size_class, uint32_t& slot);
   void push_kept(int size_class, uint32_t slot);
+  // The pages of a slot taken off the kept stacks past `mapped` bytes go back.
+  void cut(uint32_t index, uint64_t mapped);
   // No kept slot of a block's classes: one of another class, kept at before_ns or earlier, is
   // fitted to it (`mapped` bytes), a larger one's pages past the block unmapped, else a smaller
   // one's mapped on to it (`fresh`: those bytes). False when no kept slot can take it.
