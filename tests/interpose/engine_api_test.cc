@@ -18,6 +18,7 @@
 #include "engine_harness.h"
 #include "fallback.h"
 #include "huge_blocks.h"
+#include "resident_pages.h"
 #include "state.h"
 #include "stats.h"
 #include "unplanned.h"
@@ -25,17 +26,7 @@
 namespace memoplan::shim::testing {
 namespace {
 
-// Pages of [p, p + bytes) resident now.
-size_t resident_pages(const void* p, size_t bytes) {
-  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-  const uintptr_t start = reinterpret_cast<uintptr_t>(p) & ~(page - 1);
-  const size_t pages = (reinterpret_cast<uintptr_t>(p) + bytes - start + page - 1) / page;
-  std::vector<unsigned char> in_core(pages);
-  if (mincore(reinterpret_cast<void*>(start), pages * page, in_core.data()) != 0) return 0;
-  size_t resident = 0;
-  for (unsigned char c : in_core) resident += c & 1;
-  return resident;
-}
+using memoplan::test_support::resident_pages;
 
 // Requests below min_size go to the fallback as they are. Debian 12's mimalloc 2.0.9 took a
 // power-of-two size as aligned to itself in mi_malloc_aligned and answered 512 bytes at 256 with

@@ -1,17 +1,16 @@
 // record::TagRegion: tag slots found from interior pointers, kept pages and trim(), small slots
 // side by side and shared, under threads, and commit failures.
 #include <gtest/gtest.h>
-#include <sys/mman.h>
 
 #include <atomic>
 #include <chrono>
-#include <cstdint>
 #include <cstring>
 #include <thread>
 #include <vector>
 
 #include "memoplan/record/tag_region.h"
 #include "memoplan/vm/monotonic.h"
+#include "resident_pages.h"
 
 namespace memoplan::record {
 namespace {
@@ -172,14 +171,7 @@ TEST_F(TagRegionTest, KeptSlotsServeTheirOwnSizeClassFirst) {
   EXPECT_EQ(tags_.slots_in_use(), 0u);
 }
 
-// Pages of [from, to) in the page-aligned block at p that are resident.
-size_t resident_pages(const char* p, size_t from, size_t to) {
-  std::vector<unsigned char> in((to - from) / 4096);
-  if (mincore(const_cast<char*>(p) + from, to - from, in.data()) != 0) return SIZE_MAX;
-  size_t n = 0;
-  for (unsigned char c : in) n += c & 1;
-  return n;
-}
+using memoplan::test_support::resident_pages;
 
 // A block taking a larger class's kept slot leaves none of its pages past the block's class
 // mapped (a block that lives on would hold them), unless keep_tail: then they stay for later.
@@ -192,13 +184,13 @@ TEST_F(TagRegionTest, ALargerKeptSlotIsCutToTheBlockUnlessItKeepsItsTail) {
   tags_.give_back(large);
   char* cut = static_cast<char*>(tags_.take(100 * 4096, false, 1, 1, &miss));  // mapped as 112
   ASSERT_EQ(cut, large) << "the 160-page slot, two classes up";
-  EXPECT_EQ(resident_pages(cut, 0, 112 * 4096), 112u);
-  EXPECT_EQ(resident_pages(cut, 112 * 4096, 160 * 4096), 0u);
+  EXPECT_EQ(resident_pages(cut, 112 * 4096), 112u);
+  EXPECT_EQ(resident_pages(cut + 112 * 4096, 48 * 4096), 0u);
   tags_.give_back(cut);
   EXPECT_EQ(tags_.retained_bytes(), 112u * 4096);
   char* kept = static_cast<char*>(tags_.take(80 * 4096, false, 1, 2, &miss, 64, true));
   ASSERT_EQ(kept, large);
-  EXPECT_EQ(resident_pages(kept, 80 * 4096, 112 * 4096), 32u) << "keep_tail";
+  EXPECT_EQ(resident_pages(kept + 80 * 4096, 32 * 4096), 32u) << "keep_tail";
   tags_.give_back(kept);
   EXPECT_EQ(tags_.retained_bytes(), 112u * 4096);
   tags_.trim();
@@ -419,10 +411,10 @@ TEST(TagRegionSmallSlots, AClosedSlotsFreedBlocksGiveTheirPagesBack) {
     memset(blocks.back(), 1, 4104);
   }
   char* slot = blocks[0];
-  EXPECT_EQ(resident_pages(slot, 0, 64 << 10), 16u) << "14 blocks of 4,608 bytes";
+  EXPECT_EQ(resident_pages(slot, 64 << 10), 16u) << "14 blocks of 4,608 bytes";
   for (int i = 1; i < 13; ++i) tags.give_back(blocks[i]);
   // Blocks 0 and 13 stay: bytes [0, 4608) and [59904, 64512): pages 0-1 and 14-15.
-  EXPECT_EQ(resident_pages(slot, 0, 64 << 10), 4u);
+  EXPECT_EQ(resident_pages(slot, 64 << 10), 4u);
   EXPECT_EQ(blocks[0][4103], 1);
   EXPECT_EQ(blocks[13][0], 1);
   EXPECT_EQ(blocks[13][4103], 1);

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "memoplan/vm/monotonic.h"
+#include "resident_pages.h"
 
 namespace memoplan::replay {
 namespace {
@@ -314,14 +315,7 @@ TEST_F(ArenaTest, AfterForkRetiresTheArenasOthersStillOwnGoingByTheTable) {
   EXPECT_EQ(region_.arenas_in_use(), 0u);
 }
 
-size_t resident_pages(const void* p, size_t bytes) {
-  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-  std::vector<unsigned char> in_core((bytes + page - 1) / page);
-  if (mincore(const_cast<void*>(p), bytes, in_core.data()) != 0) return 0;
-  size_t resident = 0;
-  for (unsigned char c : in_core) resident += c & 1;
-  return resident;
-}
+using memoplan::test_support::resident_pages;
 
 // discard_when_freed: a freed block at `from` or above, of `min_bytes` or more, gives back the
 // pages wholly inside it; smaller blocks, blocks below and a live neighbour on a shared page keep
