@@ -42,17 +42,20 @@ bool watches_slabs() {
 
 // Nothing kept: waits `timeout_ns` (0: until woken) or until start_reaper's wake. Announced before
 // the last look: a thread that keeps pages (or makes a slab) after that look sees the flag (both
-// sides sequentially consistent); one before it left work that look finds.
-void park(uint64_t timeout_ns) {
+// sides sequentially consistent); one before it left work that look finds. True when
+// start_reaper's wake (or work found at the last look) ended it; false on a timeout or a spurious
+// return, after which the loop looks again at once.
+bool park(uint64_t timeout_ns) {
   reaper_parked.store(1, std::memory_order_seq_cst);
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (global().tags.retained_bytes() == 0 && (timeout_ns != 0 || !watches_slabs())) {
-    const timespec timeout = duration(timeout_ns);
-    // One wait: woken, timed out or spurious, the loop looks again.
-    syscall(SYS_futex, &reaper_parked, FUTEX_WAIT_PRIVATE, 1, timeout_ns ? &timeout : nullptr,
-            nullptr, 0);
+  if (global().tags.retained_bytes() != 0 || (timeout_ns == 0 && watches_slabs())) {
+    reaper_parked.store(0, std::memory_order_relaxed);
+    return true;
   }
-  reaper_parked.store(0, std::memory_order_relaxed);
+  const timespec timeout = duration(timeout_ns);
+  syscall(SYS_futex, &reaper_parked, FUTEX_WAIT_PRIVATE, 1, timeout_ns ? &timeout : nullptr,
+          nullptr, 0);
+  return reaper_parked.exchange(0, std::memory_order_relaxed) == 0;  // the waker cleared it
 }
 
 void* reaper_main(void*) {
@@ -81,12 +84,13 @@ void* reaper_main(void*) {
       g.slabs.discard_idle(now, idle_ns);
       next_discard = now + discard_ns;
     }
-    if (g.tags.retained_bytes() == 0) {
-      park(slabs ? discard_ns : 0);
-      continue;
-    }
+    // Woken, it sleeps one interval before it looks: nothing it was woken for is due sooner (a
+    // kept slot expires after kKeptNs, a slab after idle_release), and a program that keeps a
+    // block and takes it back thousands of times a second (sqlite3's page cache) would otherwise
+    // pay a wake, a system call, for each keep.
+    if (g.tags.retained_bytes() == 0 && !park(slabs ? discard_ns : 0)) continue;
     uint64_t wait = g.tags.keeps(kKeptLargeBytes) ? kKeptLargeNs : kept_ns;
-    if (slabs && discard_ns < wait) wait = discard_ns;
+    if (watches_slabs() && discard_ns < wait) wait = discard_ns;
     const timespec interval = duration(wait);
     nanosleep(&interval, nullptr);
   }

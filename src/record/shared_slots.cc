@@ -2,6 +2,7 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cstring>
 
 namespace memoplan::record {
@@ -145,8 +146,10 @@ void SharedSlots::give_back(uint32_t slot, const void* p) {
   e.bytes = 0;
   const uint64_t bit = uint64_t{1} << block;
   // A closed slot hands out no block again: while others stay alive (the last one's free unmaps
-  // the slot), the whole pages of the freed blocks around this one go back now. Before its bit
-  // clears: until then the slot cannot be unmapped and taken by another.
+  // the slot), the pages this free leaves wholly free go back now: those this block touches that
+  // lie within the run of free blocks around it (the run's other pages went back at their own
+  // blocks' frees). Before its bit clears: until then the slot cannot be unmapped and taken by
+  // another.
   const uint64_t before = state_[slot].word.load(std::memory_order_acquire);
   if (!(before & kOpen) && (before & kLiveMask & ~bit) != 0) {
     const uint64_t live = (before & kLiveMask) & ~bit;
@@ -154,10 +157,12 @@ void SharedSlots::give_back(uint32_t slot, const void* p) {
     while (first > 0 && !(live >> (first - 1) & 1)) --first;
     while (last < kBlocksPerSlot && !(live >> last & 1)) ++last;
     const uint64_t stride = state_[slot].stride;
-    const uint64_t from = (first * stride + kPage - 1) & ~(kPage - 1);
-    uint64_t to = last * stride;
-    if (to > region_->slot_bytes()) to = region_->slot_bytes();
-    to &= ~(kPage - 1);
+    const uint64_t slot_bytes = region_->slot_bytes();
+    const uint64_t run_end = last * stride < slot_bytes ? last * stride : slot_bytes;
+    const uint64_t block_end = (block + 1) * stride;  // blocks lie within the slot
+    const uint64_t from =
+        std::max((first * stride + kPage - 1) & ~(kPage - 1), block * stride & ~(kPage - 1));
+    const uint64_t to = std::min(run_end & ~(kPage - 1), (block_end + kPage - 1) & ~(kPage - 1));
     if (to > from) madvise(region_->slot_address(slot) + from, to - from, MADV_DONTNEED);
   }
   const uint64_t word = state_[slot].word.fetch_and(~bit, std::memory_order_acq_rel) & ~bit;

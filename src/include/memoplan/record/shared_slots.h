@@ -1,8 +1,8 @@
 // Small tag slots shared by blocks of one stride (TagRegion's blocks of 32 KiB or less): a 64 KiB
 // slot is mapped once and holds up to 16 blocks. Each class has one open slot, whose lowest free
 // block is handed out next (a freed block's pages serve the next one, as kept slots' did); a
-// full slot closes and is given back (unmapped) when its last block goes; until then each freed
-// block's whole pages, with its free neighbours', go back at its free (MADV_DONTNEED): blocks that
+// full slot closes and is given back (unmapped) when its last block goes; until then the pages a
+// free leaves wholly free go back at that free (MADV_DONTNEED): blocks that
 // outlive one another (PyTorch 2.6 optimizing a frozen mobilenet_v2) held slots for their last
 // block, peak 364 MiB, 359 now (glibc 341). One block a slot rounded
 // each block up to whole pages and cost a mapping of its own: sqlite3's 4.3 KiB pages took 8 KiB
