@@ -129,16 +129,15 @@ void publish_unplanned() {
   unplanned.calloc = plain.calloc;
   unplanned.realloc = plain.realloc;
   unplanned.usable_size = plain.usable_size;
-  if (g.span_base) {
-    unplanned.own_base = g.span_base;
-    unplanned.own_size = g.span_size;
-  } else {
-    unplanned.own_base = reinterpret_cast<uintptr_t>(bootstrap::pool);
-    unplanned.own_size = bootstrap::kPoolBytes;
+  unplanned.free = plain.free;
+  if (!bootstrap::static_pool_used()) {
+    unplanned.own_base = g.span_base ? g.span_base : reinterpret_cast<uintptr_t>(bootstrap::pool);
+    unplanned.own_size.store(g.span_base ? g.span_size : bootstrap::kPoolBytes,
+                             std::memory_order_release);
   }
-  if (!bootstrap::static_pool_used()) unplanned.free.store(plain.free, std::memory_order_release);
-  unplanned.direct_below.store(g.mode_off ? SIZE_MAX : g.options.min_size,
-                               std::memory_order_release);
+  const size_t below = g.mode_off ? SIZE_MAX : g.options.min_size;
+  unplanned.direct_below.store(below, std::memory_order_release);
+  if (plain.embedded_mimalloc) unplanned.inline_below.store(below, std::memory_order_release);
 }
 
 void initialize() {

@@ -20,26 +20,27 @@ using namespace memoplan::shim;
 
 #if MEMOPLAN_EMBEDDED_MIMALLOC
 // The mimalloc compiled into this library (embedded_mimalloc.c; under LTO its fast path inlines
-// here). Where it is the fallback, unplanned.malloc and unplanned.free are these.
-extern "C" {
-__attribute__((visibility("hidden"))) void* mi_malloc(size_t);
-__attribute__((visibility("hidden"))) void mi_free(void*);
-}
+// here): malloc's below unplanned.inline_below.
+extern "C" __attribute__((visibility("hidden"))) void* mi_malloc(size_t);
 #endif
 
 namespace {
 
-// The fallback's malloc for a request below min_size: mimalloc's own fast path where it is
-// compiled in and in use, else a jump through the pointer.
-inline void* unplanned_malloc(size_t size) {
-  void* (*fallback_malloc)(size_t) = unplanned.malloc;
-#if MEMOPLAN_EMBEDDED_MIMALLOC
-  if (__builtin_expect(fallback_malloc == &mi_malloc, 1)) return mi_malloc(size);
-#endif
-  return fallback_malloc(size);
-}
-
 constexpr size_t kMinAlign = 16;  // what glibc's malloc guarantees on x86-64
+
+// malloc: below min_size the fallback's, one compare where it is the mimalloc compiled in (its
+// fast path inline) and two through a pointer otherwise; the engine's for the rest.
+inline void* plain_malloc(size_t size) {
+#if MEMOPLAN_EMBEDDED_MIMALLOC
+  if (__builtin_expect(size < unplanned.inline_below.load(std::memory_order_acquire), 1)) {
+    return mi_malloc(size);
+  }
+#endif
+  if (__builtin_expect(size < unplanned.direct_below.load(std::memory_order_acquire), 1)) {
+    return unplanned.malloc(size);
+  }
+  return engine_alloc(size, kMinAlign, false);
+}
 
 inline bool valid_alignment(size_t a) { return a && !(a & (a - 1)) && a % sizeof(void*) == 0; }
 
@@ -47,9 +48,7 @@ inline bool valid_alignment(size_t a) { return a && !(a & (a - 1)) && a % sizeof
 inline void* try_new(size_t size, size_t alignment) {
   alignment = alignment < kMinAlign ? kMinAlign : alignment;
   if (size == 0) size = 1;
-  return alignment == kMinAlign && size < unplanned.direct_below.load(std::memory_order_acquire)
-             ? unplanned_malloc(size)
-             : engine_alloc(size, alignment, false);
+  return alignment == kMinAlign ? plain_malloc(size) : engine_alloc(size, alignment, false);
 }
 
 // operator new: on failure call the installed new-handler and retry, throw when there is none
@@ -83,13 +82,7 @@ inline size_t page_size() {
 // free and every operator delete: the fallback's free for a block the shim did not hand out, a
 // tail call (errno as that free leaves it: unplanned.h).
 inline void release(void* p) {
-  void (*fallback_free)(void*) = unplanned.free.load(std::memory_order_acquire);
-  if (__builtin_expect(fallback_free != nullptr && !unplanned.may_own(p), 1)) {
-#if MEMOPLAN_EMBEDDED_MIMALLOC
-    if (__builtin_expect(fallback_free == &mi_free, 1)) return mi_free(p);
-#endif
-    return fallback_free(p);
-  }
+  if (__builtin_expect(!unplanned.may_own(p), 1)) return unplanned.free(p);
   engine_free(p);
 }
 
@@ -102,12 +95,7 @@ __attribute__((constructor)) static void load_files_at_start() { engine_load_fil
 
 extern "C" {
 
-__attribute__((visibility("default"))) void* malloc(size_t size) {
-  if (__builtin_expect(size < unplanned.direct_below.load(std::memory_order_acquire), 1)) {
-    return unplanned_malloc(size);
-  }
-  return engine_alloc(size, kMinAlign, false);
-}
+__attribute__((visibility("default"))) void* malloc(size_t size) { return plain_malloc(size); }
 
 // free keeps errno (POSIX 2024) on the engine's every path; a block of the fallback's keeps it as
 // the fallback's own free does (unplanned.h).
@@ -130,9 +118,7 @@ __attribute__((visibility("default"))) void* calloc(size_t count, size_t size) {
 // A block the shim did not hand out stays with the fallback, whatever its new size (the engine's
 // path does the same); p == NULL is malloc.
 __attribute__((visibility("default"))) void* realloc(void* p, size_t size) {
-  if (p && unplanned.free.load(std::memory_order_acquire) && !unplanned.may_own(p)) {
-    return unplanned.realloc(p, size);
-  }
+  if (p && !unplanned.may_own(p)) return unplanned.realloc(p, size);
   return p ? engine_realloc(p, size) : malloc(size);
 }
 
@@ -191,8 +177,7 @@ __attribute__((visibility("default"))) void* pvalloc(size_t size) {
 }
 
 __attribute__((visibility("default"))) size_t malloc_usable_size(void* p) {
-  if (p && unplanned.free.load(std::memory_order_acquire) && unplanned.usable_size &&
-      !unplanned.may_own(p)) {
+  if (p && !unplanned.may_own(p) && unplanned.usable_size) {
     return unplanned.usable_size(p);
   }
   return engine_usable_size(p);

@@ -340,6 +340,9 @@ bool plain(Plain& out) {
   out.realloc = fn.realloc;
   out.free = fn.free;
   out.usable_size = fn.usable;
+#if MEMOPLAN_EMBEDDED_MIMALLOC
+  out.embedded_mimalloc = &::mi_malloc != nullptr && fn.malloc == &::mi_malloc;
+#endif
   return true;
 }
 

@@ -49,6 +49,7 @@ struct Plain {
   void* (*realloc)(void*, size_t) = nullptr;
   void (*free)(void*) = nullptr;
   size_t (*usable_size)(void*) = nullptr;  // null where the chain has no malloc_usable_size
+  bool embedded_mimalloc = false;          // they are the mimalloc compiled into the shim's
 };
 bool plain(Plain& out);
 

@@ -13,9 +13,15 @@
 // 5.3 ns 64-byte pair (half the shim's overhead there), so it is not done; fallback:next over glibc
 // keeps errno on every free. The engine's path keeps errno always.
 //
-// One cache line, written by initialization (engine.cc) before it publishes the functions with a
-// release store, read without locks after; all null before (every request then takes the engine's
-// path, which serves the bootstrap pool), and with fallback:jemalloc (mallocx API only).
+// The fast path is one compare for malloc where the fallback is the mimalloc compiled in (its own
+// fast path inline after it) and a range check and a jump for free: glibc's bench-malloc-simple,
+// 64 bytes, 1.02-1.03x mimalloc alone, 1.11x with the null check and the fallback's identity test
+// free had before (docs/SHIM.md, cost model).
+//
+// One cache line, written by initialization (engine.cc) before it publishes the functions with
+// release stores, read without locks after; before, the limits are 0 and the range every address
+// (every request then takes the engine's path, which serves the bootstrap pool), and so they stay
+// with fallback:jemalloc (mallocx API only).
 #pragma once
 
 #include <atomic>
@@ -26,20 +32,29 @@ namespace memoplan::shim {
 
 struct alignas(64) Unplanned {
   // malloc/calloc of fewer bytes than this call the fallback directly (min_size; SIZE_MAX under
-  // mode:off); 0 until the functions below are set. Stored last, with release.
+  // mode:off); 0 until the functions below are set. Stored after them, with release.
   std::atomic<size_t> direct_below{0};
+  // The same limit where the fallback is the mimalloc compiled in (0 otherwise): malloc below it
+  // takes mimalloc's fast path inline (exports.cc), one compare in all. Stored last, with release.
+  std::atomic<size_t> inline_below{0};
   void* (*malloc)(size_t) = nullptr;
   void* (*calloc)(size_t, size_t) = nullptr;
   void* (*realloc)(void*, size_t) = nullptr;
   size_t (*usable_size)(void*) = nullptr;  // may stay null (no malloc_usable_size in the chain)
-  // The fallback's free; published with release after everything above and the range below.
-  std::atomic<void (*)(void*)> free{nullptr};
+  void (*free)(void*) = nullptr;
   // Every block the shim hands out lies in [own_base, own_base + own_size): its span (tag region,
-  // slab region and bootstrap pool, engine.cc), or under mode:off the static bootstrap pool.
-  uintptr_t own_base = 0, own_size = 0;
+  // slab region and bootstrap pool, engine.cc), or under mode:off the static bootstrap pool. Until
+  // the functions above are set the range is every address, so every free takes the engine's
+  // path; own_size is stored after them, with release.
+  uintptr_t own_base = 0;
+  std::atomic<uintptr_t> own_size{UINTPTR_MAX};
 
-  // Whether p may be a block the shim handed out: one range check.
-  bool may_own(const void* p) const { return reinterpret_cast<uintptr_t>(p) - own_base < own_size; }
+  // Whether p may be a block the shim handed out: one range check. False only once the functions
+  // above are set (own_size is read first, with acquire).
+  bool may_own(const void* p) const {
+    const uintptr_t size = own_size.load(std::memory_order_acquire);
+    return reinterpret_cast<uintptr_t>(p) - own_base < size;
+  }
 };
 
 extern Unplanned unplanned;

@@ -89,8 +89,9 @@ TEST(EngineApi, ReallocWhileTheEngineInitializesStaysInTheBootstrapPool) {
 // of the shim's blocks lies in it, the fallback's do not.
 TEST(EngineApi, TheShimsBlocksLieInTheOneRangeFreeChecks) {
   SKIP_UNLESS_ENGINE_PLANS();
-  ASSERT_NE(unplanned.free.load(), nullptr) << "the direct path is published";
+  ASSERT_NE(unplanned.free, nullptr) << "the direct path is published";
   ASSERT_EQ(unplanned.own_base, global().span_base);
+  ASSERT_EQ(unplanned.own_size.load(), global().span_size);
   void* boot = bootstrap::allocate(64, 16);
   ASSERT_NE(boot, nullptr);
   EXPECT_TRUE(unplanned.may_own(boot)) << "a bootstrap block";
@@ -114,7 +115,8 @@ TEST(EngineApi, TheShimsBlocksLieInTheOneRangeFreeChecks) {
     EXPECT_GT(slab_blocks, 0u) << "planned blocks";
   });
   EXPECT_FALSE(unplanned.may_own(reinterpret_cast<void*>(unplanned.own_base - 1)));
-  EXPECT_FALSE(unplanned.may_own(reinterpret_cast<void*>(unplanned.own_base + unplanned.own_size)));
+  EXPECT_FALSE(
+      unplanned.may_own(reinterpret_cast<void*>(unplanned.own_base + unplanned.own_size.load())));
 }
 
 TEST(EngineApi, TrimGivesTheIdleSlabAndTheProfileBack) {
