@@ -124,51 +124,46 @@ uint64_t keep_regular(uint64_t* keys, uint64_t* begins, uint64_t* ends, uint64_t
     if (++seen == intervals + 1) break;
   }
   if (seen < intervals + 1) return 0;
-  // (key, count in the first stretch, count in the current one, irregular) per slot.
+  // Per slot: key, its count in the first stretch, (the last stretch it was seen in << 32 | its
+  // count there), and whether it is irregular: counted differently from the first stretch, or
+  // absent from one. A key's previous stretch is settled when it is seen in a later one, the last
+  // one in the check below: one look per record, however many stretches and slots.
   for (uint64_t i = 0; i < 4 * table_slots; ++i) table[i] = 0;
   const uint64_t mask = table_slots - 1;
   auto find = [&](uint64_t key) -> uint64_t* {
     uint64_t slot = (key * 0x9e3779b97f4a7c15ull) >> 20 & mask;
-    while ((table[4 * slot + 1] | table[4 * slot + 2] | table[4 * slot + 3]) != 0 &&
-           table[4 * slot] != key) {
-      slot = (slot + 1) & mask;
-    }
+    while (table[4 * slot + 2] != 0 && table[4 * slot] != key) slot = (slot + 1) & mask;
     return table + 4 * slot;
   };
-  // Stretch by stretch: a key counted differently from the first stretch is irregular.
-  uint64_t stretch = 0, last_anchor = n;  // the newest anchor ends the last stretch
-  for (uint64_t i = n; i-- > start;) {
-    if (keys[i] == anchor) {
-      last_anchor = i;
-      break;
+  uint64_t stretch = 0;
+  for (uint64_t i = start; i < n; ++i) {
+    if (keys[i] == anchor && i != start) {
+      if (stretch + 1 == intervals) break;  // the newest anchor ends the last stretch
+      ++stretch;
     }
-  }
-  auto close_stretch = [&] {
-    for (uint64_t s = 0; s < table_slots; ++s) {
-      uint64_t* e = table + 4 * s;
-      if ((e[1] | e[2] | e[3]) == 0) continue;
-      if (stretch == 0) {
-        e[1] = e[2];
-      } else if (e[2] != e[1]) {
+    uint64_t* e = find(keys[i]);
+    const uint64_t seen_in = e[2] >> 32, count = e[2] & 0xffffffffu;
+    if (e[2] == 0) {
+      e[0] = keys[i];
+      if (stretch != 0) e[3] = 1;  // absent from the first stretch
+    } else if (seen_in != stretch) {
+      if (seen_in == 0) {
+        e[1] = count;
+      } else if (count != e[1]) {
         e[3] = 1;
       }
-      e[2] = 0;
-      if (e[1] == 0 && e[3] == 0) e[3] = 1;  // absent from the first stretch: irregular
+      if (stretch != seen_in + 1) e[3] = 1;  // absent from the stretches between
     }
-    ++stretch;
-  };
-  for (uint64_t i = start; i < last_anchor; ++i) {
-    if (keys[i] == anchor && i != start) close_stretch();
-    uint64_t* e = find(keys[i]);
-    e[0] = keys[i];
-    ++e[2];
+    e[2] = stretch << 32 | (seen_in == stretch && e[2] != 0 ? count + 1 : 1);
   }
-  close_stretch();
+  // Regular: seen in every stretch (the last one included) as often as in the first.
+  auto regular = [&](const uint64_t* e, uint64_t key) {
+    if (e[2] == 0 || e[0] != key || e[3] != 0 || (e[2] >> 32) + 1 != intervals) return false;
+    return intervals == 1 || (e[2] & 0xffffffffu) == e[1];
+  };
   uint64_t m = 0;
   for (uint64_t i = start; i < n; ++i) {
-    const uint64_t* e = find(keys[i]);
-    const bool regular = e[0] == keys[i] && (e[1] | e[3]) != 0 && e[3] == 0;
-    if (!regular) {
+    if (!regular(find(keys[i]), keys[i])) {
       bool known = false;
       for (int d = 0; d < *dropped_count && !known; ++d) known = dropped[d] == keys[i];
       if (!known && *dropped_count < max_dropped) dropped[(*dropped_count)++] = keys[i];
