@@ -32,11 +32,12 @@ uint64_t mix_live(uint64_t site, uint64_t live) {
 // alive, spent 0.6% of its time in it.) False when the bitmap cannot be had.
 bool alive_at_each(const uint64_t* begins, const uint64_t* ends, uint64_t n, uint64_t now,
                    uint64_t* alive) {
+  if (n == 0) return true;
   const uint64_t base = begins[0];
   auto* freed = static_cast<uint64_t*>(fallback::calloc((now - base) / 64 + 1, sizeof(uint64_t)));
   if (!freed) return false;
   for (uint64_t j = 0; j < n; ++j) {
-    if (ends[j] >= now) continue;  // alive (kLive)
+    if (ends[j] >= now || ends[j] < base) continue;  // alive (kLive); never before base
     const uint64_t at = ends[j] - base;
     freed[at / 64] |= uint64_t{1} << (at % 64);
   }
