@@ -227,18 +227,29 @@ def calibration(by_cell, shim_config):
     and the shim against each allocator alone."""
     def cell_median(rs):
         return statistics.median(latency(r)[0] for r in rs)
+
+    def cell_rss(rs):
+        return statistics.median(r["maxrss_kib"] for r in rs) / 1024
     field = list(ALLOCATORS) + [shim_config]
     control, head_to_head = [], []
     for name in field:
-        ratios = []
+        ratios, above_mib = [], []
         for configs in by_cell.values():
             others = [c for c in field if c != name and c in configs]
             if name in configs and len(others) == len(field) - 1:
                 ratios.append(cell_median(configs[name]) /
                               min(cell_median(configs[c]) for c in others))
+                above_mib.append(cell_rss(configs[name]) -
+                                 min(cell_rss(configs[c]) for c in others))
+        # Issue 53's bars, met by each configuration against the other four: latency at least
+        # 0.98 of the best (a ratio of 1/0.98 or less), RSS at or below the lowest, 5 MiB above.
         if ratios:
             control.append(f"{name} {statistics.geometric_mean(ratios):.3f} "
-                           f"({sum(r > 1.10 for r in ratios)} cells above 1.10)")
+                           f"({sum(r > 1.10 for r in ratios)} cells above 1.10, "
+                           f"{sum(r <= 1 / 0.98 for r in ratios)} of {len(ratios)} within 0.98 "
+                           f"of the best; RSS at or below the lowest in "
+                           f"{sum(m <= 0 for m in above_mib)}, over 5 MiB above in "
+                           f"{sum(m > 5 for m in above_mib)})")
         pairs = [cell_median(configs[shim_config]) / cell_median(configs[name])
                  for configs in by_cell.values() if shim_config in configs and name in configs]
         if pairs and name != shim_config:

@@ -9,6 +9,7 @@
 //  * BM_Malloc64K: malloc(64 KiB) + free, nothing around it. Under the shim, automatic pass
 //    detection finds the period-1 "pass" during the untimed warm-up and replays it.
 //  * BM_Malloc64: malloc(64) + free: below min_size, always the shim's fallback allocator.
+//  * BM_Calloc64: calloc(1, 64) + free, the same with zeroed memory.
 // Time per malloc+free pair is 1 / items_per_second (CPU time).
 //
 // Under the shim each thread gets one replay plan for its lifetime, so run one benchmark per
@@ -71,6 +72,12 @@ __attribute__((noinline)) void malloc_free(size_t size) {
 }
 __attribute__((noinline)) void malloc_free_64k() { malloc_free(64 << 10); }
 __attribute__((noinline)) void malloc_free_64() { malloc_free(64); }
+__attribute__((noinline)) void calloc_free_64() {
+  void* p = calloc(1, 64);
+  if (!p) abort();
+  touch(p);
+  free(p);
+}
 
 // The shim profiles after `passes` warm-up passes and replays from the pass after the profiled
 // one; two more than that leaves it in steady state before the timer starts.
@@ -117,6 +124,13 @@ void BM_Malloc64(benchmark::State& state) {
   state.counters["pairs_per_iter"] = 1;
 }
 BENCHMARK(BM_Malloc64);
+
+void BM_Calloc64(benchmark::State& state) {
+  drive(state, kWarmupPairs, calloc_free_64);
+  state.SetItemsProcessed(state.iterations());
+  state.counters["pairs_per_iter"] = 1;
+}
+BENCHMARK(BM_Calloc64);
 
 }  // namespace
 
