@@ -1,5 +1,6 @@
 #include "memoplan/record/tag_region.h"
 
+#include <sched.h>
 #include <sys/mman.h>
 
 #include <cerrno>
@@ -95,26 +96,45 @@ void TagRegion::release(uint32_t tag) { region_of(tag).release(index_of(tag)); }
 bool TagRegion::pop_kept(int size_class, uint32_t& slot) {
   std::atomic<uint64_t>& head = kept_[size_class];
   uint64_t old = head.load(std::memory_order_acquire);
-  while (static_cast<uint32_t>(old) != 0) {
-    const uint32_t top = static_cast<uint32_t>(old) - 1;
-    // A stale next (the slot popped and pushed meanwhile) fails the exchange: the count moved.
-    const uint64_t next = next_[top].load(std::memory_order_relaxed);
-    const uint64_t replacement = ((old >> 32) + 1) << 32 | next;
-    if (head.compare_exchange_weak(old, replacement, std::memory_order_acquire)) {
-      slot = top;
-      return true;
+  for (int waits = 0;;) {
+    if (static_cast<uint32_t>(old) != 0) {
+      const uint32_t top = static_cast<uint32_t>(old) - 1;
+      // A stale next (the slot popped and pushed meanwhile) fails the exchange: the count moved.
+      const uint64_t next = next_[top].load(std::memory_order_relaxed);
+      const uint64_t replacement = ((old >> 32) + 1) << 32 | next;
+      if (head.compare_exchange_weak(old, replacement, std::memory_order_acquire)) {
+        slot = top;
+        return true;
+      }
+      continue;
     }
+    // Empty. While expire_kept holds the class's slots (its hold count odd) the recent ones come
+    // back in a moment: a bounded wait for them. Empty between two reads of one even count: no.
+    const uint32_t hold = holds_[size_class].load(std::memory_order_seq_cst);
+    old = head.load(std::memory_order_seq_cst);
+    if (static_cast<uint32_t>(old) != 0) continue;
+    if ((hold & 1) == 0 && holds_[size_class].load(std::memory_order_seq_cst) == hold) return false;
+    if (waits++ == kHoldWaits) return false;
+    if (hold & 1) sched_yield();
+    old = head.load(std::memory_order_acquire);
   }
-  return false;
 }
 
-void TagRegion::push_kept(int size_class, uint32_t slot) {
+uint32_t TagRegion::take_all_kept(int size_class) {
+  std::atomic<uint64_t>& head = kept_[size_class];
+  uint64_t old = head.load(std::memory_order_acquire);
+  while (!head.compare_exchange_weak(old, ((old >> 32) + 1) << 32, std::memory_order_seq_cst)) {
+  }
+  return static_cast<uint32_t>(old);
+}
+
+void TagRegion::push_kept(int size_class, uint32_t top, uint32_t bottom) {
   std::atomic<uint64_t>& head = kept_[size_class];
   uint64_t old = head.load(std::memory_order_relaxed);
   uint64_t replacement;
   do {
-    next_[slot].store(static_cast<uint32_t>(old), std::memory_order_relaxed);
-    replacement = ((old >> 32) + 1) << 32 | (slot + 1);
+    next_[bottom].store(static_cast<uint32_t>(old), std::memory_order_relaxed);
+    replacement = ((old >> 32) + 1) << 32 | (top + 1);
   } while (!head.compare_exchange_weak(old, replacement, std::memory_order_release));
 }
 
@@ -325,6 +345,23 @@ bool TagRegion::keeps(uint64_t min_bytes) const {
   return false;
 }
 
+bool TagRegion::kept_past(uint32_t index, uint64_t now_ns, uint64_t after_ns) const {
+  // Kept after now_ns (by another thread, since the caller read its clock): recent.
+  const uint64_t kept_at = table_[index].kept_at.load(std::memory_order_relaxed);
+  return kept_at < now_ns && now_ns - kept_at >= after_ns;
+}
+
+bool TagRegion::any_kept_past(int size_class, uint64_t now_ns, uint64_t after_ns) const {
+  // The links read while others pop and push: stale ones lead to slots of the region still (a
+  // slot popped meanwhile, its last keep's time); a hint, so a walk too long says yes.
+  uint32_t top = static_cast<uint32_t>(kept_[size_class].load(std::memory_order_acquire));
+  for (int steps = 0; top != 0 && steps < kLookSteps; ++steps) {
+    if (kept_past(top - 1, now_ns, after_ns)) return true;
+    top = next_[top - 1].load(std::memory_order_relaxed);
+  }
+  return top != 0;
+}
+
 uint64_t TagRegion::expire_kept(uint64_t now_ns, uint64_t min_bytes) {
   if (!reserved()) return 0;
   uint64_t expired = 0;
@@ -334,24 +371,38 @@ uint64_t TagRegion::expire_kept(uint64_t now_ns, uint64_t min_bytes) {
     if (after_ns == 0 || static_cast<uint32_t>(kept_[c].load(std::memory_order_relaxed)) == 0) {
       continue;
     }
-    // Popped all (another thread taking one meanwhile finds fewer, or none, and maps afresh);
-    // the recent ones go back in their order. The stack holds the most recent on top: past a
-    // batch of recent ones the rest wait for a later call.
-    constexpr int kBatch = 256;
-    uint32_t young[kBatch];
-    int count = 0;
-    uint32_t index = 0;
-    while (count < kBatch && pop_kept(c, index)) {
-      Slot& s = table_[index];
-      if (now_ns - s.kept_at.load(std::memory_order_relaxed) < after_ns) {
-        young[count++] = index;
-        continue;
+    if (!any_kept_past(c, now_ns, after_ns)) continue;
+    // The whole stack, taken in one exchange and walked in private: the recent slots go back in
+    // their order in one more, before the old ones' pages are unmapped (system calls). A request
+    // of this class in between waits for them (pop_kept) rather than map fresh pages.
+    uint32_t hold = holds_[c].load(std::memory_order_relaxed);
+    if ((hold & 1) ||
+        !holds_[c].compare_exchange_strong(hold, hold + 1, std::memory_order_seq_cst)) {
+      continue;  // another call holds it
+    }
+    uint32_t top = take_all_kept(c);                        // slot + 1 (0: none), as the links
+    uint32_t young_top = 0, young_bottom = 0, old_top = 0;  // the recent in order, the old
+    while (top) {
+      const uint32_t index = top - 1;
+      top = next_[index].load(std::memory_order_relaxed);
+      if (!kept_past(index, now_ns, after_ns)) {
+        if (young_bottom) next_[young_bottom - 1].store(index + 1, std::memory_order_relaxed);
+        if (!young_top) young_top = index + 1;
+        young_bottom = index + 1;
+      } else {
+        next_[index].store(old_top, std::memory_order_relaxed);
+        old_top = index + 1;
       }
-      retained_.fetch_sub(s.committed, std::memory_order_relaxed);
-      expired += s.committed;
+    }
+    if (young_top) push_kept(c, young_top - 1, young_bottom - 1);
+    holds_[c].fetch_add(1, std::memory_order_seq_cst);
+    while (old_top) {
+      const uint32_t index = old_top - 1;
+      old_top = next_[index].load(std::memory_order_relaxed);
+      retained_.fetch_sub(table_[index].committed, std::memory_order_relaxed);
+      expired += table_[index].committed;
       unmap(index);
     }
-    while (count > 0) push_kept(c, young[--count]);
   }
   return expired;
 }

@@ -2,6 +2,7 @@
 // resizing in place, and commit failures (small slots: tag_region_small_slots_test.cc).
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -83,6 +84,44 @@ TEST_F(TagRegionTest, LargeKeptSlotsExpire) {
   EXPECT_EQ(tags_.take(512 << 10, false, 1, 3, &miss), recent_large);
   EXPECT_EQ(tags_.take(8192, false, 1, 4, &miss), small);
   EXPECT_EQ(tags_.expire_kept(monotonic_ns() + 100000000), 0u) << "nothing kept";
+}
+
+// expire_kept unmaps the old slots under recent ones and leaves the recent ones in their order
+// (the most recent first), and a request of their class made meanwhile from another thread still
+// finds its kept slot: it never sees the class empty and maps fresh pages (operators.cc's proof
+// that a delete released its block relies on it under the shim's reaper).
+TEST_F(TagRegionTest, ExpiryLeavesTheRecentSlotsInOrderAndInReach) {
+  tags_.set_retain_bytes(4 << 20);
+  tags_.set_kept_expiry(0, /*after_ns=*/50000000);
+  TagRegion::Miss miss;
+  char* block[4];
+  for (int i = 0; i < 4; ++i) {
+    block[i] = static_cast<char*>(tags_.take(8192, false, 1, i, &miss));
+    ASSERT_NE(block[i], nullptr);
+    memset(block[i], i, 8192);
+  }
+  tags_.give_back(block[0]);
+  std::this_thread::sleep_for(std::chrono::milliseconds(60));
+  for (int i = 1; i < 4; ++i) tags_.give_back(block[i]);
+  EXPECT_EQ(tags_.expire_kept(monotonic_ns()), 8192u) << "the first, under three recent ones";
+  for (int i = 3; i >= 1; --i) EXPECT_EQ(tags_.take(8192, false, 1, i, &miss), block[i]);
+  tags_.give_back(block[1]);
+  std::atomic<bool> done{false};
+  std::thread reaper([&] {
+    while (!done.load(std::memory_order_relaxed)) tags_.expire_kept(monotonic_ns());
+  });
+  int fresh = 0;
+  for (int i = 0; i < 200000 && fresh == 0; ++i) {
+    char* p = static_cast<char*>(tags_.take(8192, false, 1, i, &miss));
+    ASSERT_NE(p, nullptr);
+    fresh += p != block[1];
+    tags_.give_back(p);
+  }
+  done.store(true);
+  reaper.join();
+  EXPECT_EQ(fresh, 0) << "a request found the class empty while the reaper held it";
+  tags_.give_back(block[2]);
+  tags_.give_back(block[3]);
 }
 
 // Each size has its own expiry, a later call's for larger sizes over an earlier one's: the small

@@ -125,7 +125,9 @@ class TagRegion {
   // the first passes' pages; a large block's pages help only a program that frees and makes such
   // blocks back to back (mimalloc 2 unmaps a block over 16 MiB at free). expire_kept(now_ns,
   // min_bytes), called now and then by someone (the shim's reaper), unmaps the kept slots of
-  // `min_bytes` or more kept longer; returns their bytes.
+  // `min_bytes` or more kept longer; returns their bytes. It holds a class's slots only where
+  // one is due, for a walk without system calls: a request of that class meanwhile waits for the
+  // recent ones rather than map fresh pages.
   void set_kept_expiry(uint64_t min_bytes, uint64_t after_ns);
   uint64_t expire_kept(uint64_t now_ns, uint64_t min_bytes = 0);
   // Whether a free slot of `min_bytes` or more keeps its pages now.
@@ -167,8 +169,21 @@ class TagRegion {
   void unmap(uint32_t tag);
   // Kept slots of one class: a Treiber stack of slot indices (next_ links them); the head packs
   // the top slot + 1 (0: empty) in the low 32 bits and a change count above it (no ABA).
+  // pop_kept waits for a class that expire_kept holds (a bounded while: kHoldWaits yields).
   bool pop_kept(int size_class, uint32_t& slot);
-  void push_kept(int size_class, uint32_t slot);
+  void push_kept(int size_class, uint32_t slot) { push_kept(size_class, slot, slot); }
+  // A chain linked by next_ from top to bottom, pushed in one exchange.
+  void push_kept(int size_class, uint32_t top, uint32_t bottom);
+  // Empties the class's stack in one exchange; returns its former top + 1 (0: none), the rest
+  // linked below it.
+  uint32_t take_all_kept(int size_class);
+  static constexpr int kHoldWaits = 64;
+  // Whether the kept slot `index` was kept after_ns ago or more.
+  bool kept_past(uint32_t index, uint64_t now_ns, uint64_t after_ns) const;
+  // Whether the class seems to keep such a slot (no hold when none: a class in use keeps only
+  // recent ones); a walk past kLookSteps slots answers yes.
+  bool any_kept_past(int size_class, uint64_t now_ns, uint64_t after_ns) const;
+  static constexpr int kLookSteps = 1024;
   // The pages of a slot taken off the kept stacks past `mapped` bytes go back.
   void cut(uint32_t index, uint64_t mapped);
   // No kept slot of a block's classes: one of another class, kept at before_ns or earlier, is
@@ -196,6 +211,7 @@ class TagRegion {
   std::atomic<uint64_t> peak_mapped_{0};  // the most mapped_ has been
   std::atomic<uint32_t> live_limit_{0};
   std::atomic<uint64_t> expiry_ns_[kClasses] = {};  // per class: kept this long at most (0: ever)
+  std::atomic<uint32_t> holds_[kClasses] = {};  // per class: expire_kept's holds, odd while held
   bool (*commit_fault_)() = nullptr;
 };
 
