@@ -64,16 +64,12 @@ __attribute__((noinline)) void run_pass() {
   if (memoplan_pass_end) memoplan_pass_end();
 }
 
-__attribute__((noinline)) void malloc_free(size_t size) {
-  void* p = malloc(size);
-  if (!p) abort();
-  touch(p);
-  free(p);
-}
-__attribute__((noinline)) void malloc_free_64k() { malloc_free(64 << 10); }
-__attribute__((noinline)) void malloc_free_64() { malloc_free(64); }
-__attribute__((noinline)) void calloc_free_64() {
-  void* p = calloc(1, 64);
+void* calloc_bytes(size_t size) { return calloc(1, size); }
+
+// One allocation and its free, the allocation function and size fixed per instantiation.
+template <void* (*Allocate)(size_t), size_t kSize>
+__attribute__((noinline)) void pair() {
+  void* p = Allocate(kSize);
   if (!p) abort();
   touch(p);
   free(p);
@@ -111,25 +107,17 @@ BENCHMARK(BM_PassLoop);
 // needs to repeat twice) to have switched the thread to replay.
 constexpr int kWarmupPairs = 512;
 
-void BM_Malloc64K(benchmark::State& state) {
-  drive(state, kWarmupPairs, malloc_free_64k);
+void bench_pairs(benchmark::State& state, void (*body)()) {
+  drive(state, kWarmupPairs, body);
   state.SetItemsProcessed(state.iterations());
   state.counters["pairs_per_iter"] = 1;
 }
+
+void BM_Malloc64K(benchmark::State& state) { bench_pairs(state, pair<malloc, 64 << 10>); }
 BENCHMARK(BM_Malloc64K);
-
-void BM_Malloc64(benchmark::State& state) {
-  drive(state, kWarmupPairs, malloc_free_64);
-  state.SetItemsProcessed(state.iterations());
-  state.counters["pairs_per_iter"] = 1;
-}
+void BM_Malloc64(benchmark::State& state) { bench_pairs(state, pair<malloc, 64>); }
 BENCHMARK(BM_Malloc64);
-
-void BM_Calloc64(benchmark::State& state) {
-  drive(state, kWarmupPairs, calloc_free_64);
-  state.SetItemsProcessed(state.iterations());
-  state.counters["pairs_per_iter"] = 1;
-}
+void BM_Calloc64(benchmark::State& state) { bench_pairs(state, pair<calloc_bytes, 64>); }
 BENCHMARK(BM_Calloc64);
 
 }  // namespace
