@@ -110,7 +110,7 @@ struct Report {
   unsigned long long peak = 0;
   unsigned long long steady_passes = 0, full_passes = 0, size_free_plans = 0, size_free_replans = 0;
   unsigned long long learned_passes = 0, learned_pass_threads = 0, profiling_pauses = 0;
-  unsigned long long huge_blocks = 0;
+  unsigned long long huge_blocks = 0, kept_waits_run_out = 0;
   ThreadSteady busiest[kThreadsReported];  // busiest first
   int busiest_count = 0;
   unsigned running_threads = 0;
@@ -159,6 +159,7 @@ void gather(Report& r, bool at_exit) {
   r.learned_pass_threads = s.learned_pass_threads.load(std::memory_order_relaxed);
   r.profiling_pauses = s.profiling_pauses.load(std::memory_order_relaxed);
   r.huge_blocks = s.huge_blocks.load(std::memory_order_relaxed);
+  r.kept_waits_run_out = global().tags.waits_run_out();
   const replay::Counters& c = r.c;
   const ull retracted = c.retracted_steady, retracted_hits = c.retracted_steady_hits;
   const ull counted = c.steady_hits + c.steady_fallbacks + c.steady_escaping;
@@ -257,10 +258,11 @@ void print_stats(int fd) {
          "%llu (%.1f%%); plans keyed by call site alone (sizes that vary) %llu, replanned %llu "
          "times; passes learned from exited threads %llu, threads that started on one %llu; "
          "profiling paused %llu times (blocks that stay alive, or no pass found in an attempt); "
-         "huge blocks kept from the fallback %llu\n",
+         "huge blocks kept from the fallback %llu; profiled requests that waited in vain for kept "
+         "pages the reaper held %llu\n",
          r.steady_passes, r.full_passes, percent(r.full_passes, r.steady_passes), r.size_free_plans,
          r.size_free_replans, r.learned_passes, r.learned_pass_threads, r.profiling_pauses,
-         r.huge_blocks);
+         r.huge_blocks, r.kept_waits_run_out);
   if (r.busiest_count > 0) {
     append(text, sizeof text, n, "memoplan: steady state by thread, busiest first:");
     for (int i = 0; i < r.busiest_count && i < kThreadsPrinted; ++i) {
@@ -409,6 +411,7 @@ size_t stats_json(char* buf, size_t len, bool at_exit) {
   out.number("learned_pass_threads", r.learned_pass_threads);
   out.number("profiling_pauses", r.profiling_pauses);
   out.number("huge_blocks", r.huge_blocks);
+  out.number("kept_waits_run_out", r.kept_waits_run_out);
   // The report's account of the requests of min_size or more, and its verdict.
   out.open("requests");
   out.number("total", c.requests);

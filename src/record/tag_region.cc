@@ -95,6 +95,9 @@ void TagRegion::release(uint32_t tag) { region_of(tag).release(index_of(tag)); }
 
 bool TagRegion::pop_kept(int size_class, uint32_t& slot) {
   std::atomic<uint64_t>& head = kept_[size_class];
+  // The hold count read before the head: an empty head between two reads of one even count was
+  // empty with nobody holding the class (expire_kept takes its hold before it empties the head).
+  uint32_t hold = holds_[size_class].load(std::memory_order_acquire);
   uint64_t old = head.load(std::memory_order_acquire);
   for (int waits = 0;;) {
     if (static_cast<uint32_t>(old) != 0) {
@@ -108,14 +111,15 @@ bool TagRegion::pop_kept(int size_class, uint32_t& slot) {
       }
       continue;
     }
-    // Empty. While expire_kept holds the class's slots (its hold count odd) the recent ones come
-    // back in a moment: a bounded wait for them. Empty between two reads of one even count: no.
-    const uint32_t hold = holds_[size_class].load(std::memory_order_seq_cst);
-    old = head.load(std::memory_order_seq_cst);
-    if (static_cast<uint32_t>(old) != 0) continue;
-    if ((hold & 1) == 0 && holds_[size_class].load(std::memory_order_seq_cst) == hold) return false;
-    if (waits++ == kHoldWaits) return false;
-    if (hold & 1) sched_yield();
+    const uint32_t now = holds_[size_class].load(std::memory_order_acquire);
+    if ((hold & 1) == 0 && now == hold) return false;  // empty
+    // Held (or it was, meanwhile): the recent slots come back in a moment; a bounded wait.
+    if (waits++ == kHoldWaits) {
+      waits_run_out_.fetch_add(1, std::memory_order_relaxed);
+      return false;
+    }
+    if (now & 1) sched_yield();
+    hold = now;
     old = head.load(std::memory_order_acquire);
   }
 }
@@ -337,6 +341,23 @@ void TagRegion::set_kept_expiry(uint64_t min_bytes, uint64_t after_ns) {
   }
 }
 
+bool TagRegion::try_hold(int size_class) {
+  uint32_t hold = holds_[size_class].load(std::memory_order_relaxed);
+  return (hold & 1) == 0 &&
+         holds_[size_class].compare_exchange_strong(hold, hold + 1, std::memory_order_seq_cst);
+}
+
+void TagRegion::release_hold(int size_class) {
+  holds_[size_class].fetch_add(1, std::memory_order_release);
+}
+
+bool TagRegion::hold_class_for_tests(uint64_t bytes, bool hold) {
+  int size_class = 0;
+  mapped_bytes(bytes, slots_.slot_bytes(), size_class);
+  if (!hold) release_hold(size_class);
+  return !hold || try_hold(size_class);
+}
+
 bool TagRegion::keeps(uint64_t min_bytes) const {
   uint64_t pages = 0;
   for (int c = ::memoplan::record::size_class(min_bytes, pages); c < kClasses; ++c) {
@@ -375,11 +396,7 @@ uint64_t TagRegion::expire_kept(uint64_t now_ns, uint64_t min_bytes) {
     // The whole stack, taken in one exchange and walked in private: the recent slots go back in
     // their order in one more, before the old ones' pages are unmapped (system calls). A request
     // of this class in between waits for them (pop_kept) rather than map fresh pages.
-    uint32_t hold = holds_[c].load(std::memory_order_relaxed);
-    if ((hold & 1) ||
-        !holds_[c].compare_exchange_strong(hold, hold + 1, std::memory_order_seq_cst)) {
-      continue;  // another call holds it
-    }
+    if (!try_hold(c)) continue;                             // another call holds it
     uint32_t top = take_all_kept(c);                        // slot + 1 (0: none), as the links
     uint32_t young_top = 0, young_bottom = 0, old_top = 0;  // the recent in order, the old
     while (top) {
@@ -395,7 +412,7 @@ uint64_t TagRegion::expire_kept(uint64_t now_ns, uint64_t min_bytes) {
       }
     }
     if (young_top) push_kept(c, young_top - 1, young_bottom - 1);
-    holds_[c].fetch_add(1, std::memory_order_seq_cst);
+    release_hold(c);
     while (old_top) {
       const uint32_t index = old_top - 1;
       old_top = next_[index].load(std::memory_order_relaxed);

@@ -127,6 +127,26 @@ TEST_F(TagRegionTest, ExpiryLeavesTheRecentSlotsInOrderAndInReach) {
   EXPECT_EQ(fresh, 0) << "a request found the class empty while the reaper looked at it";
 }
 
+// A request whose class expire_kept holds waits a bounded while for its kept slots, then maps
+// fresh pages, and counts it; the class free again, no wait.
+TEST_F(TagRegionTest, ARequestWaitsForAHeldClassABoundedWhile) {
+  tags_.set_retain_bytes(4 << 20);
+  TagRegion::Miss miss;
+  ASSERT_TRUE(tags_.hold_class_for_tests(100000, true));
+  EXPECT_FALSE(tags_.hold_class_for_tests(100000, true)) << "one holder at a time";
+  char* p = static_cast<char*>(tags_.take(100000, false, 1, 1, &miss));
+  ASSERT_NE(p, nullptr) << "fresh pages after the wait";
+  EXPECT_EQ(tags_.waits_run_out(), 1u);
+  tags_.hold_class_for_tests(100000, false);
+  char* q = static_cast<char*>(tags_.take(100000, false, 1, 2, &miss));
+  ASSERT_NE(q, nullptr);
+  EXPECT_EQ(tags_.waits_run_out(), 1u) << "an empty class that nobody holds: no wait";
+  tags_.give_back(q);
+  EXPECT_EQ(tags_.take(100000, false, 1, 3, &miss), q) << "its kept slot";
+  tags_.give_back(q);
+  tags_.give_back(p);
+}
+
 // Each size has its own expiry, a later call's for larger sizes over an earlier one's: the small
 // slots' time passes at 50 ms, the large ones' (set to none) never. expire_kept's size: only the
 // kept slots of that size or more are looked at.

@@ -118,6 +118,9 @@ class TagRegion {
   void trim();
   void trim_to(uint64_t bytes);
   uint64_t retained_bytes() const { return retained_.load(std::memory_order_relaxed); }
+  // Requests that found their class held by expire_kept and waited kHoldWaits yields for it in
+  // vain (they mapped fresh pages instead).
+  uint64_t waits_run_out() const { return waits_run_out_.load(std::memory_order_relaxed); }
 
   // Kept slots of `min_bytes` or more keep their pages for `after_ns` at most (0: no limit; a
   // later call for larger sizes overrides it there). Pages kept longer wait for no block of
@@ -135,6 +138,9 @@ class TagRegion {
 
   // For the fault tests: called before each slot's pages are mapped; true makes it fail.
   void set_commit_fault(bool (*should_fail)()) { commit_fault_ = should_fail; }
+  // For the tests: takes (false: another holds it) or releases expire_kept's hold on the size
+  // class of blocks of `bytes`.
+  bool hold_class_for_tests(uint64_t bytes, bool hold);
 
   void release_all();  // for tests
 
@@ -178,6 +184,10 @@ class TagRegion {
   // linked below it.
   uint32_t take_all_kept(int size_class);
   static constexpr int kHoldWaits = 64;
+  // expire_kept's hold on a class: one holder at a time (false: another call holds it); its count
+  // is odd while held.
+  bool try_hold(int size_class);
+  void release_hold(int size_class);
   // Whether the kept slot `index` was kept after_ns ago or more.
   bool kept_past(uint32_t index, uint64_t now_ns, uint64_t after_ns) const;
   // Whether the class seems to keep such a slot (no hold when none: a class in use keeps only
@@ -212,6 +222,7 @@ class TagRegion {
   std::atomic<uint32_t> live_limit_{0};
   std::atomic<uint64_t> expiry_ns_[kClasses] = {};  // per class: kept this long at most (0: ever)
   std::atomic<uint32_t> holds_[kClasses] = {};  // per class: expire_kept's holds, odd while held
+  std::atomic<uint64_t> waits_run_out_{0};
   bool (*commit_fault_)() = nullptr;
 };
 
