@@ -135,9 +135,14 @@ void publish_unplanned() {
     unplanned.own_size.store(g.span_base ? g.span_size : bootstrap::kPoolBytes,
                              std::memory_order_release);
   }
+  unplanned.small_base = plain.small_base;
+  unplanned.small_size.store(plain.small_size, std::memory_order_relaxed);
   const size_t below = g.mode_off ? SIZE_MAX : g.options.min_size;
   unplanned.direct_below.store(below, std::memory_order_release);
-  if (plain.embedded_mimalloc) unplanned.inline_below.store(below, std::memory_order_release);
+  if (plain.embedded_mimalloc) {
+    unplanned.inline_below.store(below < plain.small_below ? below : plain.small_below,
+                                 std::memory_order_release);
+  }
 }
 
 void initialize() {

@@ -22,6 +22,7 @@ using namespace memoplan::shim;
 // The mimalloc compiled into this library (embedded_mimalloc.c; under LTO its fast path inlines
 // here): malloc's below unplanned.inline_below.
 extern "C" __attribute__((visibility("hidden"))) void* mi_malloc(size_t);
+extern "C" __attribute__((visibility("hidden"))) void mi_free(void*);
 #endif
 
 namespace {
@@ -33,7 +34,7 @@ constexpr size_t kMinAlign = 16;  // what glibc's malloc guarantees on x86-64
 inline void* plain_malloc(size_t size) {
 #if MEMOPLAN_EMBEDDED_MIMALLOC
   if (__builtin_expect(size < unplanned.inline_below.load(std::memory_order_acquire), 1)) {
-    return mi_malloc(size);
+    if (void* p = mi_malloc(size)) return p;  // else (its arena full) glibc's, below
   }
 #endif
   if (__builtin_expect(size < unplanned.direct_below.load(std::memory_order_acquire), 1)) {
@@ -82,6 +83,9 @@ inline size_t page_size() {
 // free and every operator delete: the fallback's free for a block the shim did not hand out, a
 // tail call (errno as that free leaves it: unplanned.h).
 inline void release(void* p) {
+#if MEMOPLAN_EMBEDDED_MIMALLOC
+  if (__builtin_expect(unplanned.small_owns(p), 1)) return mi_free(p);
+#endif
   if (__builtin_expect(!unplanned.may_own(p), 1)) return unplanned.free(p);
   engine_free(p);
 }

@@ -1,10 +1,11 @@
 // The requests the shim leaves to its fallback, on the shortest path the exported functions can
 // take: malloc and calloc below min_size (every size under mode:off) call the fallback's own
 // function, and free, realloc and malloc_usable_size of a block the shim did not hand out call
-// the fallback's after one range check (the shim's span). Nothing else runs there: thread state,
-// counters, call-site keys and pass bookkeeping belong to the engine's path (engine.h), which
-// only requests the shim may plan and its own blocks take. Measured by bench/shim_bench
-// BM_Malloc64 (docs/SHIM.md, cost model).
+// the fallback's after one range check (the shim's span; where the compiled-in mimalloc is
+// confined to its arena, free checks that range first: mimalloc's free, inline). Nothing else
+// runs there: thread state, counters, call-site keys and pass bookkeeping belong to the engine's
+// path (engine.h), which only requests the shim may plan and its own blocks take. Measured by
+// bench/shim_bench BM_Malloc64 (docs/SHIM.md, cost model).
 //
 // errno: free of a fallback's block is that allocator's free, tail-called, so errno is what it
 // leaves. glibc's keeps errno (POSIX 2024; glibc >= 2.33); mimalloc 2.0.9's changes it only when a
@@ -50,12 +51,20 @@ struct alignas(64) Unplanned {
   // path; own_size is stored after them, with release.
   uintptr_t own_base = 0;
   std::atomic<uintptr_t> own_size{UINTPTR_MAX};
+  // The arena of the mimalloc compiled in, where it is confined to one (fallback.h, Plain): free
+  // of a block in it is mimalloc's, inline. 0 until the functions above are set, and elsewhere.
+  uintptr_t small_base = 0;
+  std::atomic<size_t> small_size{0};
 
   // Whether p may be a block the shim handed out: one range check. False only once the functions
   // above are set (own_size is read first, with acquire).
   bool may_own(const void* p) const {
     const uintptr_t size = own_size.load(std::memory_order_acquire);
     return reinterpret_cast<uintptr_t>(p) - own_base < size;
+  }
+  // Whether p is a block of the confined mimalloc's: one range check.
+  bool small_owns(const void* p) const {
+    return reinterpret_cast<uintptr_t>(p) - small_base < small_size.load(std::memory_order_relaxed);
   }
 };
 
