@@ -174,14 +174,7 @@ size_t small_below = 0;  // mimalloc's requests: those under it
 uintptr_t small_base = 0;
 size_t small_size = 0;
 constexpr size_t kSmallArenaBytes = size_t{64} << 30;
-struct Glibc {
-  MallocFn malloc = nullptr;
-  CallocFn calloc = nullptr;
-  ReallocFn realloc = nullptr;
-  MemalignFn posix_memalign = nullptr;
-  FreeFn free = nullptr;
-  UsableFn usable = nullptr;
-} glibc;
+Functions glibc;     // the chain's next: malloc, calloc, realloc, posix_memalign, free, usable
 Functions mimalloc;  // the confined mimalloc's, under the routed ones in `fn`
 
 inline bool small_owns(const void* p) {
@@ -209,11 +202,19 @@ size_t routed_usable(void* p) {
   if (small_owns(p)) return mimalloc.usable(p);
   return glibc.usable ? glibc.usable(p) : 0;
 }
-// A block stays with its allocator, whatever its new size.
+// A block stays with its allocator, whatever its new size, unless mimalloc cannot grow it (its
+// arena full): then it moves to glibc's, as a request mimalloc cannot serve does (errno may then
+// say ENOMEM on a success, as POSIX allows).
 void* routed_realloc(void* p, size_t size) {
   if (!p) return routed_malloc(size);
-  if (small_owns(p)) return mimalloc.realloc(p, size);
-  return glibc.realloc(p, size);
+  if (!small_owns(p)) return glibc.realloc(p, size);
+  if (void* q = mimalloc.realloc(p, size); q || size == 0) return q;
+  void* q = glibc.malloc(size);
+  if (!q) return nullptr;  // p stays valid, errno ENOMEM (glibc's malloc)
+  size_t keep = mimalloc.usable(p);
+  memcpy(q, p, keep < size ? keep : size);
+  mimalloc.free(p);
+  return q;
 }
 int routed_memalign(void** out, size_t alignment, size_t size) {
   if (mimalloc_size(size)) {
@@ -233,7 +234,7 @@ int routed_memalign(void** out, size_t alignment, size_t size) {
 bool route_small_to_mimalloc(size_t below) {
 #if MEMOPLAN_EMBEDDED_MIMALLOC
   if (&::memoplan_mi_confine == nullptr || fn.malloc != &::mi_malloc) return false;
-  Glibc next;
+  Functions next;
   if (!resolve(RTLD_NEXT, "malloc", next.malloc) || !resolve(RTLD_NEXT, "calloc", next.calloc) ||
       !resolve(RTLD_NEXT, "realloc", next.realloc) ||
       !resolve(RTLD_NEXT, "posix_memalign", next.posix_memalign) ||
