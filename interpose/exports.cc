@@ -45,6 +45,13 @@ inline void* plain_malloc(size_t size) {
 
 inline bool valid_alignment(size_t a) { return a && !(a & (a - 1)) && a % sizeof(void*) == 0; }
 
+// An explicit alignment of malloc's (16) or less: the fallback's malloc aligns a block only as far
+// as its size needs (mimalloc: 8 bytes for 8 or 24), so the size rounds up to 16, where every
+// block is 16-aligned (glibc's all are).
+inline void* malloc_aligned(size_t size) {
+  return engine_alloc(size <= SIZE_MAX - 15 ? (size + 15) & ~size_t{15} : size, kMinAlign, false);
+}
+
 // One attempt of every operator new: size 0 is 1 byte, alignment at least malloc's.
 inline void* try_new(size_t size, size_t alignment) {
   alignment = alignment < kMinAlign ? kMinAlign : alignment;
@@ -139,7 +146,7 @@ __attribute__((visibility("default"))) int posix_memalign(void** out, size_t ali
                                                           size_t size) {
   if (!valid_alignment(alignment)) return EINVAL;
   const int saved = errno;
-  void* p = engine_alloc(size, alignment < kMinAlign ? kMinAlign : alignment, false);
+  void* p = alignment <= kMinAlign ? malloc_aligned(size) : engine_alloc(size, alignment, false);
   if (!p) return ENOMEM;
   errno = saved;
   *out = p;
@@ -151,13 +158,13 @@ __attribute__((visibility("default"))) void* aligned_alloc(size_t alignment, siz
     errno = EINVAL;
     return nullptr;
   }
-  return engine_alloc(size, alignment < kMinAlign ? kMinAlign : alignment, false);
+  return alignment <= kMinAlign ? malloc_aligned(size) : engine_alloc(size, alignment, false);
 }
 
 // glibc's memalign takes any alignment: smaller than malloc's is malloc's, others round up to a
 // power of two.
 __attribute__((visibility("default"))) void* memalign(size_t alignment, size_t size) {
-  if (alignment <= kMinAlign) return engine_alloc(size, kMinAlign, false);
+  if (alignment <= kMinAlign) return malloc_aligned(size);
   if (alignment > (SIZE_MAX >> 1) + 1) {
     errno = EINVAL;
     return nullptr;
