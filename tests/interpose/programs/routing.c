@@ -133,25 +133,6 @@ int main(int argc, char** argv) {
     }
   }
 
-  /* An alignment of 16 asked for explicitly holds for every small size (mimalloc's own blocks
-   * of 8 or 24 bytes are only 8-aligned, which malloc may be but these may not). */
-  static void* aligned16[3 * 8 * 64];
-  for (size_t size = 1; size <= 1024; size += (size < 64 ? 1 : 61)) {
-    int n = 0;
-    for (int k = 0; k < 64; ++k) {
-      void* p = NULL;
-      CHECK(posix_memalign(&p, 16, size) == 0);
-      aligned16[n++] = p;
-      aligned16[n++] = aligned_alloc(16, size);
-      aligned16[n++] = memalign(16, size);
-    }
-    for (int k = 0; k < n; ++k) {
-      CHECK(aligned16[k] != NULL && ((uintptr_t)aligned16[k] & 15) == 0);
-      CHECK(malloc_usable_size(aligned16[k]) >= size);
-    }
-    for (int k = 0; k < n; ++k) free(aligned16[k]);
-  }
-
   /* calloc of both sizes on the memory just freed (dirty) reads zero. */
   for (int i = 0; i < COUNT; i += 8) {
     free(small[i]);
