@@ -112,7 +112,7 @@ def programs(args, work):
         "g++": (["g++", "-std=c++17", "-O2", "-c", "-o", "/dev/null", "-I", f"{ROOT}/planner/include",
                  "-I", f"{ROOT}/planner/src", f"{ROOT}/planner/src/exact_search.cc"], {}, None),
         "xz": (["xz", "-6", "-T1", "-c", blob], {}, None),
-        "large_blocks": ([f"{ROOT}/{args.build_dir}/bench/large_blocks"], {}, None),
+        "large_blocks": ([os.path.join(ROOT, args.build_dir, "bench", "large_blocks")], {}, None),
     }
     if args.glibc_benchtests:
         built = subprocess.run([f"{ROOT}/bench/glibc_malloc_benchtests.sh", args.glibc_benchtests],
