@@ -45,10 +45,11 @@ inline void* plain_malloc(size_t size) {
 
 inline bool valid_alignment(size_t a) { return a && !(a & (a - 1)) && a % sizeof(void*) == 0; }
 
-// An explicit alignment of malloc's (16) or less: the fallback's malloc aligns a block only as far
-// as its size needs (mimalloc: 8 bytes for 8 or 24), so the size rounds up to 16, where every
-// block is 16-aligned (glibc's all are).
-inline void* malloc_aligned(size_t size) {
+// The aligned entry points' block. An alignment of malloc's (16) or less: the fallback's malloc
+// aligns a block only as far as its size needs (mimalloc: 8 bytes for 8 or 24), so the size
+// rounds up to 16, where every block is 16-aligned (glibc's all are).
+inline void* aligned_block(size_t size, size_t alignment) {
+  if (alignment > kMinAlign) return engine_alloc(size, alignment, false);
   return engine_alloc(size <= SIZE_MAX - 15 ? (size + 15) & ~size_t{15} : size, kMinAlign, false);
 }
 
@@ -146,7 +147,7 @@ __attribute__((visibility("default"))) int posix_memalign(void** out, size_t ali
                                                           size_t size) {
   if (!valid_alignment(alignment)) return EINVAL;
   const int saved = errno;
-  void* p = alignment <= kMinAlign ? malloc_aligned(size) : engine_alloc(size, alignment, false);
+  void* p = aligned_block(size, alignment);
   if (!p) return ENOMEM;
   errno = saved;
   *out = p;
@@ -158,20 +159,20 @@ __attribute__((visibility("default"))) void* aligned_alloc(size_t alignment, siz
     errno = EINVAL;
     return nullptr;
   }
-  return alignment <= kMinAlign ? malloc_aligned(size) : engine_alloc(size, alignment, false);
+  return aligned_block(size, alignment);
 }
 
 // glibc's memalign takes any alignment: smaller than malloc's is malloc's, others round up to a
 // power of two.
 __attribute__((visibility("default"))) void* memalign(size_t alignment, size_t size) {
-  if (alignment <= kMinAlign) return malloc_aligned(size);
+  if (alignment <= kMinAlign) return aligned_block(size, alignment);
   if (alignment > (SIZE_MAX >> 1) + 1) {
     errno = EINVAL;
     return nullptr;
   }
   size_t rounded = kMinAlign;
   while (rounded < alignment) rounded <<= 1;
-  return engine_alloc(size, rounded, false);
+  return aligned_block(size, rounded);
 }
 
 __attribute__((visibility("default"))) void* valloc(size_t size) {
