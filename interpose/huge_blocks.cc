@@ -45,7 +45,7 @@ void* huge_alloc(size_t size, size_t alignment, bool zero) {
   // larger (tag_region.h): a slot refitted from one larger still is cut. Not cutting those either
   // took 0.09 s (811 mmap calls against 4,334) but peaked at 151 MiB against 15 (glibc 107): the
   // pages earlier blocks touched past each block stay resident.
-  void* p = g.tags.take(size, false, kHugeOwner, 0, &why, 64, /*keep_tail=*/true);
+  void* p = g.tags.take(size, false, kHugeOwner, 0, &why, 64, record::TagRegion::kKeepTail);
   if (!p) return nullptr;
   allow_retention(live_bytes.fetch_add(size, std::memory_order_relaxed) + size);
   stats().huge_blocks.fetch_add(1, std::memory_order_relaxed);

@@ -103,7 +103,8 @@ void* profile_alloc(ThreadState& t, size_t size, size_t alignment, uint64_t key,
   }
   record::TagRegion::Miss miss;
   void* p = g.tags.take(size, zero, reinterpret_cast<uintptr_t>(profile),
-                        profile->record_tag(profile->log.count()), &miss, alignment);
+                        profile->record_tag(profile->log.count()), &miss, alignment,
+                        record::TagRegion::kPopulateRepeated);
   if (!p) {
     // Untracked: the fallback serves it, and the plan will not know it (a not_planned fallback).
     // No free slot: 65,536 large and 65,536 small slots hold tracked blocks.

@@ -249,13 +249,73 @@ TEST_F(TagRegionTest, ALargerKeptSlotIsCutToTheBlockUnlessItKeepsItsTail) {
   EXPECT_EQ(resident_pages(cut + 112 * 4096, 48 * 4096), 0u);
   tags_.give_back(cut);
   EXPECT_EQ(tags_.retained_bytes(), 112u * 4096);
-  char* kept = static_cast<char*>(tags_.take(80 * 4096, false, 1, 2, &miss, 64, true));
+  char* kept =
+      static_cast<char*>(tags_.take(80 * 4096, false, 1, 2, &miss, 64, TagRegion::kKeepTail));
   ASSERT_EQ(kept, large);
-  EXPECT_EQ(resident_pages(kept + 80 * 4096, 32 * 4096), 32u) << "keep_tail";
+  EXPECT_EQ(resident_pages(kept + 80 * 4096, 32 * 4096), 32u) << "kKeepTail";
   tags_.give_back(kept);
   EXPECT_EQ(tags_.retained_bytes(), 112u * 4096);
   tags_.trim();
   EXPECT_EQ(tags_.slots_in_use(), 0u);
+}
+
+// kPopulateRepeated: a size class whose probe (its first block, all pages fresh) was written
+// whole has its next blocks' fresh pages resident when taken, up to each block's end (not the
+// class's rounding), but for one probe in kProbeEvery; a class whose probe was written in part, a
+// block taken without the flag and one under kPopulateFrom map lazily.
+TEST(TagRegionPopulate, ClassesWrittenWholeArePopulatedToTheBlocksEnd) {
+  {  // The kernel's part (Linux 5.14; an emulator may ignore it): probed on a mapping of our own.
+    void* probe =
+        mmap(nullptr, 2 * 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ASSERT_NE(probe, MAP_FAILED);
+    const bool works =
+        madvise(probe, 2 * 4096, MADV_POPULATE_WRITE) == 0 && resident_pages(probe, 2 * 4096) == 2;
+    munmap(probe, 2 * 4096);
+    if (!works) GTEST_SKIP() << "MADV_POPULATE_WRITE not supported here";
+  }
+  TagRegion tags;
+  ASSERT_TRUE(tags.reserve(22, 20, 2));
+  const unsigned populate = TagRegion::kPopulateRepeated;
+  TagRegion::Miss miss;
+  auto take = [&](uint64_t bytes, unsigned flags) {
+    char* p = static_cast<char*>(tags.take(bytes, false, 1, 0, &miss, 64, flags));
+    EXPECT_NE(p, nullptr);
+    return p;
+  };
+  constexpr uint64_t kWhole = 200 * 4096 + 100;  // 201 pages, mapped as 224
+  static_assert(kWhole >= TagRegion::kPopulateFrom);
+  char* probe = take(kWhole, populate);
+  EXPECT_EQ(resident_pages(probe, 224 * 4096), 0u) << "a class's first block maps lazily";
+  memset(probe, 1, kWhole);
+  tags.give_back(probe, false);
+  char* unflagged = take(kWhole, 0);
+  EXPECT_EQ(resident_pages(unflagged, 224 * 4096), 0u) << "without the flag";
+  for (uint32_t i = 1; i < TagRegion::kProbeEvery; ++i) {
+    char* p = take(kWhole, populate);
+    EXPECT_EQ(resident_pages(p, 201 * 4096), 201u) << "the class written whole, block " << i;
+    EXPECT_EQ(resident_pages(p + 201 * 4096, 23 * 4096), 0u) << "past the block's end";
+    EXPECT_EQ(p[0], 0);
+    EXPECT_EQ(p[kWhole - 1], 0);
+    tags.give_back(p, false);
+  }
+  char* next_probe = take(kWhole, populate);
+  EXPECT_EQ(resident_pages(next_probe, 224 * 4096), 0u) << "one in kProbeEvery is a probe";
+  next_probe[0] = 1;  // written in part: the class maps lazily from now on
+  tags.give_back(next_probe, false);
+  char* after = take(kWhole, populate);
+  EXPECT_EQ(resident_pages(after, 224 * 4096), 0u) << "the class's last probe was written in part";
+  tags.give_back(after, false);
+  // Under kPopulateFrom: lazily, written whole or not.
+  constexpr uint64_t kSmaller = TagRegion::kPopulateFrom - 4096;
+  for (int i = 0; i < 2; ++i) {
+    char* p = take(kSmaller, populate);
+    EXPECT_EQ(resident_pages(p, kSmaller), 0u) << "take " << i;
+    memset(p, 1, kSmaller);
+    tags.give_back(p, false);
+  }
+  tags.give_back(unflagged);
+  EXPECT_EQ(tags.slots_in_use(), 0u);
+  tags.release_all();
 }
 
 // A block that no kept slot of its classes serves, and that fresh pages would raise the region's

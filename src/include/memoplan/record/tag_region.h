@@ -8,7 +8,7 @@
 // (`retain_bytes` in all), which saves two system calls, a TLB shootdown and the page faults of
 // fresh pages per profiled allocation; trim() gives them back. Sizes are mapped rounded up to a
 // class (exact up to 8 pages, then 4 classes per doubling: at most 25% over). A kept slot serves
-// its own class and the next four, its pages past the block's class unmapped (`keep_tail`: left
+// its own class and the next four, its pages past the block's class unmapped (kKeepTail: left
 // for a larger block later), since a block that lives on would hold them: gpt_decoder frozen's
 // weights, loaded into the slots of the load's temporaries, peaked 1,451 MiB, 1,392 cut (mimalloc
 // 1,410). Where none of those is kept, another kept slot is fitted to
@@ -85,9 +85,25 @@ class TagRegion {
   // A block of `bytes` recorded by (owner, record); nullptr and why when there is none. `zero`:
   // the block must read as zeros (fresh pages are; a slot that kept its pages is cleared). The
   // block is aligned to its slot's size: `alignment` past a small slot's takes a large one.
-  // `keep_tail`: a kept slot of a larger class keeps its pages past the block.
+  // `flags`, of Take:
+  // - kKeepTail: a kept slot of a larger class keeps its pages past the block.
+  // - kPopulateRepeated: a block of kPopulateFrom bytes or more, of a size class whose blocks
+  //   were written whole, has its fresh pages up to its end made resident here in one call
+  //   (MADV_POPULATE_WRITE), not a page fault each when first written. A profiled pass's large
+  //   blocks are written whole, and the kept-page rules above give back pages its next blocks
+  //   map again: a fault costs 10-20 times a populated page where faults are dear (a VM: 11-13
+  //   us against 0.5-0.8). Learnt per class: a block whose pages were all fresh and that was not
+  //   populated (the class's first, then one in kProbeEvery) is a probe; at its free, mincore
+  //   says whether all its pages were written, and the class populates from then on or not.
+  //   bench/large_blocks writes two bytes of each 5-25 MiB block: populated by a rule without
+  //   probes, it peaked at 364 MiB against 12. Smaller blocks map lazily: CNN passes freed
+  //   blocks of 32-340 KiB with part of their pages untouched, and populating their classes
+  //   cost 0.3-0.5 MiB of peak RSS. Nothing where the kernel lacks it (before Linux 5.14).
+  enum Take : unsigned { kKeepTail = 1, kPopulateRepeated = 2 };
+  static constexpr uint64_t kPopulateFrom = 512 << 10;
+  static constexpr uint32_t kProbeEvery = 8;
   void* take(uint64_t bytes, bool zero, uintptr_t owner, uint64_t record, Miss* why,
-             uint64_t alignment = 64, bool keep_tail = false);
+             uint64_t alignment = 64, unsigned flags = 0);
 
   struct Owner {
     uintptr_t owner;
@@ -153,6 +169,7 @@ class TagRegion {
     uint64_t bytes;
     uint64_t committed;             // bytes mapped read-write, possibly kept while the slot is free
     std::atomic<uint64_t> kept_at;  // CLOCK_MONOTONIC ns when it was last kept (read by others)
+    bool probe;  // kPopulateRepeated: its free tells whether it was written whole
   };
   // The table of slots and the kept stacks' links: one mapping, made at reserve().
   static constexpr size_t kTableBytes = (sizeof(Slot) + sizeof(uint32_t)) * 2 * size_t{kSlots};
@@ -208,6 +225,11 @@ class TagRegion {
   // `bytes` of pages mapped anew for a block: as many kept bytes go back as the region's mapped
   // bytes would pass their peak by, so the peak grows only while nothing is kept.
   void mapped_fresh(uint64_t bytes);
+  // kPopulateRepeated for the block of `bytes` at `at` in s, its first `resident` bytes mapped
+  // already: populated past them, or made a probe (s.probe), or left as it is.
+  void populate_or_probe(Slot& s, int size_class, char* at, uint64_t bytes, uint64_t resident);
+  // At a probe's free: whether its class's blocks are written whole (all its pages resident).
+  void learn_whole(const Slot& s, int size_class, const char* at);
 
   vm::SlotRegion slots_;
   vm::SlotRegion small_;                   // inside slots_' first kSmallSetAside slots
@@ -223,6 +245,9 @@ class TagRegion {
   std::atomic<uint64_t> expiry_ns_[kClasses] = {};  // per class: kept this long at most (0: ever)
   std::atomic<uint32_t> holds_[kClasses] = {};  // per class: expire_kept's holds, odd while held
   std::atomic<uint64_t> waits_run_out_{0};
+  std::atomic<uint64_t> whole_[(kClasses + 63) / 64] = {};  // classes written whole, a bit each
+  std::atomic<uint32_t> takes_[kClasses] = {};  // per class: blocks that might be populated
+  std::atomic<bool> populate_works_{true};      // false once the kernel refused (EINVAL)
   bool (*commit_fault_)() = nullptr;
 };
 
