@@ -261,7 +261,7 @@ void* TagRegion::take(uint64_t bytes, bool zero, uintptr_t owner, uint64_t recor
   }
   if (fresh) mapped_fresh(fresh);
   Slot& s = table_[index];
-  s.probe = false;
+  s.probe = 0;
   if ((flags & kPopulateRepeated) && bytes >= kPopulateFrom) {  // a large slot's block
     populate_or_probe(s, size_class, at, bytes, mapped - fresh);
   }
@@ -270,44 +270,6 @@ void* TagRegion::take(uint64_t bytes, bool zero, uintptr_t owner, uint64_t recor
   s.bytes = bytes;
   *why = Miss::kNone;
   return at;
-}
-
-void TagRegion::populate_or_probe(Slot& s, int size_class, char* at, uint64_t bytes,
-                                  uint64_t resident) {
-  const uint64_t end = (bytes + kPage - 1) & ~(kPage - 1);  // the block's own pages only
-  if (end <= resident || !populate_works_.load(std::memory_order_relaxed)) return;
-  const uint64_t bit = uint64_t{1} << (size_class % 64);
-  const bool whole = whole_[size_class / 64].load(std::memory_order_relaxed) & bit;
-  const bool turn = takes_[size_class].fetch_add(1, std::memory_order_relaxed) % kProbeEvery == 0;
-  if (!whole || (turn && resident == 0)) {
-    s.probe = resident == 0;  // all its pages fresh: what give_back finds resident it wrote
-    return;
-  }
-  // Fails with EINVAL where the kernel lacks it; ENOMEM and the like leave the pages to fault in
-  // when written, as without it. errno is the caller's still.
-  const int saved = errno;
-  if (madvise(at + resident, end - resident, MADV_POPULATE_WRITE) != 0 && errno == EINVAL) {
-    populate_works_.store(false, std::memory_order_relaxed);
-  }
-  errno = saved;
-}
-
-void TagRegion::learn_whole(const Slot& s, int size_class, const char* at) {
-  unsigned char in_core[256];
-  const uint64_t pages = (s.bytes + kPage - 1) / kPage;
-  bool whole = true;
-  for (uint64_t done = 0; done < pages && whole;) {
-    const uint64_t n = pages - done < sizeof in_core ? pages - done : sizeof in_core;
-    if (mincore(const_cast<char*>(at) + done * kPage, n * kPage, in_core) != 0) return;
-    for (uint64_t i = 0; i < n; ++i) whole = whole && (in_core[i] & 1);
-    done += n;
-  }
-  const uint64_t bit = uint64_t{1} << (size_class % 64);
-  if (whole) {
-    whole_[size_class / 64].fetch_or(bit, std::memory_order_relaxed);
-  } else {
-    whole_[size_class / 64].fetch_and(~bit, std::memory_order_relaxed);
-  }
 }
 
 bool TagRegion::resize(const void* p, uint64_t bytes) {
@@ -336,12 +298,7 @@ void TagRegion::give_back(const void* p, bool keep) {
   const int64_t shared = shared_slot(index);
   if (shared >= 0) return shared_.give_back(static_cast<uint32_t>(shared), p);
   Slot& s = table_[index];
-  if (s.probe) {
-    int block_class = 0;
-    mapped_bytes(s.bytes, slots_.slot_bytes(), block_class);
-    learn_whole(s, block_class, region_of(index).slot_address(index_of(index)));
-    s.probe = false;
-  }
+  if (s.probe) learn_whole(index);
   uint64_t pages = 0;
   const int size_class = ::memoplan::record::size_class(s.committed, pages);
   s.owner = 0;

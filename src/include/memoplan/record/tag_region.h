@@ -169,7 +169,7 @@ class TagRegion {
     uint64_t bytes;
     uint64_t committed;             // bytes mapped read-write, possibly kept while the slot is free
     std::atomic<uint64_t> kept_at;  // CLOCK_MONOTONIC ns when it was last kept (read by others)
-    bool probe;  // kPopulateRepeated: its free tells whether it was written whole
+    uint8_t probe;  // kPopulateRepeated: a probe's size class + 1 (0: none), told at its free
   };
   // The table of slots and the kept stacks' links: one mapping, made at reserve().
   static constexpr size_t kTableBytes = (sizeof(Slot) + sizeof(uint32_t)) * 2 * size_t{kSlots};
@@ -228,8 +228,9 @@ class TagRegion {
   // kPopulateRepeated for the block of `bytes` at `at` in s, its first `resident` bytes mapped
   // already: populated past them, or made a probe (s.probe), or left as it is.
   void populate_or_probe(Slot& s, int size_class, char* at, uint64_t bytes, uint64_t resident);
-  // At a probe's free: whether its class's blocks are written whole (all its pages resident).
-  void learn_whole(const Slot& s, int size_class, const char* at);
+  // At the free of the probe in slot `index`: whether its class's blocks are written whole (all
+  // its pages resident).
+  void learn_whole(uint32_t index);
 
   vm::SlotRegion slots_;
   vm::SlotRegion small_;                   // inside slots_' first kSmallSetAside slots
