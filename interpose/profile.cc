@@ -102,9 +102,12 @@ void* profile_alloc(ThreadState& t, size_t size, size_t alignment, uint64_t key,
     return nullptr;
   }
   record::TagRegion::Miss miss;
+  // Without pass marks everything is profiled until a pass is found, a model's load too: a freed
+  // block keeps its pages only for a size that came back (tag_region.h).
+  const unsigned flags = record::TagRegion::kPopulateRepeated |
+                         (t.explicit_passes ? 0u : unsigned{record::TagRegion::kKeepIfReturning});
   void* p = g.tags.take(size, zero, reinterpret_cast<uintptr_t>(profile),
-                        profile->record_tag(profile->log.count()), &miss, alignment,
-                        record::TagRegion::kPopulateRepeated);
+                        profile->record_tag(profile->log.count()), &miss, alignment, flags);
   if (!p) {
     // Untracked: the fallback serves it, and the plan will not know it (a not_planned fallback).
     // No free slot: 65,536 large and 65,536 small slots hold tracked blocks.

@@ -12,7 +12,6 @@ namespace memoplan::record {
 namespace {
 
 constexpr uint64_t kPage = 4096;
-constexpr int kReuseClasses = 5;
 
 // Size classes in pages: 1..8 exact, then m * 2^k with m in 4..7 (at most 25% over). Returns the
 // class and sets `pages` to its size.
@@ -213,6 +212,7 @@ void* TagRegion::take(uint64_t bytes, bool zero, uintptr_t owner, uint64_t recor
   const bool small = small_.reserved() && alignment <= small_.slot_bytes();
   const bool any_slot = small || !small_.reserved();
   const int last = any_slot ? size_class + kReuseClasses : size_class;
+  if (flags & kKeepIfReturning) mark_returning(size_class, last);
   bool kept = false;
   for (int c = size_class; c < last && c < kClasses && !kept; ++c) {
     kept = pop_kept(c, index);
@@ -262,6 +262,7 @@ void* TagRegion::take(uint64_t bytes, bool zero, uintptr_t owner, uint64_t recor
   if (fresh) mapped_fresh(fresh);
   Slot& s = table_[index];
   s.probe = 0;
+  s.keep_if_returning = flags & kKeepIfReturning;
   if ((flags & kPopulateRepeated) && bytes >= kPopulateFrom) {  // a large slot's block
     populate_or_probe(s, size_class, at, bytes, mapped - fresh);
   }
@@ -303,7 +304,8 @@ void TagRegion::give_back(const void* p, bool keep) {
   const int size_class = ::memoplan::record::size_class(s.committed, pages);
   s.owner = 0;
   s.bytes = 0;
-  const uint64_t limit = keep ? retain_limit_.load(std::memory_order_relaxed) : 0;
+  uint64_t limit = keep ? retain_limit_.load(std::memory_order_relaxed) : 0;
+  if (limit && s.keep_if_returning && size_class < kClasses && !returns(size_class)) limit = 0;
   if (limit && size_class < kClasses && pages * kPage == s.committed) {  // a whole class
     if (retained_.fetch_add(s.committed, std::memory_order_relaxed) + s.committed <= limit) {
       s.kept_at.store(vm::monotonic_ns(), std::memory_order_relaxed);
@@ -313,6 +315,25 @@ void TagRegion::give_back(const void* p, bool keep) {
     retained_.fetch_sub(s.committed, std::memory_order_relaxed);
   }
   unmap(index);
+}
+
+void TagRegion::mark_returning(int first, int last) {
+  for (int c = first; c < last && c < kClasses; ++c) {
+    const uint64_t bit = uint64_t{1} << (c % 64);
+    if ((freed_[c / 64].load(std::memory_order_relaxed) & bit) &&
+        !(returning_[c / 64].load(std::memory_order_relaxed) & bit)) {
+      returning_[c / 64].fetch_or(bit, std::memory_order_relaxed);
+    }
+  }
+}
+
+bool TagRegion::returns(int size_class) {
+  const uint64_t bit = uint64_t{1} << (size_class % 64);
+  if (returning_[size_class / 64].load(std::memory_order_relaxed) & bit) return true;
+  if (!(freed_[size_class / 64].load(std::memory_order_relaxed) & bit)) {
+    freed_[size_class / 64].fetch_or(bit, std::memory_order_relaxed);
+  }
+  return false;
 }
 
 void TagRegion::unmap(uint32_t index) {

@@ -58,6 +58,42 @@ TEST_F(TagRegionTest, KeptPagesAreReusedZeroedAndTrimmed) {
   EXPECT_EQ(tags_.slots_in_use(), 0u);
 }
 
+// kKeepIfReturning: a class's first free unmaps; once a block of the class, or of one
+// whose kept slots could serve the class's, was asked for after a free, its freed blocks keep
+// their pages. Each fresh block below is taken with nothing kept: no kept slot is refitted.
+TEST_F(TagRegionTest, OnlyClassesAskedForAgainKeepTheirPages) {
+  tags_.set_retain_bytes(4 << 20);
+  TagRegion::Miss miss;
+  auto block = [&](uint64_t bytes) {
+    char* p =
+        static_cast<char*>(tags_.take(bytes, false, 1, 0, &miss, 64, TagRegion::kKeepIfReturning));
+    EXPECT_NE(p, nullptr);
+    if (p) memset(p, 1, bytes);
+    return p;
+  };
+  tags_.give_back(block(64 << 10));
+  EXPECT_EQ(tags_.retained_bytes(), 0u) << "64 KiB's first free: unmapped";
+  EXPECT_EQ(tags_.slots_in_use(), 0u);
+  char* kept = block(64 << 10);
+  tags_.give_back(kept);
+  EXPECT_EQ(tags_.retained_bytes(), 64u << 10) << "asked for again: kept";
+  char* live = block(64 << 10);
+  EXPECT_EQ(live, kept) << "its class's kept slot";
+  char* early = block(80 << 10);     // the class of 17-20 pages, taken before any was freed
+  tags_.give_back(block(80 << 10));  // its first free
+  EXPECT_EQ(tags_.retained_bytes(), 0u) << "80 KiB's first free";
+  // 56 KiB (14 pages) could take a kept slot of 80 KiB's class: asking for it marks that class.
+  char* other = block(56 << 10);
+  tags_.give_back(early);
+  EXPECT_EQ(tags_.retained_bytes(), 80u << 10) << "asked for since, by a 56 KiB request";
+  tags_.give_back(other);
+  EXPECT_EQ(tags_.retained_bytes(), 80u << 10) << "56 KiB's first free";
+  tags_.give_back(live);
+  EXPECT_EQ(tags_.retained_bytes(), 144u << 10);
+  tags_.trim();
+  EXPECT_EQ(tags_.slots_in_use(), 0u);
+}
+
 using vm::monotonic_ns;
 
 // Kept slots of the expiry's size or more keep their pages for its time at most: expire_kept

@@ -53,8 +53,9 @@ void exercise(const char* form, void* p, size_t size, size_t alignment) {
   CHECK(pattern_intact(p, size, seed));
 }
 
-// While profiling, a freed block's tag slot is the lowest free one, so the next large request
-// gets the same address back: proof that the delete form released the block. Checked with
+// While profiling, a freed block of a size that came back (prime) keeps its tag slot for the next
+// block of its size, so the next large request gets the same address back: proof that the delete
+// form released the block. Checked with
 // malloc, which every build routes to the shim.
 // `freed` is the block's address as an integer: the pointer itself is dead after the delete.
 void check_released(uintptr_t freed, size_t size = kSole) {
@@ -69,8 +70,18 @@ void check_released(uintptr_t freed, size_t size = kSole) {
 
 uintptr_t address(const void* p) { return reinterpret_cast<uintptr_t>(p); }
 
+// Without pass marks a freed profiled block keeps its pages only once its size came back (a
+// block of it asked for after one was freed: tag_region.h, kKeepIfReturning); before that its
+// slot goes back to the free ones, and the next request of its size might be fitted into a
+// kept slot of another size. So a size is made to come back before check_released relies on
+// getting its kept slot back.
+void prime(size_t size) {
+  for (int i = 0; i < 2; ++i) free(malloc(size));
+}
+
 void check_plain_forms() {
   uintptr_t freed = 0;
+  prime(kSole);
   void* p = ::operator new(kSole);
   exercise("new", p, kSole, 0);
   freed = address(p);
@@ -115,6 +126,7 @@ void check_aligned_forms() {
     // a repeating sequence here, or it would start serving these requests from a slab.
     const size_t size = kSole + alignment;
     const std::align_val_t al{alignment};
+    prime(size);
     void* p = ::operator new(size, al);
     exercise("new aligned", p, size, alignment);
     freed = address(p);

@@ -50,6 +50,7 @@ class TagRegion {
   static constexpr uint32_t kSmallSetAside = 16;      // large slots cut into small ones
   static constexpr unsigned kSmallFromShift = 22;     // only when large slots are 4 MiB or more
   static constexpr uint64_t kRefitAfterNs = 1000000;  // a kept slot's size has not come back
+  static constexpr int kReuseClasses = 5;  // a kept slot serves its own class and the next four
 
   // Reserves the region with the largest slot size from 2^largest_shift down to 2^smallest_shift
   // (step 2^step) that the address space allows. False (errno set) when none.
@@ -99,7 +100,16 @@ class TagRegion {
   //   probes, it peaked at 364 MiB against 12. Smaller blocks map lazily: CNN passes freed
   //   blocks of 32-340 KiB with part of their pages untouched, and populating their classes
   //   cost 0.3-0.5 MiB of peak RSS. Nothing where the kernel lacks it (before Linux 5.14).
-  enum Take : unsigned { kKeepTail = 1, kPopulateRepeated = 2 };
+  // - kKeepIfReturning: at its free the block keeps its pages only if its size class was asked
+  //   for again since one of its blocks was freed (the class's first free unmaps; a take with the
+  //   flag marks the classes whose kept slots could serve it). A pass's sizes come back within
+  //   it or at the next; a model's load frees its temporaries once, in sizes its passes do not
+  //   ask for, and kept, their pages stood beside the first pass's and what the fallback took
+  //   meanwhile: bert_encoder eager under the shim peaked at 691.6 MiB, 689.7 with the flag
+  //   (glibc 688.6; 3 runs each). The cost: the first pass's blocks of sizes made once a pass
+  //   map afresh at the second (mobilenet_v2 eager, its first ten passes: 382-430 ms, 404-494
+  //   with it, in three paired runs; steady passes and peaks of CNNs as before).
+  enum Take : unsigned { kKeepTail = 1, kPopulateRepeated = 2, kKeepIfReturning = 4 };
   static constexpr uint64_t kPopulateFrom = 512 << 10;
   static constexpr uint32_t kProbeEvery = 8;
   void* take(uint64_t bytes, bool zero, uintptr_t owner, uint64_t record, Miss* why,
@@ -170,6 +180,7 @@ class TagRegion {
     uint64_t committed;             // bytes mapped read-write, possibly kept while the slot is free
     std::atomic<uint64_t> kept_at;  // CLOCK_MONOTONIC ns when it was last kept (read by others)
     uint8_t probe;  // kPopulateRepeated: a probe's size class + 1 (0: none), told at its free
+    bool keep_if_returning;  // taken with kKeepIfReturning
   };
   // The table of slots and the kept stacks' links: one mapping, made at reserve().
   static constexpr size_t kTableBytes = (sizeof(Slot) + sizeof(uint32_t)) * 2 * size_t{kSlots};
@@ -220,6 +231,11 @@ class TagRegion {
                     uint64_t& fresh);
   // pop_kept of a slot kept at before_ns or earlier (false: none, or the class's top is newer).
   bool pop_kept_before(int size_class, uint64_t before_ns, uint32_t& slot);
+  // kKeepIfReturning: a take of classes [first, last) marks those a block was freed of as
+  // returning; whether a freed block of `size_class` may keep its pages (false marks the class
+  // freed).
+  void mark_returning(int first, int last);
+  bool returns(int size_class);
   // Unmaps kept slots of `bytes` in all, or all there are.
   void trim_by(uint64_t bytes);
   // `bytes` of pages mapped anew for a block: as many kept bytes go back as the region's mapped
@@ -248,7 +264,9 @@ class TagRegion {
   std::atomic<uint64_t> waits_run_out_{0};
   std::atomic<uint64_t> whole_[(kClasses + 63) / 64] = {};  // classes written whole, a bit each
   std::atomic<uint32_t> takes_[kClasses] = {};  // per class: blocks that might be populated
-  std::atomic<bool> populate_works_{true};      // false once the kernel refused (EINVAL)
+  std::atomic<uint64_t> freed_[(kClasses + 63) / 64] = {};      // classes a block was freed of
+  std::atomic<uint64_t> returning_[(kClasses + 63) / 64] = {};  // and asked for since
+  std::atomic<bool> populate_works_{true};  // false once the kernel refused (EINVAL)
   bool (*commit_fault_)() = nullptr;
 };
 
