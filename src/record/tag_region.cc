@@ -12,6 +12,7 @@ namespace memoplan::record {
 namespace {
 
 constexpr uint64_t kPage = 4096;
+constexpr int kReuseClasses = 5;
 
 // Size classes in pages: 1..8 exact, then m * 2^k with m in 4..7 (at most 25% over). Returns the
 // class and sets `pages` to its size.

@@ -50,7 +50,6 @@ class TagRegion {
   static constexpr uint32_t kSmallSetAside = 16;      // large slots cut into small ones
   static constexpr unsigned kSmallFromShift = 22;     // only when large slots are 4 MiB or more
   static constexpr uint64_t kRefitAfterNs = 1000000;  // a kept slot's size has not come back
-  static constexpr int kReuseClasses = 5;  // a kept slot serves its own class and the next four
 
   // Reserves the region with the largest slot size from 2^largest_shift down to 2^smallest_shift
   // (step 2^step) that the address space allows. False (errno set) when none.
