@@ -306,7 +306,8 @@ void TagRegion::give_back(const void* p, bool keep) {
   s.owner = 0;
   s.bytes = 0;
   uint64_t limit = keep ? retain_limit_.load(std::memory_order_relaxed) : 0;
-  if (limit && s.keep_if_returning && size_class < kClasses && !returns(size_class)) limit = 0;
+  if (limit && s.keep_if_returning && size_class < kClasses && !note_free_keeps(size_class))
+    limit = 0;
   if (limit && size_class < kClasses && pages * kPage == s.committed) {  // a whole class
     if (retained_.fetch_add(s.committed, std::memory_order_relaxed) + s.committed <= limit) {
       s.kept_at.store(vm::monotonic_ns(), std::memory_order_relaxed);
@@ -328,7 +329,7 @@ void TagRegion::mark_returning(int first, int last) {
   }
 }
 
-bool TagRegion::returns(int size_class) {
+bool TagRegion::note_free_keeps(int size_class) {
   const uint64_t bit = uint64_t{1} << (size_class % 64);
   if (returning_[size_class / 64].load(std::memory_order_relaxed) & bit) return true;
   if (!(freed_[size_class / 64].load(std::memory_order_relaxed) & bit)) {

@@ -231,10 +231,10 @@ class TagRegion {
   // pop_kept of a slot kept at before_ns or earlier (false: none, or the class's top is newer).
   bool pop_kept_before(int size_class, uint64_t before_ns, uint32_t& slot);
   // kKeepIfReturning: a take of classes [first, last) marks those a block was freed of as
-  // returning; whether a freed block of `size_class` may keep its pages (false marks the class
-  // freed).
+  // returning. At a free of a block of `size_class`: whether it may keep its pages (its class is
+  // returning); where not, records the free, so that the class's next take marks it returning.
   void mark_returning(int first, int last);
-  bool returns(int size_class);
+  bool note_free_keeps(int size_class);
   // Unmaps kept slots of `bytes` in all, or all there are.
   void trim_by(uint64_t bytes);
   // `bytes` of pages mapped anew for a block: as many kept bytes go back as the region's mapped
