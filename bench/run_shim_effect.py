@@ -205,6 +205,16 @@ def latency(result):
     return median, warm
 
 
+def paired(shim_rows, other_rows):
+    """The shim's latency over another configuration's in the same round: median over the rounds
+    both ran, min, max (None when no round has both)."""
+    other = {r["round"]: latency(r)[0] for r in other_rows}
+    ratios = [latency(r)[0] / other[r["round"]] for r in shim_rows if r["round"] in other]
+    if not ratios:
+        return None
+    return statistics.median(ratios), min(ratios), max(ratios)
+
+
 def summary(result):
     median, warm = latency(result)
     text = f"{median:.2f} ms, first 10 passes {warm:.1f} medians, {result['maxrss_kib'] // 1024} MiB"
@@ -294,13 +304,15 @@ def report(run_dirs, doc=None, shim_config="shim"):
         f"the first ten passes' time in units of the process's median (10.0: no warm-up cost; "
         f"worst thread, median over rounds). Served: steady-state requests of min_size (4 KiB) "
         f"or more served from a slab (the shim's exit statistics; an escaping block served from "
-        f"its slab place counts as served, one left to the fallback as not). RSS: ru_maxrss, "
+        f"its slab place counts as served, one left to the fallback as not). Paired: the shim's "
+        f"latency over that best allocator's in the same round (their processes ran back to "
+        f"back), median over rounds (min..max): drift between rounds cancels. RSS: ru_maxrss, "
         f"median over rounds.",
         "",
         "| cell | served | steady requests | fallbacks (whole run, by reason) | shim ms | best ms (who) | shim/best "
-        "| warm-up shim / best | RSS shim / lowest MiB | outputs |",
-        "|---|---|---|---|---|---|---|---|---|---|"]
-    ratios = []
+        "| paired | warm-up shim / best | RSS shim / lowest MiB | outputs |",
+        "|---|---|---|---|---|---|---|---|---|---|---|"]
+    ratios, paired_ratios = [], []
     for cell in sorted(by_cell, key=lambda c: (DEFAULTS["models"].split(",").index(c[0])
                                                if c[0] in DEFAULTS["models"] else 99, c[1:])):
         configs = by_cell[cell]
@@ -317,6 +329,9 @@ def report(run_dirs, doc=None, shim_config="shim"):
         shim_ms = med(shim_rows)
         ratio = shim_ms[0] / base[best][0]
         ratios.append(ratio)
+        pair = paired(shim_rows, configs[best])
+        if pair:
+            paired_ratios.append(pair[0])
         rss = {c: statistics.median(r["maxrss_kib"] for r in rs) / 1024
                for c, rs in configs.items()}
         lowest = min((c for c in rss if c in ALLOCATORS), key=lambda c: rss[c])
@@ -334,15 +349,22 @@ def report(run_dirs, doc=None, shim_config="shim"):
         name = f"{model} {mode} {intra}i/{infer}t{' +work' if work else ''}"
         warm = (statistics.median(latency(r)[1] for r in shim_rows),
                 statistics.median(latency(r)[1] for r in configs[best]))
+        pair_text = f"{pair[0]:.3f} ({pair[1]:.3f}..{pair[2]:.3f})" if pair else "-"
         lines.append(
             f"| {name} | {served:.1f}% | {steady:.0f} | {fallback_text} | {shim_ms[0]:.2f} "
             f"({shim_ms[1]:.2f}..{shim_ms[2]:.2f}) | {base[best][0]:.2f} ({best}) | {ratio:.3f} | "
+            f"{pair_text} | "
             f"{warm[0]:.1f} / {warm[1]:.1f} | {rss[shim_config]:.0f} / {rss[lowest]:.0f} ({lowest}) | "
             f"{outputs} |")
     if ratios:
         geo = statistics.geometric_mean(ratios)
         lines += ["", f"Geomean shim/best over {len(ratios)} cells: {geo:.3f} (below 1: the shim "
-                      f"is faster); cells above 1.10: {sum(r > 1.10 for r in ratios)}.", ""]
+                      f"is faster); cells above 1.10: {sum(r > 1.10 for r in ratios)}."]
+        if paired_ratios:
+            lines += [f"Paired per round: geomean {statistics.geometric_mean(paired_ratios):.3f}; "
+                      f"within 0.98 of the best (1/0.98 or less) in "
+                      f"{sum(r <= 1 / 0.98 for r in paired_ratios)} of {len(paired_ratios)} cells."]
+        lines += [""]
         lines += calibration(by_cell, shim_config)
     if shim_config != "shim":
         behind = ("glibc (fallback:next)" if shim_config == "shim+glibc" else
