@@ -280,11 +280,6 @@ void* fallback_alloc(size_t size, size_t alignment, bool zero) {
   return __builtin_expect(p != nullptr, 1) ? p : out_of_memory();
 }
 
-void* engine_alloc_unplanned(size_t size) {
-  if (__builtin_expect(!ready(), 0)) return bootstrap::allocate(size, 16);
-  return fallback_alloc(size, 16, false);
-}
-
 void* engine_alloc(size_t size, size_t alignment, bool zero) {
   // While the fallback is being resolved (by this thread or another), serve from the bootstrap
   // pool: zero pages never reused, so `zero` holds without a memset.

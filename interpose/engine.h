@@ -20,9 +20,6 @@ namespace memoplan::shim {
 // the shim may plan, the shim's own blocks, everything before initialization and under
 // fallback:jemalloc.
 void* engine_alloc(size_t size, size_t alignment, bool zero);
-// A request the shim makes for itself (exports.cc: its own C++ runtime's): the fallback's (the
-// bootstrap pool's until it is resolved), never profiled or planned.
-void* engine_alloc_unplanned(size_t size);
 void engine_free(void* p);
 void* engine_realloc(void* p, size_t size);
 size_t engine_usable_size(void* p);

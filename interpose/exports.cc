@@ -62,7 +62,10 @@ inline void* plain_malloc(size_t size, const void* caller = nullptr) {
   if (__builtin_expect(size < unplanned.direct_below.load(std::memory_order_acquire), 1)) {
     return unplanned.malloc(size);
   }
-  if (__builtin_expect(own_call(caller), 0)) return engine_alloc_unplanned(size);
+  if (__builtin_expect(own_call(caller), 0)) {
+    ReentryGuard guard;  // the engine's rule for its own requests: the fallback's
+    return engine_alloc(size, kMinAlign, false);
+  }
   return engine_alloc(size, kMinAlign, false);
 }
 
